@@ -1,0 +1,1 @@
+"""odradek: spark_jobs."""
