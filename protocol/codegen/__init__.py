@@ -1,0 +1,1 @@
+"""The generator: Kafka's JSON schemas in, checked-in Python codec modules out."""

@@ -1,0 +1,3 @@
+from protocol.codegen.generate import main
+
+main()
