@@ -48,7 +48,7 @@ _XERIAL_BLOCK: Final = 32 * 1024
 
 # zstd's densest encoding (an RLE block) turns 4 input bytes into 128 KiB, so feeding the decoder at most
 # budget >> 16 input bytes per call keeps each call's output below half the budget.
-_ZSTD_MIN_STEP: Final = 256
+_ZSTD_MIN_STEP: Final = 64
 
 
 def compress(codec_id: int, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
