@@ -189,6 +189,18 @@ def _check_magic(magic: int, pos: int) -> None:
     raise CorruptRecordError(f"invalid magic {magic} at {pos}")
 
 
+def _check_short(buf, pos: int, n: int) -> None:
+    """Fewer than 61 bytes at ``pos``: always an error; report it the way Kafka would (legacy magic first)."""
+    if pos < 0 or n - pos < HEADER_SIZE_UP_TO_MAGIC:
+        raise CorruptRecordError(f"truncated batch at {pos}: {max(n - pos, 0)} bytes")
+    length, _, magic = _unpack_lem(buf, pos + LENGTH_OFFSET)
+    if length < LEGACY_MIN_LENGTH:
+        raise CorruptRecordError(f"batch length {length} at {pos} is below the minimum record overhead")
+    if magic != MAGIC_V2:
+        _check_magic(magic, pos)
+    raise CorruptRecordError(f"truncated batch at {pos}: {n - pos} bytes, less than a batch header")
+
+
 def validate_batch(buf, pos: int = 0, check_crc: bool = True) -> BatchHeader:
     """Check the batch at ``pos`` the way Kafka does on produce and log recovery, and return its header.
 
@@ -202,20 +214,20 @@ def validate_batch(buf, pos: int = 0, check_crc: bool = True) -> BatchHeader:
     consumer with ``check.crcs=false``).
     """
     n = len(buf)
-    if n - pos < HEADER_SIZE_UP_TO_MAGIC or pos < 0:
-        raise CorruptRecordError(f"truncated batch at {pos}: {max(n - pos, 0)} bytes")
-    length, _, magic = _unpack_lem(buf, pos + LENGTH_OFFSET)
-    if length < LEGACY_MIN_LENGTH:
-        raise CorruptRecordError(f"batch length {length} at {pos} is below the minimum record overhead")
-    if magic != MAGIC_V2:
-        _check_magic(magic, pos)
-    if length < MIN_BATCH_LENGTH:
+    if pos < 0 or n - pos < BATCH_HEADER_SIZE:
+        _check_short(buf, pos, n)
+    h = _new_header(BatchHeader, _unpack_header(buf, pos))
+    length = h[1]
+    if h[3] != MAGIC_V2 or length < MIN_BATCH_LENGTH:
+        if length < LEGACY_MIN_LENGTH:
+            raise CorruptRecordError(f"batch length {length} at {pos} is below the minimum record overhead")
+        if h[3] != MAGIC_V2:
+            _check_magic(h[3], pos)
         raise CorruptRecordError(f"batch length {length} at {pos} is smaller than the v2 header")
     end = pos + LOG_OVERHEAD + length
     if end > n:
         raise CorruptRecordError(f"truncated batch at {pos}: length {length} needs {end - n} more bytes")
-    h = _new_header(BatchHeader, _unpack_header(buf, pos))
-    if check_crc and h[4] != _compute_crc(buf, pos, end):
+    if check_crc and h[4] != _crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:end]):
         raise CorruptRecordError(f"batch at {pos} is corrupt (stored crc {h[4]}, computed "
                                  f"{_compute_crc(buf, pos, end)})")
     if h[5] & COMPRESSION_MASK > ZSTD:
