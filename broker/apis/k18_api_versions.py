@@ -1,0 +1,42 @@
+"""ApiVersions: v0-4.
+
+Behaviour (Kafka's ApiVersionsRequest / KafkaApis.handleApiVersionsRequest):
+* the list is built from the handler table, so it advertises exactly what is implemented;
+* a request version above the maximum is answered by dispatch with UNSUPPORTED_VERSION in a v0 body
+  listing ApiVersions' own range (KIP-511), always with response header v0;
+* v3+: ClientSoftwareName/Version must match Kafka's pattern, else INVALID_REQUEST.
+Not implemented: supported/finalized features (no feature levels yet).
+"""
+
+from __future__ import annotations
+
+import re
+
+from protocol.errors import ErrorCode
+from protocol.generated.messages import ApiVersionsRequest, ApiVersionsResponse
+from protocol.generated.messages.api_versions_response import ApiVersion
+
+API_KEY = 18
+VERSIONS = (0, 4)
+
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def advertised(table) -> list[ApiVersion]:
+    return [ApiVersion(h.api_key, h.advertised[0], h.advertised[1]) for h in table.values()]
+
+
+async def handle(ctx, req: ApiVersionsRequest) -> ApiVersionsResponse:
+    from broker.apis import HANDLERS
+
+    if ctx.version >= 3 and not (
+        _SOFTWARE.fullmatch(req.client_software_name or "") and _SOFTWARE.fullmatch(req.client_software_version or "")
+    ):
+        return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=advertised(HANDLERS))
+    return ApiVersionsResponse(error_code=0, api_keys=advertised(HANDLERS))
+
+
+def unsupported_version_response() -> ApiVersionsResponse:
+    """The v0 body Kafka sends for an ApiVersions version it does not know."""
+    return ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
+                               api_keys=[ApiVersion(API_KEY, VERSIONS[0], VERSIONS[1])])

@@ -1,0 +1,64 @@
+"""``odradek``: ``serve --config FILE [--override key=value ...]`` and ``format`` (as kafka-storage.sh format)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from broker.config import BrokerConfig
+from broker.log_dirs import ensure_meta_properties
+from broker.server import Broker, new_event_loop
+
+
+def _config(args) -> BrokerConfig:
+    return BrokerConfig.load(args.config, args.override or ())
+
+
+async def _serve(config: BrokerConfig) -> None:
+    broker = Broker(config)
+    await broker.start()
+    for name in broker._bound:
+        ep = broker.advertised_endpoint(name)
+        print(f"odradek node {broker.node_id}: listening on {name}://{ep.host}:{broker.bound_port(name)}", flush=True)
+    print(f"odradek node {broker.node_id}: data in {', '.join(map(str, broker.log_dirs))}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    logging.getLogger("odradek").info("shutting down")
+    await broker.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="odradek", description="A Kafka-compatible broker")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name, help_ in (("serve", "run a broker"), ("format", "write meta.properties into the log dirs")):
+        p = sub.add_parser(name, help=help_)
+        p.add_argument("--config", "-c", help="YAML file of Kafka properties")
+        p.add_argument("--override", action="append", metavar="key=value", help="override a property")
+        p.add_argument("--log-level", default="INFO")
+    fmt = sub.choices["format"]
+    fmt.add_argument("--cluster-id", help="cluster id to write (default: a new random one)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    config = _config(args)
+    if args.cmd == "format":
+        cid = ensure_meta_properties(config.log_dirs, config.node_id, args.cluster_id or config.get("cluster.id"))
+        print(f"formatted {', '.join(map(str, config.log_dirs))} with cluster.id {cid}")
+        return 0
+    loop = new_event_loop(str(config.get("event.loop", "uvloop")))
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(_serve(config))
+    finally:
+        loop.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

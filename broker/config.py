@@ -1,0 +1,146 @@
+"""Broker configuration: Kafka's property names and defaults, from a YAML file plus ``--override k=v``.
+
+Values are kept as Kafka would parse them (ints, bools, lists); unknown keys are kept and logged,
+as Kafka logs "unused" configs rather than failing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# Kafka 4.x defaults for the properties this broker reads (KafkaConfig / ServerLogConfigs / SocketServerConfigs).
+DEFAULTS: dict[str, Any] = {
+    "process.roles": "broker,controller",
+    "node.id": 1,
+    "listeners": "PLAINTEXT://:9092",
+    "advertised.listeners": None,
+    "log.dirs": None,
+    "log.dir": "/tmp/kafka-logs",
+    "num.partitions": 1,
+    "default.replication.factor": 1,
+    "auto.create.topics.enable": True,
+    "socket.request.max.bytes": 104857600,
+    "connections.max.idle.ms": 600000,
+    "log.segment.bytes": 1073741824,
+    "log.roll.ms": None,
+    "log.roll.hours": 168,
+    "log.retention.ms": None,
+    "log.retention.minutes": None,
+    "log.retention.hours": 168,
+    "log.retention.bytes": -1,
+    "log.retention.check.interval.ms": 300000,
+    "log.index.interval.bytes": 4096,
+    "log.index.size.max.bytes": 10485760,
+    "log.flush.interval.messages": 9223372036854775807,
+    "log.flush.interval.ms": None,
+    "log.cleanup.policy": "delete",
+    "message.max.bytes": 1048588,
+    "offsets.topic.num.partitions": 50,
+    "offsets.topic.replication.factor": 3,
+    "cluster.id": None,
+    "event.loop": "uvloop",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(text: str) -> list[Listener]:
+    """``PLAINTEXT://host:port,NAME://host:port`` as Kafka's ``listeners``; empty host = all interfaces."""
+    out = []
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        name, _, rest = item.partition("://")
+        host, _, port = rest.rpartition(":")
+        host = host.strip("[]")
+        out.append(Listener(name, host, int(port)))
+    return out
+
+
+def coerce(value: Any) -> Any:
+    """Interpret an override string the way a properties file would be read into a typed config."""
+    if not isinstance(value, str):
+        return value
+    low = value.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("null", "none", ""):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
+class BrokerConfig:
+    """Effective configuration: defaults < file < overrides."""
+
+    def __init__(self, values: dict[str, Any] | None = None, base_dir: Path | None = None) -> None:
+        self.values: dict[str, Any] = dict(DEFAULTS)
+        for k, v in (values or {}).items():
+            self.values[k] = v
+        self.base_dir = base_dir or Path.cwd()
+
+    @classmethod
+    def load(cls, path: str | os.PathLike | None, overrides: list[str] | tuple[str, ...] = ()) -> "BrokerConfig":
+        values: dict[str, Any] = {}
+        if path is not None:
+            with open(path) as f:
+                loaded = yaml.safe_load(f) or {}
+            if not isinstance(loaded, dict):
+                raise ValueError(f"{path}: expected a mapping of Kafka property names")
+            values.update(_flatten(loaded))
+        for item in overrides:
+            key, sep, val = item.partition("=")
+            if not sep:
+                raise ValueError(f"override {item!r} is not key=value")
+            values[key.strip()] = coerce(val)
+        return cls(values)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        v = self.values.get(key)
+        return default if v is None else v
+
+    @property
+    def node_id(self) -> int:
+        return int(self.values["node.id"])
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        """``log.dirs`` (or ``log.dir``), comma separated; relative paths resolve against the cwd."""
+        raw = self.values.get("log.dirs") or self.values.get("log.dir")
+        items = raw if isinstance(raw, list) else str(raw).split(",")
+        return [(self.base_dir / p.strip()).resolve() for p in items if str(p).strip()]
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return parse_listeners(str(self.values["listeners"]))
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        """Kafka: defaults to ``listeners``; an empty host advertises the machine's canonical host name."""
+        raw = self.values.get("advertised.listeners")
+        return parse_listeners(str(raw)) if raw else self.listeners
+
+
+def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    """Allow nested YAML (``log: {dirs: ...}``) as well as dotted keys."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out

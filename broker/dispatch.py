@@ -1,0 +1,44 @@
+"""Route one request to its handler the way Kafka's RequestChannel/KafkaApis do.
+
+* unknown API key, or a version outside what we serve for a non-ApiVersions request: close the
+  connection (Kafka raises InvalidRequestException while parsing);
+* ApiVersions at an unknown version: UNSUPPORTED_VERSION in a v0 body (KIP-511);
+* a body that does not decode: close the connection;
+* a handler exception: one log line, close that connection; the broker keeps running.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from broker.apis import HANDLERS, k18_api_versions
+from broker.context import RequestContext
+from protocol.connection import Request, encode_response
+from protocol.errors import DecodeError, ProtocolError
+
+log = logging.getLogger("odradek.dispatch")
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; Kafka closes the connection."""
+
+
+async def dispatch(ctx: RequestContext) -> list | None:
+    """Response parts for ``ctx.request`` (None: no response, e.g. acks=0); raises CloseConnection."""
+    req: Request = ctx.request
+    handler = HANDLERS.get(req.api_key)
+    if handler is None:
+        raise CloseConnection(f"unsupported api key {req.api_key}")
+    lo, hi = handler.versions
+    if not lo <= req.api_version <= hi:
+        if req.api_key == k18_api_versions.API_KEY and req.api_version > hi:
+            return encode_response(req, k18_api_versions.unsupported_version_response(), version=0)
+        raise CloseConnection(f"unsupported version {req.api_version} of api key {req.api_key}")
+    try:
+        body = req.decode_body()
+    except (DecodeError, ProtocolError) as exc:
+        raise CloseConnection(f"malformed {handler.spec.name} v{req.api_version}: {exc}") from None
+    response = await handler.handle(ctx, body)
+    if response is None:
+        return None
+    return encode_response(req, response)

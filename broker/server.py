@@ -1,0 +1,140 @@
+"""The TCP server: one reader task per connection, requests answered in order, bounded frames.
+
+The socket work is here; everything about bytes lives in protocol.connection (sans-IO).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import socket
+import time
+from pathlib import Path
+
+from broker.config import BrokerConfig, Listener
+from broker.context import RequestContext
+from broker.dispatch import CloseConnection, dispatch
+from broker.log_dirs import ensure_meta_properties
+from protocol.connection import CONNECTION_CLOSED, NEED_DATA, ServerConnection
+from protocol.errors import DecodeError
+
+log = logging.getLogger("odradek.server")
+
+READ_CHUNK = 256 * 1024
+
+
+class Broker:
+    """One broker process: its listeners, connections and (for now) cluster identity."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.log_dirs: list[Path] = config.log_dirs
+        self.cluster_id: str | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        self._bound: dict[str, Listener] = {}
+        self._conn_ids = itertools.count()
+        self._connections: set[asyncio.Task] = set()
+        self.max_frame = int(config["socket.request.max.bytes"])
+        self.idle_ms = int(config["connections.max.idle.ms"])
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.cluster_id = ensure_meta_properties(self.log_dirs, self.node_id, self.config.get("cluster.id"))
+        for lst in self.config.listeners:
+            server = await asyncio.start_server(
+                lambda r, w, name=lst.name: self._on_connection(r, w, name),
+                host=lst.host or None, port=lst.port, reuse_address=True, limit=READ_CHUNK,
+            )
+            self._servers.append(server)
+            port = server.sockets[0].getsockname()[1]
+            self._bound[lst.name] = Listener(lst.name, lst.host, port)
+        log.info("odradek node %s listening on %s; data in %s; cluster id %s", self.node_id,
+                 ", ".join(f"{l.name}://{l.host}:{l.port}" for l in self._bound.values()),
+                 ", ".join(map(str, self.log_dirs)), self.cluster_id)
+
+    async def stop(self) -> None:
+        for s in self._servers:
+            s.close()
+        for t in list(self._connections):
+            t.cancel()
+        for s in self._servers:
+            await s.wait_closed()
+        self._servers.clear()
+
+    def bound_port(self, listener: str | None = None) -> int:
+        if listener is None:
+            listener = next(iter(self._bound))
+        return self._bound[listener].port
+
+    def advertised_endpoint(self, listener: str) -> Listener:
+        """The advertised host:port for a listener; port 0 in config means the port actually bound."""
+        for adv in self.config.advertised_listeners:
+            if adv.name == listener:
+                port = adv.port or self._bound[listener].port
+                host = adv.host or self._bound[listener].host or socket.getfqdn()
+                return Listener(listener, host, port)
+        b = self._bound[listener]
+        return Listener(listener, b.host or socket.getfqdn(), b.port)
+
+    # ---- connections -------------------------------------------------------------------------------
+
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: str) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        conn_id = f"{listener}-{next(self._conn_ids)}"
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        conn = ServerConnection(self.max_frame)
+        try:
+            await self._serve(conn, reader, writer, conn_id, listener)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except CloseConnection as exc:
+            log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
+        except DecodeError as exc:
+            log.warning("closing connection %s from %s: bad frame: %s", conn_id, peer, exc)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("closing connection %s from %s after an internal error", conn_id, peer)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _serve(self, conn: ServerConnection, reader, writer, conn_id: str, listener: str) -> None:
+        idle_s = self.idle_ms / 1000.0
+        while True:
+            try:
+                data = await asyncio.wait_for(reader.read(READ_CHUNK), idle_s)
+            except asyncio.TimeoutError:
+                log.info("closing idle connection %s", conn_id)
+                return
+            conn.receive_data(data)
+            while True:
+                event = conn.next_event()
+                if event is NEED_DATA:
+                    break
+                if event is CONNECTION_CLOSED:
+                    return
+                ctx = RequestContext(self, event, conn_id, listener, int(time.time() * 1000))
+                parts = await dispatch(ctx)
+                if parts is not None:
+                    writer.writelines(parts)
+                    await writer.drain()  # backpressure: stop reading while responses are not drained
+
+
+def new_event_loop(kind: str) -> asyncio.AbstractEventLoop:
+    if kind == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
