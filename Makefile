@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test generate bench kcat venv venv-test clean
+.PHONY: run test generate bench kcat java venv venv-test clean
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -q -e '.[test]'
+	$(PIP) install -q -e '.[test,spark]'
 	touch $(VENV)/.installed $@
 
 venv: $(VENV)/.installed
@@ -28,8 +28,11 @@ run: venv
 kcat:
 	@command -v kcat >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat; }
 
-## create/update .venv with the test extras, install kcat if missing, run the suite
-test: venv-test kcat
+java:  # the PySpark tests need a JVM
+	@command -v java >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jre-headless; }
+
+## create/update .venv with the test extras, install kcat (and a JVM for Spark) if missing, run the suite
+test: venv-test kcat java
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ## regenerate the protocol codec from ../shared/kafka-spec
