@@ -287,6 +287,8 @@ def decode_records(data, count: int, base_offset: int, base_timestamp: int,
     out = []
     append = out.append
     read_uvarint = _read_uvarint
+    read_bytes = _read_bytes
+    new_record = object.__new__
     for _ in range(count):
         if pos >= end:
             raise CorruptRecordError(f"batch declares {count} records but its data ends after {len(out)}")
@@ -321,8 +323,8 @@ def decode_records(data, count: int, base_offset: int, base_timestamp: int,
             r, pos = read_uvarint(data, pos, rec_end, 5)
             r &= 0xFFFFFFFF
             offset_delta = (r >> 1) ^ -(r & 1)
-        key, pos = _read_bytes(data, pos, rec_end)
-        value, pos = _read_bytes(data, pos, rec_end)
+        key, pos = read_bytes(data, pos, rec_end)
+        value, pos = read_bytes(data, pos, rec_end)
         # header count (varint)
         if pos < rec_end and data[pos] < 0x80:
             b = data[pos]
@@ -337,17 +339,21 @@ def decode_records(data, count: int, base_offset: int, base_timestamp: int,
             if n_headers < 0 or n_headers * 2 > rec_end - pos:
                 raise CorruptRecordError(f"invalid number of record headers {n_headers}")
             for _h in range(n_headers):
-                hk, pos = _read_bytes(data, pos, rec_end)
+                hk, pos = read_bytes(data, pos, rec_end)
                 if hk is None:
                     raise CorruptRecordError("invalid negative header key size")
-                hv, pos = _read_bytes(data, pos, rec_end)
+                hv, pos = read_bytes(data, pos, rec_end)
                 headers.append((hk.decode("utf-8", "surrogateescape"), hv))
         if pos != rec_end:
             raise CorruptRecordError(f"invalid record size: expected to read {size} bytes in record payload, "
                                      f"but read {size - (rec_end - pos)}")
-        rec = Record(key, value, (), base_timestamp + ts_delta if log_append_time is None else log_append_time,
-                     offset_delta, base_offset + offset_delta)
+        rec = new_record(Record)
+        rec.key = key
+        rec.value = value
         rec.headers = headers
+        rec.timestamp = base_timestamp + ts_delta if log_append_time is None else log_append_time
+        rec.offset_delta = offset_delta
+        rec.offset = base_offset + offset_delta
         append(rec)
     if pos != end:
         raise CorruptRecordError(f"incorrect declared batch size: {end - pos} bytes remain after {count} records")

@@ -21,7 +21,7 @@ These are the codes a Kafka 4.x broker returns for the same bytes.
 from __future__ import annotations
 
 import struct
-from typing import Final, Iterator, NamedTuple
+from typing import Final, NamedTuple
 
 from crc32c import crc32c as _crc32c
 
