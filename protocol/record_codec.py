@@ -262,7 +262,7 @@ def build_batch(records: Iterable[Record], *, base_offset: int = 0, compression:
         encode_record(body, delta, timestamps[i] - base_ts, r.key, r.value, r.headers)
     if last_offset_delta is None:
         last_offset_delta = max(max_delta, 0)
-    if compression != NONE:
+    if compression != NONE and records:
         body = compress(compression, body, compression_level)
     attributes = make_attributes(compression, timestamp_type, is_transactional, is_control,
                                  delete_horizon_ms is not None)
@@ -384,6 +384,8 @@ def decode_batch(buf, pos: int = 0, *, verify_crc: bool = True,
                  max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> tuple[BatchHeader, list[Record]]:
     """Validate (magic, length, CRC unless ``verify_crc=False``), decompress and decode the batch at ``pos``."""
     h = validate_batch(buf, pos, check_crc=verify_crc)
+    if h.records_count == 0:
+        return h, []  # like Kafka, an empty batch's records section is never decompressed
     end = pos + h.size
     with memoryview(buf) as mv:
         section = mv[pos + RECORDS_OFFSET:end]
@@ -393,8 +395,6 @@ def decode_batch(buf, pos: int = 0, *, verify_crc: bool = True,
         finally:
             section.release()
     lat = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
-    if h.records_count == 0:
-        return h, []
     return h, decode_records(data, h.records_count, h.base_offset, h.base_timestamp, lat)
 
 

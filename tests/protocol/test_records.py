@@ -254,6 +254,14 @@ def test_compacted_shapes_are_valid():
         R.check_client_batch(R.parse_header(b))
 
 
+@pytest.mark.parametrize("codec", CODECS, ids=CODEC_IDS)
+def test_empty_batch_any_codec(codec):
+    b = build_batch([], compression=codec)
+    assert len(b) == 61  # nothing to compress: the records section stays empty, as Kafka writes it
+    h, recs = decode_batch(b)
+    assert recs == [] and h.compression == codec
+
+
 def test_validate_batch_check_crc_false():
     b = bytearray(sample_batch(2))
     b[-1] ^= 1
