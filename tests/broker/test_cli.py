@@ -1,0 +1,52 @@
+"""`odradek serve` as `make run` starts it: config file, --override, relative log.dirs, SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_serve_from_config_with_overrides(tmp_path):
+    exe = Path(sys.executable).parent / "odradek"
+    proc = subprocess.Popen(
+        [str(exe), "serve", "--config", str(REPO / "config" / "single-node.yaml"),
+         "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "advertised.listeners=PLAINTEXT://127.0.0.1:0"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        m = re.search(r"listening on PLAINTEXT://127\.0\.0\.1:(\d+)", line)
+        assert m, line
+        port = int(m.group(1))
+        assert "data in " + str(tmp_path / "data") in proc.stdout.readline()
+        assert (tmp_path / "data" / "meta.properties").exists()  # relative log.dirs resolved against the cwd
+        out = subprocess.run([shutil.which("kcat"), "-L", "-b", f"127.0.0.1:{port}", "-m", "10"],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        assert f"broker 1 at 127.0.0.1:{port}" in out.stdout
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert rc == 0
+
+
+def test_format_writes_meta_properties(tmp_path):
+    exe = Path(sys.executable).parent / "odradek"
+    out = subprocess.run([str(exe), "format", "--config", str(REPO / "config" / "single-node.yaml"),
+                          "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qk"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "data" / "meta.properties").read_text()
+    assert "cluster.id=MkU3OEVBNTcwNTJENDM2Qk" in text and "node.id=1" in text and "directory.id=" in text
+    assert "version=1" in text
+    assert os.path.exists(tmp_path / "data")
