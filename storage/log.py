@@ -1,0 +1,970 @@
+"""A partition log: the policy layer (Kafka's ``UnifiedLog``).
+
+Owns the log start offset, the high watermark (set by the broker), the last stable offset, the
+leader-epoch cache, producer state, retention and the flush policy; delegates bytes to
+:class:`~storage.local_log.LocalLog`.
+
+Threading: every mutating method and every read takes the log's lock (a ``threading.RLock``), so the
+broker's event loop, an executor thread doing recovery/flush/retention and the log cleaner's thread may
+share a :class:`Log`.  The lock is held for in-memory work and page-cache writes only; ``fsync`` happens in
+:meth:`Log.flush`, which callers should run off the event loop (it holds the lock while syncing, as
+Kafka's flush does for the segment list but not for the data).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from protocol.errors import InvalidRecordError, ProtocolError
+from protocol.records import (
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    BatchHeader,
+    check_client_batch,
+    set_max_timestamp,
+    stamp_batch,
+    validate_batch,
+)
+
+from . import files, fileio
+from .checkpoints import LeaderEpochCheckpointFile, PartitionMetadataFile, uuid_to_string
+from .config import LogConfig
+from .epoch import UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
+from .errors import (
+    InconsistentTopicIdError,
+    InvalidTimestampError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from .file_records import FileSlice, TimestampAndOffset
+from .loader import LoadStats, load_log, rebuild_producer_state
+from .local_log import LocalLog
+from .producer_state import (
+    ORIGIN_CLIENT,
+    ORIGIN_COORDINATOR,
+    ORIGIN_REPLICATION,
+    BatchMetadata,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerStateManager,
+)
+from .scheduler import Scheduler
+from .segment import FetchDataInfo, LogOffsetMetadata, LogSegment, RollParams
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Log", "LogAppendInfo", "FetchIsolation", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP",
+           "EARLIEST_LOCAL_TIMESTAMP", "LATEST_TIERED_TIMESTAMP"]
+
+# ListOffsetsRequest special timestamps
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+NO_TIMESTAMP = -1
+UNKNOWN_OFFSET = -1
+
+
+class FetchIsolation:
+    LOG_END = "log_end"             # replicas (followers) read up to the log end offset
+    HIGH_WATERMARK = "high_watermark"  # READ_UNCOMMITTED consumers
+    TXN_COMMITTED = "txn_committed"    # READ_COMMITTED consumers: up to the last stable offset
+
+
+@dataclass
+class LogAppendInfo:
+    """What an append did (Kafka's ``LogAppendInfo``)."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    shallow_offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    valid_bytes: int
+    num_batches: int
+    last_leader_epoch: int | None = None
+    duplicate: bool = False
+    headers: list[BatchHeader] = field(default_factory=list, repr=False)
+
+
+class Log:
+    """One ``<topic>-<partition>`` directory.  Build with :meth:`Log.open`."""
+
+    def __init__(self, local_log: LocalLog, *, log_start_offset: int, epoch_cache: LeaderEpochFileCache,
+                 producer_state: ProducerStateManager, partition_metadata: PartitionMetadataFile,
+                 topic_id: bytes | None, load_stats: LoadStats | None = None) -> None:
+        self._lock = threading.RLock()
+        self.local_log = local_log
+        self.log_start_offset = log_start_offset
+        self.leader_epoch_cache = epoch_cache
+        self.producer_state = producer_state
+        self.partition_metadata = partition_metadata
+        self.topic_id = topic_id
+        self.load_stats = load_stats
+        self._high_watermark = LogOffsetMetadata(log_start_offset)
+        self._first_unstable_offset: LogOffsetMetadata | None = None
+        self.offline = False
+        self.offline_reason: str | None = None
+        self.dirty_since_checkpoint = False
+        self._update_high_watermark_metadata(self._high_watermark)
+        self._maybe_increment_first_unstable_offset()
+
+    # ==== construction ============================================================================
+    @classmethod
+    def open(cls, dir: str, config: LogConfig, *, now_ms: int, log_start_offset: int = 0, recovery_point: int = 0,
+             had_clean_shutdown: bool = False, scheduler: Scheduler | None = None, topic_id: bytes | None = None,
+             producer_id_expiration_ms: int = 86400000, max_transaction_timeout_ms: int = 900000) -> "Log":
+        """Open (creating if needed) and load the log in ``dir`` (``UnifiedLog.apply``).
+
+        ``log_start_offset`` and ``recovery_point`` come from the log dir's checkpoints;
+        ``had_clean_shutdown`` from its ``.kafka_cleanshutdown`` marker.  Slow after an unclean shutdown:
+        call it off the event loop.
+        """
+        topic, partition = files.parse_topic_partition_name(dir)
+        os.makedirs(dir, exist_ok=True)
+        scheduler = scheduler or Scheduler()
+        pm = PartitionMetadataFile(os.path.join(dir, files.PARTITION_METADATA_FILE))
+        epoch_cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(os.path.join(dir, files.LEADER_EPOCH_CHECKPOINT_FILE)))
+        psm = ProducerStateManager(dir, producer_id_expiration_ms=producer_id_expiration_ms,
+                                   max_transaction_timeout_ms=max_transaction_timeout_ms)
+        stats = LoadStats()
+        try:
+            segments, offsets = load_log(dir, config, log_start_offset_checkpoint=log_start_offset,
+                                         recovery_point_checkpoint=recovery_point,
+                                         had_clean_shutdown=had_clean_shutdown, epoch_cache=epoch_cache,
+                                         producer_state=psm, scheduler=scheduler, now_ms=now_ms, stats=stats)
+        except OSError as e:
+            raise KafkaStorageError(f"Error while loading log {dir}: {e}") from e
+        local = LocalLog(dir, config, segments, offsets.recovery_point, offsets.next_offset_metadata, scheduler,
+                         topic, partition, now_ms)
+        existing_id = None
+        if pm.exists():
+            try:
+                existing_id = pm.read()[1]
+            except KafkaStorageError as e:
+                log.warning("Ignoring unreadable %s: %s", pm.path, e)
+        if topic_id is not None and existing_id is not None and existing_id != topic_id:
+            raise InconsistentTopicIdError(
+                f"Tried to assign topic ID {uuid_to_string(topic_id)} to log for {topic}-{partition}, but log "
+                f"already contained topic ID {uuid_to_string(existing_id)}")
+        if topic_id is not None and existing_id is None:
+            pm.record(topic_id)
+        lg = cls(local, log_start_offset=offsets.log_start_offset, epoch_cache=epoch_cache, producer_state=psm,
+                 partition_metadata=pm, topic_id=topic_id or existing_id, load_stats=stats)
+        lg._maybe_flush_metadata_file()
+        return lg
+
+    # ==== identity / properties ===================================================================
+    @property
+    def dir(self) -> str:
+        return self.local_log.dir
+
+    @property
+    def topic(self) -> str:
+        return self.local_log.topic
+
+    @property
+    def partition(self) -> int:
+        return self.local_log.partition
+
+    @property
+    def config(self) -> LogConfig:
+        return self.local_log.config
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.local_log.config = config
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.local_log.scheduler
+
+    @property
+    def segments(self):
+        return self.local_log.segments
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.local_log.log_end_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self.local_log.next_offset_metadata
+
+    @property
+    def recovery_point(self) -> int:
+        return self.local_log.recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark.message_offset
+
+    @property
+    def size(self) -> int:
+        """Total bytes of all segments."""
+        return self.local_log.segments.size_in_bytes()
+
+    @property
+    def num_segments(self) -> int:
+        return len(self.local_log.segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.local_log.segments.active_segment
+
+    def log_segments(self, from_offset: int | None = None, to_offset: int | None = None) -> list[LogSegment]:
+        return self.local_log.segments.values(from_offset, to_offset)
+
+    @property
+    def last_flush_time(self) -> int:
+        return self.local_log.last_flushed_time
+
+    def is_empty(self) -> bool:
+        return self.log_start_offset == self.log_end_offset
+
+    # ==== errors ==================================================================================
+    def _check_online(self) -> None:
+        if self.offline:
+            raise KafkaStorageError(f"Log for partition {self.topic}-{self.partition} is offline: "
+                                    f"{self.offline_reason}")
+
+    def _io_error(self, msg: str, e: BaseException) -> KafkaStorageError:
+        """An I/O failure takes this partition offline (Kafka takes the whole log dir offline)."""
+        self.offline = True
+        self.offline_reason = f"{msg}: {e}"
+        log.error("Partition %s-%d taken offline: %s: %s", self.topic, self.partition, msg, e)
+        try:
+            self.local_log.close_handlers()
+        except Exception:
+            pass
+        return KafkaStorageError(f"{msg} for {self.topic}-{self.partition} in dir {self.local_log.parent_dir}: {e}")
+
+    def mark_offline(self, reason: str) -> None:
+        with self._lock:
+            if not self.offline:
+                self.offline = True
+                self.offline_reason = reason
+                log.error("Partition %s-%d taken offline: %s", self.topic, self.partition, reason)
+                try:
+                    self.local_log.close_handlers()
+                except Exception:
+                    pass
+
+    # ==== topic id ================================================================================
+    def _maybe_flush_metadata_file(self) -> None:
+        self.partition_metadata.maybe_flush()
+
+    def assign_topic_id(self, topic_id: bytes) -> None:
+        with self._lock:
+            if self.topic_id is not None:
+                if self.topic_id != topic_id:
+                    raise InconsistentTopicIdError(
+                        f"Tried to assign topic ID {uuid_to_string(topic_id)} to log for {self.topic}-"
+                        f"{self.partition}, but log already contained topic ID {uuid_to_string(self.topic_id)}")
+                return
+            self.topic_id = topic_id
+            self.partition_metadata.record(topic_id)
+            self._maybe_flush_metadata_file()
+
+    # ==== high watermark / LSO ====================================================================
+    def update_high_watermark(self, hw: int) -> int:
+        """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``; returns the value set."""
+        with self._lock:
+            if hw < self.log_start_offset:
+                meta = LogOffsetMetadata(self.log_start_offset)
+            elif hw >= self.log_end_offset:
+                meta = self.log_end_offset_metadata
+            else:
+                meta = LogOffsetMetadata(hw)
+            self._update_high_watermark_metadata(meta)
+            return meta.message_offset
+
+    def maybe_increment_high_watermark(self, new_hw: LogOffsetMetadata) -> LogOffsetMetadata | None:
+        with self._lock:
+            if new_hw.message_offset > self.log_end_offset:
+                raise ValueError(f"High watermark {new_hw} update exceeds current log end offset "
+                                 f"{self.log_end_offset_metadata}")
+            old = self._high_watermark
+            if old.message_offset < new_hw.message_offset or (
+                    old.message_offset == new_hw.message_offset and old.on_older_segment(new_hw)):
+                self._update_high_watermark_metadata(new_hw)
+                return old
+            return None
+
+    def _update_high_watermark_metadata(self, meta: LogOffsetMetadata) -> None:
+        if meta.message_offset < 0:
+            raise ValueError("High watermark offset should be non-negative")
+        self._high_watermark = meta
+        self.producer_state.on_high_watermark_updated(meta.message_offset)
+        self._maybe_increment_first_unstable_offset()
+
+    def _update_high_watermark_with_log_end_offset(self) -> None:
+        end = self.log_end_offset_metadata
+        if self._high_watermark.message_offset >= end.message_offset:
+            self._update_high_watermark_metadata(end)
+
+    def _fetch_high_watermark_metadata(self) -> LogOffsetMetadata:
+        self.local_log.check_if_memory_mapped_buffer_closed()
+        meta = self._high_watermark
+        if meta.message_offset_only:
+            if meta.message_offset == self.log_end_offset:
+                meta = self.log_end_offset_metadata
+            else:
+                meta = self.local_log.convert_to_offset_metadata_or_throw(meta.message_offset)
+            self._high_watermark = meta
+        return meta
+
+    def _maybe_increment_first_unstable_offset(self) -> None:
+        fuo = self.producer_state.first_unstable_offset()
+        if fuo is None:
+            self._first_unstable_offset = None
+        else:
+            self._first_unstable_offset = LogOffsetMetadata(max(fuo, self.log_start_offset))
+
+    @property
+    def last_stable_offset(self) -> int:
+        fuo = self._first_unstable_offset
+        if fuo is not None and fuo.message_offset < self.high_watermark:
+            return fuo.message_offset
+        return self.high_watermark
+
+    def _fetch_last_stable_offset_metadata(self) -> LogOffsetMetadata:
+        fuo = self._first_unstable_offset
+        if fuo is not None and fuo.message_offset < self.high_watermark:
+            if fuo.message_offset_only:
+                if fuo.message_offset >= self.log_end_offset:
+                    fuo = self.log_end_offset_metadata
+                else:
+                    fuo = self.local_log.convert_to_offset_metadata_or_throw(fuo.message_offset)
+                self._first_unstable_offset = fuo
+            return fuo
+        return self._fetch_high_watermark_metadata()
+
+    # ==== append ==================================================================================
+    def append_as_leader(self, records, leader_epoch: int, now_ms: int, *,
+                         origin: str = ORIGIN_CLIENT) -> LogAppendInfo:
+        """Validate and append a produce request's records, assigning offsets and stamping ``leader_epoch``.
+
+        ``records`` should be a ``bytearray`` (or writable memoryview): offsets are written into it in place;
+        ``bytes`` is copied once.  Raises :class:`CorruptRecordError` (bad CRC/length/magic),
+        :class:`InvalidRecordError`, :class:`RecordTooLargeError`, :class:`RecordBatchTooLargeError`,
+        :class:`OutOfOrderSequenceError`, :class:`InvalidProducerEpochError`, :class:`KafkaStorageError`.
+        A duplicate idempotent batch is not written; the returned info has ``duplicate=True`` and the
+        original offsets.
+        """
+        return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False)
+
+    def append_as_follower(self, records, now_ms: int) -> LogAppendInfo:
+        """Append batches whose offsets and epochs were assigned by the leader."""
+        return self._append(records, ORIGIN_REPLICATION, False, -1, now_ms, ignore_record_size=True)
+
+    def _analyze(self, buf, origin: str, ignore_record_size: bool, require_monotonic: bool
+                 ) -> tuple[list[BatchHeader], LogAppendInfo]:
+        headers: list[BatchHeader] = []
+        pos = 0
+        n = len(buf)
+        first_offset = UNKNOWN_OFFSET
+        last_offset = -1
+        monotonic = True
+        max_ts = NO_TIMESTAMP
+        shallow = -1
+        max_message_bytes = self.config.max_message_bytes
+        last_epoch = -1
+        while pos < n:
+            h = validate_batch(buf, pos)
+            if origin == ORIGIN_CLIENT:
+                check_client_batch(h)
+            if not headers:
+                first_offset = h.base_offset
+            batch_last = h.base_offset + h.last_offset_delta
+            if last_offset >= batch_last:
+                monotonic = False
+            last_offset = batch_last
+            last_epoch = h.partition_leader_epoch
+            size = h.batch_length + LOG_OVERHEAD
+            if not ignore_record_size and size > max_message_bytes:
+                raise RecordTooLargeError(
+                    f"The record batch size in the append to {self.topic}-{self.partition} is {size} bytes which "
+                    f"exceeds the maximum configured value of {max_message_bytes}.")
+            if h.max_timestamp > max_ts:
+                max_ts = h.max_timestamp
+                shallow = batch_last
+            headers.append(h)
+            pos += size
+        if require_monotonic and not monotonic:
+            raise InvalidRecordError(f"Out of order offsets found in append to {self.topic}-{self.partition}")
+        info = LogAppendInfo(first_offset, last_offset, max_ts, shallow, NO_TIMESTAMP, self.log_start_offset,
+                             pos, len(headers), last_epoch if last_epoch >= 0 else None, headers=headers)
+        return headers, info
+
+    def _validate_timestamps(self, headers: list[BatchHeader], now_ms: int) -> None:
+        before = self.config.message_timestamp_before_max_ms
+        after = self.config.message_timestamp_after_max_ms
+        if before >= 2**63 - 1 and after >= 2**63 - 1:
+            return
+        for h in headers:
+            # batch-level check of the first and the largest timestamp (no per-record decoding)
+            for ts in (h.base_timestamp, h.max_timestamp):
+                if ts < 0:
+                    continue
+                if now_ms - ts > before or ts - now_ms > after:
+                    raise InvalidTimestampError(
+                        f"Timestamp {ts} of message with offset {h.base_offset} is out of range. The timestamp "
+                        f"should be within [{now_ms - before}, {now_ms + after}]")
+
+    def _append(self, records, origin: str, assign_offsets: bool, leader_epoch: int, now_ms: int,
+                ignore_record_size: bool) -> LogAppendInfo:
+        self._check_online()
+        self._maybe_flush_metadata_file()
+        buf = records
+        if assign_offsets and not isinstance(records, bytearray):
+            mv = memoryview(records)
+            if mv.readonly:
+                buf = bytearray(records)
+        headers, info = self._analyze(buf, origin, ignore_record_size, require_monotonic=not assign_offsets)
+        if info.valid_bytes <= 0:
+            return info
+        with self._lock:
+            self._check_online()
+            try:
+                return self._append_locked(buf, headers, info, origin, assign_offsets, leader_epoch, now_ms)
+            except OSError as e:
+                raise self._io_error("Error while appending records", e) from e
+
+    def _append_locked(self, buf, headers: list[BatchHeader], info: LogAppendInfo, origin: str,
+                       assign_offsets: bool, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+        self.local_log.check_if_memory_mapped_buffer_closed()
+        if assign_offsets:
+            if origin == ORIGIN_CLIENT:
+                self._validate_timestamps(headers, now_ms)
+            offset = self.log_end_offset
+            info.first_offset = offset
+            log_append = self.config.message_timestamp_type == "LogAppendTime"
+            pos = 0
+            new_headers = []
+            max_ts, shallow = NO_TIMESTAMP, -1
+            for h in headers:
+                stamp_batch(buf, pos, offset, leader_epoch)
+                if log_append:
+                    set_max_timestamp(buf, pos, LOG_APPEND_TIME, now_ms)
+                    h = h._replace(max_timestamp=now_ms, attributes=(h.attributes & 0x77) | 0x08)
+                h = h._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+                new_headers.append(h)
+                last = offset + h.last_offset_delta
+                if h.max_timestamp > max_ts:
+                    max_ts, shallow = h.max_timestamp, last
+                offset = last + 1
+                pos += h.batch_length + LOG_OVERHEAD
+            headers = new_headers
+            info.headers = headers
+            info.last_offset = offset - 1
+            info.max_timestamp, info.shallow_offset_of_max_timestamp = max_ts, shallow
+            if log_append:
+                info.log_append_time = now_ms
+            info.last_leader_epoch = leader_epoch if leader_epoch >= 0 else None
+        else:
+            first_or_last = info.first_offset if info.first_offset != UNKNOWN_OFFSET else headers[0].last_offset
+            if first_or_last < self.log_end_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"Unexpected offset in append to {self.topic}-{self.partition}. First offset {first_or_last} is "
+                    f"less than the next offset {self.log_end_offset}. Log start offset = {self.log_start_offset}",
+                    info.first_offset, info.last_offset)
+
+        for h in headers:
+            self.maybe_assign_epoch_start_offset(h.partition_leader_epoch, h.base_offset)
+
+        if info.valid_bytes > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"Message batch size is {info.valid_bytes} bytes in append to partition {self.topic}-"
+                f"{self.partition}, which exceeds the maximum configured segment size of {self.config.segment_bytes}.")
+
+        segment = self._maybe_roll(info.valid_bytes, info, now_ms)
+
+        updated, completed, duplicate = self._analyze_producer_state(headers, buf, origin)
+        if duplicate is not None:
+            info.first_offset = duplicate.first_offset
+            info.last_offset = duplicate.last_offset
+            info.log_append_time = duplicate.timestamp if self.config.message_timestamp_type == "LogAppendTime" \
+                else NO_TIMESTAMP
+            info.log_start_offset = self.log_start_offset
+            info.duplicate = True
+            return info
+
+        data = buf if info.valid_bytes == len(buf) else memoryview(buf)[:info.valid_bytes]
+        self.local_log.append(info.last_offset, info.max_timestamp, info.shallow_offset_of_max_timestamp, data)
+        self._update_high_watermark_with_log_end_offset()
+        for pa in updated.values():
+            self.producer_state.update(pa)
+        for c in completed:
+            self.producer_state.complete_txn(c)
+        self.producer_state.update_map_end_offset(info.last_offset + 1)
+        self._maybe_increment_first_unstable_offset()
+        self.dirty_since_checkpoint = True
+        info.log_start_offset = self.log_start_offset
+        if self.local_log.unflushed_messages >= self.config.flush_messages:
+            self._flush(self.log_end_offset, False, now_ms)
+        return info
+
+    def _analyze_producer_state(self, headers: list[BatchHeader], buf, origin: str
+                                ) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
+        updated: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        pos = 0
+        for h in headers:
+            bpos = pos
+            pos += h.batch_length + LOG_OVERHEAD
+            if h.producer_id < 0:
+                continue
+            if origin == ORIGIN_CLIENT:
+                entry = self.producer_state.last_entry(h.producer_id)
+                if entry is not None:
+                    dup = entry.find_duplicate_batch(h)
+                    if dup is not None:
+                        return updated, completed, dup
+            info = updated.get(h.producer_id)
+            if info is None:
+                info = updated[h.producer_id] = self.producer_state.prepare_update(h.producer_id, origin)
+            c = info.append(h, buf, bpos)
+            if c is not None:
+                completed.append(c)
+        return updated, completed, None
+
+    def _maybe_roll(self, messages_size: int, info: LogAppendInfo, now_ms: int) -> LogSegment:
+        segment = self.local_log.segments.active_segment
+        params = RollParams(self.config.segment_ms, self.config.segment_bytes, info.max_timestamp,
+                            info.last_offset, messages_size, now_ms)
+        if segment.should_roll(params):
+            roll_offset = info.first_offset if info.first_offset != UNKNOWN_OFFSET \
+                else info.last_offset - (2**31 - 1)
+            return self._roll(roll_offset, now_ms)
+        return segment
+
+    def roll(self, now_ms: int, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (``UnifiedLog.roll``)."""
+        with self._lock:
+            self._check_online()
+            try:
+                return self._roll(expected_next_offset, now_ms)
+            except OSError as e:
+                raise self._io_error("Error while rolling log segment", e) from e
+
+    def _roll(self, expected_next_offset: int | None, now_ms: int) -> LogSegment:
+        new_segment = self.local_log.roll(expected_next_offset, now_ms)
+        # snapshot producer state at the new segment's base offset so recovery can start there
+        self.producer_state.update_map_end_offset(new_segment.base_offset)
+        self.producer_state.take_snapshot(sync=False)
+        self._update_high_watermark_with_log_end_offset()
+        return new_segment
+
+    # ==== epochs ==================================================================================
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, start_offset)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch()
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int] | None:
+        """``(epoch, end offset)`` for OffsetForLeaderEpoch, or None if undefined."""
+        epoch, offset = self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+        if offset == UNDEFINED_EPOCH_OFFSET:
+            return None
+        return epoch, offset
+
+    # ==== read ====================================================================================
+    def read(self, start_offset: int, max_length: int, isolation: str = FetchIsolation.HIGH_WATERMARK,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """Read from ``start_offset`` (the batch containing it), at most ``max_length`` bytes, never past the
+        isolation bound.  Returns a :class:`FetchDataInfo` whose ``records`` is a :class:`FileSlice`
+        (``fd``, ``position``, ``length``) for ``os.sendfile``.
+
+        Raises :class:`OffsetOutOfRangeError` if ``start_offset`` is below the log start offset or above the
+        log end offset, :class:`KafkaStorageError` if the partition is offline.
+        """
+        with self._lock:
+            self._check_online()
+            if start_offset < self.log_start_offset:
+                raise OffsetOutOfRangeError(
+                    f"Received request for offset {start_offset} for partition {self.topic}-{self.partition}, but "
+                    f"we only have log segments starting from offset: {self.log_start_offset}.")
+            try:
+                if isolation == FetchIsolation.LOG_END:
+                    bound = self.local_log.next_offset_metadata
+                elif isolation == FetchIsolation.TXN_COMMITTED:
+                    bound = self._fetch_last_stable_offset_metadata()
+                else:
+                    bound = self._fetch_high_watermark_metadata()
+                return self.local_log.read(start_offset, max_length, min_one_message, bound)
+            except ProtocolError as e:
+                if isinstance(e, OffsetOutOfRangeError):
+                    raise
+                # a corrupt batch on the fetch path: the partition goes offline, others keep serving
+                raise self._io_error("Corrupt log data found while reading", e) from e
+            except OSError as e:
+                raise self._io_error("Error while reading", e) from e
+
+    def read_bytes(self, start_offset: int, max_length: int, isolation: str = FetchIsolation.HIGH_WATERMARK,
+                   min_one_message: bool = True) -> bytes:
+        """:meth:`read`, returning the bytes (for TLS connections and tests)."""
+        info = self.read(start_offset, max_length, isolation, min_one_message)
+        return info.records.read()
+
+    def iter_batches(self, start_offset: int = 0, isolation: str = FetchIsolation.LOG_END) -> Iterator[bytes]:
+        """Every whole batch from ``start_offset`` on, as bytes (tools, tests, the cleaner's checks)."""
+        offset = max(start_offset, self.log_start_offset)
+        from protocol.records import iter_batch_positions
+        while True:
+            try:
+                data = self.read_bytes(offset, 1024 * 1024, isolation, True)
+            except OffsetOutOfRangeError:
+                return
+            if not data:
+                return
+            scan = iter_batch_positions(data)
+            advanced = False
+            for pos, h in scan:
+                yield data[pos:pos + h.batch_length + LOG_OVERHEAD]
+                offset = h.base_offset + h.last_offset_delta + 1
+                advanced = True
+            if not advanced:
+                return
+
+    # ==== ListOffsets =============================================================================
+    def fetch_offset_by_timestamp(self, target_timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: the first offset whose timestamp is >= ``target_timestamp`` (``fetchOffsetByTimestamp``),
+        or the special values -1 (latest), -2 (earliest), -3 (max timestamp), -4 (earliest local).
+        ``None`` if no record has a timestamp that large."""
+        with self._lock:
+            self._check_online()
+            cache = self.leader_epoch_cache
+            if target_timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                earliest = cache.earliest_entry()
+                epoch = earliest.epoch if earliest is not None and earliest.start_offset <= self.log_start_offset \
+                    else None
+                return TimestampAndOffset(NO_TIMESTAMP, self.log_start_offset, epoch)
+            if target_timestamp == LATEST_TIMESTAMP:
+                return TimestampAndOffset(NO_TIMESTAMP, self.log_end_offset, cache.latest_epoch())
+            if target_timestamp == LATEST_TIERED_TIMESTAMP:
+                return TimestampAndOffset(NO_TIMESTAMP, -1, -1)
+            try:
+                if target_timestamp == MAX_TIMESTAMP:
+                    segs = self.local_log.segments.values()
+                    best = max(segs, key=lambda s: s.max_timestamp_so_far)
+                    ts, off = best.read_max_timestamp_and_offset_so_far()
+                    if ts < 0:
+                        return None
+                    pos = best.offset_index.lookup(off)[1]
+                    for _, h in best.log.batches_from(pos):
+                        if h.max_timestamp == ts:
+                            found = best.log.search_for_timestamp(ts, pos, h.base_offset)
+                            if found is not None:
+                                return TimestampAndOffset(ts, found.offset,
+                                                          h.partition_leader_epoch if h.partition_leader_epoch >= 0
+                                                          else None)
+                            return TimestampAndOffset(ts, h.last_offset, None)
+                    return None
+                for seg in self.local_log.segments.values():
+                    if seg.largest_timestamp() >= target_timestamp:
+                        return seg.find_offset_by_timestamp(target_timestamp, self.log_start_offset)
+                return None
+            except ProtocolError as e:
+                raise self._io_error("Corrupt log data found while searching by timestamp", e) from e
+            except OSError as e:
+                raise self._io_error("Error while fetching offset by timestamp", e) from e
+
+    # ==== log start offset / retention ============================================================
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str = "client") -> bool:
+        """DeleteRecords: advance the log start offset (never past the high watermark)."""
+        with self._lock:
+            self._check_online()
+            if new_log_start_offset > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"Cannot increment the log start offset to {new_log_start_offset} of partition {self.topic}-"
+                    f"{self.partition} since it is larger than the high watermark {self.high_watermark}")
+            if new_log_start_offset > self.log_start_offset:
+                self._update_log_start_offset(new_log_start_offset)
+                log.info("Incremented log start offset of %s-%d to %d due to %s", self.topic, self.partition,
+                         new_log_start_offset, reason)
+                self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+                self.producer_state.on_log_start_offset_incremented(new_log_start_offset)
+                self._maybe_increment_first_unstable_offset()
+                return True
+            return False
+
+    def _update_log_start_offset(self, offset: int) -> None:
+        self.log_start_offset = offset
+        self.dirty_since_checkpoint = True
+        if self.high_watermark < offset:
+            self.update_high_watermark(offset)
+        if self.local_log.recovery_point < offset:
+            self.local_log.recovery_point = offset
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Retention: delete whole segments past the log start offset, ``retention.bytes`` and ``retention.ms``
+        (the last two only with ``cleanup.policy`` containing ``delete``).  Never the active segment's data
+        beyond the high watermark.  Returns the number of segments deleted."""
+        with self._lock:
+            self._check_online()
+            try:
+                if self.config.delete:
+                    return (self._delete_log_start_offset_breached(now_ms)
+                            + self._delete_retention_size_breached(now_ms)
+                            + self._delete_retention_ms_breached(now_ms))
+                return self._delete_log_start_offset_breached(now_ms)
+            except OSError as e:
+                raise self._io_error("Error while deleting segments", e) from e
+
+    def _deletable_segments(self, predicate) -> list[LogSegment]:
+        segs = self.local_log.segments.values()
+        deletable = []
+        hw = self.high_watermark
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            is_last_and_empty = nxt is None and seg.size == 0
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+            if hw >= upper and predicate(seg, nxt) and not is_last_and_empty:
+                deletable.append(seg)
+            else:
+                break
+        return deletable
+
+    def _delete_old_segments(self, predicate, reason: str, now_ms: int) -> int:
+        deletable = self._deletable_segments(predicate)
+        if deletable:
+            return self._delete_segments(deletable, reason, now_ms)
+        return 0
+
+    def _delete_segments(self, deletable: list[LogSegment], reason: str, now_ms: int) -> int:
+        num = len(deletable)
+        to_delete = deletable
+        if len(self.local_log.segments) == num:
+            # always keep one segment: roll first
+            new_segment = self._roll(None, now_ms)
+            if deletable[-1].base_offset == new_segment.base_offset:
+                to_delete = deletable[:-1]
+        self.local_log.check_if_memory_mapped_buffer_closed()
+        if to_delete:
+            new_start = self.local_log.segments.higher_segment(to_delete[-1].base_offset).base_offset
+            self.maybe_increment_log_start_offset(new_start, reason)
+            log.info("Deleting segments of %s-%d due to %s: %s", self.topic, self.partition, reason, to_delete)
+            self.local_log.remove_and_delete_segments(to_delete, True)
+        self._delete_producer_snapshots(deletable)
+        return num
+
+    def _delete_producer_snapshots(self, segments: list[LogSegment]) -> None:
+        marked = [p for p in (self.producer_state.remove_and_mark_snapshot_for_deletion(s.base_offset)
+                              for s in segments) if p]
+        if marked:
+            def delete() -> None:
+                for p in marked:
+                    try:
+                        fileio.current.unlink(p)
+                    except FileNotFoundError:
+                        pass
+            self.scheduler.schedule_once("delete-producer-snapshot", delete, self.config.file_delete_delay_ms)
+
+    def _delete_retention_ms_breached(self, now_ms: int) -> int:
+        retention_ms = self.config.retention_ms
+        if retention_ms < 0:
+            return 0
+        return self._delete_old_segments(lambda s, n: now_ms - s.largest_timestamp() > retention_ms,
+                                         f"retention time {retention_ms}ms breach", now_ms)
+
+    def _delete_retention_size_breached(self, now_ms: int) -> int:
+        retention = self.config.retention_bytes
+        size = self.size
+        if retention < 0 or size < retention:
+            return 0
+        diff = [size - retention]
+
+        def should_delete(seg: LogSegment, nxt) -> bool:
+            if diff[0] - seg.size >= 0:
+                diff[0] -= seg.size
+                return True
+            return False
+
+        return self._delete_old_segments(should_delete, f"retention size in bytes {retention} breach", now_ms)
+
+    def _delete_log_start_offset_breached(self, now_ms: int) -> int:
+        start = self.log_start_offset
+        return self._delete_old_segments(lambda s, n: n is not None and n.base_offset <= start,
+                                         f"log start offset {start} breach", now_ms)
+
+    # ==== flush ===================================================================================
+    def flush(self, now_ms: int, force_flush_active_segment: bool = False) -> None:
+        """fsync everything up to the log end offset and advance the recovery point (``UnifiedLog.flush``)."""
+        with self._lock:
+            self._check_online()
+            self._flush(self.log_end_offset, force_flush_active_segment, now_ms)
+
+    def flush_up_to_offset_exclusive(self, offset: int, now_ms: int) -> None:
+        with self._lock:
+            self._check_online()
+            self._flush(offset, False, now_ms)
+
+    def _flush(self, offset: int, including_offset: bool, now_ms: int) -> None:
+        flush_offset = offset + 1 if including_offset else offset
+        try:
+            if flush_offset > self.local_log.recovery_point:
+                self.local_log.flush(flush_offset)
+                self.local_log.mark_flushed(offset, now_ms)
+                self.dirty_since_checkpoint = True
+        except OSError as e:
+            raise self._io_error("Error while flushing log", e) from e
+
+    def maybe_flush_by_time(self, now_ms: int) -> bool:
+        """The ``flush.ms`` policy; called periodically by the log manager."""
+        if now_ms - self.last_flush_time >= self.config.flush_ms and self.local_log.unflushed_messages > 0:
+            self.flush(now_ms)
+            return True
+        return False
+
+    # ==== truncation (replication) ================================================================
+    def truncate_to(self, target_offset: int, now_ms: int) -> bool:
+        """Remove every offset >= ``target_offset`` (``UnifiedLog.truncateTo``); True if anything was removed."""
+        if target_offset < 0:
+            raise ValueError(f"Cannot truncate partition {self.topic}-{self.partition} to a negative offset "
+                             f"({target_offset}).")
+        with self._lock:
+            self._check_online()
+            try:
+                if target_offset >= self.log_end_offset:
+                    self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+                    return False
+                self.local_log.check_if_memory_mapped_buffer_closed()
+                if self.local_log.segments.first_segment_base_offset() > target_offset:
+                    self._truncate_fully_and_start_at(target_offset, None, now_ms)
+                else:
+                    deleted = self.local_log.truncate_to(target_offset, now_ms)
+                    self._delete_producer_snapshots(deleted)
+                    self.leader_epoch_cache.truncate_from_end(target_offset)
+                    self.log_start_offset = min(target_offset, self.log_start_offset)
+                    rebuild_producer_state(self.producer_state, self.local_log.segments, self.log_start_offset,
+                                           target_offset, reload_from_clean_shutdown=False, now_ms=now_ms)
+                    if self.high_watermark >= self.log_end_offset:
+                        self._update_high_watermark_metadata(self.log_end_offset_metadata)
+                    self._maybe_increment_first_unstable_offset()
+                self.dirty_since_checkpoint = True
+                return True
+            except OSError as e:
+                raise self._io_error("Error while truncating log", e) from e
+
+    def truncate_fully_and_start_at(self, new_offset: int, now_ms: int, log_start_offset: int | None = None) -> None:
+        with self._lock:
+            self._check_online()
+            try:
+                self._truncate_fully_and_start_at(new_offset, log_start_offset, now_ms)
+            except OSError as e:
+                raise self._io_error("Error while truncating the entire log", e) from e
+
+    def _truncate_fully_and_start_at(self, new_offset: int, log_start_offset: int | None, now_ms: int) -> None:
+        segs = self.local_log.truncate_fully_and_start_at(new_offset, now_ms)
+        self._delete_producer_snapshots(segs)
+        self.leader_epoch_cache.clear_and_flush()
+        self.producer_state.truncate_fully_and_start_at(new_offset)
+        self.log_start_offset = new_offset if log_start_offset is None else log_start_offset
+        rebuild_producer_state(self.producer_state, self.local_log.segments, self.log_start_offset, new_offset,
+                               reload_from_clean_shutdown=False, now_ms=now_ms)
+        self._update_high_watermark_metadata(self.log_end_offset_metadata)
+        self._maybe_increment_first_unstable_offset()
+        self.dirty_since_checkpoint = True
+
+    # ==== producers ===============================================================================
+    def remove_expired_producers(self, now_ms: int) -> None:
+        with self._lock:
+            self.producer_state.remove_expired_producers(now_ms)
+
+    def take_producer_snapshot(self) -> None:
+        with self._lock:
+            self.producer_state.take_snapshot()
+
+    def last_records_of_active_producers(self) -> dict[int, tuple[int | None, int]]:
+        """producer id -> (last data offset or None, producer epoch); the cleaner keeps those batches."""
+        with self._lock:
+            out = {}
+            for pid, e in self.producer_state.producers.items():
+                out[pid] = (e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
+            return out
+
+    # ==== cleaner support =========================================================================
+    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
+        with self._lock:
+            self._check_online()
+            try:
+                deleted = self.local_log.replace_segments(new_segments, old_segments)
+                self._delete_producer_snapshots(deleted)
+            except OSError as e:
+                raise self._io_error("Error while replacing segments", e) from e
+
+    # ==== verify ==================================================================================
+    def verify(self) -> list[str]:
+        """Scrub: check every batch (length, magic, CRC32C, increasing offsets) and every index entry of
+        every segment, without changing anything.  Returns a list of problems (empty if clean)."""
+        from .verify import verify_segment
+        with self._lock:
+            self._check_online()
+            segs = self.local_log.segments.values()
+            sizes = {s.base_offset: s.size for s in segs}
+        problems: list[str] = []
+        prev_next = None
+        for i, s in enumerate(segs):
+            nxt_base = segs[i + 1].base_offset if i + 1 < len(segs) else None
+            seg_problems, prev_next = verify_segment(s, sizes[s.base_offset], prev_next, nxt_base)
+            problems.extend(seg_problems)
+        return problems
+
+    # ==== lifecycle ===============================================================================
+    def close(self) -> None:
+        """Take a producer snapshot and close every segment (indexes trimmed).  Does not flush: the log
+        manager flushes first on a clean shutdown."""
+        with self._lock:
+            if self.local_log.closed:
+                return
+            try:
+                self.producer_state.take_snapshot()
+                self.local_log.close()
+            except OSError as e:
+                raise self._io_error("Error while closing log", e) from e
+
+    def close_handlers(self) -> None:
+        """Release fds and mappings without writing anything (a failed disk, or a simulated crash in tests)."""
+        with self._lock:
+            self.local_log.close_handlers()
+
+    def delete(self) -> None:
+        """Delete every segment and the directory right away."""
+        with self._lock:
+            segs = self.local_log.delete_all_segments()
+            for s in segs:
+                self.producer_state.remove_and_mark_snapshot_for_deletion(s.base_offset)
+            self.leader_epoch_cache.clear()
+            self.local_log.delete_empty_dir()
+
+    def rename_dir(self, name: str) -> None:
+        with self._lock:
+            try:
+                if self.local_log.rename_dir(name):
+                    new_dir = self.local_log.dir
+                    self.producer_state.log_dir = new_dir
+                    self.partition_metadata.path = os.path.join(new_dir, files.PARTITION_METADATA_FILE)
+                    if self.leader_epoch_cache.checkpoint is not None:
+                        self.leader_epoch_cache.checkpoint = LeaderEpochCheckpointFile(
+                            os.path.join(new_dir, files.LEADER_EPOCH_CHECKPOINT_FILE))
+            except OSError as e:
+                raise self._io_error("Error while renaming dir", e) from e
+
+    def __repr__(self) -> str:
+        return (f"Log(dir={self.dir}, logStartOffset={self.log_start_offset}, logEndOffset={self.log_end_offset}, "
+                f"highWatermark={self.high_watermark})")
+

@@ -1,0 +1,569 @@
+"""One log segment: a ``.log`` file plus its ``.index`` and ``.timeindex`` (Kafka's ``LogSegment.java``).
+
+Not thread-safe for writers; the owning log serialises appends, truncation and rolls.  Inactive segments
+are immutable, so the cleaner thread and readers use them without the log's lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, NamedTuple
+
+from protocol.errors import CorruptRecordError, InvalidRecordError, ProtocolError
+from protocol.records import LOG_OVERHEAD, BatchScan, validate_batch
+
+from . import files, fileio
+from .errors import CorruptIndexError, LogSegmentOffsetOverflowError
+from .file_records import FileRecords, FileSlice, LogOffsetPosition, TimestampAndOffset
+from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex
+
+if TYPE_CHECKING:
+    from .config import LogConfig
+    from .epoch import LeaderEpochFileCache
+    from .producer_state import ProducerStateManager
+
+log = logging.getLogger(__name__)
+
+_INT_MAX = 2**31 - 1
+_RECOVERY_CHUNK = 1024 * 1024
+
+__all__ = ["LogSegment", "LogOffsetMetadata", "FetchDataInfo", "RollParams"]
+
+
+class LogOffsetMetadata(NamedTuple):
+    """An offset plus where it lives: the base offset of its segment and its byte position there.
+
+    ``segment_base_offset == -1`` means "offset only" (Kafka's ``UNKNOWN_OFFSET_METADATA``).
+    """
+
+    message_offset: int
+    segment_base_offset: int = -1
+    relative_position: int = -1
+
+    @property
+    def message_offset_only(self) -> bool:
+        return self.segment_base_offset == -1 and self.relative_position == -1
+
+    def on_older_segment(self, that: "LogOffsetMetadata") -> bool:
+        return self.segment_base_offset < that.segment_base_offset
+
+
+class FetchDataInfo(NamedTuple):
+    """A read's result: where it started and a slice of the file (possibly empty)."""
+
+    fetch_offset_metadata: LogOffsetMetadata
+    records: FileSlice
+    first_entry_incomplete: bool = False
+
+    @property
+    def size(self) -> int:
+        return self.records.length
+
+
+class RollParams(NamedTuple):
+    max_segment_ms: int
+    max_segment_bytes: int
+    max_timestamp_in_messages: int
+    max_offset_in_messages: int
+    messages_size: int
+    now_ms: int
+
+
+_UNKNOWN_TS = (NO_TIMESTAMP, -1)
+
+
+class LogSegment:
+    def __init__(self, dir: str, base_offset: int, log_records: FileRecords, *, index_interval_bytes: int,
+                 max_index_size: int, roll_jitter_ms: int = 0, created_ms: int | None = None,
+                 suffix: str = "") -> None:
+        self.dir = dir
+        self.base_offset = base_offset
+        self.log = log_records
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.roll_jitter_ms = roll_jitter_ms
+        self.created = created_ms if created_ms is not None else int(time.time() * 1000)
+        self._offset_index_path = files.offset_index_file(dir, base_offset, suffix)
+        self._time_index_path = files.time_index_file(dir, base_offset, suffix)
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self.rolling_based_timestamp: int | None = None
+        self._max_ts_and_offset: tuple[int, int] | None = None  # None = not loaded (Kafka's UNKNOWN)
+        self.bytes_since_last_index_entry = 0
+        self._deleted = False
+
+    # ---- construction ----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, dir: str, base_offset: int, config: "LogConfig", *, file_already_exists: bool = False,
+             suffix: str = "", now_ms: int | None = None, init_file_size: int = 0,
+             preallocate: bool = False) -> "LogSegment":
+        records = FileRecords.open(files.log_file(dir, base_offset, suffix), file_already_exists,
+                                   init_file_size, preallocate)
+        return cls(dir, base_offset, records, index_interval_bytes=config.index_interval_bytes,
+                   max_index_size=config.max_index_size, roll_jitter_ms=config.random_segment_jitter(),
+                   created_ms=now_ms, suffix=suffix)
+
+    # ---- lazy indexes ----------------------------------------------------------------------------
+    @property
+    def offset_index(self) -> OffsetIndex:
+        idx = self._offset_index
+        if idx is None:
+            idx = self._offset_index = OffsetIndex(self._offset_index_path, self.base_offset, self.max_index_size)
+        return idx
+
+    @property
+    def time_index(self) -> TimeIndex:
+        idx = self._time_index
+        if idx is None:
+            idx = self._time_index = TimeIndex(self._time_index_path, self.base_offset, self.max_index_size)
+        return idx
+
+    @property
+    def offset_index_path(self) -> str:
+        return self._offset_index.path if self._offset_index is not None else self._offset_index_path
+
+    @property
+    def time_index_path(self) -> str:
+        return self._time_index.path if self._time_index is not None else self._time_index_path
+
+    # ---- size and time ---------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return self.log.size
+
+    def _max_ts(self) -> tuple[int, int]:
+        m = self._max_ts_and_offset
+        if m is None:
+            m = self._max_ts_and_offset = self.time_index.last_entry
+        return m
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._max_ts()[0]
+
+    @property
+    def shallow_offset_of_max_timestamp_so_far(self) -> int:
+        return self._max_ts()[1]
+
+    def read_max_timestamp_and_offset_so_far(self) -> tuple[int, int]:
+        return self._max_ts()
+
+    def largest_record_timestamp(self) -> int | None:
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else None
+
+    def largest_timestamp(self) -> int:
+        """The largest timestamp in the segment, or the file's mtime if no batch has one (``largestTimestamp``)."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else self.last_modified()
+
+    def last_modified(self) -> int:
+        try:
+            return int(os.stat(self.log.path).st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
+
+    def set_last_modified(self, ms: int) -> None:
+        t = ms / 1000.0
+        for p in (self.log.path, self.offset_index_path, self.time_index_path):
+            try:
+                os.utime(p, (t, t))
+            except FileNotFoundError:
+                pass
+
+    def _load_first_batch_timestamp(self) -> None:
+        if self.rolling_based_timestamp is None:
+            for _, h in self.log.batches_from(0):
+                self.rolling_based_timestamp = h.max_timestamp
+                break
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """From the first batch's timestamp to the new batch's, or wall-clock time since creation if none."""
+        self._load_first_batch_timestamp()
+        ts = self.rolling_based_timestamp if self.rolling_based_timestamp is not None else -1
+        if ts >= 0:
+            return message_timestamp - ts
+        return now_ms - self.created
+
+    def first_batch_timestamp(self) -> int:
+        """The first batch's timestamp, or ``LONG_MAX`` if unavailable (``getFirstBatchTimestamp``)."""
+        self._load_first_batch_timestamp()
+        ts = self.rolling_based_timestamp
+        if ts is not None and ts >= 0:
+            return ts
+        return 2**63 - 1
+
+    def should_roll(self, p: RollParams) -> bool:
+        reached_roll_ms = self.time_waited_for_roll(p.now_ms, p.max_timestamp_in_messages) > \
+            p.max_segment_ms - self.roll_jitter_ms
+        size = self.size
+        return (size > p.max_segment_bytes - p.messages_size
+                or (size > 0 and reached_roll_ms)
+                or self.offset_index.is_full() or self.time_index.is_full()
+                or not self.can_convert_to_relative_offset(p.max_offset_in_messages))
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        rel = offset - self.base_offset
+        return 0 <= rel <= _INT_MAX
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    # ---- append ----------------------------------------------------------------------------------
+    def append(self, largest_offset: int, largest_timestamp: int, shallow_offset_of_max_timestamp: int,
+               records) -> None:
+        """Append already-validated, offset-assigned batches (``LogSegment.append``)."""
+        n = len(records)
+        if n == 0:
+            return
+        physical_position = self.log.size
+        if physical_position == 0:
+            self.rolling_based_timestamp = largest_timestamp
+        if not self.can_convert_to_relative_offset(largest_offset):
+            raise LogSegmentOffsetOverflowError(self, largest_offset)
+        self.log.append(records)
+        if largest_timestamp > self.max_timestamp_so_far:
+            self._max_ts_and_offset = (largest_timestamp, shallow_offset_of_max_timestamp)
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, physical_position)
+            ts, off = self._max_ts()
+            self.time_index.maybe_append(ts, off)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += n
+
+    # ---- read ------------------------------------------------------------------------------------
+    def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:
+        """Position and size of the first batch whose last offset is >= ``offset``.
+
+        The index entry is checked against the batch header it points at; an entry that does not land on a
+        batch boundary consistent with its offset means the index is corrupt: it is rebuilt from the log
+        and the lookup retried (indexes carry no checksum).
+        """
+        idx_offset, idx_pos = self.offset_index.lookup(offset)
+        if idx_pos and not self._index_entry_plausible(idx_offset, idx_pos):
+            log.warning("Offset index %s entry (%d, %d) does not match the log; rebuilding indexes",
+                        self.offset_index_path, idx_offset, idx_pos)
+            self.rebuild_indexes()
+            idx_offset, idx_pos = self.offset_index.lookup(offset)
+        try:
+            return self.log.search_for_offset_with_size(offset, max(idx_pos, starting_file_position))
+        except CorruptRecordError:
+            if idx_pos == 0 and starting_file_position == 0:
+                raise
+            # the index pointed into the middle of a batch: rebuild and scan from the start
+            self.rebuild_indexes()
+            idx_offset, idx_pos = self.offset_index.lookup(offset)
+            return self.log.search_for_offset_with_size(offset, max(idx_pos, starting_file_position))
+
+    def _index_entry_plausible(self, idx_offset: int, idx_pos: int) -> bool:
+        size = self.log.size
+        if idx_pos < 0 or idx_pos + LOG_OVERHEAD > size or idx_offset < self.base_offset:
+            return False
+        head = os.pread(self.log.fd, 17, idx_pos)
+        if len(head) < 17 or head[16] != 2:
+            return False
+        base = int.from_bytes(head[0:8], "big", signed=True)
+        length = int.from_bytes(head[8:12], "big", signed=True)
+        return self.base_offset <= base <= idx_offset and length >= 49 and idx_pos + length + 12 <= size
+
+    def read(self, start_offset: int, max_size: int, max_position: int | None = None,
+             min_one_message: bool = False) -> FetchDataInfo | None:
+        """Batches from the one containing ``start_offset``, at most ``max_size`` bytes (or one whole batch with
+        ``min_one_message``), never past ``max_position``; ``None`` if ``start_offset`` is beyond this segment.
+
+        ``max_position=None`` means "no position is readable" (Kafka's empty ``maxPositionOpt``); pass
+        ``self.size`` to allow everything.
+        """
+        if max_size < 0:
+            raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log}")
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        start_position = found.position
+        offset_metadata = LogOffsetMetadata(start_offset, self.base_offset, start_position)
+        adjusted_max_size = max_size
+        if min_one_message:
+            adjusted_max_size = max(max_size, found.size)
+        if adjusted_max_size == 0 or max_position is None:
+            return FetchDataInfo(offset_metadata, FileSlice(self.log.fd, start_position, 0, self.log.path))
+        fetch_size = min(max_position - start_position, adjusted_max_size)
+        return FetchDataInfo(offset_metadata, self.log.slice(start_position, max(fetch_size, 0)),
+                             adjusted_max_size < found.size)
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch in this segment (scans from the last index entry)."""
+        last_idx_offset, pos = self.offset_index.lookup(self.offset_index.last_offset)
+        if pos and not self._index_entry_plausible(last_idx_offset, pos):
+            self.rebuild_indexes()
+            pos = self.offset_index.lookup(self.offset_index.last_offset)[1]
+        next_offset = self.base_offset
+        for _, h in self.log.batches_from(pos):
+            next_offset = h.base_offset + h.last_offset_delta + 1
+        return next_offset
+
+    def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int) -> TimestampAndOffset | None:
+        ts_entry = self.time_index.lookup(timestamp_ms)
+        position = self.offset_index.lookup(max(ts_entry[1], starting_offset))[1]
+        if position and not self._index_entry_plausible(self.offset_index.lookup(max(ts_entry[1], starting_offset))[0],
+                                                         position):
+            self.rebuild_indexes()
+            position = 0
+        return self.log.search_for_timestamp(timestamp_ms, position, starting_offset)
+
+    # ---- recovery --------------------------------------------------------------------------------
+    def recover(self, producer_state: "ProducerStateManager | None" = None,
+                epoch_cache: "LeaderEpochFileCache | None" = None,
+                *, max_batch_size: int | None = None) -> int:
+        """Re-validate every batch (length, magic, CRC32C, offsets increasing and within the segment), rebuild both
+        indexes, feed the epoch cache and producer state, and cut the file at the first invalid byte.
+
+        Returns the number of bytes truncated (``LogSegment.recover``).
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        valid_bytes = 0
+        last_index_entry = 0
+        self._max_ts_and_offset = _UNKNOWN_TS
+        interval = self.index_interval_bytes
+        next_expected = self.base_offset
+        fd = self.log.fd
+        size = self.log.size
+        try:
+            pos = 0
+            while pos < size:
+                chunk = os.pread(fd, min(_RECOVERY_CHUNK, size - pos), pos)
+                scan = BatchScan(chunk, 0, len(chunk), max_batch_size)
+                consumed = 0
+                for off, _ in scan:
+                    h = validate_batch(chunk, off)
+                    self._recover_batch(h, pos + off, valid_bytes, next_expected)
+                    if valid_bytes - last_index_entry > interval:
+                        self.offset_index.append(h.base_offset + h.last_offset_delta, valid_bytes)
+                        self.time_index.maybe_append(*self._max_ts())
+                        last_index_entry = valid_bytes
+                    valid_bytes += h.batch_length + LOG_OVERHEAD
+                    next_expected = h.base_offset + h.last_offset_delta + 1
+                    if h.magic >= 2:
+                        if epoch_cache is not None and h.partition_leader_epoch >= 0:
+                            latest = epoch_cache.latest_epoch()
+                            if latest is None or h.partition_leader_epoch > latest:
+                                epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+                        if producer_state is not None:
+                            producer_state.update_from_recovered_batch(h, chunk, off)
+                    consumed = off + h.batch_length + LOG_OVERHEAD
+                if scan.incomplete and consumed == 0:
+                    # a batch larger than the chunk: read exactly it
+                    head = os.pread(fd, 12, pos)
+                    if len(head) < 12:
+                        break
+                    blen = int.from_bytes(head[8:12], "big", signed=True)
+                    if blen < 49 or pos + 12 + blen > size or \
+                            (max_batch_size is not None and blen + 12 > max_batch_size):
+                        break
+                    data = os.pread(fd, blen + 12, pos)
+                    h = validate_batch(data, 0)
+                    self._recover_batch(h, pos, valid_bytes, next_expected)
+                    if valid_bytes - last_index_entry > interval:
+                        self.offset_index.append(h.base_offset + h.last_offset_delta, valid_bytes)
+                        self.time_index.maybe_append(*self._max_ts())
+                        last_index_entry = valid_bytes
+                    valid_bytes += h.batch_length + LOG_OVERHEAD
+                    next_expected = h.base_offset + h.last_offset_delta + 1
+                    if epoch_cache is not None and h.partition_leader_epoch >= 0:
+                        latest = epoch_cache.latest_epoch()
+                        if latest is None or h.partition_leader_epoch > latest:
+                            epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+                    if producer_state is not None:
+                        producer_state.update_from_recovered_batch(h, data, 0)
+                    consumed = h.batch_length + LOG_OVERHEAD
+                if consumed == 0:
+                    break
+                pos += consumed
+                if scan.incomplete is False and consumed < len(chunk):
+                    break  # defensive: nothing else to read
+        except (ProtocolError, LogSegmentOffsetOverflowError, _NonMonotonic) as e:
+            log.warning("Found invalid messages in log segment %s at byte offset %d: %s",
+                        self.log.path, valid_bytes, e)
+        truncated = self.log.size - valid_bytes
+        if truncated > 0:
+            log.debug("Truncated %d invalid bytes at the end of segment %s during recovery", truncated, self.log.path)
+        self.log.truncate_to(valid_bytes)
+        self.offset_index.trim_to_valid_size()
+        ts, off = self._max_ts()
+        self.time_index.maybe_append(ts, off, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
+        self.rolling_based_timestamp = None
+        return truncated
+
+    def _recover_batch(self, h, position: int, valid_bytes: int, next_expected: int) -> None:
+        if h.base_offset < next_expected:
+            raise _NonMonotonic(f"batch at position {position} has base offset {h.base_offset} below the "
+                                f"expected next offset {next_expected}")
+        last = h.base_offset + h.last_offset_delta
+        if not self.can_convert_to_relative_offset(last):
+            raise LogSegmentOffsetOverflowError(self, last)
+        if h.max_timestamp > self._max_ts()[0]:
+            self._max_ts_and_offset = (h.max_timestamp, last)
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild both indexes from the log without touching the log (a lazily detected corrupt index)."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        valid_bytes = 0
+        last_index_entry = 0
+        max_ts: tuple[int, int] = _UNKNOWN_TS
+        for pos, h in self.log.batches_from(0):
+            last = h.base_offset + h.last_offset_delta
+            if h.max_timestamp > max_ts[0]:
+                max_ts = (h.max_timestamp, last)
+            if valid_bytes - last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(last, valid_bytes)
+                self.time_index.maybe_append(*max_ts)
+                last_index_entry = valid_bytes
+            valid_bytes = pos + h.batch_length + LOG_OVERHEAD
+        self._max_ts_and_offset = max_ts
+        self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
+
+    def sanity_check(self, time_index_newly_created: bool) -> None:
+        """Kafka checks only that the offset index exists; odradek also runs the indexes' cheap checks so a
+        corrupt index of an old segment is rebuilt at load time instead of being trusted."""
+        if not os.path.exists(self._offset_index_path):
+            raise FileNotFoundError(f"Offset index file {self._offset_index_path} does not exist")
+        if time_index_newly_created:
+            self.time_index.resize(0)
+        self.offset_index.sanity_check(self.log.size)
+        self.time_index.sanity_check()
+
+    def has_overflow(self) -> bool:
+        nxt = self.read_next_offset()
+        return nxt > self.base_offset and not self.can_convert_to_relative_offset(nxt - 1)
+
+    # ---- truncate --------------------------------------------------------------------------------
+    def truncate_to(self, offset: int, now_ms: int | None = None) -> int:
+        """Remove every batch with offsets >= ``offset`` (the batch containing it goes entirely)."""
+        mapping = self.translate_offset(offset)
+        oi, ti = self.offset_index, self.time_index
+        oi.truncate_to(offset)
+        ti.truncate_to(offset)
+        oi.resize(oi.max_index_size)
+        ti.resize(ti.max_index_size)
+        truncated = 0 if mapping is None else self.log.truncate_to(mapping.position)
+        if self.log.size == 0:
+            self.created = now_ms if now_ms is not None else int(time.time() * 1000)
+            self.rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        if self.max_timestamp_so_far >= 0:
+            self._max_ts_and_offset = self._read_largest_timestamp()
+        return truncated
+
+    def _read_largest_timestamp(self) -> tuple[int, int]:
+        last_ts, last_off = self.time_index.last_entry
+        pos = self.offset_index.lookup(last_off)[1]
+        after = self.log.largest_timestamp_after(pos)
+        if after.timestamp > last_ts:
+            return after.timestamp, after.offset
+        return last_ts, last_off
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+    def flush(self) -> None:
+        self.log.flush()
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def on_become_inactive_segment(self) -> None:
+        ts, off = self._max_ts()
+        self.time_index.maybe_append(ts, off, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self.log.trim()
+
+    def close(self) -> None:
+        if self._max_ts_and_offset is not None and self._max_ts_and_offset != _UNKNOWN_TS:
+            try:
+                ts, off = self._max_ts_and_offset
+                self.time_index.maybe_append(ts, off, skip_full_check=True)
+            except Exception as e:  # pragma: no cover - mirrors Utils.swallow
+                log.warning("maybeAppend failed on close of %s: %s", self, e)
+        for closer in (lambda: self._offset_index and self._offset_index.close(),
+                       lambda: self._time_index and self._time_index.close(),
+                       self.log.close):
+            try:
+                closer()
+            except Exception as e:
+                log.warning("Error closing %s: %s", self, e)
+
+    def close_handlers(self) -> None:
+        """Release the fd and mappings without writing anything (the disk may have failed)."""
+        for closer in (lambda: self._offset_index and self._offset_index.close_handler(),
+                       lambda: self._time_index and self._time_index.close_handler(),
+                       self.log.close_handlers):
+            try:
+                closer()
+            except Exception:
+                pass
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        self.log.rename_to(files.replace_suffix(self.log.path, old_suffix, new_suffix))
+        oi_path = self.offset_index_path
+        ti_path = self.time_index_path
+        new_oi = files.replace_suffix(oi_path, old_suffix, new_suffix)
+        new_ti = files.replace_suffix(ti_path, old_suffix, new_suffix)
+        if self._offset_index is not None:
+            self._offset_index.rename_to(new_oi)
+        elif os.path.exists(oi_path):
+            fileio.current.rename(oi_path, new_oi)
+        self._offset_index_path = new_oi
+        if self._time_index is not None:
+            self._time_index.rename_to(new_ti)
+        elif os.path.exists(ti_path):
+            fileio.current.rename(ti_path, new_ti)
+        self._time_index_path = new_ti
+
+    def has_suffix(self, suffix: str) -> bool:
+        return (self.log.path.endswith(suffix) and self.offset_index_path.endswith(suffix)
+                and self.time_index_path.endswith(suffix))
+
+    def update_parent_dir(self, dir: str) -> None:
+        self.dir = dir
+        self.log.update_parent_dir(dir)
+        self._offset_index_path = os.path.join(dir, os.path.basename(self.offset_index_path))
+        self._time_index_path = os.path.join(dir, os.path.basename(self.time_index_path))
+        if self._offset_index is not None:
+            self._offset_index.update_parent_dir(dir)
+        if self._time_index is not None:
+            self._time_index.update_parent_dir(dir)
+
+    def delete_if_exists(self) -> None:
+        self._deleted = True
+        self.log.delete_if_exists()
+        for idx, path in ((self._offset_index, self.offset_index_path), (self._time_index, self.time_index_path)):
+            if idx is not None:
+                idx.delete_if_exists()
+            else:
+                try:
+                    fileio.current.unlink(path)
+                except FileNotFoundError:
+                    pass
+        # a transaction index is never written by odradek, but remove one Kafka may have left
+        txn = files.transaction_index_file(self.dir, self.base_offset,
+                                           self.log.path[len(files.log_file(self.dir, self.base_offset)):])
+        try:
+            fileio.current.unlink(txn)
+        except FileNotFoundError:
+            pass
+
+    @property
+    def deleted(self) -> bool:
+        return self._deleted
+
+    def __repr__(self) -> str:
+        ts = self._max_ts_and_offset[0] if self._max_ts_and_offset else -1
+        return f"LogSegment(baseOffset={self.base_offset}, size={self.size}, largestRecordTimestamp={ts})"
+
+
+class _NonMonotonic(Exception):
+    pass
