@@ -1,0 +1,249 @@
+"""The controller's decisions as a pure function of (image, request): results plus records to commit.
+
+It never writes anything itself. The caller appends the returned records to the metadata log (through
+the quorum: one voter today, Raft later) and applies them to the image once committed, exactly as
+KRaft's QuorumController returns ControllerResult(records, response). Validation follows Kafka's
+ReplicationControlManager and ConfigurationControlManager.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from typing import Any, Callable, Iterable
+
+from cluster.metadata_image import RESOURCE_TOPIC, MetadataImage
+from protocol.errors import ErrorCode
+from protocol.generated.metadata import (
+    ConfigRecord, FeatureLevelRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord,
+    TopicRecord,
+)
+from protocol.generated.metadata.register_broker_record import BrokerEndpoint
+from protocol.message import Message, ZERO_UUID
+
+MAX_TOPIC_NAME = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+
+# Kafka 4.0's production metadata.version (MetadataVersion.IBP_4_0_IV3) and the other finalized features.
+METADATA_VERSION = 25
+BOOTSTRAP_FEATURES = {"metadata.version": METADATA_VERSION, "kraft.version": 0, "group.version": 1,
+                      "transaction.version": 0}
+
+PRODUCER_ID_BLOCK_SIZE = 1000  # ProducerIdManager.PID_BLOCK_SIZE
+SECURITY_PROTOCOL_PLAINTEXT = 0
+
+
+@dataclasses.dataclass
+class ControllerResult:
+    records: list[Message]
+    response: Any = None
+
+
+@dataclasses.dataclass
+class TopicResult:
+    name: str
+    error_code: int = 0
+    error_message: str | None = None
+    topic_id: bytes = ZERO_UUID
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: dict[int, list[int]] | None = None
+    configs: dict[str, str | None] = dataclasses.field(default_factory=dict)
+
+
+def random_topic_id() -> bytes:
+    """A fresh topic id; never the zero uuid or Kafka's reserved METADATA_TOPIC_ID (0,1)."""
+    while True:
+        raw = os.urandom(16)
+        if raw not in (ZERO_UUID, bytes(15) + b"\x01") and raw[0] & 0x80 == 0:
+            return raw
+
+
+def validate_topic_name(name: str) -> str | None:
+    """Kafka's Topic.validate: an error message, or None when the name is legal."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_TOPIC_NAME:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters, topic name: {name}"
+    if not _LEGAL_TOPIC.fullmatch(name):
+        return (f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, "
+                "'.', '_' and '-'")
+    return None
+
+
+def _collides(name: str, existing: Iterable[str]) -> str | None:
+    """Kafka rejects names that differ only by '.' vs '_' (metric name collisions)."""
+    norm = name.replace(".", "_")
+    for other in existing:
+        if other != name and other.replace(".", "_") == norm:
+            return other
+    return None
+
+
+class Controller:
+    """Decisions for one cluster; ``config`` is the controller's broker config (Kafka property names)."""
+
+    def __init__(self, node_id: int, config: dict[str, Any],
+                 validate_topic_configs: Callable[[dict[str, str | None]], str | None] | None = None) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.validate_topic_configs = validate_topic_configs
+
+    # ---- bootstrap and registration ---------------------------------------------------------------
+
+    def bootstrap(self, image: MetadataImage) -> ControllerResult:
+        """Records a freshly formatted cluster starts with: the finalized feature levels."""
+        records: list[Message] = []
+        for name, level in BOOTSTRAP_FEATURES.items():
+            if name not in image.features and level:
+                records.append(FeatureLevelRecord(name=name, feature_level=level))
+        return ControllerResult(records)
+
+    def register_broker(self, image: MetadataImage, node_id: int, incarnation_id: bytes,
+                        endpoints: list[tuple[str, str, int]], rack: str | None, broker_epoch: int,
+                        log_dirs: list[bytes]) -> ControllerResult:
+        eps = [BrokerEndpoint(name=n, host=h, port=p, security_protocol=SECURITY_PROTOCOL_PLAINTEXT)
+               for n, h, p in endpoints]
+        old = image.brokers.get(node_id)
+        if (old is not None and not old.fenced and old.rack == rack
+                and [(e.listener, e.host, e.port) for e in old.endpoints] == list(endpoints)
+                and old.incarnation_id == incarnation_id):
+            return ControllerResult([])
+        rec = RegisterBrokerRecord(broker_id=node_id, incarnation_id=incarnation_id, broker_epoch=broker_epoch,
+                                   end_points=eps, rack=rack, fenced=False, log_dirs=list(log_dirs))
+        return ControllerResult([rec])
+
+    # ---- topics -----------------------------------------------------------------------------------
+
+    def create_topics(self, image: MetadataImage, topics: list[NewTopic], validate_only: bool = False
+                      ) -> ControllerResult:
+        records: list[Message] = []
+        results: list[TopicResult] = []
+        live = sorted(b.node_id for b in image.brokers.values() if not b.fenced)
+        seen: set[str] = set()
+        names = set(image.topics_by_name)
+        for t in topics:
+            res = TopicResult(t.name)
+            results.append(res)
+            if t.name in seen:
+                res.error_code, res.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+                continue
+            seen.add(t.name)
+            err = validate_topic_name(t.name)
+            if err:
+                res.error_code, res.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, err
+                continue
+            if t.name in image.topics_by_name:
+                res.error_code = ErrorCode.TOPIC_ALREADY_EXISTS
+                res.error_message = f"Topic '{t.name}' already exists."
+                continue
+            other = _collides(t.name, names)
+            if other:
+                res.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                res.error_message = f"Topic '{t.name}' collides with existing topic: {other}"
+                continue
+            if t.assignments:
+                if t.num_partitions != -1 or t.replication_factor != -1:
+                    res.error_code = ErrorCode.INVALID_REQUEST
+                    res.error_message = ("A manual partition assignment was specified, but numPartitions or "
+                                         "replicationFactor was not set to -1.")
+                    continue
+                if sorted(t.assignments) != list(range(len(t.assignments))):
+                    res.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+                    res.error_message = "Partitions must be numbered consecutively starting from 0."
+                    continue
+                bad = [r for rs in t.assignments.values() for r in rs if r not in live]
+                if bad or any(len(set(rs)) != len(rs) or not rs for rs in t.assignments.values()):
+                    res.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+                    res.error_message = "The manual partition assignment includes an unknown or duplicate broker."
+                    continue
+                assignment = {p: list(rs) for p, rs in sorted(t.assignments.items())}
+                rf = len(assignment[0])
+            else:
+                n = t.num_partitions if t.num_partitions != -1 else int(self.config.get("num.partitions", 1))
+                rf = (t.replication_factor if t.replication_factor != -1
+                      else int(self.config.get("default.replication.factor", 1)))
+                if n <= 0:
+                    res.error_code = ErrorCode.INVALID_PARTITIONS
+                    res.error_message = "Number of partitions was set to an invalid non-positive value."
+                    continue
+                if rf <= 0:
+                    res.error_code = ErrorCode.INVALID_REPLICATION_FACTOR
+                    res.error_message = "Replication factor must be larger than 0, or -1 to use the default value."
+                    continue
+                if rf > len(live):
+                    res.error_code = ErrorCode.INVALID_REPLICATION_FACTOR
+                    res.error_message = (f"Unable to replicate the partition {rf} time(s): The target replication "
+                                         f"factor of {rf} cannot be reached because only {len(live)} broker(s) "
+                                         "are registered.")
+                    continue
+                assignment = {p: [live[(p + i) % len(live)] for i in range(rf)] for p in range(n)}
+            if self.validate_topic_configs is not None:
+                cerr = self.validate_topic_configs(t.configs)
+                if cerr:
+                    res.error_code, res.error_message = ErrorCode.INVALID_CONFIG, cerr
+                    continue
+            res.num_partitions = len(assignment)
+            res.replication_factor = rf
+            res.configs = {k: v for k, v in t.configs.items() if v is not None}
+            if validate_only:
+                continue
+            topic_id = random_topic_id()
+            res.topic_id = topic_id
+            names.add(t.name)
+            records.append(TopicRecord(name=t.name, topic_id=topic_id))
+            for k, v in sorted(res.configs.items()):
+                records.append(ConfigRecord(resource_type=RESOURCE_TOPIC, resource_name=t.name, name=k, value=v))
+            for p, replicas in assignment.items():
+                records.append(PartitionRecord(
+                    partition_id=p, topic_id=topic_id, replicas=replicas, isr=list(replicas),
+                    removing_replicas=[], adding_replicas=[], leader=replicas[0], leader_recovery_state=0,
+                    leader_epoch=0, partition_epoch=0, directories=[ZERO_UUID] * len(replicas)))
+        return ControllerResult(records, results)
+
+    def delete_topics(self, image: MetadataImage, names: list[str | None], ids: list[bytes]) -> ControllerResult:
+        """Results are (name, topic_id, error_code, message) per requested name or id, in request order."""
+        records: list[Message] = []
+        results = []
+        deleted: set[bytes] = set()
+        for name in names:
+            t = image.topics_by_name.get(name) if name is not None else None
+            if t is None:
+                results.append((name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                "This server does not host this topic-partition."))
+                continue
+            results.append((t.name, t.topic_id, 0, None))
+            if t.topic_id not in deleted:
+                deleted.add(t.topic_id)
+                records.append(RemoveTopicRecord(topic_id=t.topic_id))
+        for tid in ids:
+            t = image.topics_by_id.get(tid)
+            if t is None:
+                results.append((None, tid, ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID."))
+                continue
+            results.append((t.name, tid, 0, None))
+            if tid not in deleted:
+                deleted.add(tid)
+                records.append(RemoveTopicRecord(topic_id=tid))
+        return ControllerResult(records, results)
+
+    # ---- producer ids -----------------------------------------------------------------------------
+
+    def allocate_producer_ids(self, image: MetadataImage, broker_id: int, broker_epoch: int) -> ControllerResult:
+        """A block of PRODUCER_ID_BLOCK_SIZE ids; the record moves the next id past it, so a restart never
+        hands out an id twice (ProducerIdControlManager)."""
+        start = image.next_producer_id
+        rec = ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
+                                next_producer_id=start + PRODUCER_ID_BLOCK_SIZE)
+        return ControllerResult([rec], (start, PRODUCER_ID_BLOCK_SIZE))

@@ -1,0 +1,236 @@
+"""The metadata image: an immutable view of the cluster, rebuilt by applying metadata records.
+
+As in KRaft (``MetadataImage`` / ``MetadataDelta``), handlers read one image; applying a batch of
+records yields a new image and never mutates the old one, so a request sees a consistent cluster.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import MappingProxyType
+from typing import Iterable, Mapping
+
+from protocol.generated.metadata import (
+    BrokerRegistrationChangeRecord, ConfigRecord, FeatureLevelRecord, FenceBrokerRecord, PartitionChangeRecord,
+    PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+from protocol.message import Message
+
+# ConfigResource.Type codes as used by ConfigRecord and DescribeConfigs
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+NO_LEADER_CHANGE = -2  # PartitionChangeRecord.Leader default
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    offline_replicas: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: bytes
+    partitions: Mapping[int, PartitionInfo]
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    incarnation_id: bytes
+    broker_epoch: int
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None
+    fenced: bool
+
+    def endpoint(self, listener: str) -> Endpoint | None:
+        for ep in self.endpoints:
+            if ep.listener == listener:
+                return ep
+        return None
+
+
+_EMPTY: Mapping = MappingProxyType({})
+
+
+@dataclasses.dataclass(frozen=True)
+class MetadataImage:
+    """Everything the broker serves from metadata, as of ``offset`` in the metadata log."""
+
+    offset: int = -1
+    topics_by_name: Mapping[str, TopicInfo] = dataclasses.field(default_factory=lambda: _EMPTY)
+    topics_by_id: Mapping[bytes, TopicInfo] = dataclasses.field(default_factory=lambda: _EMPTY)
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = dataclasses.field(default_factory=lambda: _EMPTY)
+    brokers: Mapping[int, BrokerInfo] = dataclasses.field(default_factory=lambda: _EMPTY)
+    features: Mapping[str, int] = dataclasses.field(default_factory=lambda: _EMPTY)
+    next_producer_id: int = 0
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self.topics_by_name.get(name)
+
+    def topic_config(self, name: str) -> Mapping[str, str]:
+        return self.configs.get((RESOURCE_TOPIC, name), _EMPTY)
+
+    def apply(self, records: Iterable[Message], last_offset: int) -> "MetadataImage":
+        """A new image with ``records`` (one committed batch ending at ``last_offset``) applied."""
+        delta = _Delta(self)
+        for r in records:
+            delta.replay(r)
+        return delta.build(last_offset)
+
+
+class _Delta:
+    """Copy-on-write changes against one image (Kafka's MetadataDelta)."""
+
+    def __init__(self, base: MetadataImage) -> None:
+        self.base = base
+        self.topics = dict(base.topics_by_name)
+        self.ids = {t.topic_id: t.name for t in base.topics_by_name.values()}
+        self.partitions: dict[str, dict[int, PartitionInfo]] = {}
+        self.configs = dict(base.configs)
+        self.brokers = dict(base.brokers)
+        self.features = dict(base.features)
+        self.next_producer_id = base.next_producer_id
+
+    def _parts(self, name: str) -> dict[int, PartitionInfo]:
+        if name not in self.partitions:
+            self.partitions[name] = dict(self.topics[name].partitions)
+        return self.partitions[name]
+
+    def replay(self, r: Message) -> None:
+        handler = _REPLAY.get(type(r))
+        if handler is not None:
+            handler(self, r)
+
+    def _topic(self, r: TopicRecord) -> None:
+        self.topics[r.name] = TopicInfo(r.name, r.topic_id, _EMPTY)
+        self.ids[r.topic_id] = r.name
+        self.partitions[r.name] = {}
+
+    def _partition(self, r: PartitionRecord) -> None:
+        name = self.ids.get(r.topic_id)
+        if name is None:
+            return
+        self._parts(name)[r.partition_id] = PartitionInfo(
+            r.partition_id, tuple(r.replicas), tuple(r.isr), r.leader, r.leader_epoch, r.partition_epoch)
+
+    def _partition_change(self, r: PartitionChangeRecord) -> None:
+        name = self.ids.get(r.topic_id)
+        if name is None:
+            return
+        parts = self._parts(name)
+        old = parts.get(r.partition_id)
+        if old is None:
+            return
+        leader = old.leader if r.leader == NO_LEADER_CHANGE else r.leader
+        epoch = old.leader_epoch + 1 if r.leader != NO_LEADER_CHANGE else old.leader_epoch
+        parts[r.partition_id] = dataclasses.replace(
+            old,
+            replicas=tuple(r.replicas) if r.replicas is not None else old.replicas,
+            isr=tuple(r.isr) if r.isr is not None else old.isr,
+            leader=leader, leader_epoch=epoch, partition_epoch=old.partition_epoch + 1)
+
+    def _remove_topic(self, r: RemoveTopicRecord) -> None:
+        name = self.ids.pop(r.topic_id, None)
+        if name is None:
+            return
+        self.topics.pop(name, None)
+        self.partitions.pop(name, None)
+        self.configs.pop((RESOURCE_TOPIC, name), None)
+
+    def _config(self, r: ConfigRecord) -> None:
+        key = (r.resource_type, r.resource_name)
+        cur = dict(self.configs.get(key, {}))
+        if r.value is None:
+            cur.pop(r.name, None)
+        else:
+            cur[r.name] = r.value
+        if cur:
+            self.configs[key] = MappingProxyType(cur)
+        else:
+            self.configs.pop(key, None)
+
+    def _register_broker(self, r: RegisterBrokerRecord) -> None:
+        eps = tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in r.end_points)
+        self.brokers[r.broker_id] = BrokerInfo(r.broker_id, r.incarnation_id, r.broker_epoch, eps, r.rack, r.fenced)
+
+    def _unregister_broker(self, r: UnregisterBrokerRecord) -> None:
+        self.brokers.pop(r.broker_id, None)
+
+    def _fence(self, r: FenceBrokerRecord) -> None:
+        b = self.brokers.get(r.id)
+        if b is not None:
+            self.brokers[r.id] = dataclasses.replace(b, fenced=True)
+
+    def _unfence(self, r: UnfenceBrokerRecord) -> None:
+        b = self.brokers.get(r.id)
+        if b is not None:
+            self.brokers[r.id] = dataclasses.replace(b, fenced=False)
+
+    def _registration_change(self, r: BrokerRegistrationChangeRecord) -> None:
+        b = self.brokers.get(r.broker_id)
+        if b is not None and r.fenced != 0:
+            self.brokers[r.broker_id] = dataclasses.replace(b, fenced=r.fenced == 1)
+
+    def _feature(self, r: FeatureLevelRecord) -> None:
+        if r.feature_level == 0:
+            self.features.pop(r.name, None)
+        else:
+            self.features[r.name] = r.feature_level
+
+    def _producer_ids(self, r: ProducerIdsRecord) -> None:
+        self.next_producer_id = r.next_producer_id
+
+    def build(self, last_offset: int) -> MetadataImage:
+        topics = dict(self.topics)
+        for name, parts in self.partitions.items():
+            if name in topics:
+                topics[name] = dataclasses.replace(topics[name], partitions=MappingProxyType(dict(sorted(parts.items()))))
+        return MetadataImage(
+            offset=last_offset,
+            topics_by_name=MappingProxyType(topics),
+            topics_by_id=MappingProxyType({t.topic_id: t for t in topics.values()}),
+            configs=MappingProxyType(self.configs),
+            brokers=MappingProxyType(dict(sorted(self.brokers.items()))),
+            features=MappingProxyType(self.features),
+            next_producer_id=self.next_producer_id,
+        )
+
+
+_REPLAY = {
+    TopicRecord: _Delta._topic,
+    PartitionRecord: _Delta._partition,
+    PartitionChangeRecord: _Delta._partition_change,
+    RemoveTopicRecord: _Delta._remove_topic,
+    ConfigRecord: _Delta._config,
+    RegisterBrokerRecord: _Delta._register_broker,
+    UnregisterBrokerRecord: _Delta._unregister_broker,
+    FenceBrokerRecord: _Delta._fence,
+    UnfenceBrokerRecord: _Delta._unfence,
+    BrokerRegistrationChangeRecord: _Delta._registration_change,
+    FeatureLevelRecord: _Delta._feature,
+    ProducerIdsRecord: _Delta._producer_ids,
+}
