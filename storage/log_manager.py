@@ -1,0 +1,476 @@
+"""All partition logs of a broker's log dirs (Kafka's ``LogManager``).
+
+Per log dir: ``meta.properties``, ``.lock``, ``.kafka_cleanshutdown``, ``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint``, ``replication-offset-checkpoint`` (high watermarks; Kafka's ReplicaManager
+writes it), ``cleaner-offset-checkpoint``; one ``<topic>-<partition>`` directory per log.
+
+Lifecycle::
+
+    lm = LogManager(LogManagerConfig(log_dirs=(...)), broker_props={...}, topic_configs={...})
+    lm.startup(now_ms)                  # loads every log; slow after an unclean shutdown: run off the event loop
+    lg = lm.get_or_create_log("t", 0, now_ms=...)
+    ...                                 # lg.append_as_leader / lg.read / lg.update_high_watermark
+    lm.maintenance(now_ms)              # periodically: retention, flush.ms, checkpoints, delayed deletes
+    lm.shutdown(now_ms)                 # flush, close, checkpoints, clean-shutdown marker
+
+``start_background()`` runs :meth:`maintenance` and the log cleaner in daemon threads instead.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import fcntl
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable, Iterable, Mapping
+
+from . import files, fileio
+from .checkpoints import CleanShutdownFile, MetaProperties, OffsetCheckpointFile, random_uuid
+from .cleaner import LogCleaner
+from .config import LogConfig, LogManagerConfig
+from .errors import KafkaStorageError
+from .log import Log
+from .scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+__all__ = ["LogManager"]
+
+
+class LogManager:
+    def __init__(self, config: LogManagerConfig, broker_props: Mapping[str, Any] | None = None,
+                 topic_configs: Mapping[str, Mapping[str, Any]] | None = None, *,
+                 scheduler: Scheduler | None = None, broker_epoch: int = -1) -> None:
+        self.config = config
+        self.broker_props = dict(broker_props or {})
+        self.topic_overrides: dict[str, dict[str, Any]] = {t: dict(c) for t, c in (topic_configs or {}).items()}
+        self.default_config = LogConfig.from_props({}, self.broker_props)
+        self.scheduler = scheduler or Scheduler()
+        self.broker_epoch = broker_epoch
+        self.log_dirs = [os.path.abspath(d) for d in config.log_dirs]
+        self.live_log_dirs: list[str] = []
+        self.offline_log_dirs: dict[str, str] = {}
+        self._logs: dict[TopicPartition, Log] = {}
+        self.offline_partitions: dict[TopicPartition, str] = {}
+        self._lock = threading.RLock()
+        self._dir_locks: dict[str, int] = {}
+        self._had_clean_shutdown: dict[str, bool] = {}
+        self._load_completed: dict[str, bool] = {}
+        self._recovery_checkpoints: dict[str, OffsetCheckpointFile] = {}
+        self._log_start_checkpoints: dict[str, OffsetCheckpointFile] = {}
+        self._hw_checkpoints: dict[str, OffsetCheckpointFile] = {}
+        self.meta_properties: dict[str, MetaProperties] = {}
+        self.cleaner: LogCleaner | None = None
+        self._last_retention_ms: int | None = None
+        self._last_recovery_checkpoint_ms: int | None = None
+        self._last_start_checkpoint_ms: int | None = None
+        self._last_producer_expiration_ms: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ==== configs =================================================================================
+    def config_for(self, topic: str) -> LogConfig:
+        return LogConfig.from_props(self.topic_overrides.get(topic, {}), self.broker_props)
+
+    def update_topic_config(self, topic: str, overrides: Mapping[str, Any]) -> None:
+        """Replace a topic's overrides (``IncrementalAlterConfigs``) and apply them to its logs."""
+        cfg = LogConfig.from_props(overrides, self.broker_props)  # validates
+        with self._lock:
+            self.topic_overrides[topic] = dict(overrides)
+            for (t, _), lg in self._logs.items():
+                if t == topic:
+                    lg.update_config(cfg)
+
+    # ==== startup =================================================================================
+    def startup(self, now_ms: int) -> None:
+        """Lock and load every log dir: take ``.lock``, check ``meta.properties``, load every partition."""
+        for d in self.log_dirs:
+            try:
+                self._init_dir(d)
+                self.live_log_dirs.append(d)
+            except (OSError, KafkaStorageError, ValueError) as e:
+                log.error("Failed to create or validate data directory %s: %s", d, e)
+                self.offline_log_dirs[d] = str(e)
+        if not self.live_log_dirs:
+            raise KafkaStorageError("Shutting down the broker because none of the specified log dirs from "
+                                    f"{self.log_dirs} can be created or validated")
+        self._load_logs(now_ms)
+        if self.config.log_cleaner_enable:
+            self.cleaner = LogCleaner(self.config, self.current_logs, self.live_log_dirs)
+
+    def _init_dir(self, d: str) -> None:
+        os.makedirs(d, exist_ok=True)
+        lock_path = os.path.join(d, ".lock")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise KafkaStorageError(f"Failed to acquire lock on file .lock in {d}. A Kafka instance in another "
+                                    f"process or thread is using this directory.")
+        self._dir_locks[d] = fd
+        mp_path = os.path.join(d, files.META_PROPERTIES_FILE)
+        if os.path.exists(mp_path):
+            mp = MetaProperties.read(mp_path)
+            if self.config.cluster_id is not None and mp.cluster_id not in (None, self.config.cluster_id):
+                raise KafkaStorageError(f"Invalid cluster.id in {mp_path}. Expected {self.config.cluster_id}, but "
+                                        f"read {mp.cluster_id}")
+            if mp.node_id is not None and mp.node_id != self.config.node_id:
+                raise KafkaStorageError(f"Stored node id {mp.node_id} doesn't match previous node id "
+                                        f"{self.config.node_id} in {mp_path}.")
+            if mp.directory_id is None:
+                mp = MetaProperties(mp.version, mp.cluster_id, mp.node_id, random_uuid())
+                mp.write(mp_path)
+        else:
+            mp = MetaProperties(1, self.config.cluster_id, self.config.node_id, random_uuid())
+            mp.write(mp_path)
+        self.meta_properties[d] = mp
+        self._recovery_checkpoints[d] = OffsetCheckpointFile(os.path.join(d, files.RECOVERY_POINT_CHECKPOINT_FILE))
+        self._log_start_checkpoints[d] = OffsetCheckpointFile(os.path.join(d, files.LOG_START_OFFSET_CHECKPOINT_FILE))
+        self._hw_checkpoints[d] = OffsetCheckpointFile(os.path.join(d, files.REPLICATION_OFFSET_CHECKPOINT_FILE))
+        # the cleaner creates its own checkpoint file; create it here too so a fresh dir has Kafka's full layout
+        OffsetCheckpointFile(os.path.join(d, files.CLEANER_OFFSET_CHECKPOINT_FILE))
+
+    def _read_checkpoint(self, cp: OffsetCheckpointFile, what: str) -> dict[TopicPartition, int]:
+        try:
+            return cp.read()
+        except KafkaStorageError as e:
+            log.warning("Error occurred while reading %s file %s, resetting to empty: %s", what, cp.path, e)
+            return {}
+
+    def _load_logs(self, now_ms: int) -> None:
+        jobs = []
+        pools = []
+        for d in self.live_log_dirs:
+            marker = CleanShutdownFile(d)
+            had_clean = marker.exists()
+            if had_clean:
+                marker.delete()
+            self._had_clean_shutdown[d] = had_clean
+            recovery_points = self._read_checkpoint(self._recovery_checkpoints[d], "recovery-point-offset-checkpoint")
+            log_starts = self._read_checkpoint(self._log_start_checkpoints[d], "log-start-offset-checkpoint")
+            pool = concurrent.futures.ThreadPoolExecutor(max(1, self.config.num_recovery_threads_per_data_dir),
+                                                         thread_name_prefix=f"log-recovery-{d}")
+            pools.append(pool)
+            for name in sorted(os.listdir(d)):
+                path = os.path.join(d, name)
+                if not os.path.isdir(path):
+                    continue
+                if name.endswith(files.DELETE_DIR_SUFFIX):
+                    self.scheduler.schedule_once("delete-dir", lambda p=path: _rmtree(p), 0)
+                    continue
+                if name.endswith((files.FUTURE_DIR_SUFFIX, files.STRAY_DIR_SUFFIX)):
+                    log.warning("Ignoring %s: future/stray logs are not supported", path)
+                    continue
+                try:
+                    tp = files.parse_topic_partition_name(name)
+                except ValueError:
+                    continue
+                jobs.append((d, tp, path, pool.submit(self._load_log, path, tp, had_clean, recovery_points,
+                                                      log_starts, now_ms)))
+            self._load_completed[d] = False
+        dirs_ok = {d: True for d in self.live_log_dirs}
+        for d, tp, path, fut in jobs:
+            try:
+                lg = fut.result()
+            except Exception as e:  # a corrupt partition goes offline; the others keep serving
+                log.error("Error while loading log dir %s for partition %s-%d; the partition is offline: %s",
+                          path, tp[0], tp[1], e, exc_info=True)
+                self.offline_partitions[tp] = str(e)
+                dirs_ok[d] = False
+                continue
+            with self._lock:
+                if tp in self._logs:
+                    log.error("Duplicate log directories for %s-%d are found in both %s and %s", tp[0], tp[1],
+                              self._logs[tp].dir, path)
+                    self.offline_partitions[tp] = "duplicate log directories"
+                    lg.close_handlers()
+                    continue
+                self._logs[tp] = lg
+        for pool in pools:
+            pool.shutdown(wait=True)
+        # high watermarks (Kafka's ReplicaManager reads them when it becomes leader/follower)
+        for d in self.live_log_dirs:
+            hws = self._read_checkpoint(self._hw_checkpoints[d], "replication-offset-checkpoint")
+            for tp, hw in hws.items():
+                lg = self._logs.get(tp)
+                if lg is not None and os.path.dirname(lg.dir) == d:
+                    lg.update_high_watermark(hw)
+            self._load_completed[d] = dirs_ok[d]
+
+    def _load_log(self, path: str, tp: TopicPartition, had_clean: bool, recovery_points: dict,
+                  log_starts: dict, now_ms: int) -> Log:
+        cfg = self.config_for(tp[0])
+        return Log.open(path, cfg, now_ms=now_ms, log_start_offset=log_starts.get(tp, 0),
+                        recovery_point=recovery_points.get(tp, 0), had_clean_shutdown=had_clean,
+                        scheduler=self.scheduler, producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+                        max_transaction_timeout_ms=self.config.transaction_max_timeout_ms)
+
+    # ==== lookup / create / delete ================================================================
+    def current_logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    def all_logs(self) -> list[Log]:
+        return list(self.current_logs().values())
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def logs_by_topic(self, topic: str) -> list[Log]:
+        return [lg for (t, _), lg in self.current_logs().items() if t == topic]
+
+    def _next_log_dir(self) -> str:
+        """The live dir with the fewest partitions (``LogManager.nextLogDirs``)."""
+        counts = {d: 0 for d in self.live_log_dirs}
+        for lg in self._logs.values():
+            parent = os.path.dirname(lg.dir)
+            if parent in counts:
+                counts[parent] += 1
+        return min(self.live_log_dirs, key=lambda d: (counts[d], self.live_log_dirs.index(d)))
+
+    def get_or_create_log(self, topic: str, partition: int, *, now_ms: int, topic_id: bytes | None = None,
+                          config: LogConfig | None = None) -> Log:
+        tp = (topic, partition)
+        with self._lock:
+            lg = self._logs.get(tp)
+            if lg is not None:
+                if topic_id is not None:
+                    lg.assign_topic_id(topic_id)
+                return lg
+            if tp in self.offline_partitions:
+                raise KafkaStorageError(f"Partition {topic}-{partition} is offline: {self.offline_partitions[tp]}")
+            d = self._next_log_dir()
+            path = os.path.join(d, files.log_dir_name(topic, partition))
+            try:
+                os.makedirs(path, exist_ok=True)
+                fileio.current.fsync_dir(d)
+                lg = Log.open(path, config or self.config_for(topic), now_ms=now_ms, had_clean_shutdown=True,
+                              scheduler=self.scheduler, topic_id=topic_id,
+                              producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+                              max_transaction_timeout_ms=self.config.transaction_max_timeout_ms)
+            except OSError as e:
+                raise KafkaStorageError(f"Error while creating log for {topic}-{partition} in dir {d}: {e}") from e
+            self._logs[tp] = lg
+            log.info("Created log for partition %s-%d in %s", topic, partition, path)
+            return lg
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Rename the partition's directory to ``<topic>-<partition>.<uuid>-delete``, delete it later."""
+        tp = (topic, partition)
+        with self._lock:
+            lg = self._logs.pop(tp, None)
+            self.offline_partitions.pop(tp, None)
+        if lg is None:
+            return False
+        if self.cleaner is not None:
+            self.cleaner.abort_and_pause_cleaning(tp)
+        parent = os.path.dirname(lg.dir)
+        try:
+            lg.close()
+        except KafkaStorageError:
+            pass
+        new_name = files.log_delete_dir_name(topic, partition)
+        try:
+            lg.rename_dir(new_name)
+        except KafkaStorageError:
+            pass
+        if self.cleaner is not None:
+            self.cleaner.update_checkpoints(parent, remove=tp)
+            self.cleaner.resume_cleaning([tp])
+        self.checkpoint_recovery_offsets_in_dir(parent)
+        self.checkpoint_log_start_offsets_in_dir(parent)
+        self.checkpoint_high_watermarks_in_dir(parent)
+        delay = lg.config.file_delete_delay_ms
+        self.scheduler.schedule_once("delete-log", lambda p=lg.dir: _rmtree(p), delay)
+        return True
+
+    def truncate_to(self, offsets: Mapping[TopicPartition, int], now_ms: int) -> None:
+        """Truncate partitions (replication), pausing the cleaner on them meanwhile."""
+        affected_dirs = set()
+        for tp, offset in offsets.items():
+            lg = self.get_log(*tp)
+            if lg is None:
+                continue
+            if self.cleaner is not None:
+                self.cleaner.abort_and_pause_cleaning(tp)
+            try:
+                if lg.truncate_to(offset, now_ms):
+                    affected_dirs.add(os.path.dirname(lg.dir))
+                    if self.cleaner is not None:
+                        self.cleaner.maybe_truncate_checkpoint(os.path.dirname(lg.dir), tp,
+                                                               lg.active_segment.base_offset)
+            finally:
+                if self.cleaner is not None:
+                    self.cleaner.resume_cleaning([tp])
+        for d in affected_dirs:
+            self.checkpoint_recovery_offsets_in_dir(d)
+
+    # ==== checkpoints =============================================================================
+    def _logs_in_dir(self, d: str) -> dict[TopicPartition, Log]:
+        return {tp: lg for tp, lg in self.current_logs().items() if os.path.dirname(lg.dir) == d}
+
+    def checkpoint_recovery_offsets_in_dir(self, d: str) -> None:
+        cp = self._recovery_checkpoints.get(d)
+        if cp is not None:
+            cp.write({tp: lg.recovery_point for tp, lg in self._logs_in_dir(d).items() if not lg.offline})
+
+    def checkpoint_log_start_offsets_in_dir(self, d: str) -> None:
+        cp = self._log_start_checkpoints.get(d)
+        if cp is not None:
+            out = {}
+            for tp, lg in self._logs_in_dir(d).items():
+                if lg.offline:
+                    continue
+                first = lg.segments.first_segment_base_offset()
+                if first is not None and lg.log_start_offset > first:
+                    out[tp] = lg.log_start_offset
+            cp.write(out)
+
+    def checkpoint_high_watermarks_in_dir(self, d: str) -> None:
+        cp = self._hw_checkpoints.get(d)
+        if cp is not None:
+            cp.write({tp: lg.high_watermark for tp, lg in self._logs_in_dir(d).items() if not lg.offline})
+
+    def checkpoint_all(self) -> None:
+        for d in self.live_log_dirs:
+            self.checkpoint_recovery_offsets_in_dir(d)
+            self.checkpoint_log_start_offsets_in_dir(d)
+            self.checkpoint_high_watermarks_in_dir(d)
+
+    # ==== periodic work ===========================================================================
+    def cleanup_logs(self, now_ms: int) -> int:
+        """Retention for logs that are not compacted (compacted ones are handled by the cleaner)."""
+        total = 0
+        if self.cleaner is not None:
+            deletable = self.cleaner.pause_cleaning_for_non_compacted()
+        else:
+            deletable = [(tp, lg) for tp, lg in self.current_logs().items() if not lg.config.compact]
+        try:
+            for tp, lg in deletable:
+                if lg.offline:
+                    continue
+                try:
+                    total += lg.delete_old_segments(now_ms)
+                except KafkaStorageError as e:
+                    log.error("Retention failed for %s-%d: %s", tp[0], tp[1], e)
+        finally:
+            if self.cleaner is not None:
+                self.cleaner.resume_cleaning(tp for tp, _ in deletable)
+        return total
+
+    def flush_dirty_logs(self, now_ms: int) -> None:
+        for lg in self.all_logs():
+            if lg.offline:
+                continue
+            try:
+                lg.maybe_flush_by_time(now_ms)
+            except KafkaStorageError as e:
+                log.error("Flush failed for %s: %s", lg.dir, e)
+
+    def maintenance(self, now_ms: int) -> None:
+        """Run whatever periodic work is due at ``now_ms`` (Kafka's scheduled tasks)."""
+        c = self.config
+        self.scheduler.run_due()
+        if self._last_retention_ms is None or now_ms - self._last_retention_ms >= c.log_retention_check_interval_ms:
+            self._last_retention_ms = now_ms
+            self.cleanup_logs(now_ms)
+        self.flush_dirty_logs(now_ms)
+        if self._last_recovery_checkpoint_ms is None or \
+                now_ms - self._last_recovery_checkpoint_ms >= c.log_flush_offset_checkpoint_interval_ms:
+            self._last_recovery_checkpoint_ms = now_ms
+            for d in self.live_log_dirs:
+                self.checkpoint_recovery_offsets_in_dir(d)
+                self.checkpoint_high_watermarks_in_dir(d)
+        if self._last_start_checkpoint_ms is None or \
+                now_ms - self._last_start_checkpoint_ms >= c.log_flush_start_offset_checkpoint_interval_ms:
+            self._last_start_checkpoint_ms = now_ms
+            for d in self.live_log_dirs:
+                self.checkpoint_log_start_offsets_in_dir(d)
+        if self._last_producer_expiration_ms is None or \
+                now_ms - self._last_producer_expiration_ms >= c.producer_id_expiration_check_interval_ms:
+            self._last_producer_expiration_ms = now_ms
+            for lg in self.all_logs():
+                if not lg.offline:
+                    lg.remove_expired_producers(now_ms)
+
+    def start_background(self, clock: Callable[[], int] = lambda: int(time.time() * 1000),
+                         interval_s: float = 0.5) -> None:
+        """Run :meth:`maintenance` every ``interval_s`` and the log cleaner in daemon threads."""
+        self._stop.clear()
+
+        def loop() -> None:
+            while not self._stop.wait(interval_s):
+                try:
+                    self.maintenance(clock())
+                except Exception:
+                    log.exception("Log manager maintenance failed")
+
+        self._thread = threading.Thread(target=loop, name="kafka-log-manager", daemon=True)
+        self._thread.start()
+        if self.cleaner is not None:
+            self.cleaner.start(clock)
+
+    # ==== shutdown ================================================================================
+    def shutdown(self, now_ms: int) -> None:
+        """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
+        all_ok = {d: True for d in self.live_log_dirs}
+        for lg in self.all_logs():
+            d = os.path.dirname(lg.dir)
+            if lg.offline:
+                all_ok[d] = False
+                continue
+            try:
+                lg.flush(now_ms, force_flush_active_segment=True)
+                lg.close()
+            except KafkaStorageError as e:
+                log.error("Error while closing %s: %s", lg.dir, e)
+                all_ok[d] = False
+        for d in self.live_log_dirs:
+            try:
+                self.checkpoint_recovery_offsets_in_dir(d)
+                self.checkpoint_log_start_offsets_in_dir(d)
+                self.checkpoint_high_watermarks_in_dir(d)
+            except KafkaStorageError as e:
+                log.error("Error writing checkpoints in %s: %s", d, e)
+                all_ok[d] = False
+                continue
+            if all_ok[d] and (self._had_clean_shutdown.get(d) or self._load_completed.get(d)):
+                CleanShutdownFile(d).write(self.broker_epoch)
+        self.scheduler.run_all()
+        for d, fd in self._dir_locks.items():
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+            except OSError:
+                pass
+        self._dir_locks.clear()
+
+    def close_without_checkpoints(self) -> None:
+        """Drop every fd and mapping without writing anything (tests simulating a crash)."""
+        self._stop.set()
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
+        for lg in self.all_logs():
+            lg.close_handlers()
+        for fd in self._dir_locks.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._dir_locks.clear()
+
+
+def _rmtree(path: str) -> None:
+    import shutil
+    shutil.rmtree(path, ignore_errors=True)
