@@ -16,12 +16,14 @@ from broker.config import BrokerConfig, Listener
 from broker.context import RequestContext
 from broker.dispatch import CloseConnection, dispatch
 from broker.log_dirs import ensure_meta_properties
+from broker.sendfile import PartWriter, SendStats
 from protocol.connection import CONNECTION_CLOSED, NEED_DATA, ServerConnection
 from protocol.errors import DecodeError
 
 log = logging.getLogger("odradek.server")
 
 READ_CHUNK = 256 * 1024
+MAX_IN_FLIGHT = 16  # requests read ahead per connection (clients pipeline up to 5)
 
 
 class Broker:
@@ -38,6 +40,8 @@ class Broker:
         self._connections: set[asyncio.Task] = set()
         self.max_frame = int(config["socket.request.max.bytes"])
         self.idle_ms = int(config["connections.max.idle.ms"])
+        self.send_stats = SendStats()
+        self.zero_copy = True
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
@@ -111,25 +115,66 @@ class Broker:
             writer.close()
 
     async def _serve(self, conn: ServerConnection, reader, writer, conn_id: str, listener: str) -> None:
+        """Read and dispatch requests concurrently; a writer task answers them strictly in order.
+
+        At most MAX_IN_FLIGHT requests per connection are outstanding: past that the reader stops
+        reading (backpressure), as does a writer whose peer is not draining responses.
+        """
         idle_s = self.idle_ms / 1000.0
-        while True:
-            try:
-                data = await asyncio.wait_for(reader.read(READ_CHUNK), idle_s)
-            except asyncio.TimeoutError:
-                log.info("closing idle connection %s", conn_id)
-                return
-            conn.receive_data(data)
-            while True:
-                event = conn.next_event()
-                if event is NEED_DATA:
-                    break
-                if event is CONNECTION_CLOSED:
+        pending: asyncio.Queue = asyncio.Queue(MAX_IN_FLIGHT)
+        part_writer = PartWriter(writer, self.send_stats, zero_copy=self.zero_copy)
+        writer_task = asyncio.ensure_future(self._write_responses(pending, part_writer))
+        try:
+            while not writer_task.done():
+                try:
+                    data = await asyncio.wait_for(reader.read(READ_CHUNK), idle_s)
+                except asyncio.TimeoutError:
+                    log.info("closing idle connection %s", conn_id)
                     return
-                ctx = RequestContext(self, event, conn_id, listener, int(time.time() * 1000))
-                parts = await dispatch(ctx)
+                conn.receive_data(data)
+                while True:
+                    event = conn.next_event()
+                    if event is NEED_DATA:
+                        break
+                    if event is CONNECTION_CLOSED:
+                        if not writer_task.done():
+                            await pending.put(None)
+                        await writer_task
+                        return
+                    ctx = RequestContext(self, event, conn_id, listener, int(time.time() * 1000))
+                    # the task starts running handlers in arrival order; side effects that must stay
+                    # ordered (appends) happen before a handler's first await
+                    task = asyncio.ensure_future(dispatch(ctx))
+                    if writer_task.done():
+                        task.cancel()
+                        break
+                    await pending.put(task)
+            writer_task.result()  # re-raise CloseConnection and friends
+        finally:
+            if not writer_task.done():
+                writer_task.cancel()
+                try:
+                    await writer_task
+                except (asyncio.CancelledError, Exception):
+                    pass
+            while not pending.empty():
+                t = pending.get_nowait()
+                if t is not None and not t.done():
+                    t.cancel()
+            part_writer.close()
+
+    async def _write_responses(self, pending: asyncio.Queue, part_writer: PartWriter) -> None:
+        try:
+            while True:
+                task = await pending.get()
+                if task is None:
+                    return
+                parts = await task
                 if parts is not None:
-                    writer.writelines(parts)
-                    await writer.drain()  # backpressure: stop reading while responses are not drained
+                    await part_writer.write(parts)
+        except BaseException:
+            part_writer.writer.transport.abort()  # wakes the reader; Kafka closes the connection
+            raise
 
 
 def new_event_loop(kind: str) -> asyncio.AbstractEventLoop:
