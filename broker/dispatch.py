@@ -13,14 +13,11 @@ import logging
 
 from broker.apis import HANDLERS, k18_api_versions
 from broker.context import RequestContext
+from broker.errors import CloseConnection
 from protocol.connection import Request, encode_response
 from protocol.errors import DecodeError, ProtocolError
 
 log = logging.getLogger("odradek.dispatch")
-
-
-class CloseConnection(Exception):
-    """The request cannot be answered; Kafka closes the connection."""
 
 
 async def dispatch(ctx: RequestContext) -> list | None:

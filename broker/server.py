@@ -14,8 +14,16 @@ from pathlib import Path
 
 from broker.config import BrokerConfig, Listener
 from broker.context import RequestContext
-from broker.dispatch import CloseConnection, dispatch
+from broker.dispatch import dispatch
+from broker.errors import CloseConnection
 from broker.log_dirs import ensure_meta_properties
+from broker.metadata_log import MetadataLog, metadata_log_dir
+from broker.replica_manager import ReplicaManager
+from cluster.controller import Controller
+from cluster.metadata_image import MetadataImage
+from storage.checkpoints import random_uuid
+from storage.config import ConfigError, LogConfig, LogManagerConfig
+from storage.log_manager import LogManager
 from broker.sendfile import PartWriter, SendStats
 from protocol.connection import CONNECTION_CLOSED, NEED_DATA, ServerConnection
 from protocol.errors import DecodeError
@@ -27,7 +35,7 @@ MAX_IN_FLIGHT = 16  # requests read ahead per connection (clients pipeline up to
 
 
 class Broker:
-    """One broker process: its listeners, connections and (for now) cluster identity."""
+    """One broker process: listeners, the metadata log and image, the partitions it hosts."""
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -42,19 +50,49 @@ class Broker:
         self.idle_ms = int(config["connections.max.idle.ms"])
         self.send_stats = SendStats()
         self.zero_copy = True
+        self.image = MetadataImage()
+        self.metadata_log = MetadataLog(metadata_log_dir(self.log_dirs, config.get("metadata.log.dir")))
+        self.controller = Controller(self.node_id, config.values, validate_topic_configs=self._validate_topic_configs)
+        self.log_manager: LogManager | None = None
+        self.replicas: ReplicaManager | None = None
+        self.producer_ids = ProducerIdBlock()
+        self._metadata_lock = asyncio.Lock()
+        self._producer_id_lock = asyncio.Lock()
+        self.incarnation_id = random_uuid()
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.cluster_id = ensure_meta_properties(self.log_dirs, self.node_id, self.config.get("cluster.id"))
+        image = await asyncio.to_thread(self.metadata_log.open)
+        lm_config = LogManagerConfig.from_props({**self.config.values, "log.dirs": ",".join(map(str, self.log_dirs)),
+                                                 "cluster.id": self.cluster_id})
+        topic_configs = {name: dict(image.topic_config(name)) for name in image.topics_by_name}
+        self.log_manager = LogManager(lm_config, broker_props=self.config.values, topic_configs=topic_configs,
+                                      broker_epoch=image.brokers[self.node_id].broker_epoch
+                                      if self.node_id in image.brokers else -1)
+        await asyncio.to_thread(self.log_manager.startup, now_ms())
+        self.replicas = ReplicaManager(self.node_id, self.log_manager, now_ms)
+        await asyncio.to_thread(self.replicas.apply_image, image)
+        self.image = image
         for lst in self.config.listeners:
             server = await asyncio.start_server(
                 lambda r, w, name=lst.name: self._on_connection(r, w, name),
-                host=lst.host or None, port=lst.port, reuse_address=True, limit=READ_CHUNK,
+                host=lst.host or None, port=lst.port, reuse_address=True, limit=READ_CHUNK, start_serving=False,
             )
             self._servers.append(server)
             port = server.sockets[0].getsockname()[1]
             self._bound[lst.name] = Listener(lst.name, lst.host, port)
+        await self.commit(self.controller.bootstrap(self.image).records)
+        endpoints = [(name, ep.host, ep.port) for name, ep in
+                     ((n, self.advertised_endpoint(n)) for n in self._bound)]
+        await self.commit(self.controller.register_broker(
+            self.image, self.node_id, self.incarnation_id, endpoints, self.config.get("broker.rack"),
+            self.metadata_log.end_offset, [m.directory_id for m in self.log_manager.meta_properties.values()
+                                           if m.directory_id]).records)
+        self.log_manager.start_background()
+        for server in self._servers:
+            await server.start_serving()
         log.info("odradek node %s listening on %s; data in %s; cluster id %s", self.node_id,
                  ", ".join(f"{l.name}://{l.host}:{l.port}" for l in self._bound.values()),
                  ", ".join(map(str, self.log_dirs)), self.cluster_id)
@@ -67,6 +105,46 @@ class Broker:
         for s in self._servers:
             await s.wait_closed()
         self._servers.clear()
+        if self.log_manager is not None:
+            await asyncio.to_thread(self.log_manager.shutdown, now_ms())
+            self.log_manager = None
+        await asyncio.to_thread(self.metadata_log.close)
+
+    # ---- metadata ----------------------------------------------------------------------------------
+
+    async def commit(self, records: list) -> MetadataImage:
+        """Commit controller records to the metadata log, open/close partitions, publish the new image."""
+        if not records:
+            return self.image
+        async with self._metadata_lock:
+            image = await asyncio.to_thread(self.metadata_log.append, records)
+            assert self.replicas is not None
+            await asyncio.to_thread(self.replicas.apply_image, image)
+            self.image = image
+            return image
+
+    def _validate_topic_configs(self, configs: dict) -> str | None:
+        try:
+            LogConfig.from_props({k: v for k, v in configs.items() if v is not None}, self.config.values)
+        except ConfigError as exc:
+            return str(exc)
+        return None
+
+    async def next_producer_id(self) -> int:
+        """A producer id from this broker's block; a new block is committed to the metadata log first."""
+        pid = self.producer_ids.take()
+        if pid is None:
+            async with self._producer_id_lock:
+                pid = self.producer_ids.take()
+                if pid is None:
+                    broker = self.image.brokers.get(self.node_id)
+                    res = self.controller.allocate_producer_ids(self.image, self.node_id,
+                                                                broker.broker_epoch if broker else -1)
+                    await self.commit(res.records)
+                    self.producer_ids.refill(*res.response)
+                    pid = self.producer_ids.take()
+        assert pid is not None
+        return pid
 
     def bound_port(self, listener: str | None = None) -> int:
         if listener is None:
@@ -175,6 +253,28 @@ class Broker:
         except BaseException:
             part_writer.writer.transport.abort()  # wakes the reader; Kafka closes the connection
             raise
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ProducerIdBlock:
+    """The range of producer ids this broker may hand out (Kafka's ProducerIdManager)."""
+
+    def __init__(self) -> None:
+        self.next = 0
+        self.end = 0
+
+    def take(self) -> int | None:
+        if self.next >= self.end:
+            return None
+        pid = self.next
+        self.next += 1
+        return pid
+
+    def refill(self, start: int, size: int) -> None:
+        self.next, self.end = start, start + size
 
 
 def new_event_loop(kind: str) -> asyncio.AbstractEventLoop:

@@ -1,34 +1,89 @@
 """Metadata: v0-13 (v0 kept for old kafka-python, as Kafka 4.x does).
 
-Behaviour: lists this broker (advertised listener), the cluster id and the controller.
-Topics: none exist until the data path lands, so each named topic is UNKNOWN_TOPIC_OR_PARTITION
-(UNKNOWN_TOPIC_ID when asked by id, v10+), and a null/empty list returns no topics.
-Not implemented yet: topic creation, auto-creation, authorized operations (-2147483648 = not requested).
+Behaviour (KafkaApis.handleTopicMetadataRequest, KRaft):
+* brokers: every registered, unfenced broker at its endpoint for the request's listener;
+* topics: all (null list; v0's empty list also means all) or the named / id'd ones (v10+ ids);
+  unknown names are UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID, illegal names
+  INVALID_TOPIC_EXCEPTION;
+* auto-creation when ``auto.create.topics.enable`` and (v4+) ``allow_auto_topic_creation``: the topic is
+  created with the broker defaults and answered LEADER_NOT_AVAILABLE in that response, as Kafka does
+  while creation propagates; internal topics are never auto-created here;
+* authorized operations: -2147483648 (not requested / not computed: no authorizer).
 """
 
 from __future__ import annotations
 
+from cluster.controller import NewTopic, validate_topic_name
+from cluster.metadata_image import INTERNAL_TOPICS, MetadataImage, TopicInfo
 from protocol.errors import ErrorCode
 from protocol.generated.messages import MetadataRequest, MetadataResponse
-from protocol.generated.messages.metadata_response import MetadataResponseBroker, MetadataResponseTopic
+from protocol.generated.messages.metadata_response import (
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+)
 from protocol.message import ZERO_UUID
 
 API_KEY = 3
 VERSIONS = (0, 13)
 
 
+def brokers_for(image: MetadataImage, listener: str) -> list[MetadataResponseBroker]:
+    out = []
+    for b in image.brokers.values():
+        ep = b.endpoint(listener)
+        if ep is not None and not b.fenced:
+            out.append(MetadataResponseBroker(b.node_id, ep.host, ep.port, b.rack))
+    return out
+
+
+def topic_response(image: MetadataImage, t: TopicInfo) -> MetadataResponseTopic:
+    live = {b.node_id for b in image.brokers.values() if not b.fenced}
+    parts = []
+    for p in t.partitions.values():
+        leader_ok = p.leader in live
+        parts.append(MetadataResponsePartition(
+            error_code=0 if leader_ok else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=p.partition, leader_id=p.leader if leader_ok else -1, leader_epoch=p.leader_epoch,
+            replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
+            offline_replicas=[r for r in p.replicas if r not in live]))
+    return MetadataResponseTopic(error_code=0, name=t.name, topic_id=t.topic_id, is_internal=t.is_internal,
+                                 partitions=parts)
+
+
 async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
-    ep = broker.advertised_endpoint(ctx.listener)
-    topics = []
-    for t in req.topics or ():
-        if t.name is None:
-            topics.append(MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id))
-        else:
-            topics.append(MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=t.name,
-                                                topic_id=ZERO_UUID))
+    image = broker.image
+    version = ctx.version
+    all_topics = req.topics is None or (version == 0 and not req.topics)
+    topics: list[MetadataResponseTopic] = []
+    if all_topics:
+        topics = [topic_response(image, t) for t in image.topics_by_name.values()]
+    else:
+        auto = bool(broker.config.get("auto.create.topics.enable")) and (version < 4 or req.allow_auto_topic_creation)
+        to_create = []
+        for rt in req.topics:
+            if rt.name is None:
+                t = image.topics_by_id.get(rt.topic_id)
+                topics.append(topic_response(image, t) if t is not None else MetadataResponseTopic(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=rt.topic_id))
+                continue
+            t = image.topic(rt.name)
+            if t is not None:
+                topics.append(topic_response(image, t))
+            elif validate_topic_name(rt.name) is not None:
+                topics.append(MetadataResponseTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=rt.name,
+                                                    topic_id=ZERO_UUID, is_internal=False))
+            elif auto and rt.name not in INTERNAL_TOPICS:
+                to_create.append(rt.name)
+                topics.append(MetadataResponseTopic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=rt.name,
+                                                    topic_id=ZERO_UUID, is_internal=False))
+            else:
+                topics.append(MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=rt.name,
+                                                    topic_id=ZERO_UUID, is_internal=False))
+        if to_create:
+            res = broker.controller.create_topics(image, [NewTopic(n) for n in dict.fromkeys(to_create)])
+            await broker.commit(res.records)
     return MetadataResponse(
-        brokers=[MetadataResponseBroker(broker.node_id, ep.host, ep.port, None)],
+        brokers=brokers_for(image, ctx.listener),
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=topics,

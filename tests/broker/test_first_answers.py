@@ -59,7 +59,7 @@ def test_metadata_lists_this_broker_at_every_version(broker, raw):
         topics = [] if v == 0 else None
         resp = call(c, 3, v, MetadataRequest(topics=topics), corr=100 + v)
         assert [(b.node_id, b.host, b.port) for b in resp.brokers] == [(1, "127.0.0.1", broker.port)]
-        assert resp.topics == []
+        assert resp.topics == []  # a fresh broker has no topics
         if v >= 2:
             assert resp.cluster_id == broker.broker.cluster_id
         if v >= 1:
@@ -81,7 +81,7 @@ def test_unknown_api_key_closes_only_that_connection(raw):
 
 def test_unserved_api_closes_connection(raw):
     c = raw()
-    c.send_frame(RequestHeader(0, 9, 1, "x").encode(2) + b"\x00" * 20)  # Produce: not served yet
+    c.send_frame(RequestHeader(11, 6, 1, "x").encode(2) + b"\x00" * 20)  # JoinGroup: not served yet
     assert c.recv_frame() is None
 
 

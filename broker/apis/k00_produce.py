@@ -1,0 +1,134 @@
+"""Produce: v3-13 served; v0-13 advertised (librdkafka enables compressed produce only when v0 is
+listed, KAFKA-18659), v0-2 answered UNSUPPORTED_VERSION per partition.
+
+Behaviour (KafkaApis.handleProduceRequest, ReplicaManager.appendRecords, LogValidator):
+* acks must be -1, 0 or 1, else INVALID_REQUIRED_ACKS for every partition;
+* header-only validation (one magic-2 batch, CRC, lengths); zstd below v7 UNSUPPORTED_COMPRESSION_TYPE;
+  storage checks sizes (MESSAGE_TOO_LARGE), timestamps, idempotent sequences and epochs;
+* compacted topics reject keyless records (INVALID_RECORD) and a topic ``compression.type`` other
+  than ``producer`` recompresses: both need the records, and run off the event loop;
+* appends to one partition happen in request-arrival order (AppendQueue), so pipelined idempotent
+  produce requests keep their sequence order;
+* acks=0: no response; any error closes the connection, as Kafka does;
+* v8+: INVALID_RECORD carries record_errors and error_message.
+Not implemented: transactional produce (transactions are a later issue): INVALID_TXN_STATE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from broker.errors import CloseConnection
+from broker.log_validator import check_request_records, needs_record_pass, record_pass
+from protocol.errors import ErrorCode, KafkaError
+from protocol.generated.messages import ProduceRequest, ProduceResponse
+from protocol.generated.messages.produce_response import (
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, PartitionProduceResponse, TopicProduceResponse,
+)
+
+API_KEY = 0
+VERSIONS = (0, 13)
+ADVERTISED = (0, 13)
+MIN_SERVED = 3
+
+log = logging.getLogger("odradek.produce")
+
+
+def _error(index: int, code: int, message: str | None = None) -> PartitionProduceResponse:
+    return PartitionProduceResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
+                                    log_start_offset=-1, error_message=message)
+
+
+async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
+    broker = ctx.broker
+    version = ctx.version
+    image = broker.image
+    replicas = broker.replicas
+    topics_out: list[TopicProduceResponse] = []
+    # take every partition's append ticket before the first await: arrival order is append order
+    work = []
+    for td in req.topic_data:
+        if version >= 13:
+            topic = image.topics_by_id.get(td.topic_id)
+        else:
+            topic = image.topic(td.name)
+        out = TopicProduceResponse(name=td.name if version < 13 else "", topic_id=td.topic_id)
+        topics_out.append(out)
+        for pd in td.partition_data:
+            if version < MIN_SERVED:
+                out.partition_responses.append(_error(pd.index, ErrorCode.UNSUPPORTED_VERSION))
+                continue
+            if req.acks not in (-1, 0, 1):
+                out.partition_responses.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
+                continue
+            if topic is None:
+                code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                out.partition_responses.append(_error(pd.index, code))
+                continue
+            part = replicas.get(topic.name, pd.index)
+            if part is None:
+                out.partition_responses.append(_error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if not part.is_leader(broker.node_id):
+                resp = _error(pd.index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                resp.current_leader = LeaderIdAndEpoch(part.info.leader, part.info.leader_epoch)
+                out.partition_responses.append(resp)
+                continue
+            slot = _error(pd.index, 0)
+            out.partition_responses.append(slot)
+            work.append((part, pd.records, slot, part.appends.ticket()))
+    errors = False
+    try:
+        for part, records, slot, (prev, me) in work:
+            try:
+                if prev is not None:
+                    await prev
+                await _append(ctx, part, records, slot, req)
+            except KafkaError as exc:
+                _fill_error(slot, exc, version)
+            except Exception:
+                log.exception("append to %s-%d failed", part.topic, part.index)
+                slot.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+            finally:
+                if not me.done():
+                    me.set_result(None)
+            if slot.error_code:
+                errors = True
+    finally:
+        for _, _, _, (_, me) in work:
+            if not me.done():
+                me.set_result(None)
+    if req.acks == 0:
+        if errors or any(p.error_code for t in topics_out for p in t.partition_responses):
+            raise CloseConnection("acks=0 produce failed; closing the connection as Kafka does")
+        return None
+    return ProduceResponse(responses=topics_out)
+
+
+async def _append(ctx, part, records, slot: PartitionProduceResponse, req: ProduceRequest) -> None:
+    if req.transactional_id is not None:
+        raise KafkaError("Transactions are not supported yet", ErrorCode.INVALID_TXN_STATE)
+    check_request_records(records, ctx.version)
+    cfg = part.log.config
+    buf = records
+    if needs_record_pass(records, cfg.compact, cfg.compression_type):
+        buf = await asyncio.to_thread(record_pass, bytes(records), cfg.compact, cfg.compression_type)
+    else:
+        buf = bytearray(records)
+    info = part.log.append_as_leader(buf, part.leader_epoch, ctx.now_ms)
+    ctx.broker.replicas.maybe_advance_high_watermark(part)
+    ctx.broker.replicas.fetch_waiters.wake((part.topic, part.index))
+    slot.base_offset = info.first_offset
+    slot.log_append_time_ms = info.log_append_time if info.log_append_time >= 0 else -1
+    slot.log_start_offset = part.log.log_start_offset
+
+
+def _fill_error(slot: PartitionProduceResponse, exc: KafkaError, version: int) -> None:
+    slot.error_code = int(exc.code)
+    slot.base_offset = -1
+    if version >= 8 and exc.code in (ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TIMESTAMP):
+        slot.record_errors = [BatchIndexAndErrorMessage(batch_index=0, batch_index_error_message=str(exc))]
+        slot.error_message = str(exc)
+    elif version >= 8:
+        slot.error_message = str(exc)

@@ -1,0 +1,127 @@
+"""Fetch: v4-18.
+
+Behaviour (KafkaApis.handleFetchRequest, ReplicaManager.fetchMessages/readFromLog):
+* reads return file slices sent with sendfile; only the first partition that returns data may
+  exceed ``max_bytes`` (one whole batch), later ones are cut at the remaining budget and the client
+  drops a partial tail; an offset inside a batch returns the whole batch;
+* long poll: with fewer than ``min_bytes`` available the request parks until an append to one of
+  its partitions wakes it (the delayed-fetch purgatory) or ``max_wait_ms`` passes; no polling;
+* OFFSET_OUT_OF_RANGE below the log start or past the log end; FENCED_LEADER_EPOCH /
+  UNKNOWN_LEADER_EPOCH against ``current_leader_epoch``; UNKNOWN_TOPIC_ID (v13+ ids) and
+  UNKNOWN_TOPIC_OR_PARTITION; read_committed reads up to the last stable offset with an empty
+  aborted-transactions list; ``preferred_read_replica`` is -1;
+* fetch sessions (KIP-227): full requests are answered with session id 0 (no session is created,
+  which the protocol allows); an incremental request names a session that does not exist:
+  FETCH_SESSION_ID_NOT_FOUND.
+Not implemented: follower fetches (replication is the cluster issue), diverging-epoch detection
+for ``last_fetched_epoch``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.generated.messages import FetchRequest, FetchResponse
+from protocol.generated.messages.fetch_response import FetchableTopicResponse, LeaderIdAndEpoch, PartitionData
+from storage.errors import OffsetOutOfRangeError
+from storage.log import FetchIsolation
+
+API_KEY = 1
+VERSIONS = (4, 18)
+
+READ_COMMITTED = 1
+
+
+async def handle(ctx, req: FetchRequest) -> FetchResponse:
+    version = ctx.version
+    if req.session_id != 0 or req.session_epoch not in (0, -1):
+        code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND if req.session_id != 0 else ErrorCode.INVALID_FETCH_SESSION_EPOCH
+        return FetchResponse(error_code=code, session_id=0, responses=[])
+    broker = ctx.broker
+    deadline = time.monotonic() + max(0, req.max_wait_ms) / 1000.0
+    keys = _partition_keys(broker, req, version)
+    while True:
+        responses, total, errors = _read_all(broker, req, version)
+        remaining = deadline - time.monotonic()
+        if total >= req.min_bytes or errors or remaining <= 0 or not keys:
+            return FetchResponse(error_code=0, session_id=0, responses=responses)
+        waiter = broker.replicas.fetch_waiters.register(keys)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), remaining)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            broker.replicas.fetch_waiters.unregister(keys, waiter)
+
+
+def _topic_of(image, ft, version):
+    return image.topics_by_id.get(ft.topic_id) if version >= 13 else image.topic(ft.topic)
+
+
+def _partition_keys(broker, req: FetchRequest, version: int) -> list[tuple[str, int]]:
+    keys = []
+    for ft in req.topics:
+        t = _topic_of(broker.image, ft, version)
+        if t is not None:
+            keys.extend((t.name, p.partition) for p in ft.partitions)
+    return keys
+
+
+def _read_all(broker, req: FetchRequest, version: int) -> tuple[list[FetchableTopicResponse], int, bool]:
+    image = broker.image
+    isolation = FetchIsolation.TXN_COMMITTED if req.isolation_level == READ_COMMITTED else FetchIsolation.HIGH_WATERMARK
+    limit = req.max_bytes
+    min_one = True
+    total = 0
+    errors = False
+    out = []
+    for ft in req.topics:
+        topic = _topic_of(image, ft, version)
+        tr = FetchableTopicResponse(topic=ft.topic if version < 13 else "", topic_id=ft.topic_id)
+        out.append(tr)
+        for fp in ft.partitions:
+            pd = PartitionData(partition_index=fp.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
+                               log_start_offset=-1, preferred_read_replica=-1, records=b"",
+                               aborted_transactions=[] if req.isolation_level == READ_COMMITTED else None)
+            tr.partitions.append(pd)
+            if topic is None:
+                pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                errors = True
+                continue
+            part = broker.replicas.get(topic.name, fp.partition)
+            if part is None:
+                pd.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                errors = True
+                continue
+            if not part.is_leader(broker.node_id):
+                pd.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                pd.current_leader = LeaderIdAndEpoch(part.info.leader, part.info.leader_epoch)
+                errors = True
+                continue
+            if fp.current_leader_epoch >= 0 and fp.current_leader_epoch != part.leader_epoch:
+                pd.error_code = (ErrorCode.FENCED_LEADER_EPOCH if fp.current_leader_epoch < part.leader_epoch
+                                 else ErrorCode.UNKNOWN_LEADER_EPOCH)
+                errors = True
+                continue
+            lg = part.log
+            try:
+                info = lg.read(fp.fetch_offset, min(fp.partition_max_bytes, limit), isolation, min_one)
+            except OffsetOutOfRangeError:
+                pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                errors = True
+            except KafkaError as exc:
+                pd.error_code = int(exc.code)
+                errors = True
+            else:
+                size = info.records.length
+                if size:
+                    pd.records = info.records
+                    min_one = False
+                    limit = max(0, limit - size)
+                    total += size
+            pd.high_watermark = lg.high_watermark
+            pd.last_stable_offset = lg.last_stable_offset
+            pd.log_start_offset = lg.log_start_offset
+    return out, total, errors

@@ -1,0 +1,77 @@
+"""ListOffsets: v1-11 (v0 removed by KIP-896).
+
+Behaviour (Partition.fetchOffsetForTimestamp): -2 earliest (log start offset), -1 latest (high
+watermark, or the last stable offset for read_committed), -3 max timestamp (v7+), -4 earliest local
+(v8+), -5 latest tiered (v9+; no tiered storage: -1), otherwise the first offset whose timestamp is at
+least the target, through the time index; none found (or only past the fetchable end): offset -1.
+Leader-epoch fencing and the usual unknown-topic / not-leader errors per partition.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.generated.messages import ListOffsetsRequest, ListOffsetsResponse
+from protocol.generated.messages.list_offsets_response import ListOffsetsPartitionResponse, ListOffsetsTopicResponse
+
+API_KEY = 2
+VERSIONS = (1, 11)
+
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+
+
+async def handle(ctx, req: ListOffsetsRequest) -> ListOffsetsResponse:
+    broker = ctx.broker
+    image = broker.image
+    topics = []
+    for t in req.topics:
+        tr = ListOffsetsTopicResponse(name=t.name)
+        topics.append(tr)
+        info = image.topic(t.name)
+        for p in t.partitions:
+            pr = ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0, timestamp=-1,
+                                              offset=-1, leader_epoch=-1)
+            tr.partitions.append(pr)
+            part = broker.replicas.get(t.name, p.partition_index) if info is not None else None
+            if part is None:
+                pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if not part.is_leader(broker.node_id):
+                pr.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
+            if p.current_leader_epoch >= 0 and p.current_leader_epoch != part.leader_epoch:
+                pr.error_code = (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < part.leader_epoch
+                                 else ErrorCode.UNKNOWN_LEADER_EPOCH)
+                continue
+            try:
+                _lookup(part, p.timestamp, req.isolation_level, pr)
+            except KafkaError as exc:
+                pr.error_code = int(exc.code)
+    return ListOffsetsResponse(topics=topics)
+
+
+def _lookup(part, timestamp: int, isolation_level: int, pr: ListOffsetsPartitionResponse) -> None:
+    lg = part.log
+    fetchable = lg.last_stable_offset if isolation_level == 1 else lg.high_watermark
+    if timestamp == EARLIEST:
+        pr.offset = lg.log_start_offset
+        pr.leader_epoch = _epoch_at(lg, pr.offset)
+        return
+    if timestamp == LATEST:
+        pr.offset = fetchable
+        pr.leader_epoch = _epoch_at(lg, pr.offset)
+        return
+    if timestamp == LATEST_TIERED:
+        return
+    found = lg.fetch_offset_by_timestamp(timestamp)
+    if found is None or found.offset < 0 or (timestamp >= 0 and found.offset >= fetchable):
+        return
+    pr.offset = found.offset
+    pr.timestamp = found.timestamp
+    pr.leader_epoch = found.leader_epoch if found.leader_epoch is not None else -1
+
+
+def _epoch_at(lg, offset: int) -> int:
+    epoch = lg.leader_epoch_cache.epoch_for_offset(offset)
+    if epoch is None:
+        epoch = lg.latest_epoch
+    return epoch if epoch is not None else -1

@@ -1,0 +1,140 @@
+"""Partitions this broker hosts, kept in step with the metadata image (Kafka's ReplicaManager).
+
+The image says which partitions exist, who leads them and at which epoch; this module opens or
+deletes the logs to match, and holds the per-partition state the data path needs: the leader epoch,
+an ordered append queue and the long-poll waiters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from typing import Callable
+
+from cluster.metadata_image import MetadataImage, PartitionInfo, TopicInfo
+from storage.config import ConfigError, LogConfig
+from storage.log import Log
+from storage.log_manager import LogManager
+
+log = logging.getLogger("odradek.replica_manager")
+
+
+class AppendQueue:
+    """Keeps appends to one partition in request-arrival order even when a handler awaits in between.
+
+    A handler takes its ticket synchronously when it starts (before any await), then waits for the
+    previous ticket before appending and releases its own afterwards.
+    """
+
+    __slots__ = ("_tail",)
+
+    def __init__(self) -> None:
+        self._tail: asyncio.Future | None = None
+
+    def ticket(self) -> tuple[asyncio.Future | None, asyncio.Future]:
+        prev = self._tail
+        me = asyncio.get_running_loop().create_future()
+        self._tail = me
+        return (prev if prev is not None and not prev.done() else None), me
+
+
+@dataclasses.dataclass(eq=False)
+class Partition:
+    topic: str
+    index: int
+    topic_id: bytes
+    log: Log
+    info: PartitionInfo
+    appends: AppendQueue = dataclasses.field(default_factory=AppendQueue)
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.info.leader_epoch
+
+    def is_leader(self, node_id: int) -> bool:
+        return self.info.leader == node_id
+
+
+class FetchWaiters:
+    """Long-poll fetches parked until an append to one of their partitions (Kafka's DelayedFetch purgatory)."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+
+    def __len__(self) -> int:
+        return len({f for fs in self._waiters.values() for f in fs})
+
+    def register(self, keys: list[tuple[str, int]]) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        for k in keys:
+            self._waiters.setdefault(k, set()).add(fut)
+        return fut
+
+    def unregister(self, keys: list[tuple[str, int]], fut: asyncio.Future) -> None:
+        for k in keys:
+            s = self._waiters.get(k)
+            if s is not None:
+                s.discard(fut)
+                if not s:
+                    del self._waiters[k]
+
+    def wake(self, key: tuple[str, int]) -> None:
+        for fut in self._waiters.pop(key, ()):
+            if not fut.done():
+                fut.set_result(None)
+
+
+class ReplicaManager:
+    def __init__(self, node_id: int, log_manager: LogManager, now_ms: Callable[[], int]) -> None:
+        self.node_id = node_id
+        self.log_manager = log_manager
+        self.now_ms = now_ms
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.fetch_waiters = FetchWaiters()
+
+    def get(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    def apply_image(self, image: MetadataImage) -> None:
+        """Open logs for partitions hosted here, delete logs of removed topics, refresh topic configs.
+
+        Blocking (file system): called off the event loop, before the image is published to handlers.
+        """
+        wanted: dict[tuple[str, int], tuple[TopicInfo, PartitionInfo]] = {}
+        for topic in image.topics_by_name.values():
+            for p in topic.partitions.values():
+                if self.node_id in p.replicas:
+                    wanted[(topic.name, p.partition)] = (topic, p)
+        for tp in [tp for tp in self.partitions if tp not in wanted]:
+            self.partitions.pop(tp)
+            self.log_manager.delete_log(*tp)
+            log.info("deleted partition %s-%d", *tp)
+        now = self.now_ms()
+        configured: set[str] = set()
+        for tp, (topic, info) in wanted.items():
+            if topic.name not in configured:
+                configured.add(topic.name)
+                overrides = dict(image.topic_config(topic.name))
+                if self.log_manager.topic_overrides.get(topic.name, {}) != overrides:
+                    try:
+                        self.log_manager.update_topic_config(topic.name, overrides)
+                    except ConfigError as exc:
+                        log.error("topic %s has an invalid config in the metadata log: %s", topic.name, exc)
+            part = self.partitions.get(tp)
+            if part is None:
+                lg = self.log_manager.get_or_create_log(tp[0], tp[1], now_ms=now, topic_id=topic.topic_id)
+                part = Partition(tp[0], tp[1], topic.topic_id, lg, info)
+                self.partitions[tp] = part
+            else:
+                part.info = info
+            if info.leader == self.node_id and part.log.latest_epoch != info.leader_epoch:
+                part.log.maybe_assign_epoch_start_offset(info.leader_epoch, part.log.log_end_offset)
+
+    def topic_log_config(self, topic: str) -> LogConfig:
+        return self.log_manager.config_for(topic)
+
+    def maybe_advance_high_watermark(self, part: Partition) -> None:
+        """With this broker as the only ISR member the high watermark follows the log end offset."""
+        if part.info.isr == (self.node_id,):
+            part.log.update_high_watermark(part.log.log_end_offset)
