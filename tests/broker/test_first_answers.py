@@ -66,9 +66,17 @@ def test_metadata_lists_this_broker_at_every_version(broker, raw):
             assert resp.controller_id == 1
 
 
-def test_metadata_unknown_topic(raw):
-    resp = call(raw(), 3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="nope")]))
-    assert [(t.name, t.error_code) for t in resp.topics] == [("nope", 3)]
+def test_metadata_unknown_topic_and_auto_creation(raw):
+    c = raw()
+    resp = call(c, 3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="nope")], allow_auto_topic_creation=False))
+    assert [(t.name, t.error_code) for t in resp.topics] == [("nope", 3)]  # UNKNOWN_TOPIC_OR_PARTITION
+    resp = call(c, 3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="auto")]), corr=2)
+    assert [(t.name, t.error_code) for t in resp.topics] == [("auto", 5)]  # LEADER_NOT_AVAILABLE while created
+    resp = call(c, 3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="auto")]), corr=3)
+    (t,) = resp.topics
+    assert t.error_code == 0 and [p.leader_id for p in t.partitions] == [1] and t.topic_id != bytes(16)
+    resp = call(c, 3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="bad/name")]), corr=4)
+    assert [(t.name, t.error_code) for t in resp.topics] == [("bad/name", 17)]  # INVALID_TOPIC_EXCEPTION
 
 
 def test_unknown_api_key_closes_only_that_connection(raw):
