@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, ConfigException
 from broker.log_dirs import ensure_meta_properties
 from broker.server import Broker, new_event_loop
 
@@ -46,7 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
-    config = _config(args)
+    try:
+        config = _config(args)
+        config.validate()
+    except (ConfigException, OSError) as exc:
+        print(f"odradek: {exc}", file=sys.stderr)
+        return 1
     if args.cmd == "format":
         cid = ensure_meta_properties(config.log_dirs, config.node_id, args.cluster_id or config.get("cluster.id"))
         print(f"formatted {', '.join(map(str, config.log_dirs))} with cluster.id {cid}")

@@ -43,8 +43,33 @@ DEFAULTS: dict[str, Any] = {
     "offsets.topic.num.partitions": 50,
     "offsets.topic.replication.factor": 3,
     "cluster.id": None,
+    "metadata.log.dir": None,
+    "broker.rack": None,
+    "min.insync.replicas": 1,
+    "controller.quorum.voters": None,
+    "controller.listener.names": None,
+    "inter.broker.listener.name": None,
+    "listener.security.protocol.map": None,
+    "group.initial.rebalance.delay.ms": 3000,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.min.isr": 2,
     "event.loop": "uvloop",
 }
+
+# properties read elsewhere (storage's LogConfig synonyms and LogManagerConfig) are known too
+def _known_keys() -> set[str]:
+    from storage.config import TOPIC_CONFIGS, LogManagerConfig
+
+    keys = set(DEFAULTS)
+    for d in TOPIC_CONFIGS:
+        keys.update(name for name, _ in d.synonyms)
+    keys.update(LogManagerConfig._NAMES)
+    keys.update({"broker.id", "log.dir", "log.dirs"})
+    return keys
+
+
+class ConfigException(ValueError):
+    """An invalid configuration value: start-up fails with a message naming key and value."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,19 +116,52 @@ class BrokerConfig:
 
     @classmethod
     def load(cls, path: str | os.PathLike | None, overrides: list[str] | tuple[str, ...] = ()) -> "BrokerConfig":
+        """A YAML file of Kafka property names, or a Kafka ``server.properties`` file, then overrides."""
         values: dict[str, Any] = {}
         if path is not None:
-            with open(path) as f:
-                loaded = yaml.safe_load(f) or {}
-            if not isinstance(loaded, dict):
-                raise ValueError(f"{path}: expected a mapping of Kafka property names")
-            values.update(_flatten(loaded))
+            text = Path(path).read_text()
+            if str(path).endswith(".properties"):
+                from storage.checkpoints import decode_properties
+
+                values.update({k: coerce(v) for k, v in decode_properties(text).items()})
+            else:
+                loaded = yaml.safe_load(text) or {}
+                if not isinstance(loaded, dict):
+                    raise ConfigException(f"{path}: expected a mapping of Kafka property names")
+                values.update(_flatten(loaded))
         for item in overrides:
             key, sep, val = item.partition("=")
             if not sep:
                 raise ValueError(f"override {item!r} is not key=value")
             values[key.strip()] = coerce(val)
         return cls(values)
+
+    def validate(self) -> list[str]:
+        """Raise ConfigException for an invalid value; return warnings for keys Kafka would not use."""
+        from storage.config import ConfigError, LogConfig, LogManagerConfig
+
+        for key, default in DEFAULTS.items():
+            value = self.values.get(key)
+            if value is None or default is None:
+                continue
+            if isinstance(default, bool):
+                if not isinstance(value, bool):
+                    raise ConfigException(f"Invalid value {value!r} for configuration {key}: expected true or false")
+            elif isinstance(default, int) and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigException(f"Invalid value {value!r} for configuration {key}: expected a number")
+        try:
+            self.listeners
+            self.advertised_listeners
+        except ValueError as exc:
+            raise ConfigException(f"Invalid value for configuration listeners: {exc}") from None
+        try:
+            LogConfig.from_props({}, self.values)
+            LogManagerConfig.from_props(self.values)
+        except (ConfigError, ValueError) as exc:
+            raise ConfigException(str(exc)) from None
+        known = _known_keys()
+        return [f"The configuration '{k}' was supplied but isn't a known config." for k in self.values
+                if k not in known]
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

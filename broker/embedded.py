@@ -54,6 +54,8 @@ class EmbeddedBroker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    bootstrap_servers = bootstrap
+
     def __enter__(self) -> "EmbeddedBroker":
         return self.start()
 

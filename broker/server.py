@@ -38,6 +38,8 @@ class Broker:
     """One broker process: listeners, the metadata log and image, the partitions it hosts."""
 
     def __init__(self, config: BrokerConfig) -> None:
+        for warning in config.validate():  # raises ConfigException on an invalid value
+            log.warning(warning)
         self.config = config
         self.node_id = config.node_id
         self.log_dirs: list[Path] = config.log_dirs
