@@ -32,8 +32,11 @@ class FrameReader:
     def buffered(self) -> int:
         return len(self._buf)
 
-    def next_frame(self) -> bytes | None:
-        """One complete frame, or None if more bytes are needed. Raises DecodeError on a bad size."""
+    def next_frame(self) -> bytearray | None:
+        """One complete frame, or None if more bytes are needed. Raises DecodeError on a bad size.
+
+        Frames are mutable so the broker can stamp offsets into produced batches in place.
+        """
         buf = self._buf
         if self._need < 0:
             if len(buf) < 4:
@@ -47,7 +50,7 @@ class FrameReader:
             del buf[:4]
         if len(buf) < self._need:
             return None
-        frame = bytes(buf[: self._need])
+        frame = buf[: self._need]
         del buf[: self._need]
         self._need = -1
         return frame

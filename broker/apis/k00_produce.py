@@ -114,6 +114,8 @@ async def _append(ctx, part, records, slot: PartitionProduceResponse, req: Produ
     buf = records
     if needs_record_pass(records, cfg.compact, cfg.compression_type):
         buf = await asyncio.to_thread(record_pass, bytes(records), cfg.compact, cfg.compression_type)
+    elif isinstance(records, memoryview) and not records.readonly:
+        buf = records  # a slice of the request frame: offsets are stamped in place, no copy
     else:
         buf = bytearray(records)
     info = part.log.append_as_leader(buf, part.leader_epoch, ctx.now_ms)
