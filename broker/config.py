@@ -110,8 +110,11 @@ class BrokerConfig:
 
     def __init__(self, values: dict[str, Any] | None = None, base_dir: Path | None = None) -> None:
         self.values: dict[str, Any] = dict(DEFAULTS)
+        self.explicit: set[str] = set()  # keys set by the file or overrides: DescribeConfigs' STATIC_BROKER_CONFIG
         for k, v in (values or {}).items():
             self.values[k] = v
+            if v is not None:
+                self.explicit.add(k)
         self.base_dir = base_dir or Path.cwd()
 
     @classmethod

@@ -238,6 +238,71 @@ class Controller:
                 records.append(RemoveTopicRecord(topic_id=tid))
         return ControllerResult(records, results)
 
+    def create_partitions(self, image: MetadataImage, name: str, count: int,
+                          assignments: list[list[int]] | None, validate_only: bool = False) -> ControllerResult:
+        """New PartitionRecords up to ``count``; response is (error_code, message) (ReplicationControlManager)."""
+        t = image.topics_by_name.get(name)
+        if t is None:
+            return ControllerResult([], (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic '%s' does not exist." % name))
+        current = len(t.partitions)
+        if count < current:
+            return ControllerResult([], (ErrorCode.INVALID_PARTITIONS,
+                                         f"The topic {name} currently has {current} partition(s); {count} would not be "
+                                         "an increase."))
+        if count == current:
+            return ControllerResult([], (ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s)."))
+        live = sorted(b.node_id for b in image.brokers.values() if not b.fenced)
+        rf = len(next(iter(t.partitions.values())).replicas) if t.partitions else 1
+        new = count - current
+        if assignments is not None:
+            if len(assignments) != new:
+                return ControllerResult([], (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                             f"Attempted to add {new} additional partition(s), but only "
+                                             f"{len(assignments)} assignment(s) were specified."))
+            for a in assignments:
+                if not a or len(set(a)) != len(a) or any(r not in live for r in a):
+                    return ControllerResult([], (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                                 "The manual partition assignment includes an unknown or duplicate "
+                                                 "broker."))
+            plan = [list(a) for a in assignments]
+        else:
+            if rf > len(live):
+                return ControllerResult([], (ErrorCode.INVALID_REPLICATION_FACTOR,
+                                             f"Unable to replicate the partition {rf} time(s): only {len(live)} "
+                                             "broker(s) are registered."))
+            plan = [[live[(p + i) % len(live)] for i in range(rf)] for p in range(current, count)]
+        if validate_only:
+            return ControllerResult([], (0, None))
+        records: list[Message] = [
+            PartitionRecord(partition_id=current + i, topic_id=t.topic_id, replicas=r, isr=list(r),
+                            removing_replicas=[], adding_replicas=[], leader=r[0], leader_recovery_state=0,
+                            leader_epoch=0, partition_epoch=0, directories=[ZERO_UUID] * len(r))
+            for i, r in enumerate(plan)]
+        return ControllerResult(records, (0, None))
+
+    def alter_topic_configs(self, image: MetadataImage, name: str, new_overrides: dict[str, str]
+                            ) -> ControllerResult:
+        """ConfigRecords turning the topic's overrides into ``new_overrides`` (null value = delete).
+
+        The response is (error_code, message); validation is the caller's LogConfig check.
+        """
+        if name not in image.topics_by_name:
+            return ControllerResult([], (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                         "The topic '%s' does not exist." % name))
+        if self.validate_topic_configs is not None:
+            err = self.validate_topic_configs(new_overrides)
+            if err:
+                return ControllerResult([], (ErrorCode.INVALID_CONFIG, err))
+        old = dict(image.topic_config(name))
+        records: list[Message] = []
+        for k in sorted(set(old) | set(new_overrides)):
+            if k not in new_overrides:
+                records.append(ConfigRecord(resource_type=RESOURCE_TOPIC, resource_name=name, name=k, value=None))
+            elif old.get(k) != new_overrides[k]:
+                records.append(ConfigRecord(resource_type=RESOURCE_TOPIC, resource_name=name, name=k,
+                                            value=new_overrides[k]))
+        return ControllerResult(records, (0, None))
+
     # ---- producer ids -----------------------------------------------------------------------------
 
     def allocate_producer_ids(self, image: MetadataImage, broker_id: int, broker_epoch: int) -> ControllerResult:

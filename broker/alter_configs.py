@@ -1,0 +1,86 @@
+"""What AlterConfigs and IncrementalAlterConfigs share: per-resource validation and commit.
+
+Topic configs become ConfigRecords in the metadata log (so they survive restarts and reach every
+log through the image); logger levels change in place, as Kafka's BROKER_LOGGER does.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from protocol.errors import ErrorCode
+from storage.config import TOPIC_CONFIGS
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+LIST_CONFIGS = {d.name for d in TOPIC_CONFIGS if d.type == "list"}
+LEVELS = {"TRACE": 5, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+          "ERROR": logging.ERROR, "FATAL": logging.CRITICAL, "OFF": logging.CRITICAL + 10}
+
+
+class ResourceError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def incremental_topic_overrides(current: dict[str, str], ops: list[tuple[str, int, str | None]]) -> dict[str, str]:
+    """Apply SET/DELETE/APPEND/SUBTRACT to a topic's overrides (Kafka's ConfigurationControlManager)."""
+    new = dict(current)
+    from storage.config import LogConfig
+
+    defaults = LogConfig.from_props({}).to_topic_props()
+    for name, op, value in ops:
+        if op == SET:
+            if value is None:
+                raise ResourceError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
+            new[name] = value
+        elif op == DELETE:
+            new.pop(name, None)
+        elif op in (APPEND, SUBTRACT):
+            if name not in LIST_CONFIGS:
+                verb = "append" if op == APPEND else "subtract"
+                raise ResourceError(ErrorCode.INVALID_CONFIG,
+                                    f"Config value {verb} is not allowed for config key: {name}")
+            base = [v for v in new.get(name, defaults.get(name, "")).split(",") if v]
+            items = [v for v in (value or "").split(",") if v]
+            if op == APPEND:
+                base += [v for v in items if v not in base]
+            else:
+                base = [v for v in base if v not in items]
+            new[name] = ",".join(base)
+        else:
+            raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
+    return new
+
+
+def check_duplicates(names: list[str]) -> None:
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ResourceError(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys : {dup}")
+
+
+async def commit_topic(ctx, name: str, overrides: dict[str, str], validate_only: bool) -> None:
+    broker = ctx.broker
+    res = broker.controller.alter_topic_configs(broker.image, name, overrides)
+    code, message = res.response
+    if code:
+        raise ResourceError(code, message)
+    if not validate_only:
+        await broker.commit(res.records)
+
+
+def set_logger_levels(ops: list[tuple[str, int, str | None]], validate_only: bool) -> None:
+    for name, op, value in ops:
+        if op == SET and (value or "").upper() not in LEVELS:
+            raise ResourceError(ErrorCode.INVALID_CONFIG, f"Cannot set the log level of {name} to {value} as it is "
+                                f"not a supported log level. Valid log levels are {', '.join(LEVELS)}")
+        if op not in (SET, DELETE):
+            raise ResourceError(ErrorCode.INVALID_REQUEST, f"Operation {op} is not allowed for the BROKER_LOGGER "
+                                "resource")
+    if validate_only:
+        return
+    for name, op, value in ops:
+        lg = logging.getLogger() if name == "root" else logging.getLogger(name)
+        lg.setLevel(LEVELS[value.upper()] if op == SET else logging.NOTSET)

@@ -1,0 +1,42 @@
+"""OffsetForLeaderEpoch: v2-4 (v0-1 removed by KIP-896).
+
+Behaviour (Partition.lastOffsetForLeaderEpoch): the end offset of the requested epoch from the leader
+epoch cache (the start of the next larger epoch, or the log end for the latest), with the largest
+epoch <= the requested one; UNDEFINED (-1, -1) when no such epoch; FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH against current_leader_epoch; consumers send replica id -1 (v3+).
+"""
+
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.generated.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from protocol.generated.messages.offset_for_leader_epoch_response import EpochEndOffset, OffsetForLeaderTopicResult
+
+API_KEY = 23
+VERSIONS = (2, 4)
+
+
+async def handle(ctx, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
+    broker = ctx.broker
+    topics = []
+    for t in req.topics:
+        tr = OffsetForLeaderTopicResult(topic=t.topic)
+        topics.append(tr)
+        for p in t.partitions:
+            r = EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1)
+            tr.partitions.append(r)
+            part = broker.replicas.get(t.topic, p.partition)
+            if part is None:
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if not part.is_leader(broker.node_id):
+                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
+            if p.current_leader_epoch >= 0 and p.current_leader_epoch != part.leader_epoch:
+                r.error_code = (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < part.leader_epoch
+                                else ErrorCode.UNKNOWN_LEADER_EPOCH)
+                continue
+            found = part.log.end_offset_for_epoch(p.leader_epoch)
+            if found is not None:
+                r.leader_epoch, r.end_offset = found
+    return OffsetForLeaderEpochResponse(topics=topics)

@@ -1,0 +1,64 @@
+"""DescribeConfigs: v1-4 (v0 removed by KIP-896).
+
+Behaviour (ConfigHelper.describeConfigs): TOPIC resources list every topic config with its effective
+value, source, synonyms (broker synonyms and Kafka defaults), type and (when asked) documentation;
+unknown topic UNKNOWN_TOPIC_OR_PARTITION; illegal name INVALID_TOPIC_EXCEPTION. BROKER resources
+(this node's id) list the broker's configs; the empty name (cluster-wide dynamic defaults) is empty
+since none are set; another broker id INVALID_REQUEST. BROKER_LOGGER lists logger levels.
+Not implemented: GROUP and CLIENT_METRICS resources (INVALID_REQUEST).
+"""
+
+from __future__ import annotations
+
+from broker.config_describe import broker_entries, logger_entries, topic_entries
+from cluster.controller import validate_topic_name
+from protocol.errors import ErrorCode
+from protocol.generated.messages import DescribeConfigsRequest, DescribeConfigsResponse
+from protocol.generated.messages.describe_configs_response import DescribeConfigsResult
+
+API_KEY = 32
+VERSIONS = (1, 4)
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+
+
+async def handle(ctx, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    broker = ctx.broker
+    results = []
+    for r in req.resources:
+        res = DescribeConfigsResult(error_code=0, resource_type=r.resource_type, resource_name=r.resource_name)
+        results.append(res)
+        keys = r.configuration_keys or None
+        if r.resource_type == TOPIC:
+            err = validate_topic_name(r.resource_name)
+            topic = broker.image.topic(r.resource_name)
+            if err:
+                res.error_code, res.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, err
+            elif topic is None:
+                res.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                res.error_message = f"Topic {r.resource_name} does not exist"
+            else:
+                overrides = dict(broker.image.topic_config(r.resource_name))
+                cfg = broker.replicas.topic_log_config(r.resource_name)
+                res.configs = topic_entries(cfg, overrides, broker.config.values, broker.config.explicit, keys,
+                                            req.include_synonyms, req.include_documentation)
+        elif r.resource_type == BROKER:
+            if r.resource_name == "":
+                res.configs = []
+            elif r.resource_name == str(broker.node_id):
+                res.configs = broker_entries(broker.config.values, broker.config.explicit, keys,
+                                             req.include_synonyms, dynamic=set())
+            else:
+                res.error_code = ErrorCode.INVALID_REQUEST
+                res.error_message = (f"Unexpected broker id, expected {broker.node_id} or empty string, but received "
+                                     f"{r.resource_name}")
+        elif r.resource_type == BROKER_LOGGER:
+            if r.resource_name != str(broker.node_id):
+                res.error_code = ErrorCode.INVALID_REQUEST
+                res.error_message = f"Unexpected broker id, expected {broker.node_id}, but received {r.resource_name}"
+            else:
+                res.configs = logger_entries(keys)
+        else:
+            res.error_code = ErrorCode.INVALID_REQUEST
+            res.error_message = f"Unsupported resource type {r.resource_type}"
+    return DescribeConfigsResponse(results=results)

@@ -1,0 +1,34 @@
+"""DescribeCluster: v0-2.
+
+Behaviour: cluster id, controller id and the registered brokers (fenced ones only with
+include_fenced_brokers, v2); endpoint_type 1 (brokers) is served on the broker listener; asking a
+broker listener for controllers (2) is UNSUPPORTED_ENDPOINT_TYPE, as Kafka does.
+Authorized operations: -2147483648 (no authorizer).
+"""
+
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.generated.messages import DescribeClusterRequest, DescribeClusterResponse
+from protocol.generated.messages.describe_cluster_response import DescribeClusterBroker
+
+API_KEY = 60
+VERSIONS = (0, 2)
+BROKERS, CONTROLLERS = 1, 2
+
+
+async def handle(ctx, req: DescribeClusterRequest) -> DescribeClusterResponse:
+    broker = ctx.broker
+    if ctx.version >= 1 and req.endpoint_type != BROKERS:
+        return DescribeClusterResponse(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                                       error_message="The broker only handles broker endpoint types",
+                                       endpoint_type=req.endpoint_type, cluster_id=broker.cluster_id or "")
+    brokers = []
+    for b in broker.image.brokers.values():
+        ep = b.endpoint(ctx.listener)
+        if ep is None or (b.fenced and not req.include_fenced_brokers):
+            continue
+        brokers.append(DescribeClusterBroker(broker_id=b.node_id, host=ep.host, port=ep.port, rack=b.rack,
+                                             is_fenced=b.fenced))
+    return DescribeClusterResponse(error_code=0, endpoint_type=BROKERS, cluster_id=broker.cluster_id or "",
+                                   controller_id=broker.node_id, brokers=brokers)
