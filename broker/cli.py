@@ -24,6 +24,9 @@ async def _serve(config: BrokerConfig) -> None:
         ep = broker.advertised_endpoint(name)
         print(f"odradek node {broker.node_id}: listening on {name}://{ep.host}:{broker.bound_port(name)}", flush=True)
     print(f"odradek node {broker.node_id}: data in {', '.join(map(str, broker.log_dirs))}", flush=True)
+    if broker.metrics.port is not None:
+        host = str(config.get("metrics.prometheus.listener")).rpartition(":")[0] or "0.0.0.0"
+        print(f"odradek node {broker.node_id}: metrics on http://{host}:{broker.metrics.port}/metrics", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -53,6 +53,7 @@ DEFAULTS: dict[str, Any] = {
     "group.initial.rebalance.delay.ms": 3000,
     "transaction.state.log.replication.factor": 3,
     "transaction.state.log.min.isr": 2,
+    "metrics.prometheus.listener": None,  # host:port of the Prometheus endpoint; unset = no endpoint
     "event.loop": "uvloop",
 }
 

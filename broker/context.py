@@ -18,6 +18,7 @@ class RequestContext:
     connection_id: str
     listener: str
     now_ms: int
+    received: float = 0.0  # time.monotonic() when the frame was read (RequestQueueTimeMs)
 
     @property
     def version(self) -> int:

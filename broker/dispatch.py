@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from broker.apis import HANDLERS, k18_api_versions
 from broker.context import RequestContext
@@ -35,7 +36,10 @@ async def dispatch(ctx: RequestContext) -> list | None:
         body = req.decode_body()
     except (DecodeError, ProtocolError) as exc:
         raise CloseConnection(f"malformed {handler.spec.name} v{req.api_version}: {exc}") from None
+    started = time.monotonic()
     response = await handler.handle(ctx, body)
+    ctx.broker.metrics.request_done(handler.spec.name, req.api_version, ctx.received or started, started,
+                                    getattr(response, "error_code", 0) or 0)
     if response is None:
         return None
     return encode_response(req, response)

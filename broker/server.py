@@ -17,6 +17,7 @@ from broker.context import RequestContext
 from broker.dispatch import dispatch
 from broker.errors import CloseConnection
 from broker.log_dirs import ensure_meta_properties
+from broker.metrics import BrokerMetrics
 from broker.metadata_log import MetadataLog, metadata_log_dir
 from broker.replica_manager import ReplicaManager
 from cluster.controller import Controller
@@ -52,6 +53,7 @@ class Broker:
         self.idle_ms = int(config["connections.max.idle.ms"])
         self.send_stats = SendStats()
         self.zero_copy = True
+        self.metrics = BrokerMetrics(self)
         self.image = MetadataImage()
         self.metadata_log = MetadataLog(metadata_log_dir(self.log_dirs, config.get("metadata.log.dir")))
         self.controller = Controller(self.node_id, config.values, validate_topic_configs=self._validate_topic_configs)
@@ -93,6 +95,7 @@ class Broker:
             self.metadata_log.end_offset, [m.directory_id for m in self.log_manager.meta_properties.values()
                                            if m.directory_id]).records)
         self.log_manager.start_background()
+        self.metrics.start(self.config.get("metrics.prometheus.listener"))
         for server in self._servers:
             await server.start_serving()
         log.info("odradek node %s listening on %s; data in %s; cluster id %s", self.node_id,
@@ -100,6 +103,7 @@ class Broker:
                  ", ".join(map(str, self.log_dirs)), self.cluster_id)
 
     async def stop(self) -> None:
+        self.metrics.stop()
         for s in self._servers:
             s.close()
         for t in list(self._connections):
@@ -178,6 +182,7 @@ class Broker:
             except OSError:
                 pass
         conn = ServerConnection(self.max_frame)
+        self.metrics.connections.labels(listener).inc()
         try:
             await self._serve(conn, reader, writer, conn_id, listener)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -191,6 +196,7 @@ class Broker:
         except Exception:
             log.exception("closing connection %s from %s after an internal error", conn_id, peer)
         finally:
+            self.metrics.connections.labels(listener).dec()
             self._connections.discard(task)
             writer.close()
 
@@ -221,7 +227,7 @@ class Broker:
                             await pending.put(None)
                         await writer_task
                         return
-                    ctx = RequestContext(self, event, conn_id, listener, int(time.time() * 1000))
+                    ctx = RequestContext(self, event, conn_id, listener, int(time.time() * 1000), time.monotonic())
                     # the task starts running handlers in arrival order; side effects that must stay
                     # ordered (appends) happen before a handler's first await
                     task = asyncio.ensure_future(dispatch(ctx))

@@ -118,7 +118,13 @@ async def _append(ctx, part, records, slot: PartitionProduceResponse, req: Produ
         buf = records  # a slice of the request frame: offsets are stamped in place, no copy
     else:
         buf = bytearray(records)
-    info = part.log.append_as_leader(buf, part.leader_epoch, ctx.now_ms)
+    try:
+        info = part.log.append_as_leader(buf, part.leader_epoch, ctx.now_ms)
+    except KafkaError:
+        ctx.broker.metrics.rejected(part.topic, len(buf))
+        raise
+    if not info.duplicate:
+        ctx.broker.metrics.produced(part.topic, sum(h.records_count for h in info.headers), info.valid_bytes)
     ctx.broker.replicas.maybe_advance_high_watermark(part)
     ctx.broker.replicas.fetch_waiters.wake((part.topic, part.index))
     slot.base_offset = info.first_offset

@@ -46,6 +46,12 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
         responses, total, errors = _read_all(broker, req, version)
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or errors or remaining <= 0 or not keys:
+            metrics = broker.metrics
+            for tr, ft in zip(responses, req.topics):
+                served = sum(len(pd.records) for pd in tr.partitions)
+                if served:
+                    t = _topic_of(broker.image, ft, version)
+                    metrics.fetched(t.name if t is not None else ft.topic, served)
             return FetchResponse(error_code=0, session_id=0, responses=responses)
         waiter = broker.replicas.fetch_waiters.register(keys)
         try:

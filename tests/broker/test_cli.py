@@ -17,7 +17,8 @@ def test_serve_from_config_with_overrides(tmp_path):
     exe = Path(sys.executable).parent / "odradek"
     proc = subprocess.Popen(
         [str(exe), "serve", "--config", str(REPO / "config" / "single-node.yaml"),
-         "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "advertised.listeners=PLAINTEXT://127.0.0.1:0"],
+         "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "advertised.listeners=PLAINTEXT://127.0.0.1:0",
+         "--override", "metrics.prometheus.listener=127.0.0.1:0"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
@@ -25,6 +26,7 @@ def test_serve_from_config_with_overrides(tmp_path):
         assert m, line
         port = int(m.group(1))
         assert "data in " + str(tmp_path / "data") in proc.stdout.readline()
+        assert re.search(r"metrics on http://127\.0\.0\.1:\d+/metrics", proc.stdout.readline())
         assert (tmp_path / "data" / "meta.properties").exists()  # relative log.dirs resolved against the cwd
         out = subprocess.run([shutil.which("kcat"), "-L", "-b", f"127.0.0.1:{port}", "-m", "10"],
                              capture_output=True, text=True, timeout=30)
