@@ -61,7 +61,7 @@ class FileIO:
         finally:
             os.close(fd)
 
-    def msync(self, mm: mmap.mmap, fd: int) -> None:
+    def msync(self, mm: mmap.mmap, path: str) -> None:
         """Flush a memory-mapped index to disk (``MappedByteBuffer.force``)."""
         mm.flush()
 

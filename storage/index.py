@@ -116,7 +116,7 @@ class _AbstractIndex:
     def flush(self) -> None:
         with self.lock:
             if self._mm is not None:
-                fileio.current.msync(self._mm, -1)
+                fileio.current.msync(self._mm, self.path)
 
     def close(self) -> None:
         """Trim to the valid entries and unmap (``AbstractIndex.close``)."""

@@ -107,7 +107,13 @@ def load_log(dir: str, config: LogConfig, *, log_start_offset_checkpoint: int, r
         rebuild_producer_state(psm, segments, log_start_offset_checkpoint, segment.base_offset,
                                reload_from_clean_shutdown=False, now_ms=now_ms)
         size_before = segment.size
-        truncated = segment.recover(psm, epoch_cache, max_batch_size=None)
+        nxt = segments.higher_segment(segment.base_offset)
+        if nxt is None:
+            later = [b for b in all_bases if b > segment.base_offset]
+            nxt_base = later[0] if later else None
+        else:
+            nxt_base = nxt.base_offset
+        truncated = segment.recover(psm, epoch_cache, max_batch_size=None, next_segment_base=nxt_base)
         psm.take_snapshot()
         stats.recovered_segments += 1
         stats.recovered_bytes += size_before
@@ -116,6 +122,13 @@ def load_log(dir: str, config: LogConfig, *, log_start_offset_checkpoint: int, r
 
     # load segment files in ascending order
     names = sorted(n for n in os.listdir(dir) if os.path.isfile(os.path.join(dir, n)))
+    all_bases = []
+    for n in names:
+        if files.is_log_file(n):
+            try:
+                all_bases.append(files.offset_from_file_name(n))
+            except ValueError:
+                pass
     for name in names:
         path = os.path.join(dir, name)
         if files.is_index_file(name):

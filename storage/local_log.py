@@ -209,8 +209,14 @@ class LocalLog:
     def truncate_to(self, target_offset: int, now_ms: int) -> list[LogSegment]:
         deletable = [s for s in self.segments.values() if s.base_offset > target_offset]
         self.remove_and_delete_segments(deletable, True)
-        self.segments.active_segment.truncate_to(target_offset, now_ms)
-        self.update_log_end_offset(target_offset)
+        active = self.segments.active_segment
+        truncated = active.truncate_to(target_offset, now_ms)
+        # Kafka sets the log end offset to the target even when that cuts a batch in two (the batch goes
+        # whole); odradek keeps it consistent with the data: the end of the last remaining batch.
+        end = target_offset
+        if truncated > 0:
+            end = min(target_offset, active.read_next_offset())
+        self.update_log_end_offset(end)
         return deletable
 
     # ---- replacement (log cleaner) ---------------------------------------------------------------

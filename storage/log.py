@@ -80,6 +80,17 @@ class FetchIsolation:
     TXN_COMMITTED = "txn_committed"    # READ_COMMITTED consumers: up to the last stable offset
 
 
+def _fsync_path(path: str) -> None:
+    try:
+        fd = fileio.current.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        fileio.current.fsync(fd)
+    finally:
+        fileio.current.close(fd)
+
+
 @dataclass
 class LogAppendInfo:
     """What an append did (Kafka's ``LogAppendInfo``)."""
@@ -562,8 +573,19 @@ class Log:
         new_segment = self.local_log.roll(expected_next_offset, now_ms)
         # snapshot producer state at the new segment's base offset so recovery can start there
         self.producer_state.update_map_end_offset(new_segment.base_offset)
-        self.producer_state.take_snapshot(sync=False)
+        snapshot = self.producer_state.take_snapshot(sync=False)
         self._update_high_watermark_with_log_end_offset()
+        # flush the rolled segment (and the snapshot) in the background, as Kafka schedules "flush-log"
+        base = new_segment.base_offset
+
+        def flush_rolled() -> None:
+            if snapshot is not None:
+                _fsync_path(snapshot)
+            with self._lock:
+                if not self.offline and not self.local_log.closed:
+                    self._flush(base, False, now_ms)
+
+        self.scheduler.schedule_once("flush-log", flush_rolled, 0)
         return new_segment
 
     # ==== epochs ==================================================================================
@@ -849,7 +871,7 @@ class Log:
                     deleted = self.local_log.truncate_to(target_offset, now_ms)
                     self._delete_producer_snapshots(deleted)
                     self.leader_epoch_cache.truncate_from_end(target_offset)
-                    self.log_start_offset = min(target_offset, self.log_start_offset)
+                    self.log_start_offset = min(target_offset, self.log_start_offset, self.log_end_offset)
                     rebuild_producer_state(self.producer_state, self.local_log.segments, self.log_start_offset,
                                            target_offset, reload_from_clean_shutdown=False, now_ms=now_ms)
                     if self.high_watermark >= self.log_end_offset:

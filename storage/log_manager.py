@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
+METADATA_TOPIC = "__cluster_metadata"  # KafkaRaftServer.MetadataTopic, skipped when loading (LogManager.loadLogs)
+
 __all__ = ["LogManager"]
 
 
@@ -170,6 +172,8 @@ class LogManager:
                     tp = files.parse_topic_partition_name(name)
                 except ValueError:
                     continue
+                if tp[0] == METADATA_TOPIC:
+                    continue  # the KRaft metadata log belongs to the quorum, not to the LogManager
                 jobs.append((d, tp, path, pool.submit(self._load_log, path, tp, had_clean, recovery_points,
                                                       log_starts, now_ms)))
             self._load_completed[d] = False

@@ -101,9 +101,15 @@ class LogSegment:
              preallocate: bool = False) -> "LogSegment":
         records = FileRecords.open(files.log_file(dir, base_offset, suffix), file_already_exists,
                                    init_file_size, preallocate)
-        return cls(dir, base_offset, records, index_interval_bytes=config.index_interval_bytes,
-                   max_index_size=config.max_index_size, roll_jitter_ms=config.random_segment_jitter(),
-                   created_ms=now_ms, suffix=suffix)
+        seg = cls(dir, base_offset, records, index_interval_bytes=config.index_interval_bytes,
+                  max_index_size=config.max_index_size, roll_jitter_ms=config.random_segment_jitter(),
+                  created_ms=now_ms, suffix=suffix)
+        if not file_already_exists:
+            # create the index files with the log file, so a segment closed before its first append still
+            # has all three files on disk
+            seg.offset_index
+            seg.time_index
+        return seg
 
     # ---- lazy indexes ----------------------------------------------------------------------------
     @property
@@ -316,12 +322,16 @@ class LogSegment:
     # ---- recovery --------------------------------------------------------------------------------
     def recover(self, producer_state: "ProducerStateManager | None" = None,
                 epoch_cache: "LeaderEpochFileCache | None" = None,
-                *, max_batch_size: int | None = None) -> int:
+                *, max_batch_size: int | None = None, next_segment_base: int | None = None) -> int:
         """Re-validate every batch (length, magic, CRC32C, offsets increasing and within the segment), rebuild both
         indexes, feed the epoch cache and producer state, and cut the file at the first invalid byte.
 
+        ``next_segment_base`` (the following segment's base offset) bounds the offsets too: the base offset
+        is not covered by the CRC, so a damaged one is caught only by such range checks.
+
         Returns the number of bytes truncated (``LogSegment.recover``).
         """
+        self._next_segment_base = next_segment_base
         self.offset_index.reset()
         self.time_index.reset()
         valid_bytes = 0
@@ -406,6 +416,10 @@ class LogSegment:
         last = h.base_offset + h.last_offset_delta
         if not self.can_convert_to_relative_offset(last):
             raise LogSegmentOffsetOverflowError(self, last)
+        nxt = getattr(self, "_next_segment_base", None)
+        if nxt is not None and last >= nxt:
+            raise _NonMonotonic(f"batch at position {position} ends at offset {last}, past the next segment's "
+                                f"base offset {nxt}")
         if h.max_timestamp > self._max_ts()[0]:
             self._max_ts_and_offset = (h.max_timestamp, last)
 

@@ -45,8 +45,15 @@ def _scan_log(path: str, base_offset: int, size: int | None, prev_next: int | No
             scan = BatchScan(chunk)
             consumed = 0
             try:
-                for off, _ in scan:
-                    h = validate_batch(chunk, off)
+                for off, h0 in scan:
+                    try:
+                        h = validate_batch(chunk, off)
+                    except ProtocolError as e:
+                        # framing is intact (the scan found a whole batch): report it and keep going
+                        problems.append(f"{path}: invalid batch at position {pos + off}: {e}")
+                        batches[pos + off] = (h0.base_offset, h0.base_offset + h0.last_offset_delta)
+                        consumed = off + h0.batch_length + LOG_OVERHEAD
+                        continue
                     last = h.base_offset + h.last_offset_delta
                     where = f"{path}: batch at position {pos + off} (offsets {h.base_offset}..{last})"
                     if h.base_offset < base_offset:
