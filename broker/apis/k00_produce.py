@@ -2,15 +2,18 @@
 listed, KAFKA-18659), v0-2 answered UNSUPPORTED_VERSION per partition.
 
 Behaviour (KafkaApis.handleProduceRequest, ReplicaManager.appendRecords, LogValidator):
-* acks must be -1, 0 or 1, else INVALID_REQUIRED_ACKS for every partition;
-* header-only validation (one magic-2 batch, CRC, lengths); zstd below v7 UNSUPPORTED_COMPRESSION_TYPE;
-  storage checks sizes (MESSAGE_TOO_LARGE), timestamps, idempotent sequences and epochs;
+* per partition, in Kafka's order: unknown topic; ProduceRequest.validateRecords (header-only: one
+  magic-2 batch, CRC, lengths; zstd below v7 UNSUPPORTED_COMPRESSION_TYPE); acks not -1/0/1
+  INVALID_REQUIRED_ACKS; not leader; then storage checks sizes (MESSAGE_TOO_LARGE), timestamps,
+  idempotent sequences and epochs;
 * compacted topics reject keyless records (INVALID_RECORD) and a topic ``compression.type`` other
   than ``producer`` recompresses: both need the records, and run off the event loop;
 * appends to one partition happen in request-arrival order (AppendQueue), so pipelined idempotent
   produce requests keep their sequence order;
 * acks=0: no response; any error closes the connection, as Kafka does;
-* v8+: INVALID_RECORD carries record_errors and error_message.
+* v8+: only LogValidator's record-level rejections (RecordValidationException: keyless records on a
+  compacted topic, timestamps) carry record_errors and error_message; every other error is a bare
+  code, as Kafka's ``new PartitionResponse(error)`` (``hasCustomErrorMessage`` is false for them).
 Not implemented: transactional produce (transactions are a later issue): INVALID_TXN_STATE.
 """
 
@@ -21,7 +24,7 @@ import logging
 
 from broker.errors import CloseConnection
 from broker.log_validator import check_request_records, needs_record_pass, record_pass
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, InvalidRecordError, KafkaError
 from protocol.generated.messages import ProduceRequest, ProduceResponse
 from protocol.generated.messages.produce_response import (
     BatchIndexAndErrorMessage, LeaderIdAndEpoch, PartitionProduceResponse, TopicProduceResponse,
@@ -59,9 +62,6 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
             if version < MIN_SERVED:
                 out.partition_responses.append(_error(pd.index, ErrorCode.UNSUPPORTED_VERSION))
                 continue
-            if req.acks not in (-1, 0, 1):
-                out.partition_responses.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
-                continue
             if topic is None:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 out.partition_responses.append(_error(pd.index, code))
@@ -69,6 +69,14 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
             part = replicas.get(topic.name, pd.index)
             if part is None:
                 out.partition_responses.append(_error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            try:
+                check_request_records(pd.records, version)  # KafkaApis: before ReplicaManager sees the request
+            except KafkaError as exc:
+                out.partition_responses.append(_error(pd.index, int(exc.code)))
+                continue
+            if req.acks not in (-1, 0, 1):
+                out.partition_responses.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
                 continue
             if not part.is_leader(broker.node_id):
                 resp = _error(pd.index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -109,11 +117,14 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
 async def _append(ctx, part, records, slot: PartitionProduceResponse, req: ProduceRequest) -> None:
     if req.transactional_id is not None:
         raise KafkaError("Transactions are not supported yet", ErrorCode.INVALID_TXN_STATE)
-    check_request_records(records, ctx.version)
     cfg = part.log.config
     buf = records
     if needs_record_pass(records, cfg.compact, cfg.compression_type):
-        buf = await asyncio.to_thread(record_pass, bytes(records), cfg.compact, cfg.compression_type)
+        try:
+            buf = await asyncio.to_thread(record_pass, bytes(records), cfg.compact, cfg.compression_type)
+        except InvalidRecordError as exc:
+            exc.record_level = True  # LogValidator's RecordValidationException
+            raise
     elif isinstance(records, memoryview) and not records.readonly:
         buf = records  # a slice of the request frame: offsets are stamped in place, no copy
     else:
@@ -133,10 +144,12 @@ async def _append(ctx, part, records, slot: PartitionProduceResponse, req: Produ
 
 
 def _fill_error(slot: PartitionProduceResponse, exc: KafkaError, version: int) -> None:
+    """Kafka's LogAppendResult: record errors and a message only for record-level validation failures
+    (``exc.record_errors``, a list of (index, message), names the records when the validator knows them)."""
     slot.error_code = int(exc.code)
     slot.base_offset = -1
-    if version >= 8 and exc.code in (ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TIMESTAMP):
-        slot.record_errors = [BatchIndexAndErrorMessage(batch_index=0, batch_index_error_message=str(exc))]
-        slot.error_message = str(exc)
-    elif version >= 8:
+    if version >= 8 and (exc.code == ErrorCode.INVALID_TIMESTAMP or getattr(exc, "record_level", False)):
+        errors = getattr(exc, "record_errors", None) or [(0, str(exc))]
+        slot.record_errors = [BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                              for i, m in errors]
         slot.error_message = str(exc)
