@@ -63,12 +63,13 @@ def check_duplicates(names: list[str]) -> None:
 
 async def commit_topic(ctx, name: str, overrides: dict[str, str], validate_only: bool) -> None:
     broker = ctx.broker
-    res = broker.controller.alter_topic_configs(broker.image, name, overrides)
+    if validate_only:
+        res = broker.controller.alter_topic_configs(broker.image, name, overrides)
+    else:
+        res = await broker.decide(lambda image: broker.controller.alter_topic_configs(image, name, overrides))
     code, message = res.response
     if code:
         raise ResourceError(code, message)
-    if not validate_only:
-        await broker.commit(res.records)
 
 
 def set_logger_levels(ops: list[tuple[str, int, str | None]], validate_only: bool) -> None:

@@ -14,6 +14,7 @@ from typing import Callable
 
 from cluster.metadata_image import MetadataImage, PartitionInfo, TopicInfo
 from storage.config import ConfigError, LogConfig
+from storage.errors import InconsistentTopicIdError
 from storage.log import Log
 from storage.log_manager import LogManager
 
@@ -122,14 +123,28 @@ class ReplicaManager:
                     except ConfigError as exc:
                         log.error("topic %s has an invalid config in the metadata log: %s", topic.name, exc)
             part = self.partitions.get(tp)
+            if part is not None and part.topic_id != topic.topic_id:
+                # the topic was deleted and created again under the same name between two images
+                self.partitions.pop(tp)
+                self.log_manager.delete_log(*tp)
+                part = None
             if part is None:
-                lg = self.log_manager.get_or_create_log(tp[0], tp[1], now_ms=now, topic_id=topic.topic_id)
+                lg = self._open_log(tp, topic.topic_id, now)
                 part = Partition(tp[0], tp[1], topic.topic_id, lg, info)
                 self.partitions[tp] = part
             else:
                 part.info = info
             if info.leader == self.node_id and part.log.latest_epoch != info.leader_epoch:
                 part.log.maybe_assign_epoch_start_offset(info.leader_epoch, part.log.log_end_offset)
+
+    def _open_log(self, tp: tuple[str, int], topic_id: bytes, now: int) -> Log:
+        try:
+            return self.log_manager.get_or_create_log(tp[0], tp[1], now_ms=now, topic_id=topic_id)
+        except InconsistentTopicIdError as exc:
+            # a stray log of an older topic with this name (Kafka's LogManager.findStrayReplicas): drop it
+            log.warning("deleting stray log of %s-%d: %s", tp[0], tp[1], exc)
+            self.log_manager.delete_log(*tp)
+            return self.log_manager.get_or_create_log(tp[0], tp[1], now_ms=now, topic_id=topic_id)
 
     def topic_log_config(self, topic: str) -> LogConfig:
         return self.log_manager.config_for(topic)

@@ -11,6 +11,7 @@ import logging
 import socket
 import time
 from pathlib import Path
+from typing import Callable
 
 from broker.config import BrokerConfig, Listener
 from broker.context import RequestContext
@@ -20,7 +21,7 @@ from broker.log_dirs import ensure_meta_properties
 from broker.metrics import BrokerMetrics
 from broker.metadata_log import MetadataLog, metadata_log_dir
 from broker.replica_manager import ReplicaManager
-from cluster.controller import Controller
+from cluster.controller import Controller, ControllerResult
 from cluster.metadata_image import MetadataImage
 from storage.checkpoints import random_uuid
 from storage.config import ConfigError, LogConfig, LogManagerConfig
@@ -54,6 +55,7 @@ class Broker:
         self.send_stats = SendStats()
         self.zero_copy = True
         self.metrics = BrokerMetrics(self)
+        self._stopping = asyncio.Event()
         self.image = MetadataImage()
         self.metadata_log = MetadataLog(metadata_log_dir(self.log_dirs, config.get("metadata.log.dir")))
         self.controller = Controller(self.node_id, config.values, validate_topic_configs=self._validate_topic_configs)
@@ -76,6 +78,9 @@ class Broker:
                                       broker_epoch=image.brokers[self.node_id].broker_epoch
                                       if self.node_id in image.brokers else -1)
         await asyncio.to_thread(self.log_manager.startup, now_ms())
+        for d, clean in self.log_manager._had_clean_shutdown.items():
+            log.info("log dir %s: %s", d, "clean shutdown, recovery skipped" if clean
+                     else "no clean-shutdown marker, logs recovered from their recovery points")
         self.replicas = ReplicaManager(self.node_id, self.log_manager, now_ms)
         await asyncio.to_thread(self.replicas.apply_image, image)
         self.image = image
@@ -87,14 +92,19 @@ class Broker:
             self._servers.append(server)
             port = server.sockets[0].getsockname()[1]
             self._bound[lst.name] = Listener(lst.name, lst.host, port)
-        await self.commit(self.controller.bootstrap(self.image).records)
+        await self.decide(self.controller.bootstrap)
         endpoints = [(name, ep.host, ep.port) for name, ep in
                      ((n, self.advertised_endpoint(n)) for n in self._bound)]
-        await self.commit(self.controller.register_broker(
-            self.image, self.node_id, self.incarnation_id, endpoints, self.config.get("broker.rack"),
-            self.metadata_log.end_offset, [m.directory_id for m in self.log_manager.meta_properties.values()
-                                           if m.directory_id]).records)
+        dir_ids = [m.directory_id for m in self.log_manager.meta_properties.values() if m.directory_id]
+        await self.decide(lambda image: self.controller.register_broker(
+            image, self.node_id, self.incarnation_id, endpoints, self.config.get("broker.rack"),
+            self.metadata_log.end_offset, dir_ids))
         self.log_manager.start_background()
+        # ---- group coordinator (broker/group_service.py) ----
+        from broker.group_service import GroupService
+        self.groups = GroupService(self)
+        await self.groups.start()
+        # ----
         self.metrics.start(self.config.get("metrics.prometheus.listener"))
         for server in self._servers:
             await server.start_serving()
@@ -102,15 +112,25 @@ class Broker:
                  ", ".join(f"{l.name}://{l.host}:{l.port}" for l in self._bound.values()),
                  ", ".join(map(str, self.log_dirs)), self.cluster_id)
 
-    async def stop(self) -> None:
-        self.metrics.stop()
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Graceful shutdown: stop accepting, answer requests already read, then flush and checkpoint
+        (LogManager writes the clean-shutdown marker, so the next start skips recovery)."""
+        log.info("shutting down: stop accepting, finishing in-flight requests")
+        if getattr(self, "groups", None) is not None:  # group coordinator: answer parked JoinGroups first
+            await self.groups.stop()
+        self._stopping.set()
         for s in self._servers:
             s.close()
-        for t in list(self._connections):
-            t.cancel()
+        if self._connections:
+            _, pending = await asyncio.wait(list(self._connections), timeout=grace_s)
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5)
         for s in self._servers:
             await s.wait_closed()
         self._servers.clear()
+        self.metrics.stop()
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown, now_ms())
             self.log_manager = None
@@ -118,16 +138,32 @@ class Broker:
 
     # ---- metadata ----------------------------------------------------------------------------------
 
+    async def decide(self, decision: Callable[[MetadataImage], ControllerResult]) -> ControllerResult:
+        """Run a controller decision against the latest image and commit its records, atomically.
+
+        Decisions are serialized, so two requests racing to create the same topic see each other
+        (the second gets TOPIC_ALREADY_EXISTS), as in KRaft's single-threaded controller.
+        """
+        async with self._metadata_lock:
+            result = decision(self.image)
+            if result.records:
+                await self._commit_locked(result.records)
+            return result
+
     async def commit(self, records: list) -> MetadataImage:
-        """Commit controller records to the metadata log, open/close partitions, publish the new image."""
+        """Commit records that do not depend on the image (prefer :meth:`decide`)."""
+        async with self._metadata_lock:
+            return await self._commit_locked(records)
+
+    async def _commit_locked(self, records: list) -> MetadataImage:
+        """Append to the metadata log, open/close partitions, publish the new image."""
         if not records:
             return self.image
-        async with self._metadata_lock:
-            image = await asyncio.to_thread(self.metadata_log.append, records)
-            assert self.replicas is not None
-            await asyncio.to_thread(self.replicas.apply_image, image)
-            self.image = image
-            return image
+        image = await asyncio.to_thread(self.metadata_log.append, records)
+        assert self.replicas is not None
+        await asyncio.to_thread(self.replicas.apply_image, image)
+        self.image = image
+        return image
 
     def _validate_topic_configs(self, configs: dict) -> str | None:
         try:
@@ -143,10 +179,12 @@ class Broker:
             async with self._producer_id_lock:
                 pid = self.producer_ids.take()
                 if pid is None:
-                    broker = self.image.brokers.get(self.node_id)
-                    res = self.controller.allocate_producer_ids(self.image, self.node_id,
-                                                                broker.broker_epoch if broker else -1)
-                    await self.commit(res.records)
+                    def allocate(image: MetadataImage) -> ControllerResult:
+                        me = image.brokers.get(self.node_id)
+                        return self.controller.allocate_producer_ids(image, self.node_id,
+                                                                     me.broker_epoch if me else -1)
+
+                    res = await self.decide(allocate)
                     self.producer_ids.refill(*res.response)
                     pid = self.producer_ids.take()
         assert pid is not None
@@ -212,10 +250,14 @@ class Broker:
         writer_task = asyncio.ensure_future(self._write_responses(pending, part_writer))
         try:
             while not writer_task.done():
-                try:
-                    data = await asyncio.wait_for(reader.read(READ_CHUNK), idle_s)
-                except asyncio.TimeoutError:
-                    log.info("closing idle connection %s", conn_id)
+                data = await self._read_or_stop(reader, idle_s)
+                if data is None:
+                    if self._stopping.is_set():  # shutting down: answer what was read, then close
+                        if not writer_task.done():
+                            await pending.put(None)
+                        await writer_task
+                    else:
+                        log.info("closing idle connection %s", conn_id)
                     return
                 conn.receive_data(data)
                 while True:
@@ -248,6 +290,21 @@ class Broker:
                 if t is not None and not t.done():
                     t.cancel()
             part_writer.close()
+
+    async def _read_or_stop(self, reader: asyncio.StreamReader, idle_s: float) -> bytes | None:
+        """The next chunk; None when idle for connections.max.idle.ms or the broker is stopping."""
+        if self._stopping.is_set():
+            return None
+        read = asyncio.ensure_future(reader.read(READ_CHUNK))
+        stop = asyncio.ensure_future(self._stopping.wait())
+        try:
+            done, _ = await asyncio.wait({read, stop}, timeout=idle_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if read in done:
+            return read.result()
+        read.cancel()
+        return None
 
     async def _write_responses(self, pending: asyncio.Queue, part_writer: PartWriter) -> None:
         try:

@@ -80,8 +80,8 @@ async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
                 topics.append(MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=rt.name,
                                                     topic_id=ZERO_UUID, is_internal=False))
         if to_create:
-            res = broker.controller.create_topics(image, [NewTopic(n) for n in dict.fromkeys(to_create)])
-            await broker.commit(res.records)
+            new = [NewTopic(n) for n in dict.fromkeys(to_create)]
+            await broker.decide(lambda latest: broker.controller.create_topics(latest, new))
     return MetadataResponse(
         brokers=brokers_for(image, ctx.listener),
         cluster_id=broker.cluster_id,

@@ -27,8 +27,7 @@ async def handle(ctx, req: CreateTopicsRequest) -> CreateTopicsResponse:
                     {a.partition_index: list(a.broker_ids) for a in t.assignments} or None,
                     {c.name: c.value for c in t.configs})
            for t in req.topics]
-    res = broker.controller.create_topics(broker.image, new, validate_only=req.validate_only)
-    await broker.commit(res.records)
+    res = await broker.decide(lambda image: broker.controller.create_topics(image, new, req.validate_only))
     out = []
     for r in res.response:
         item = CreatableTopicResult(name=r.name, topic_id=r.topic_id, error_code=r.error_code,

@@ -21,8 +21,7 @@ async def handle(ctx, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
         ids = [t.topic_id for t in req.topics if t.name is None]
     else:
         names, ids = list(req.topic_names), []
-    res = broker.controller.delete_topics(broker.image, names, ids)
-    await broker.commit(res.records)
+    res = await broker.decide(lambda image: broker.controller.delete_topics(image, names, ids))
     return DeleteTopicsResponse(responses=[
         DeletableTopicResult(name=name, topic_id=tid, error_code=code, error_message=msg)
         for name, tid, code, msg in res.response])

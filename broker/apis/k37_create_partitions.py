@@ -26,9 +26,8 @@ async def handle(ctx, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
                                                        error_message="Duplicate topic name."))
             continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
-        res = broker.controller.create_partitions(broker.image, t.name, t.count, assignments, req.validate_only)
+        res = await broker.decide(lambda image, t=t, a=assignments: broker.controller.create_partitions(
+            image, t.name, t.count, a, req.validate_only))
         code, message = res.response
-        if not code:
-            await broker.commit(res.records)
         results.append(CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message))
     return CreatePartitionsResponse(results=results)
