@@ -21,17 +21,20 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from protocol.compression import CODEC_NAMES
+from protocol.compression import CODEC_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE, NONE, decompress
 from protocol.errors import CorruptRecordError, KafkaError
-from protocol.record_codec import decode_batch
+from protocol.record_codec import decode_records
 from protocol.records import (
+    BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
     CONTROL_MASK,
     DELETE_HORIZON_MASK,
     LOG_OVERHEAD,
+    RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     iter_batch_positions,
+    validate_batch,
 )
 
 from .planning import ScanBounds, SegmentSlice
@@ -59,6 +62,7 @@ ARROW_SCHEMA = pa.schema([
     pa.field("is_control", pa.bool_()),
     pa.field("compression", pa.string()),
     pa.field("batch_size_bytes", pa.int32()),
+    pa.field("uncompressed_bytes", pa.int32()),
     pa.field("record_count", pa.int32()),
     pa.field("max_timestamp", pa.int64()),
     pa.field("delete_horizon_ms", pa.int64()),
@@ -70,7 +74,8 @@ SCHEMA_DDL = (
     "topic string, partition int, offset bigint, timestamp timestamp, timestamp_type int, key binary, "
     "value binary, headers array<struct<key:string,value:binary>>, base_offset bigint, last_offset bigint, "
     "partition_leader_epoch int, producer_id bigint, producer_epoch int, base_sequence int, "
-    "is_transactional boolean, is_control boolean, compression string, batch_size_bytes int, record_count int, "
+    "is_transactional boolean, is_control boolean, compression string, batch_size_bytes int, "
+    "uncompressed_bytes int, record_count int, "
     "max_timestamp bigint, delete_horizon_ms bigint, segment bigint, position bigint"
 )
 
@@ -156,7 +161,7 @@ class _Columns:
         self.hdr_keys: list[str] = []
         self.hdr_values: list[bytes | None] = []
         self.batch_idx: list[int] = []
-        self.b_cols: list[list] = [[] for _ in range(15)]
+        self.b_cols: list[list] = [[] for _ in range(len(_BATCH_FIELDS))]
         self.n = 0
 
     def add_batch(self, values: tuple) -> int:
@@ -167,7 +172,7 @@ class _Columns:
 
 _BATCH_FIELDS = ("timestamp_type", "base_offset", "last_offset", "partition_leader_epoch", "producer_id",
                  "producer_epoch", "base_sequence", "is_transactional", "is_control", "compression",
-                 "batch_size_bytes", "record_count", "max_timestamp", "delete_horizon_ms", "position")
+                 "batch_size_bytes", "uncompressed_bytes", "record_count", "max_timestamp", "delete_horizon_ms", "position")
 
 
 def _to_arrow(c: _Columns, sl: SegmentSlice) -> pa.RecordBatch:
@@ -224,7 +229,7 @@ def read_slice(sl: SegmentSlice, bounds: ScanBounds | None = None, *, ignore_cor
     off_hi = bounds.offset_hi
     ts_lo = bounds.ts_lo_us
     ts_hi = bounds.ts_hi_us
-    kw = {} if max_decompressed_size is None else {"max_decompressed_size": max_decompressed_size}
+    kw = DEFAULT_MAX_DECOMPRESSED_SIZE if max_decompressed_size is None else max_decompressed_size
     try:
         f = open(sl.path, "rb")
     except FileNotFoundError:
@@ -288,7 +293,18 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
             stats.batches_skipped_by_header += 1
             continue
         try:
-            h, records = decode_batch(mm, pos, **kw)
+            # protocol.record_codec.decode_batch, unrolled to learn the uncompressed size on the way
+            h = validate_batch(mm, pos)
+            codec = attrs & COMPRESSION_MASK
+            if h.records_count == 0:
+                records, raw_len = [], 0
+            else:
+                with memoryview(mm) as mv, mv[pos + RECORDS_OFFSET:pos + h.batch_length + LOG_OVERHEAD] as section:
+                    data = bytes(section) if codec == NONE else decompress(codec, section, kw)
+                raw_len = len(data)
+                records = decode_records(data, h.records_count, h.base_offset, h.base_timestamp,
+                                         h.max_timestamp if attrs & TIMESTAMP_TYPE_MASK else None)
+                del data
         except KafkaError as e:                    # CorruptRecordError, InvalidRecordError, UnsupportedMagic...
             _corrupt(stats, sl, pos, str(e), ignore_corrupt)
             continue
@@ -311,7 +327,7 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
                     (attrs & TIMESTAMP_TYPE_MASK) >> 3, h.base_offset, last_offset, h.partition_leader_epoch,
                     h.producer_id, h.producer_epoch, h.base_sequence, bool(attrs & TRANSACTIONAL_MASK),
                     bool(attrs & CONTROL_MASK), CODEC_NAMES.get(attrs & COMPRESSION_MASK, "unknown"),
-                    h.batch_length + LOG_OVERHEAD, h.records_count, h.max_timestamp,
+                    h.batch_length + LOG_OVERHEAD, BATCH_HEADER_SIZE + raw_len, h.records_count, h.max_timestamp,
                     h.base_timestamp if attrs & DELETE_HORIZON_MASK else None, pos))
             cols.offsets.append(o)
             cols.timestamps.append(None if t == NO_TIMESTAMP else t * 1000)

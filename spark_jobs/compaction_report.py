@@ -1,0 +1,447 @@
+"""Compaction report: what Kafka's log cleaner would remove right now, per topic-partition, and which keys churn.
+
+    python -m spark_jobs.compaction_report --log-dirs DIR [--out DIR] [--now-ms MS] [--config k=v ...]
+
+Per partition (all figures computed in Spark from the ``kafka-log`` columns; segment sizes from the file system):
+records, bytes, distinct keys, tombstones, null-key records; the clean / dirty (cleanable) / uncleanable sections
+(from ``cleaner-offset-checkpoint``); the dirty ratio and whether the cleaner would pick the log now; and the records
+and bytes one cleaning pass would remove. Top keys by number of versions.
+
+The model is Kafka's ``LogCleanerManager`` + ``Cleaner`` (as storage/cleaner.py implements it):
+
+* first dirty offset = the cleaner checkpoint, if within [log start, log end], else the log start offset;
+* uncleanable offset = min(last stable offset, active segment base, first dirty segment whose largest timestamp is
+  within ``min.compaction.lag.ms`` of now), rounded down to its segment's base;
+* cleanable bytes / (clean + cleanable bytes) > ``min.cleanable.dirty.ratio``, or the dirty section holds a
+  segment whose first batch is older than ``max.compaction.lag.ms`` -> the log is cleaned now;
+* one pass keeps, in segments below the uncleanable offset, a record iff it has a key and it is the latest offset
+  for that key in the dirty section (keys not in the dirty section stay), and a tombstone only until the delete
+  horizon of its batch (set to now + ``delete.retention.ms`` by the pass that first sees it) has passed.
+  Control batches are kept. A batch losing all records is dropped unless it is the last batch of an active
+  producer or the last batch of the round (kept empty, 61 bytes). A batch losing some records, or gaining a
+  delete horizon, is re-encoded with the same codec: its new size is computed by encoding it with
+  :func:`protocol.record_codec.build_batch`, exactly as the cleaner writes it.
+
+Known limits: empty batches (left by earlier cleanings) are not rows and are not counted; the cleaner's offset map
+is assumed big enough (flagged if the dirty section has more distinct keys than the default dedupe buffer holds);
+Kafka itself also drops aborted transactional data, which is reported separately (``aborted_records``) and not
+included in the removal figures (storage's cleaner keeps it, as documented there).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+
+from .common import JobContext, fmt_bytes, fmt_ms, job_parser, md_table, plt
+from .configs import load_topic_configs, read_checkpoints
+
+EMPTY_BATCH_BYTES = 61
+DEFAULT_DEDUPE_BUFFER = 128 * 1024 * 1024
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+
+
+@dataclass
+class PartitionPlan:
+    topic: str
+    partition: int
+    compact: bool
+    log_start_offset: int
+    log_end_offset: int
+    last_stable_offset: int
+    first_dirty_offset: int
+    uncleanable_offset: int
+    first_uncleanable_offset: int      # segment-aligned
+    clean_bytes: int
+    cleanable_bytes: int
+    dirty_ratio: float
+    min_cleanable_dirty_ratio: float
+    need_compaction_now: bool
+    would_clean_now: bool
+    delete_retention_ms: int
+    min_compaction_lag_ms: int
+    max_compaction_lag_ms: int
+    cleanup_policy: str
+
+
+def _values(segs: list, frm: int, to: int) -> list:
+    """Kafka's ``LogSegments.values(from, to)``: the floor segment of ``from`` and later ones starting below ``to``."""
+    if frm == to:
+        return []
+    floor = [i for i, s in enumerate(segs) if s.base_offset <= frm]
+    lo = floor[-1] if floor else 0
+    return [s for s in segs[lo:] if s.base_offset < to]
+
+
+def _non_active_from(segs: list, frm: int) -> list:
+    if not segs or frm > segs[-1].base_offset:
+        return []
+    return _values(segs, frm, segs[-1].base_offset)
+
+
+def plan_partition(topic: str, partition: int, segs: list, seg_stats: dict, cfg, checkpoint: int | None,
+                   log_start_cp: int | None, lso: int | None, leo: int | None, now_ms: int) -> PartitionPlan:
+    """Kafka's ``LogCleanerManager.cleanableOffsets`` + ``LogToClean`` for one partition.
+
+    ``segs``: the partition's :class:`SegmentFile` list; ``seg_stats``: base offset -> (largest timestamp,
+    first batch's max timestamp) from the data; ``leo``/``lso``: log end and last stable offsets from the data.
+    """
+    bases = [s.base_offset for s in segs]
+    first_base = bases[0] if bases else 0
+    log_start = max(first_base, log_start_cp if log_start_cp is not None else first_base)
+    active_base = bases[-1] if bases else 0
+    leo = leo if leo is not None else active_base
+    lso = lso if lso is not None else leo
+    if checkpoint is None or checkpoint < log_start or checkpoint > leo:
+        first_dirty = log_start
+    else:
+        first_dirty = checkpoint
+
+    def largest_ts(s) -> int:
+        st = seg_stats.get(s.base_offset)
+        ts = st[0] if st else None
+        return ts if ts is not None and ts >= 0 else s.mtime_ms
+
+    candidates = [lso, active_base]
+    lag = max(cfg.min_compaction_lag_ms, 0)
+    dirty_non_active = _non_active_from(segs, first_dirty)
+    if lag > 0:
+        for s in dirty_non_active:
+            if largest_ts(s) > now_ms - lag:
+                candidates.append(s.base_offset)
+                break
+    uncleanable = min(candidates)
+    non_active = _non_active_from(segs, uncleanable)
+    first_uncleanable = non_active[0].base_offset if non_active else active_base
+    clean_bytes = sum(s.size for s in _values(segs, -1, first_dirty))
+    lo = min(first_dirty, first_uncleanable)
+    cleanable_bytes = sum(s.size for s in _values(segs, lo, first_uncleanable)) if lo < first_uncleanable else 0
+    total = clean_bytes + cleanable_bytes
+    ratio = cleanable_bytes / total if total else 0.0
+    need_now = False
+    if cfg.max_compaction_lag_ms > 0 and cfg.max_compaction_lag_ms < 2**63 - 1:
+        firsts = [seg_stats[s.base_offset][1] for s in dirty_non_active
+                  if s.base_offset in seg_stats and seg_stats[s.base_offset][1] is not None
+                  and seg_stats[s.base_offset][1] > 0]
+        if firsts and now_ms - min(firsts) > cfg.max_compaction_lag_ms:
+            need_now = True
+    compact = cfg.compact
+    would = compact and total > 0 and ((need_now and cleanable_bytes > 0) or ratio > cfg.min_cleanable_dirty_ratio)
+    return PartitionPlan(topic, partition, compact, log_start, leo, lso, first_dirty, uncleanable, first_uncleanable,
+                         clean_bytes, cleanable_bytes, ratio, cfg.min_cleanable_dirty_ratio, need_now, would,
+                         cfg.delete_retention_ms, cfg.min_compaction_lag_ms, cfg.max_compaction_lag_ms,
+                         ",".join(cfg.cleanup_policy))
+
+
+# -- the Spark part ----------------------------------------------------------------------------------------------
+
+def _reencode_sizes(table):
+    """applyInArrow: one cleaned batch's retained records -> the size the cleaner writes for it."""
+    import pyarrow as pa
+
+    from protocol.compression import CODEC_IDS
+    from protocol.record_codec import Record, build_batch
+
+    d = table.to_pydict()
+    n = len(d["offset"])
+    base = d["base_offset"][0]
+    new_horizon = d["new_horizon"][0]
+    lat = d["timestamp_type"][0] == 1
+    recs = []
+    order = sorted(range(n), key=lambda i: d["offset"][i])
+    for i in order:
+        hdrs = [(h["key"], h["value"]) for h in (d["headers"][i] or [])]
+        ts = d["ts_ms"][i]
+        recs.append(Record(d["key"][i], d["value"][i], hdrs, timestamp=-1 if ts is None else ts,
+                           offset_delta=d["offset"][i] - base))
+    b = build_batch(recs, base_offset=base, compression=CODEC_IDS.get(d["compression"][0], 0),
+                    producer_id=d["producer_id"][0], producer_epoch=d["producer_epoch"][0],
+                    base_sequence=d["base_sequence"][0], is_transactional=bool(d["is_transactional"][0]),
+                    timestamp_type=d["timestamp_type"][0], partition_leader_epoch=d["partition_leader_epoch"][0],
+                    last_offset_delta=d["last_offset"][0] - base, delete_horizon_ms=new_horizon,
+                    max_timestamp=d["max_timestamp"][0] if lat else None)
+    return pa.table({"topic": pa.array([d["topic"][0]], pa.string()),
+                     "partition": pa.array([d["partition"][0]], pa.int32()),
+                     "base_offset": pa.array([base], pa.int64()), "new_size": pa.array([len(b)], pa.int64())})
+
+
+def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS):
+    """All the report's tables as Spark DataFrames / Python objects (the tests compare these)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import (BooleanType, DoubleType, IntegerType, LongType, StringType, StructField,
+                                   StructType)
+
+    spark = ctx.spark
+    configs = load_topic_configs(ctx.log_dirs, ctx.args.config)
+    cps = read_checkpoints(ctx.log_dirs)
+    segs = ctx.segments()
+    recs = ctx.records().withColumn("ts_ms", F.unix_millis("timestamp")).cache()
+
+    seg_stats_rows = (recs.groupBy("topic", "partition", "segment")
+                      .agg(F.max("max_timestamp").alias("largest_ts"),
+                           F.min_by("max_timestamp", "position").alias("first_batch_ts"))
+                      .collect())
+    seg_stats: dict[tuple[str, int], dict[int, tuple]] = {}
+    for r in seg_stats_rows:
+        seg_stats.setdefault((r.topic, r.partition), {})[r.segment] = (r.largest_ts, r.first_batch_ts)
+
+    # log end offset and last stable offset (first offset of a still-open transaction) per partition
+    ends = {(r.topic, r.partition): r.leo for r in
+            recs.groupBy("topic", "partition").agg((F.max("last_offset") + 1).alias("leo")).collect()}
+    markers = (recs.where("is_control AND producer_id >= 0").groupBy("topic", "partition", "producer_id")
+               .agg(F.max("last_offset").alias("last_marker")))
+    open_txn = (recs.where("is_transactional AND NOT is_control")
+                .join(markers, ["topic", "partition", "producer_id"], "left")
+                .where(F.col("base_offset") > F.coalesce("last_marker", F.lit(-1)))
+                .groupBy("topic", "partition").agg(F.min("base_offset").alias("lso")))
+    lsos = {(r.topic, r.partition): r.lso for r in open_txn.collect()}
+
+    by_tp: dict[tuple[str, int], list] = {}
+    for s in segs:
+        by_tp.setdefault((s.topic, s.partition), []).append(s)
+    plans: list[PartitionPlan] = []
+    for (topic, partition), ss in sorted(by_tp.items()):
+        cfg = configs.for_topic(topic)
+        leo = ends.get((topic, partition))
+        if leo is None:
+            leo = ss[-1].base_offset
+        plans.append(plan_partition(topic, partition, ss, seg_stats.get((topic, partition), {}), cfg,
+                                    cps.cleaner.get((topic, partition)), cps.log_start.get((topic, partition)),
+                                    lsos.get((topic, partition)), leo, ctx.now_ms))
+
+    plan_schema = StructType([
+        StructField("topic", StringType()), StructField("partition", IntegerType()),
+        StructField("compact", BooleanType()), StructField("would_clean_now", BooleanType()),
+        StructField("first_dirty_offset", LongType()), StructField("first_uncleanable_offset", LongType()),
+        StructField("delete_retention_ms", LongType()),
+    ])
+    plan_df = spark.createDataFrame([(p.topic, p.partition, p.compact, p.would_clean_now, p.first_dirty_offset,
+                                      p.first_uncleanable_offset, p.delete_retention_ms) for p in plans],
+                                    plan_schema)
+    r = recs.join(F.broadcast(plan_df), ["topic", "partition"])
+    r = r.withColumn("section", F.when(F.col("offset") < F.col("first_dirty_offset"), "clean")
+                     .when(F.col("offset") < F.col("first_uncleanable_offset"), "dirty").otherwise("uncleanable"))
+
+    # -- per partition figures
+    data = r.where("NOT is_control")
+    per_tp = (data.groupBy("topic", "partition").agg(
+        F.count("*").alias("records"),
+        F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))).alias("payload_bytes"),
+        F.countDistinct("key").alias("distinct_keys"),
+        F.sum(F.when(F.col("value").isNull(), 1).otherwise(0)).alias("tombstones"),
+        F.sum(F.when(F.col("key").isNull(), 1).otherwise(0)).alias("null_key_records"),
+        F.sum(F.when(F.col("section") == "clean", 1).otherwise(0)).alias("clean_records"),
+        F.sum(F.when(F.col("section") == "dirty", 1).otherwise(0)).alias("dirty_records"),
+        F.sum(F.when(F.col("section") == "uncleanable", 1).otherwise(0)).alias("uncleanable_records"),
+    ))
+    batches_all = r.groupBy("topic", "partition", "base_offset").agg(F.first("batch_size_bytes").alias("size"))
+    bytes_tp = batches_all.groupBy("topic", "partition").agg(F.sum("size").alias("batch_bytes"))
+
+    # -- one cleaning pass: the offset map over the dirty section, then the retain rule
+    offset_map = (r.where("section = 'dirty' AND NOT is_control AND key IS NOT NULL")
+                  .groupBy("topic", "partition", "key").agg(F.max("offset").alias("latest")))
+    cleaned = (r.where("compact AND section <> 'uncleanable' AND first_dirty_offset < first_uncleanable_offset")
+               .join(offset_map, ["topic", "partition", "key"], "left"))
+    horizon_passed = F.col("delete_horizon_ms").isNotNull() & (F.lit(ctx.now_ms) >= F.col("delete_horizon_ms"))
+    retain = (F.when(F.col("is_control"), True)
+              .when(F.col("key").isNull(), False)
+              .when(F.col("latest").isNotNull() & (F.col("offset") < F.col("latest")), False)
+              .when(F.col("value").isNull(), ~horizon_passed)
+              .otherwise(True))
+    cleaned = cleaned.withColumn("retain", retain)
+
+    # active producers: the last data batch of every producer not yet expired at `now`
+    last_data = (r.where("producer_id >= 0 AND NOT is_control")
+                 .groupBy("topic", "partition", "producer_id")
+                 .agg(F.max("last_offset").alias("producer_last_offset"),
+                      F.max_by("max_timestamp", "last_offset").alias("producer_last_ts")))
+    last_any = (r.where("producer_id >= 0").groupBy("topic", "partition", "producer_id")
+                .agg(F.max_by("max_timestamp", "last_offset").alias("producer_last_any_ts")))
+    active = (last_data.join(last_any, ["topic", "partition", "producer_id"])
+              .where(F.lit(ctx.now_ms) - F.col("producer_last_any_ts") < F.lit(producer_id_expiration_ms))
+              .select("topic", "partition", "producer_id", "producer_last_offset"))
+
+    per_batch = (cleaned.groupBy("topic", "partition", "base_offset").agg(
+        F.count("*").alias("n"),
+        F.sum(F.col("retain").cast("int")).alias("kept"),
+        F.sum(F.when(F.col("retain") & F.col("value").isNull() & ~F.col("is_control"), 1).otherwise(0))
+        .alias("kept_tombstones"),
+        F.sum(F.when(~F.col("retain") & F.col("value").isNull(), 1).otherwise(0)).alias("removed_tombstones"),
+        F.sum(F.when(~F.col("retain") & F.col("key").isNull(), 1).otherwise(0)).alias("removed_null_key"),
+        F.first("is_control").alias("is_control"),
+        F.first("delete_horizon_ms").alias("delete_horizon_ms"),
+        F.first("batch_size_bytes").alias("size"),
+        F.first("last_offset").alias("last_offset"),
+        F.first("producer_id").alias("producer_id"),
+        F.first("first_uncleanable_offset").alias("upper"),
+        F.first("would_clean_now").alias("would_clean_now"),
+        F.first("delete_retention_ms").alias("delete_retention_ms"),
+    ).join(active, ["topic", "partition", "producer_id"], "left"))
+    per_batch = per_batch.withColumn(
+        "retain_empty", (F.col("producer_last_offset").isNotNull() & (F.col("producer_last_offset") == F.col("last_offset")))
+        | (F.col("last_offset") + 1 == F.col("upper")))
+    per_batch = per_batch.withColumn(
+        "rewrite", ~F.col("is_control") & (F.col("kept") > 0)
+        & ((F.col("kept") < F.col("n")) | ((F.col("kept_tombstones") > 0) & F.col("delete_horizon_ms").isNull())))
+    per_batch = per_batch.withColumn(
+        "new_horizon", F.when(F.col("kept_tombstones") > 0,
+                              F.coalesce(F.col("delete_horizon_ms"), F.lit(ctx.now_ms) + F.col("delete_retention_ms"))))
+    rewrite_keys = per_batch.where("rewrite").select("topic", "partition", "base_offset", "new_horizon")
+    to_encode = (cleaned.where("retain").join(rewrite_keys, ["topic", "partition", "base_offset"])
+                 .select("topic", "partition", "base_offset", "offset", "ts_ms", "key", "value", "headers",
+                         "compression", "producer_id", "producer_epoch", "base_sequence", "is_transactional",
+                         "timestamp_type", "partition_leader_epoch", "last_offset", "max_timestamp", "new_horizon"))
+    new_sizes = to_encode.groupBy("topic", "partition", "base_offset").applyInArrow(
+        _reencode_sizes, "topic string, partition int, base_offset bigint, new_size bigint")
+    per_batch = per_batch.join(new_sizes, ["topic", "partition", "base_offset"], "left").withColumn(
+        "after", F.when(F.col("is_control"), F.col("size"))
+        .when(F.col("kept") == 0, F.when(F.col("retain_empty"), F.lit(EMPTY_BATCH_BYTES)).otherwise(0))
+        .when(F.col("rewrite"), F.col("new_size"))
+        .otherwise(F.col("size")))
+    pass_tp = per_batch.groupBy("topic", "partition").agg(
+        F.sum(F.col("n") - F.col("kept")).alias("pass_records_removed"),
+        F.sum(F.col("size") - F.col("after")).alias("pass_bytes_removed"),
+        F.sum("removed_tombstones").alias("pass_tombstones_removed"),
+        F.sum("removed_null_key").alias("pass_null_key_removed"),
+        F.sum(F.when(F.col("kept") == 0, 1).otherwise(0)).alias("batches_emptied"),
+        F.sum(F.when(F.col("rewrite"), 1).otherwise(0)).alias("batches_rewritten"),
+    )
+    # aborted transactional data (Kafka drops it too; storage's cleaner does not): data batches of a producer
+    # followed by an ABORT marker (control key type 0)
+    ctrl = r.where("is_control AND producer_id >= 0").select(
+        "topic", "partition", "producer_id", F.col("offset").alias("marker_offset"),
+        (F.substring("key", 3, 2) == F.unhex(F.lit("0000"))).alias("is_abort"))
+    txn_data = r.where("is_transactional AND NOT is_control").select("topic", "partition", "producer_id", "offset")
+    nxt = (txn_data.join(ctrl, ["topic", "partition", "producer_id"]).where("marker_offset > offset")
+           .groupBy("topic", "partition", "producer_id", "offset").agg(F.min_by("is_abort", "marker_offset").alias("aborted")))
+    aborted = nxt.where("aborted").groupBy("topic", "partition").agg(F.count("*").alias("aborted_records"))
+
+    per_tp_all = (per_tp.join(bytes_tp, ["topic", "partition"], "left")
+                  .join(pass_tp, ["topic", "partition"], "left")
+                  .join(aborted, ["topic", "partition"], "left")
+                  .fillna(0, ["pass_records_removed", "pass_bytes_removed", "pass_tombstones_removed",
+                              "pass_null_key_removed", "batches_emptied", "batches_rewritten", "aborted_records"]))
+    plans_df = spark.createDataFrame([asdict(p) for p in plans], StructType([
+        StructField("topic", StringType()), StructField("partition", IntegerType()),
+        StructField("compact", BooleanType()), StructField("log_start_offset", LongType()),
+        StructField("log_end_offset", LongType()), StructField("last_stable_offset", LongType()),
+        StructField("first_dirty_offset", LongType()), StructField("uncleanable_offset", LongType()),
+        StructField("first_uncleanable_offset", LongType()), StructField("clean_bytes", LongType()),
+        StructField("cleanable_bytes", LongType()), StructField("dirty_ratio", DoubleType()),
+        StructField("min_cleanable_dirty_ratio", DoubleType()), StructField("need_compaction_now", BooleanType()),
+        StructField("would_clean_now", BooleanType()), StructField("delete_retention_ms", LongType()),
+        StructField("min_compaction_lag_ms", LongType()), StructField("max_compaction_lag_ms", LongType()),
+        StructField("cleanup_policy", StringType()),
+    ]))
+    partitions_df = (plans_df.join(per_tp_all, ["topic", "partition"], "left")
+                     .withColumn("records_removed_now",
+                                 F.when(F.col("would_clean_now"), F.col("pass_records_removed")).otherwise(F.lit(0)))
+                     .withColumn("bytes_removed_now",
+                                 F.when(F.col("would_clean_now"), F.col("pass_bytes_removed")).otherwise(F.lit(0)))
+                     .fillna(0, ["records", "payload_bytes", "distinct_keys", "tombstones", "null_key_records",
+                                 "clean_records", "dirty_records", "uncleanable_records", "batch_bytes"])
+                     .orderBy("topic", "partition"))
+
+    keys = (data.where("key IS NOT NULL").groupBy("topic", "key")
+            .agg(F.count("*").alias("versions"), F.countDistinct("partition").alias("partitions"),
+                 F.sum(F.when(F.col("value").isNull(), 1).otherwise(0)).alias("tombstones"),
+                 F.max("offset").alias("last_offset")))
+    top = keys.orderBy(F.desc("versions"), "topic", "key").limit(top_keys)
+    versions_hist = (keys.groupBy("topic", F.least(F.col("versions"), F.lit(50)).alias("versions"))
+                     .agg(F.count("*").alias("keys")).orderBy("topic", "versions"))
+    max_keys = int(DEFAULT_DEDUPE_BUFFER / 24 * 0.9)
+    return {"partitions": partitions_df, "top_keys": top, "versions_hist": versions_hist, "plans": plans,
+            "per_batch": per_batch, "configs": configs, "records": recs, "checkpoint_errors": cps.errors,
+            "max_map_keys": max_keys}
+
+
+def run(ctx: JobContext) -> dict:
+    res = compute(ctx)
+    parts = res["partitions"].cache()
+    ctx.write_parquet(parts, "compaction_partitions")
+    ctx.write_parquet(res["top_keys"], "compaction_top_keys")
+    ctx.write_parquet(res["versions_hist"], "compaction_key_versions")
+    prow = parts.collect()
+    top = res["top_keys"].collect()
+    hist = res["versions_hist"].collect()
+
+    p = plt()
+    compacted = [r for r in prow if r.compact]
+    shown = compacted or prow
+    fig, ax = p.subplots(figsize=(max(6, 0.6 * len(shown) + 3), 4))
+    labels = [f"{r.topic}-{r.partition}" for r in shown]
+    before = [r.batch_bytes or 0 for r in shown]
+    removed = [r.pass_bytes_removed or 0 for r in shown]
+    ax.bar(labels, [b - x for b, x in zip(before, removed)], label="kept by one cleaning pass")
+    ax.bar(labels, removed, bottom=[b - x for b, x in zip(before, removed)], label="removed by one pass")
+    ax.set_ylabel("bytes in batches")
+    ax.set_title("Compaction: bytes a cleaning pass would remove")
+    ax.legend()
+    p.setp(ax.get_xticklabels(), rotation=45, ha="right")
+    fig.tight_layout()
+    fig.savefig(ctx.chart_path("compaction_bytes"), dpi=100)
+    p.close(fig)
+    fig, ax = p.subplots(figsize=(7, 4))
+    for topic in sorted({h.topic for h in hist}):
+        hs = [h for h in hist if h.topic == topic]
+        ax.plot([h.versions for h in hs], [h.keys for h in hs], marker="o", label=topic)
+    ax.set_xlabel("versions per key (50 = 50 or more)")
+    ax.set_ylabel("keys")
+    ax.set_yscale("log")
+    ax.set_title("Key churn")
+    if hist:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(ctx.chart_path("compaction_key_versions"), dpi=100)
+    p.close(fig)
+
+    sections = ["## Partitions", "",
+                md_table(["partition", "policy", "records", "bytes", "distinct keys", "tombstones", "null keys",
+                          "clean / dirty / uncleanable records", "dirty ratio (min)", "cleaned now?",
+                          "records removed", "bytes removed", "tombstones removed", "aborted records"],
+                         [(f"{r.topic}-{r.partition}", r.cleanup_policy, r.records, fmt_bytes(r.batch_bytes),
+                           r.distinct_keys, r.tombstones, r.null_key_records,
+                           f"{r.clean_records} / {r.dirty_records} / {r.uncleanable_records}",
+                           f"{r.dirty_ratio:.3f} ({r.min_cleanable_dirty_ratio})",
+                           "yes" if r.would_clean_now else ("no" if r.compact else "not compacted"),
+                           r.records_removed_now, fmt_bytes(r.bytes_removed_now), r.pass_tombstones_removed,
+                           r.aborted_records) for r in prow]),
+               "",
+               "Removal figures are for one cleaning pass now, only where the cleaner would pick the log "
+               "(dirty ratio above `min.cleanable.dirty.ratio` or `max.compaction.lag.ms` exceeded). "
+               "A pass ignoring the ratio would remove:", "",
+               md_table(["partition", "first dirty offset", "first uncleanable offset", "records", "bytes",
+                         "batches emptied", "batches rewritten", "delete.retention.ms", "min.compaction.lag.ms"],
+                        [(f"{r.topic}-{r.partition}", r.first_dirty_offset, r.first_uncleanable_offset,
+                          r.pass_records_removed, fmt_bytes(r.pass_bytes_removed), r.batches_emptied,
+                          r.batches_rewritten, fmt_ms(r.delete_retention_ms), fmt_ms(r.min_compaction_lag_ms))
+                         for r in prow if r.compact]),
+               "", "![bytes removed](compaction_bytes.png)", "",
+               "## Keys with the most versions", "",
+               md_table(["topic", "key", "versions", "tombstones", "partitions", "last offset"],
+                        [(t.topic, t.key, t.versions, t.tombstones, t.partitions, t.last_offset) for t in top]),
+               "", "![key churn](compaction_key_versions.png)", "",
+               "## Topic configs used", "",
+               md_table(["topic", "cleanup.policy", "min.cleanable.dirty.ratio", "delete.retention.ms",
+                         "min.compaction.lag.ms", "source of cleanup.policy"],
+                        [(t, ",".join(c.cleanup_policy), c.min_cleanable_dirty_ratio, c.delete_retention_ms,
+                          c.min_compaction_lag_ms, res["configs"].source(t, "cleanup.policy"))
+                         for t, c in sorted({r.topic: res["configs"].for_topic(r.topic) for r in prow}.items())])]
+    if res["checkpoint_errors"]:
+        sections += ["", "Unreadable checkpoint files (ignored, as Kafka resets to the log start):", ""]
+        sections += [f"- {e}" for e in res["checkpoint_errors"]]
+    ctx.write_report("Compaction report", sections)
+    res["rows"] = prow
+    return res
+
+
+def main(argv: list[str] | None = None, spark=None) -> dict:
+    args = job_parser("compaction_report", "What Kafka's log cleaner would remove now").parse_args(argv)
+    ctx = JobContext.create("compaction_report", args, spark)
+    res = run(ctx)
+    print(f"report: {ctx.out}/report.md")
+    return res
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
