@@ -226,16 +226,19 @@ class Cleaner:
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             cleaned.set_last_modified(segments[-1].last_modified())
-            log.info("Swapping in cleaned segment %s for segment(s) %s in log %s", cleaned, segments, lg)
             self.check_done(tp)
-            lg.replace_segments([cleaned], segments)
-        except BaseException:
+        except Exception:
+            # before the swap starts the .cleaned files are only ours: remove them (Kafka does this on abort)
             try:
                 cleaned.close_handlers()
                 cleaned.delete_if_exists()
             except Exception:
                 pass
             raise
+        # From here on the files may already be .swap or final: never delete them on failure; a failed swap
+        # takes the partition offline and the loader completes it on restart.
+        log.info("Swapping in cleaned segment %s for segment(s) %s in log %s", cleaned, segments, lg)
+        lg.replace_segments([cleaned], segments)
 
     def _clean_into(self, tp: TopicPartition, source: LogSegment, dest: LogSegment, delete_retention_ms: int,
                     now_ms: int, stats: CleanerStats, active_producers: dict[int, tuple[int | None, int]],
@@ -298,7 +301,8 @@ class Cleaner:
                         continue
                 out += retained_batch
                 stats.bytes_written += len(retained_batch)
-                stats.messages_written += h.records_count if retained_batch is not None and h.is_control else 0
+                if h.is_control:
+                    stats.messages_written += h.records_count
                 if batch_max_ts > max_ts:
                     max_ts, shallow = batch_max_ts, last
                 max_offset = last
