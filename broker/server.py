@@ -100,6 +100,10 @@ class Broker:
             image, self.node_id, self.incarnation_id, endpoints, self.config.get("broker.rack"),
             self.metadata_log.end_offset, dir_ids))
         self.log_manager.start_background()
+        # ---- group coordinator (broker/group_service.py) ----
+        from broker.group_service import GroupService
+        self.groups = GroupService(self)
+        await self.groups.start()
         # ----
         self.metrics.start(self.config.get("metrics.prometheus.listener"))
         for server in self._servers:
@@ -112,6 +116,8 @@ class Broker:
         """Graceful shutdown: stop accepting, answer requests already read, then flush and checkpoint
         (LogManager writes the clean-shutdown marker, so the next start skips recovery)."""
         log.info("shutting down: stop accepting, finishing in-flight requests")
+        if getattr(self, "groups", None) is not None:  # group coordinator: answer parked JoinGroups first
+            await self.groups.stop()
         self._stopping.set()
         for s in self._servers:
             s.close()

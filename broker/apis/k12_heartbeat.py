@@ -1,0 +1,30 @@
+"""Heartbeat: v0-4.
+
+Behaviour (GroupMetadataManager.classicGroupHeartbeat): restarts the member's session timer;
+REBALANCE_IN_PROGRESS while the group prepares a rebalance (the member must rejoin);
+ILLEGAL_GENERATION for a stale generation, UNKNOWN_MEMBER_ID for an unknown member or group,
+FENCED_INSTANCE_ID for a replaced static member; classic members of a consumer-protocol group are
+told to rejoin when their assignment changes.
+"""
+
+from __future__ import annotations
+
+from broker.group_service import req_ctx
+from cluster.group_classic import GroupError
+from protocol.errors import ErrorCode
+from protocol.generated.messages import HeartbeatRequest, HeartbeatResponse
+
+API_KEY = 12
+VERSIONS = (0, 4)
+
+
+async def handle(ctx, req: HeartbeatRequest) -> HeartbeatResponse:
+    if not req.group_id:
+        return HeartbeatResponse(error_code=ErrorCode.INVALID_GROUP_ID)
+    try:
+        res = await ctx.broker.groups.run(req.group_id, "heartbeat", req_ctx(ctx), req)
+    except GroupError as exc:
+        return HeartbeatResponse(error_code=exc.code)
+    if res.error is not None:
+        return HeartbeatResponse(error_code=res.error.code)
+    return res.response

@@ -1,0 +1,32 @@
+"""SyncGroup: v0-5.
+
+Behaviour (GroupMetadataManager.classicGroupSync): the leader's assignments are stored in
+__consumer_offsets (GroupMetadataValue) and every member's SyncGroup is answered with its own
+assignment bytes, unchanged (the broker never parses classic assignments, so eager, cooperative and
+custom assignors all work); followers that sync before the leader wait; REBALANCE_IN_PROGRESS while
+a new rebalance is preparing; ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+INCONSISTENT_GROUP_PROTOCOL (v5 protocol type/name) where Kafka returns them; members that do not
+sync within the rebalance timeout are removed and the group rebalances.
+"""
+
+from __future__ import annotations
+
+from broker.group_service import req_ctx
+from cluster.group_classic import GroupError
+from protocol.errors import ErrorCode
+from protocol.generated.messages import SyncGroupRequest, SyncGroupResponse
+
+API_KEY = 14
+VERSIONS = (0, 5)
+
+
+async def handle(ctx, req: SyncGroupRequest) -> SyncGroupResponse:
+    if not req.group_id:
+        return SyncGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID)
+    try:
+        resp = await ctx.broker.groups.run_delayed(req.group_id, "sync_group", req_ctx(ctx), req)
+    except GroupError as exc:
+        resp = SyncGroupResponse(error_code=exc.code)
+    if resp.assignment is None:
+        resp.assignment = b""
+    return resp
