@@ -30,7 +30,7 @@ def check_request_records(records, version: int) -> None:
                                         "record batches with magic version 2")
         raise InvalidRecordError(f"Produce requests with version {version} are only allowed to contain "
                                  "record batches with magic version 2")
-    h = validate_batch(records, 0)
+    h = validate_batch(records, 0, check_crc=False)  # storage checks the CRC once, on append
     if version < 7 and h.compression == ZSTD:
         raise UnsupportedCompressionTypeError(f"Produce requests with version {version} are not allowed to use "
                                               "ZStandard compression")
@@ -46,13 +46,22 @@ def needs_record_pass(records, compact: bool, compression_type: str) -> bool:
     return target is not None and parse_header(records, 0).compression != target
 
 
-def record_pass(records, compact: bool, compression_type: str) -> bytearray:
-    """Keyless check for compacted topics and recompression; returns the batch to append."""
+def record_pass(records, compact: bool, compression_type: str, topic_partition: str = "") -> bytearray:
+    """Keyless check for compacted topics and recompression; returns the batch to append.
+
+    Like LogValidator.validateKey, every keyless record is reported with its index; the partition's
+    message summarises at most the first three (LogValidator.processRecordErrors).
+    """
     header, recs = decode_batch(records, 0)
     if compact and not header.is_control:
-        for i, r in enumerate(recs):
-            if r.key is None:
-                raise InvalidRecordError("Compacted topic cannot accept message without key in topic partition")
+        message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}."
+        errors = [(i, message) for i, r in enumerate(recs) if r.key is None]
+        if errors:
+            exc = InvalidRecordError(
+                f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+                f"showing the first three errors at most: {[f'{i}: {m}' for i, m in errors[:3]]}")
+            exc.record_errors = errors
+            raise exc
     target = CODECS.get(compression_type)
     if target is None or target == header.compression:
         return records if isinstance(records, bytearray) else bytearray(records)

@@ -134,8 +134,12 @@ class ReplicaManager:
                 self.partitions[tp] = part
             else:
                 part.info = info
-            if info.leader == self.node_id and part.log.latest_epoch != info.leader_epoch:
-                part.log.maybe_assign_epoch_start_offset(info.leader_epoch, part.log.log_end_offset)
+            if info.leader == self.node_id:
+                if part.log.latest_epoch != info.leader_epoch:
+                    part.log.maybe_assign_epoch_start_offset(info.leader_epoch, part.log.log_end_offset)
+                # Partition.makeLeader: the ISR may be down to the leader, so the HW moves at once
+                # (after an unclean restart the checkpointed HW is stale)
+                self.maybe_advance_high_watermark(part)
 
     def _open_log(self, tp: tuple[str, int], topic_id: bytes, now: int) -> Log:
         try:

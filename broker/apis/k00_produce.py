@@ -121,7 +121,8 @@ async def _append(ctx, part, records, slot: PartitionProduceResponse, req: Produ
     buf = records
     if needs_record_pass(records, cfg.compact, cfg.compression_type):
         try:
-            buf = await asyncio.to_thread(record_pass, bytes(records), cfg.compact, cfg.compression_type)
+            buf = await asyncio.to_thread(record_pass, bytes(records), cfg.compact, cfg.compression_type,
+                                          f"{part.topic}-{part.index}")
         except InvalidRecordError as exc:
             exc.record_level = True  # LogValidator's RecordValidationException
             raise

@@ -87,7 +87,7 @@ class BrokerProcess:
         args = [*ODRADEK, "serve", "--config", str(REPO / "config" / "single-node.yaml"),
                 "--override", "listeners=PLAINTEXT://127.0.0.1:0",
                 "--override", "advertised.listeners=PLAINTEXT://127.0.0.1:0",
-                "--override", f"log.dirs={self.data_dir}"]
+                "--override", f"log.dirs={self.data_dir}", "--override", "metrics.prometheus.listener="]
         for k, v in self.overrides.items():
             args += ["--override", f"{k}={v}"]
         self.starts += 1
