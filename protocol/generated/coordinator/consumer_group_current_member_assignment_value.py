@@ -44,6 +44,9 @@ def _dec_TopicPartitions_v0(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -95,6 +98,9 @@ def _dec_ConsumerGroupCurrentMemberAssignmentValue_v0(mv, pos):
     v_assigned_partitions_n = mv[pos]
     if v_assigned_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_assigned_partitions_n = (v_assigned_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_assigned_partitions_n, pos = read_uvarint(mv, pos)
     v_assigned_partitions_n -= 1
@@ -110,6 +116,9 @@ def _dec_ConsumerGroupCurrentMemberAssignmentValue_v0(mv, pos):
     v_partitions_pending_revocation_n = mv[pos]
     if v_partitions_pending_revocation_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_pending_revocation_n = (v_partitions_pending_revocation_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_pending_revocation_n, pos = read_uvarint(mv, pos)
     v_partitions_pending_revocation_n -= 1

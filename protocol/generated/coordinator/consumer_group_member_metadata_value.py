@@ -54,6 +54,9 @@ def _dec_ClassicProtocol_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -67,6 +70,9 @@ def _dec_ClassicProtocol_v0(mv, pos):
     v_metadata_n = mv[pos]
     if v_metadata_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_metadata_n = (v_metadata_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_metadata_n, pos = read_uvarint(mv, pos)
     v_metadata_n -= 1
@@ -128,6 +134,9 @@ def _dec_ClassicMemberMetadata_v0(mv, pos):
     v_supported_protocols_n = mv[pos]
     if v_supported_protocols_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_supported_protocols_n = (v_supported_protocols_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_supported_protocols_n, pos = read_uvarint(mv, pos)
     v_supported_protocols_n -= 1
@@ -180,6 +189,9 @@ def _dec_ConsumerGroupMemberMetadataValue_v0(mv, pos):
     v_instance_id_n = mv[pos]
     if v_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_instance_id_n = (v_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_instance_id_n, pos = read_uvarint(mv, pos)
     v_instance_id_n -= 1
@@ -193,6 +205,9 @@ def _dec_ConsumerGroupMemberMetadataValue_v0(mv, pos):
     v_rack_id_n = mv[pos]
     if v_rack_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_id_n = (v_rack_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_id_n, pos = read_uvarint(mv, pos)
     v_rack_id_n -= 1
@@ -206,6 +221,9 @@ def _dec_ConsumerGroupMemberMetadataValue_v0(mv, pos):
     v_client_id_n = mv[pos]
     if v_client_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_client_id_n = (v_client_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_client_id_n, pos = read_uvarint(mv, pos)
     v_client_id_n -= 1
@@ -219,6 +237,9 @@ def _dec_ConsumerGroupMemberMetadataValue_v0(mv, pos):
     v_client_host_n = mv[pos]
     if v_client_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_client_host_n = (v_client_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_client_host_n, pos = read_uvarint(mv, pos)
     v_client_host_n -= 1
@@ -232,6 +253,9 @@ def _dec_ConsumerGroupMemberMetadataValue_v0(mv, pos):
     v_subscribed_topic_names_n = mv[pos]
     if v_subscribed_topic_names_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_subscribed_topic_names_n = (v_subscribed_topic_names_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_subscribed_topic_names_n, pos = read_uvarint(mv, pos)
     v_subscribed_topic_names_n -= 1
@@ -245,6 +269,9 @@ def _dec_ConsumerGroupMemberMetadataValue_v0(mv, pos):
             v_subscribed_topic_names_e_n = mv[pos]
             if v_subscribed_topic_names_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_subscribed_topic_names_e_n = (v_subscribed_topic_names_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_subscribed_topic_names_e_n, pos = read_uvarint(mv, pos)
             v_subscribed_topic_names_e_n -= 1
@@ -259,6 +286,9 @@ def _dec_ConsumerGroupMemberMetadataValue_v0(mv, pos):
     v_subscribed_topic_regex_n = mv[pos]
     if v_subscribed_topic_regex_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_subscribed_topic_regex_n = (v_subscribed_topic_regex_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_subscribed_topic_regex_n, pos = read_uvarint(mv, pos)
     v_subscribed_topic_regex_n -= 1
@@ -274,6 +304,9 @@ def _dec_ConsumerGroupMemberMetadataValue_v0(mv, pos):
     v_server_assignor_n = mv[pos]
     if v_server_assignor_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_server_assignor_n = (v_server_assignor_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_server_assignor_n, pos = read_uvarint(mv, pos)
     v_server_assignor_n -= 1
@@ -399,14 +432,14 @@ def _enc_ConsumerGroupMemberMetadataValue_v0(m, buf, parts):
             buf += uvarint(n17)
         buf += s16
     items = list(m.unknown_tagged_fields) if m.unknown_tagged_fields else []
-    if m.classic_member_metadata != ClassicMemberMetadata():
+    if type(d18 := m.classic_member_metadata) is not ClassicMemberMetadata or d18.session_timeout_ms != 0 or d18.supported_protocols != [] or d18.unknown_tagged_fields is not None:
         tb = bytearray()
-        s18 = m.classic_member_metadata
-        if s18 is None:
+        s19 = m.classic_member_metadata
+        if s19 is None:
             tb.append(255)
         else:
             tb.append(1)
-            _enc_ClassicMemberMetadata_v0(s18, tb, parts)
+            _enc_ClassicMemberMetadata_v0(s19, tb, parts)
         items.append((0, tb))
     if items:
         write_tag_items(buf, items)

@@ -51,6 +51,9 @@ def _dec_PartitionMetadata_v0(mv, pos):
     v_racks_n = mv[pos]
     if v_racks_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_racks_n = (v_racks_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_racks_n, pos = read_uvarint(mv, pos)
     v_racks_n -= 1
@@ -64,6 +67,9 @@ def _dec_PartitionMetadata_v0(mv, pos):
             v_racks_e_n = mv[pos]
             if v_racks_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_racks_e_n = (v_racks_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_racks_e_n, pos = read_uvarint(mv, pos)
             v_racks_e_n -= 1
@@ -127,6 +133,9 @@ def _dec_TopicMetadata_v0(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -142,6 +151,9 @@ def _dec_TopicMetadata_v0(mv, pos):
     v_partition_metadata_n = mv[pos]
     if v_partition_metadata_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_metadata_n = (v_partition_metadata_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_metadata_n, pos = read_uvarint(mv, pos)
     v_partition_metadata_n -= 1
@@ -206,6 +218,9 @@ def _dec_ConsumerGroupPartitionMetadataValue_v0(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1

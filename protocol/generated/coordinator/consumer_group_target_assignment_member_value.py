@@ -39,6 +39,9 @@ def _dec_TopicPartition_v0(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -88,6 +91,9 @@ def _dec_ConsumerGroupTargetAssignmentMemberValue_v0(mv, pos):
     v_topic_partitions_n = mv[pos]
     if v_topic_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_partitions_n = (v_topic_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_partitions_n, pos = read_uvarint(mv, pos)
     v_topic_partitions_n -= 1

@@ -634,6 +634,9 @@ def _dec_MemberMetadata_v4(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -647,6 +650,9 @@ def _dec_MemberMetadata_v4(mv, pos):
     v_group_instance_id_n = mv[pos]
     if v_group_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_instance_id_n = (v_group_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_instance_id_n, pos = read_uvarint(mv, pos)
     v_group_instance_id_n -= 1
@@ -660,6 +666,9 @@ def _dec_MemberMetadata_v4(mv, pos):
     v_client_id_n = mv[pos]
     if v_client_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_client_id_n = (v_client_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_client_id_n, pos = read_uvarint(mv, pos)
     v_client_id_n -= 1
@@ -673,6 +682,9 @@ def _dec_MemberMetadata_v4(mv, pos):
     v_client_host_n = mv[pos]
     if v_client_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_client_host_n = (v_client_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_client_host_n, pos = read_uvarint(mv, pos)
     v_client_host_n -= 1
@@ -688,6 +700,9 @@ def _dec_MemberMetadata_v4(mv, pos):
     v_subscription_n = mv[pos]
     if v_subscription_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_subscription_n = (v_subscription_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_subscription_n, pos = read_uvarint(mv, pos)
     v_subscription_n -= 1
@@ -701,6 +716,9 @@ def _dec_MemberMetadata_v4(mv, pos):
     v_assignment_n = mv[pos]
     if v_assignment_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_assignment_n = (v_assignment_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_assignment_n, pos = read_uvarint(mv, pos)
     v_assignment_n -= 1
@@ -804,6 +822,9 @@ def _dec_GroupMetadataValue_v4(mv, pos):
     v_protocol_type_n = mv[pos]
     if v_protocol_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_type_n = (v_protocol_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_type_n, pos = read_uvarint(mv, pos)
     v_protocol_type_n -= 1
@@ -819,6 +840,9 @@ def _dec_GroupMetadataValue_v4(mv, pos):
     v_protocol_n = mv[pos]
     if v_protocol_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_n = (v_protocol_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_n, pos = read_uvarint(mv, pos)
     v_protocol_n -= 1
@@ -832,6 +856,9 @@ def _dec_GroupMetadataValue_v4(mv, pos):
     v_leader_n = mv[pos]
     if v_leader_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_leader_n = (v_leader_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_leader_n, pos = read_uvarint(mv, pos)
     v_leader_n -= 1
@@ -847,6 +874,9 @@ def _dec_GroupMetadataValue_v4(mv, pos):
     v_members_n = mv[pos]
     if v_members_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_members_n = (v_members_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_members_n, pos = read_uvarint(mv, pos)
     v_members_n -= 1

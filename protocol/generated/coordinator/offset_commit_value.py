@@ -121,6 +121,9 @@ def _dec_OffsetCommitValue_v4(mv, pos):
     v_metadata_n = mv[pos]
     if v_metadata_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_metadata_n = (v_metadata_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_metadata_n, pos = read_uvarint(mv, pos)
     v_metadata_n -= 1

@@ -116,6 +116,9 @@ def _dec_PartitionsSchema_v1(mv, pos):
     v_topic_n = mv[pos]
     if v_topic_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_n = (v_topic_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_n, pos = read_uvarint(mv, pos)
     v_topic_n -= 1
@@ -129,6 +132,9 @@ def _dec_PartitionsSchema_v1(mv, pos):
     v_partition_ids_n = mv[pos]
     if v_partition_ids_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_ids_n = (v_partition_ids_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_ids_n, pos = read_uvarint(mv, pos)
     v_partition_ids_n -= 1
@@ -190,6 +196,9 @@ def _dec_TransactionLogValue_v1(mv, pos):
     v_transaction_partitions_n = mv[pos]
     if v_transaction_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_transaction_partitions_n = (v_transaction_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_transaction_partitions_n, pos = read_uvarint(mv, pos)
     v_transaction_partitions_n -= 1

@@ -136,6 +136,9 @@ def _dec_AddPartitionsToTxnTopic_v3(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -149,6 +152,9 @@ def _dec_AddPartitionsToTxnTopic_v3(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -208,6 +214,9 @@ def _dec_AddPartitionsToTxnRequest_v3(mv, pos):
     v_v3_and_below_transactional_id_n = mv[pos]
     if v_v3_and_below_transactional_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_v3_and_below_transactional_id_n = (v_v3_and_below_transactional_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_v3_and_below_transactional_id_n, pos = read_uvarint(mv, pos)
     v_v3_and_below_transactional_id_n -= 1
@@ -223,6 +232,9 @@ def _dec_AddPartitionsToTxnRequest_v3(mv, pos):
     v_v3_and_below_topics_n = mv[pos]
     if v_v3_and_below_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_v3_and_below_topics_n = (v_v3_and_below_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_v3_and_below_topics_n, pos = read_uvarint(mv, pos)
     v_v3_and_below_topics_n -= 1
@@ -286,6 +298,9 @@ def _dec_AddPartitionsToTxnTransaction_v4(mv, pos):
     v_transactional_id_n = mv[pos]
     if v_transactional_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_transactional_id_n = (v_transactional_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_transactional_id_n, pos = read_uvarint(mv, pos)
     v_transactional_id_n -= 1
@@ -301,6 +316,9 @@ def _dec_AddPartitionsToTxnTransaction_v4(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -364,6 +382,9 @@ def _dec_AddPartitionsToTxnRequest_v4(mv, pos):
     v_transactions_n = mv[pos]
     if v_transactions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_transactions_n = (v_transactions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_transactions_n, pos = read_uvarint(mv, pos)
     v_transactions_n -= 1

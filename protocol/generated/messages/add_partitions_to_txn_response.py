@@ -164,6 +164,9 @@ def _dec_AddPartitionsToTxnTopicResult_v3(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -177,6 +180,9 @@ def _dec_AddPartitionsToTxnTopicResult_v3(mv, pos):
     v_results_by_partition_n = mv[pos]
     if v_results_by_partition_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_results_by_partition_n = (v_results_by_partition_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_results_by_partition_n, pos = read_uvarint(mv, pos)
     v_results_by_partition_n -= 1
@@ -241,6 +247,9 @@ def _dec_AddPartitionsToTxnResponse_v3(mv, pos):
     v_results_by_topic_v3_and_below_n = mv[pos]
     if v_results_by_topic_v3_and_below_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_results_by_topic_v3_and_below_n = (v_results_by_topic_v3_and_below_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_results_by_topic_v3_and_below_n, pos = read_uvarint(mv, pos)
     v_results_by_topic_v3_and_below_n -= 1
@@ -293,6 +302,9 @@ def _dec_AddPartitionsToTxnResult_v4(mv, pos):
     v_transactional_id_n = mv[pos]
     if v_transactional_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_transactional_id_n = (v_transactional_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_transactional_id_n, pos = read_uvarint(mv, pos)
     v_transactional_id_n -= 1
@@ -306,6 +318,9 @@ def _dec_AddPartitionsToTxnResult_v4(mv, pos):
     v_topic_results_n = mv[pos]
     if v_topic_results_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_results_n = (v_topic_results_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_results_n, pos = read_uvarint(mv, pos)
     v_topic_results_n -= 1
@@ -370,6 +385,9 @@ def _dec_AddPartitionsToTxnResponse_v4(mv, pos):
     v_results_by_transaction_n = mv[pos]
     if v_results_by_transaction_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_results_by_transaction_n = (v_results_by_transaction_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_results_by_transaction_n, pos = read_uvarint(mv, pos)
     v_results_by_transaction_n -= 1

@@ -192,6 +192,9 @@ def _dec_EntityData_v1(mv, pos):
     v_entity_type_n = mv[pos]
     if v_entity_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_entity_type_n = (v_entity_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_entity_type_n, pos = read_uvarint(mv, pos)
     v_entity_type_n -= 1
@@ -205,6 +208,9 @@ def _dec_EntityData_v1(mv, pos):
     v_entity_name_n = mv[pos]
     if v_entity_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_entity_name_n = (v_entity_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_entity_name_n, pos = read_uvarint(mv, pos)
     v_entity_name_n -= 1
@@ -265,6 +271,9 @@ def _dec_OpData_v1(mv, pos):
     v_key_n = mv[pos]
     if v_key_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_key_n = (v_key_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_key_n, pos = read_uvarint(mv, pos)
     v_key_n -= 1
@@ -317,6 +326,9 @@ def _dec_EntryData_v1(mv, pos):
     v_entity_n = mv[pos]
     if v_entity_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_entity_n = (v_entity_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_entity_n, pos = read_uvarint(mv, pos)
     v_entity_n -= 1
@@ -332,6 +344,9 @@ def _dec_EntryData_v1(mv, pos):
     v_ops_n = mv[pos]
     if v_ops_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_ops_n = (v_ops_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_ops_n, pos = read_uvarint(mv, pos)
     v_ops_n -= 1
@@ -394,6 +409,9 @@ def _dec_AlterClientQuotasRequest_v1(mv, pos):
     v_entries_n = mv[pos]
     if v_entries_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_entries_n = (v_entries_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_entries_n, pos = read_uvarint(mv, pos)
     v_entries_n -= 1

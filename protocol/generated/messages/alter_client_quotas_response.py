@@ -157,6 +157,9 @@ def _dec_EntityData_v1(mv, pos):
     v_entity_type_n = mv[pos]
     if v_entity_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_entity_type_n = (v_entity_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_entity_type_n, pos = read_uvarint(mv, pos)
     v_entity_type_n -= 1
@@ -170,6 +173,9 @@ def _dec_EntityData_v1(mv, pos):
     v_entity_name_n = mv[pos]
     if v_entity_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_entity_name_n = (v_entity_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_entity_name_n, pos = read_uvarint(mv, pos)
     v_entity_name_n -= 1
@@ -232,6 +238,9 @@ def _dec_EntryData_v1(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -245,6 +254,9 @@ def _dec_EntryData_v1(mv, pos):
     v_entity_n = mv[pos]
     if v_entity_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_entity_n = (v_entity_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_entity_n, pos = read_uvarint(mv, pos)
     v_entity_n -= 1
@@ -310,6 +322,9 @@ def _dec_AlterClientQuotasResponse_v1(mv, pos):
     v_entries_n = mv[pos]
     if v_entries_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_entries_n = (v_entries_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_entries_n, pos = read_uvarint(mv, pos)
     v_entries_n -= 1

@@ -148,6 +148,9 @@ def _dec_AlterReplicaLogDirTopic_v2(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -161,6 +164,9 @@ def _dec_AlterReplicaLogDirTopic_v2(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -220,6 +226,9 @@ def _dec_AlterReplicaLogDir_v2(mv, pos):
     v_path_n = mv[pos]
     if v_path_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_path_n = (v_path_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_path_n, pos = read_uvarint(mv, pos)
     v_path_n -= 1
@@ -233,6 +242,9 @@ def _dec_AlterReplicaLogDir_v2(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -295,6 +307,9 @@ def _dec_AlterReplicaLogDirsRequest_v2(mv, pos):
     v_dirs_n = mv[pos]
     if v_dirs_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_dirs_n = (v_dirs_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_dirs_n, pos = read_uvarint(mv, pos)
     v_dirs_n -= 1

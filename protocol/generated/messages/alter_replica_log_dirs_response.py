@@ -153,6 +153,9 @@ def _dec_AlterReplicaLogDirTopicResult_v2(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -166,6 +169,9 @@ def _dec_AlterReplicaLogDirTopicResult_v2(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -230,6 +236,9 @@ def _dec_AlterReplicaLogDirsResponse_v2(mv, pos):
     v_results_n = mv[pos]
     if v_results_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_results_n = (v_results_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_results_n, pos = read_uvarint(mv, pos)
     v_results_n -= 1

@@ -51,6 +51,9 @@ def _dec_ScramCredentialDeletion_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -103,6 +106,9 @@ def _dec_ScramCredentialUpsertion_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -118,6 +124,9 @@ def _dec_ScramCredentialUpsertion_v0(mv, pos):
     v_salt_n = mv[pos]
     if v_salt_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_salt_n = (v_salt_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_salt_n, pos = read_uvarint(mv, pos)
     v_salt_n -= 1
@@ -131,6 +140,9 @@ def _dec_ScramCredentialUpsertion_v0(mv, pos):
     v_salted_password_n = mv[pos]
     if v_salted_password_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_salted_password_n = (v_salted_password_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_salted_password_n, pos = read_uvarint(mv, pos)
     v_salted_password_n -= 1
@@ -201,6 +213,9 @@ def _dec_AlterUserScramCredentialsRequest_v0(mv, pos):
     v_deletions_n = mv[pos]
     if v_deletions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_deletions_n = (v_deletions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_deletions_n, pos = read_uvarint(mv, pos)
     v_deletions_n -= 1
@@ -216,6 +231,9 @@ def _dec_AlterUserScramCredentialsRequest_v0(mv, pos):
     v_upsertions_n = mv[pos]
     if v_upsertions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_upsertions_n = (v_upsertions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_upsertions_n, pos = read_uvarint(mv, pos)
     v_upsertions_n -= 1

@@ -35,6 +35,9 @@ def _dec_ApiVersionsRequest_v3(mv, pos):
     v_client_software_name_n = mv[pos]
     if v_client_software_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_client_software_name_n = (v_client_software_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_client_software_name_n, pos = read_uvarint(mv, pos)
     v_client_software_name_n -= 1
@@ -48,6 +51,9 @@ def _dec_ApiVersionsRequest_v3(mv, pos):
     v_client_software_version_n = mv[pos]
     if v_client_software_version_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_client_software_version_n = (v_client_software_version_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_client_software_version_n, pos = read_uvarint(mv, pos)
     v_client_software_version_n -= 1

@@ -163,6 +163,9 @@ def _dec_SupportedFeatureKey_v3(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -215,6 +218,9 @@ def _dec_FinalizedFeatureKey_v3(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -269,6 +275,9 @@ def _dec_ApiVersionsResponse_v3(mv, pos):
     v_api_keys_n = mv[pos]
     if v_api_keys_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_api_keys_n = (v_api_keys_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_api_keys_n, pos = read_uvarint(mv, pos)
     v_api_keys_n -= 1
@@ -302,6 +311,9 @@ def _dec_ApiVersionsResponse_v3(mv, pos):
                 v_supported_features_n = mv[pos]
                 if v_supported_features_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_supported_features_n = (v_supported_features_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_supported_features_n, pos = read_uvarint(mv, pos)
                 v_supported_features_n -= 1
@@ -321,6 +333,9 @@ def _dec_ApiVersionsResponse_v3(mv, pos):
                 v_finalized_features_n = mv[pos]
                 if v_finalized_features_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_finalized_features_n = (v_finalized_features_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_finalized_features_n, pos = read_uvarint(mv, pos)
                 v_finalized_features_n -= 1

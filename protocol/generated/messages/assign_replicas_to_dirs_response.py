@@ -88,6 +88,9 @@ def _dec_TopicData_v0(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -142,6 +145,9 @@ def _dec_DirectoryData_v0(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -196,6 +202,9 @@ def _dec_AssignReplicasToDirsResponse_v0(mv, pos):
     v_directories_n = mv[pos]
     if v_directories_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_directories_n = (v_directories_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_directories_n, pos = read_uvarint(mv, pos)
     v_directories_n -= 1

@@ -182,6 +182,9 @@ def _dec_TopicData_v1(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -195,6 +198,9 @@ def _dec_TopicData_v1(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -257,6 +263,9 @@ def _dec_LeaderEndpoint_v1(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -270,6 +279,9 @@ def _dec_LeaderEndpoint_v1(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -333,6 +345,9 @@ def _dec_BeginQuorumEpochRequest_v1(mv, pos):
     v_cluster_id_n = mv[pos]
     if v_cluster_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_cluster_id_n, pos = read_uvarint(mv, pos)
     v_cluster_id_n -= 1
@@ -348,6 +363,9 @@ def _dec_BeginQuorumEpochRequest_v1(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -363,6 +381,9 @@ def _dec_BeginQuorumEpochRequest_v1(mv, pos):
     v_leader_endpoints_n = mv[pos]
     if v_leader_endpoints_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_leader_endpoints_n = (v_leader_endpoints_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_leader_endpoints_n, pos = read_uvarint(mv, pos)
     v_leader_endpoints_n -= 1

@@ -77,6 +77,9 @@ def _dec_BrokerHeartbeatRequest_v1(mv, pos):
                 v_offline_log_dirs_n = mv[pos]
                 if v_offline_log_dirs_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_offline_log_dirs_n = (v_offline_log_dirs_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_offline_log_dirs_n, pos = read_uvarint(mv, pos)
                 v_offline_log_dirs_n -= 1

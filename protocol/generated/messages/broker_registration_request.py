@@ -62,6 +62,9 @@ def _dec_Listener_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -75,6 +78,9 @@ def _dec_Listener_v0(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -138,6 +144,9 @@ def _dec_Feature_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -192,6 +201,9 @@ def _dec_BrokerRegistrationRequest_v0(mv, pos):
     v_cluster_id_n = mv[pos]
     if v_cluster_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_cluster_id_n, pos = read_uvarint(mv, pos)
     v_cluster_id_n -= 1
@@ -207,6 +219,9 @@ def _dec_BrokerRegistrationRequest_v0(mv, pos):
     v_listeners_n = mv[pos]
     if v_listeners_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_listeners_n = (v_listeners_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_listeners_n, pos = read_uvarint(mv, pos)
     v_listeners_n -= 1
@@ -222,6 +237,9 @@ def _dec_BrokerRegistrationRequest_v0(mv, pos):
     v_features_n = mv[pos]
     if v_features_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_features_n = (v_features_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_features_n, pos = read_uvarint(mv, pos)
     v_features_n -= 1
@@ -237,6 +255,9 @@ def _dec_BrokerRegistrationRequest_v0(mv, pos):
     v_rack_n = mv[pos]
     if v_rack_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_n = (v_rack_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_n, pos = read_uvarint(mv, pos)
     v_rack_n -= 1
@@ -323,6 +344,9 @@ def _dec_BrokerRegistrationRequest_v1(mv, pos):
     v_cluster_id_n = mv[pos]
     if v_cluster_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_cluster_id_n, pos = read_uvarint(mv, pos)
     v_cluster_id_n -= 1
@@ -338,6 +362,9 @@ def _dec_BrokerRegistrationRequest_v1(mv, pos):
     v_listeners_n = mv[pos]
     if v_listeners_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_listeners_n = (v_listeners_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_listeners_n, pos = read_uvarint(mv, pos)
     v_listeners_n -= 1
@@ -353,6 +380,9 @@ def _dec_BrokerRegistrationRequest_v1(mv, pos):
     v_features_n = mv[pos]
     if v_features_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_features_n = (v_features_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_features_n, pos = read_uvarint(mv, pos)
     v_features_n -= 1
@@ -368,6 +398,9 @@ def _dec_BrokerRegistrationRequest_v1(mv, pos):
     v_rack_n = mv[pos]
     if v_rack_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_n = (v_rack_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_n, pos = read_uvarint(mv, pos)
     v_rack_n -= 1
@@ -457,6 +490,9 @@ def _dec_BrokerRegistrationRequest_v2(mv, pos):
     v_cluster_id_n = mv[pos]
     if v_cluster_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_cluster_id_n, pos = read_uvarint(mv, pos)
     v_cluster_id_n -= 1
@@ -472,6 +508,9 @@ def _dec_BrokerRegistrationRequest_v2(mv, pos):
     v_listeners_n = mv[pos]
     if v_listeners_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_listeners_n = (v_listeners_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_listeners_n, pos = read_uvarint(mv, pos)
     v_listeners_n -= 1
@@ -487,6 +526,9 @@ def _dec_BrokerRegistrationRequest_v2(mv, pos):
     v_features_n = mv[pos]
     if v_features_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_features_n = (v_features_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_features_n, pos = read_uvarint(mv, pos)
     v_features_n -= 1
@@ -502,6 +544,9 @@ def _dec_BrokerRegistrationRequest_v2(mv, pos):
     v_rack_n = mv[pos]
     if v_rack_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_n = (v_rack_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_n, pos = read_uvarint(mv, pos)
     v_rack_n -= 1
@@ -517,6 +562,9 @@ def _dec_BrokerRegistrationRequest_v2(mv, pos):
     v_log_dirs_n = mv[pos]
     if v_log_dirs_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_log_dirs_n = (v_log_dirs_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_log_dirs_n, pos = read_uvarint(mv, pos)
     v_log_dirs_n -= 1
@@ -618,6 +666,9 @@ def _dec_BrokerRegistrationRequest_v3(mv, pos):
     v_cluster_id_n = mv[pos]
     if v_cluster_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_cluster_id_n, pos = read_uvarint(mv, pos)
     v_cluster_id_n -= 1
@@ -633,6 +684,9 @@ def _dec_BrokerRegistrationRequest_v3(mv, pos):
     v_listeners_n = mv[pos]
     if v_listeners_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_listeners_n = (v_listeners_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_listeners_n, pos = read_uvarint(mv, pos)
     v_listeners_n -= 1
@@ -648,6 +702,9 @@ def _dec_BrokerRegistrationRequest_v3(mv, pos):
     v_features_n = mv[pos]
     if v_features_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_features_n = (v_features_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_features_n, pos = read_uvarint(mv, pos)
     v_features_n -= 1
@@ -663,6 +720,9 @@ def _dec_BrokerRegistrationRequest_v3(mv, pos):
     v_rack_n = mv[pos]
     if v_rack_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_n = (v_rack_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_n, pos = read_uvarint(mv, pos)
     v_rack_n -= 1
@@ -678,6 +738,9 @@ def _dec_BrokerRegistrationRequest_v3(mv, pos):
     v_log_dirs_n = mv[pos]
     if v_log_dirs_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_log_dirs_n = (v_log_dirs_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_log_dirs_n, pos = read_uvarint(mv, pos)
     v_log_dirs_n -= 1

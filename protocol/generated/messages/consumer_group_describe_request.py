@@ -29,6 +29,9 @@ def _dec_ConsumerGroupDescribeRequest_v0(mv, pos):
     v_group_ids_n = mv[pos]
     if v_group_ids_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_ids_n = (v_group_ids_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_ids_n, pos = read_uvarint(mv, pos)
     v_group_ids_n -= 1
@@ -42,6 +45,9 @@ def _dec_ConsumerGroupDescribeRequest_v0(mv, pos):
             v_group_ids_e_n = mv[pos]
             if v_group_ids_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_group_ids_e_n = (v_group_ids_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_group_ids_e_n, pos = read_uvarint(mv, pos)
             v_group_ids_e_n -= 1

@@ -85,6 +85,9 @@ def _dec_TopicPartitions_v0(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -98,6 +101,9 @@ def _dec_TopicPartitions_v0(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -158,6 +164,9 @@ def _dec_Assignment_v0(mv, pos):
     v_topic_partitions_n = mv[pos]
     if v_topic_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_partitions_n = (v_topic_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_partitions_n, pos = read_uvarint(mv, pos)
     v_topic_partitions_n -= 1
@@ -209,6 +218,9 @@ def _dec_Member_v0(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -222,6 +234,9 @@ def _dec_Member_v0(mv, pos):
     v_instance_id_n = mv[pos]
     if v_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_instance_id_n = (v_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_instance_id_n, pos = read_uvarint(mv, pos)
     v_instance_id_n -= 1
@@ -235,6 +250,9 @@ def _dec_Member_v0(mv, pos):
     v_rack_id_n = mv[pos]
     if v_rack_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_id_n = (v_rack_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_id_n, pos = read_uvarint(mv, pos)
     v_rack_id_n -= 1
@@ -250,6 +268,9 @@ def _dec_Member_v0(mv, pos):
     v_client_id_n = mv[pos]
     if v_client_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_client_id_n = (v_client_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_client_id_n, pos = read_uvarint(mv, pos)
     v_client_id_n -= 1
@@ -263,6 +284,9 @@ def _dec_Member_v0(mv, pos):
     v_client_host_n = mv[pos]
     if v_client_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_client_host_n = (v_client_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_client_host_n, pos = read_uvarint(mv, pos)
     v_client_host_n -= 1
@@ -276,6 +300,9 @@ def _dec_Member_v0(mv, pos):
     v_subscribed_topic_names_n = mv[pos]
     if v_subscribed_topic_names_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_subscribed_topic_names_n = (v_subscribed_topic_names_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_subscribed_topic_names_n, pos = read_uvarint(mv, pos)
     v_subscribed_topic_names_n -= 1
@@ -289,6 +316,9 @@ def _dec_Member_v0(mv, pos):
             v_subscribed_topic_names_e_n = mv[pos]
             if v_subscribed_topic_names_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_subscribed_topic_names_e_n = (v_subscribed_topic_names_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_subscribed_topic_names_e_n, pos = read_uvarint(mv, pos)
             v_subscribed_topic_names_e_n -= 1
@@ -303,6 +333,9 @@ def _dec_Member_v0(mv, pos):
     v_subscribed_topic_regex_n = mv[pos]
     if v_subscribed_topic_regex_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_subscribed_topic_regex_n = (v_subscribed_topic_regex_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_subscribed_topic_regex_n, pos = read_uvarint(mv, pos)
     v_subscribed_topic_regex_n -= 1
@@ -435,6 +468,9 @@ def _dec_DescribedGroup_v0(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -448,6 +484,9 @@ def _dec_DescribedGroup_v0(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -461,6 +500,9 @@ def _dec_DescribedGroup_v0(mv, pos):
     v_group_state_n = mv[pos]
     if v_group_state_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_state_n = (v_group_state_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_state_n, pos = read_uvarint(mv, pos)
     v_group_state_n -= 1
@@ -476,6 +518,9 @@ def _dec_DescribedGroup_v0(mv, pos):
     v_assignor_name_n = mv[pos]
     if v_assignor_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_assignor_name_n = (v_assignor_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_assignor_name_n, pos = read_uvarint(mv, pos)
     v_assignor_name_n -= 1
@@ -489,6 +534,9 @@ def _dec_DescribedGroup_v0(mv, pos):
     v_members_n = mv[pos]
     if v_members_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_members_n = (v_members_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_members_n, pos = read_uvarint(mv, pos)
     v_members_n -= 1
@@ -591,6 +639,9 @@ def _dec_ConsumerGroupDescribeResponse_v0(mv, pos):
     v_groups_n = mv[pos]
     if v_groups_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_groups_n = (v_groups_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_groups_n, pos = read_uvarint(mv, pos)
     v_groups_n -= 1

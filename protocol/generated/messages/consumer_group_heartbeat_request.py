@@ -49,6 +49,9 @@ def _dec_TopicPartitions_v0(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -98,6 +101,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -111,6 +117,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -126,6 +135,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(mv, pos):
     v_instance_id_n = mv[pos]
     if v_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_instance_id_n = (v_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_instance_id_n, pos = read_uvarint(mv, pos)
     v_instance_id_n -= 1
@@ -139,6 +151,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(mv, pos):
     v_rack_id_n = mv[pos]
     if v_rack_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_id_n = (v_rack_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_id_n, pos = read_uvarint(mv, pos)
     v_rack_id_n -= 1
@@ -154,6 +169,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(mv, pos):
     v_subscribed_topic_names_n = mv[pos]
     if v_subscribed_topic_names_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_subscribed_topic_names_n = (v_subscribed_topic_names_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_subscribed_topic_names_n, pos = read_uvarint(mv, pos)
     v_subscribed_topic_names_n -= 1
@@ -167,6 +185,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(mv, pos):
             v_subscribed_topic_names_e_n = mv[pos]
             if v_subscribed_topic_names_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_subscribed_topic_names_e_n = (v_subscribed_topic_names_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_subscribed_topic_names_e_n, pos = read_uvarint(mv, pos)
             v_subscribed_topic_names_e_n -= 1
@@ -181,6 +202,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(mv, pos):
     v_server_assignor_n = mv[pos]
     if v_server_assignor_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_server_assignor_n = (v_server_assignor_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_server_assignor_n, pos = read_uvarint(mv, pos)
     v_server_assignor_n -= 1
@@ -194,6 +218,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(mv, pos):
     v_topic_partitions_n = mv[pos]
     if v_topic_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_partitions_n = (v_topic_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_partitions_n, pos = read_uvarint(mv, pos)
     v_topic_partitions_n -= 1
@@ -323,6 +350,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -336,6 +366,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -351,6 +384,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(mv, pos):
     v_instance_id_n = mv[pos]
     if v_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_instance_id_n = (v_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_instance_id_n, pos = read_uvarint(mv, pos)
     v_instance_id_n -= 1
@@ -364,6 +400,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(mv, pos):
     v_rack_id_n = mv[pos]
     if v_rack_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_id_n = (v_rack_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_id_n, pos = read_uvarint(mv, pos)
     v_rack_id_n -= 1
@@ -379,6 +418,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(mv, pos):
     v_subscribed_topic_names_n = mv[pos]
     if v_subscribed_topic_names_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_subscribed_topic_names_n = (v_subscribed_topic_names_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_subscribed_topic_names_n, pos = read_uvarint(mv, pos)
     v_subscribed_topic_names_n -= 1
@@ -392,6 +434,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(mv, pos):
             v_subscribed_topic_names_e_n = mv[pos]
             if v_subscribed_topic_names_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_subscribed_topic_names_e_n = (v_subscribed_topic_names_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_subscribed_topic_names_e_n, pos = read_uvarint(mv, pos)
             v_subscribed_topic_names_e_n -= 1
@@ -406,6 +451,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(mv, pos):
     v_subscribed_topic_regex_n = mv[pos]
     if v_subscribed_topic_regex_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_subscribed_topic_regex_n = (v_subscribed_topic_regex_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_subscribed_topic_regex_n, pos = read_uvarint(mv, pos)
     v_subscribed_topic_regex_n -= 1
@@ -419,6 +467,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(mv, pos):
     v_server_assignor_n = mv[pos]
     if v_server_assignor_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_server_assignor_n = (v_server_assignor_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_server_assignor_n, pos = read_uvarint(mv, pos)
     v_server_assignor_n -= 1
@@ -432,6 +483,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(mv, pos):
     v_topic_partitions_n = mv[pos]
     if v_topic_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_partitions_n = (v_topic_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_partitions_n, pos = read_uvarint(mv, pos)
     v_topic_partitions_n -= 1

@@ -91,6 +91,9 @@ def _dec_RemainingPartition_v3(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -145,6 +148,9 @@ def _dec_ControlledShutdownResponse_v3(mv, pos):
     v_remaining_partitions_n = mv[pos]
     if v_remaining_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_remaining_partitions_n = (v_remaining_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_remaining_partitions_n, pos = read_uvarint(mv, pos)
     v_remaining_partitions_n -= 1

@@ -55,6 +55,9 @@ def _dec_Listener_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -68,6 +71,9 @@ def _dec_Listener_v0(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -131,6 +137,9 @@ def _dec_Feature_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -185,6 +194,9 @@ def _dec_ControllerRegistrationRequest_v0(mv, pos):
     v_listeners_n = mv[pos]
     if v_listeners_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_listeners_n = (v_listeners_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_listeners_n, pos = read_uvarint(mv, pos)
     v_listeners_n -= 1
@@ -200,6 +212,9 @@ def _dec_ControllerRegistrationRequest_v0(mv, pos):
     v_features_n = mv[pos]
     if v_features_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_features_n = (v_features_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_features_n, pos = read_uvarint(mv, pos)
     v_features_n -= 1

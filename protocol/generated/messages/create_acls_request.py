@@ -218,6 +218,9 @@ def _dec_AclCreation_v2(mv, pos):
     v_resource_name_n = mv[pos]
     if v_resource_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_resource_name_n = (v_resource_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_resource_name_n, pos = read_uvarint(mv, pos)
     v_resource_name_n -= 1
@@ -233,6 +236,9 @@ def _dec_AclCreation_v2(mv, pos):
     v_principal_n = mv[pos]
     if v_principal_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_n = (v_principal_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_n, pos = read_uvarint(mv, pos)
     v_principal_n -= 1
@@ -246,6 +252,9 @@ def _dec_AclCreation_v2(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -322,6 +331,9 @@ def _dec_CreateAclsRequest_v2(mv, pos):
     v_creations_n = mv[pos]
     if v_creations_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_creations_n = (v_creations_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_creations_n, pos = read_uvarint(mv, pos)
     v_creations_n -= 1

@@ -107,6 +107,9 @@ def _dec_CreatableRenewers_v2(mv, pos):
     v_principal_type_n = mv[pos]
     if v_principal_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_type_n = (v_principal_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_type_n, pos = read_uvarint(mv, pos)
     v_principal_type_n -= 1
@@ -120,6 +123,9 @@ def _dec_CreatableRenewers_v2(mv, pos):
     v_principal_name_n = mv[pos]
     if v_principal_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_name_n = (v_principal_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_name_n, pos = read_uvarint(mv, pos)
     v_principal_name_n -= 1
@@ -180,6 +186,9 @@ def _dec_CreateDelegationTokenRequest_v2(mv, pos):
     v_renewers_n = mv[pos]
     if v_renewers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_renewers_n = (v_renewers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_renewers_n, pos = read_uvarint(mv, pos)
     v_renewers_n -= 1
@@ -234,6 +243,9 @@ def _dec_CreateDelegationTokenRequest_v3(mv, pos):
     v_owner_principal_type_n = mv[pos]
     if v_owner_principal_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_owner_principal_type_n = (v_owner_principal_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_owner_principal_type_n, pos = read_uvarint(mv, pos)
     v_owner_principal_type_n -= 1
@@ -247,6 +259,9 @@ def _dec_CreateDelegationTokenRequest_v3(mv, pos):
     v_owner_principal_name_n = mv[pos]
     if v_owner_principal_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_owner_principal_name_n = (v_owner_principal_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_owner_principal_name_n, pos = read_uvarint(mv, pos)
     v_owner_principal_name_n -= 1
@@ -260,6 +275,9 @@ def _dec_CreateDelegationTokenRequest_v3(mv, pos):
     v_renewers_n = mv[pos]
     if v_renewers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_renewers_n = (v_renewers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_renewers_n, pos = read_uvarint(mv, pos)
     v_renewers_n -= 1

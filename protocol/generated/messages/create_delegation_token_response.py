@@ -120,6 +120,9 @@ def _dec_CreateDelegationTokenResponse_v2(mv, pos):
     v_principal_type_n = mv[pos]
     if v_principal_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_type_n = (v_principal_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_type_n, pos = read_uvarint(mv, pos)
     v_principal_type_n -= 1
@@ -133,6 +136,9 @@ def _dec_CreateDelegationTokenResponse_v2(mv, pos):
     v_principal_name_n = mv[pos]
     if v_principal_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_name_n = (v_principal_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_name_n, pos = read_uvarint(mv, pos)
     v_principal_name_n -= 1
@@ -148,6 +154,9 @@ def _dec_CreateDelegationTokenResponse_v2(mv, pos):
     v_token_id_n = mv[pos]
     if v_token_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_token_id_n = (v_token_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_token_id_n, pos = read_uvarint(mv, pos)
     v_token_id_n -= 1
@@ -161,6 +170,9 @@ def _dec_CreateDelegationTokenResponse_v2(mv, pos):
     v_hmac_n = mv[pos]
     if v_hmac_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_hmac_n = (v_hmac_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_hmac_n, pos = read_uvarint(mv, pos)
     v_hmac_n -= 1
@@ -249,6 +261,9 @@ def _dec_CreateDelegationTokenResponse_v3(mv, pos):
     v_principal_type_n = mv[pos]
     if v_principal_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_type_n = (v_principal_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_type_n, pos = read_uvarint(mv, pos)
     v_principal_type_n -= 1
@@ -262,6 +277,9 @@ def _dec_CreateDelegationTokenResponse_v3(mv, pos):
     v_principal_name_n = mv[pos]
     if v_principal_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_name_n = (v_principal_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_name_n, pos = read_uvarint(mv, pos)
     v_principal_name_n -= 1
@@ -275,6 +293,9 @@ def _dec_CreateDelegationTokenResponse_v3(mv, pos):
     v_token_requester_principal_type_n = mv[pos]
     if v_token_requester_principal_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_token_requester_principal_type_n = (v_token_requester_principal_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_token_requester_principal_type_n, pos = read_uvarint(mv, pos)
     v_token_requester_principal_type_n -= 1
@@ -288,6 +309,9 @@ def _dec_CreateDelegationTokenResponse_v3(mv, pos):
     v_token_requester_principal_name_n = mv[pos]
     if v_token_requester_principal_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_token_requester_principal_name_n = (v_token_requester_principal_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_token_requester_principal_name_n, pos = read_uvarint(mv, pos)
     v_token_requester_principal_name_n -= 1
@@ -303,6 +327,9 @@ def _dec_CreateDelegationTokenResponse_v3(mv, pos):
     v_token_id_n = mv[pos]
     if v_token_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_token_id_n = (v_token_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_token_id_n, pos = read_uvarint(mv, pos)
     v_token_id_n -= 1
@@ -316,6 +343,9 @@ def _dec_CreateDelegationTokenResponse_v3(mv, pos):
     v_hmac_n = mv[pos]
     if v_hmac_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_hmac_n = (v_hmac_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_hmac_n, pos = read_uvarint(mv, pos)
     v_hmac_n -= 1

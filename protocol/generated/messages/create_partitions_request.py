@@ -141,6 +141,9 @@ def _dec_CreatePartitionsAssignment_v2(mv, pos):
     v_broker_ids_n = mv[pos]
     if v_broker_ids_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_broker_ids_n = (v_broker_ids_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_broker_ids_n, pos = read_uvarint(mv, pos)
     v_broker_ids_n -= 1
@@ -189,6 +192,9 @@ def _dec_CreatePartitionsTopic_v2(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -204,6 +210,9 @@ def _dec_CreatePartitionsTopic_v2(mv, pos):
     v_assignments_n = mv[pos]
     if v_assignments_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_assignments_n = (v_assignments_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_assignments_n, pos = read_uvarint(mv, pos)
     v_assignments_n -= 1
@@ -267,6 +276,9 @@ def _dec_CreatePartitionsRequest_v2(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1

@@ -242,6 +242,9 @@ def _dec_CreatableReplicaAssignment_v5(mv, pos):
     v_broker_ids_n = mv[pos]
     if v_broker_ids_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_broker_ids_n = (v_broker_ids_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_broker_ids_n, pos = read_uvarint(mv, pos)
     v_broker_ids_n -= 1
@@ -291,6 +294,9 @@ def _dec_CreatableTopicConfig_v5(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -304,6 +310,9 @@ def _dec_CreatableTopicConfig_v5(mv, pos):
     v_value_n = mv[pos]
     if v_value_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_value_n = (v_value_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_value_n, pos = read_uvarint(mv, pos)
     v_value_n -= 1
@@ -364,6 +373,9 @@ def _dec_CreatableTopic_v5(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -379,6 +391,9 @@ def _dec_CreatableTopic_v5(mv, pos):
     v_assignments_n = mv[pos]
     if v_assignments_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_assignments_n = (v_assignments_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_assignments_n, pos = read_uvarint(mv, pos)
     v_assignments_n -= 1
@@ -394,6 +409,9 @@ def _dec_CreatableTopic_v5(mv, pos):
     v_configs_n = mv[pos]
     if v_configs_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_configs_n = (v_configs_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_configs_n, pos = read_uvarint(mv, pos)
     v_configs_n -= 1
@@ -468,6 +486,9 @@ def _dec_CreateTopicsRequest_v5(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1

@@ -201,6 +201,9 @@ def _dec_CreatableTopicConfigs_v5(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -214,6 +217,9 @@ def _dec_CreatableTopicConfigs_v5(mv, pos):
     v_value_n = mv[pos]
     if v_value_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_value_n = (v_value_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_value_n, pos = read_uvarint(mv, pos)
     v_value_n -= 1
@@ -277,6 +283,9 @@ def _dec_CreatableTopicResult_v5(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -292,6 +301,9 @@ def _dec_CreatableTopicResult_v5(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -307,6 +319,9 @@ def _dec_CreatableTopicResult_v5(mv, pos):
     v_configs_n = mv[pos]
     if v_configs_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_configs_n = (v_configs_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_configs_n, pos = read_uvarint(mv, pos)
     v_configs_n -= 1
@@ -394,6 +409,9 @@ def _dec_CreateTopicsResponse_v5(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -446,6 +464,9 @@ def _dec_CreatableTopicResult_v7(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -461,6 +482,9 @@ def _dec_CreatableTopicResult_v7(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -476,6 +500,9 @@ def _dec_CreatableTopicResult_v7(mv, pos):
     v_configs_n = mv[pos]
     if v_configs_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_configs_n = (v_configs_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_configs_n, pos = read_uvarint(mv, pos)
     v_configs_n -= 1
@@ -563,6 +590,9 @@ def _dec_CreateTopicsResponse_v7(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1

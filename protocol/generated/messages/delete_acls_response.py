@@ -361,6 +361,9 @@ def _dec_DeleteAclsMatchingAcl_v2(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -376,6 +379,9 @@ def _dec_DeleteAclsMatchingAcl_v2(mv, pos):
     v_resource_name_n = mv[pos]
     if v_resource_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_resource_name_n = (v_resource_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_resource_name_n, pos = read_uvarint(mv, pos)
     v_resource_name_n -= 1
@@ -391,6 +397,9 @@ def _dec_DeleteAclsMatchingAcl_v2(mv, pos):
     v_principal_n = mv[pos]
     if v_principal_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_n = (v_principal_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_n, pos = read_uvarint(mv, pos)
     v_principal_n -= 1
@@ -404,6 +413,9 @@ def _dec_DeleteAclsMatchingAcl_v2(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -494,6 +506,9 @@ def _dec_DeleteAclsFilterResult_v2(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -507,6 +522,9 @@ def _dec_DeleteAclsFilterResult_v2(mv, pos):
     v_matching_acls_n = mv[pos]
     if v_matching_acls_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_matching_acls_n = (v_matching_acls_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_matching_acls_n, pos = read_uvarint(mv, pos)
     v_matching_acls_n -= 1
@@ -572,6 +590,9 @@ def _dec_DeleteAclsResponse_v2(mv, pos):
     v_filter_results_n = mv[pos]
     if v_filter_results_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_filter_results_n = (v_filter_results_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_filter_results_n, pos = read_uvarint(mv, pos)
     v_filter_results_n -= 1

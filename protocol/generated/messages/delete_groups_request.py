@@ -67,6 +67,9 @@ def _dec_DeleteGroupsRequest_v2(mv, pos):
     v_groups_names_n = mv[pos]
     if v_groups_names_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_groups_names_n = (v_groups_names_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_groups_names_n, pos = read_uvarint(mv, pos)
     v_groups_names_n -= 1
@@ -80,6 +83,9 @@ def _dec_DeleteGroupsRequest_v2(mv, pos):
             v_groups_names_e_n = mv[pos]
             if v_groups_names_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_groups_names_e_n = (v_groups_names_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_groups_names_e_n, pos = read_uvarint(mv, pos)
             v_groups_names_e_n -= 1

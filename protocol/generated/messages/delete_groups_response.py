@@ -91,6 +91,9 @@ def _dec_DeletableGroupResult_v2(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -145,6 +148,9 @@ def _dec_DeleteGroupsResponse_v2(mv, pos):
     v_results_n = mv[pos]
     if v_results_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_results_n = (v_results_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_results_n, pos = read_uvarint(mv, pos)
     v_results_n -= 1

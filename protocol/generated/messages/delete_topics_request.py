@@ -82,6 +82,9 @@ def _dec_DeleteTopicsRequest_v4(mv, pos):
     v_topic_names_n = mv[pos]
     if v_topic_names_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_names_n = (v_topic_names_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_names_n, pos = read_uvarint(mv, pos)
     v_topic_names_n -= 1
@@ -95,6 +98,9 @@ def _dec_DeleteTopicsRequest_v4(mv, pos):
             v_topic_names_e_n = mv[pos]
             if v_topic_names_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_topic_names_e_n = (v_topic_names_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_topic_names_e_n, pos = read_uvarint(mv, pos)
             v_topic_names_e_n -= 1
@@ -158,6 +164,9 @@ def _dec_DeleteTopicState_v6(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -210,6 +219,9 @@ def _dec_DeleteTopicsRequest_v6(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1

@@ -118,6 +118,9 @@ def _dec_DeletableTopicResult_v4(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -172,6 +175,9 @@ def _dec_DeleteTopicsResponse_v4(mv, pos):
     v_responses_n = mv[pos]
     if v_responses_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_responses_n = (v_responses_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_responses_n, pos = read_uvarint(mv, pos)
     v_responses_n -= 1
@@ -224,6 +230,9 @@ def _dec_DeletableTopicResult_v5(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -239,6 +248,9 @@ def _dec_DeletableTopicResult_v5(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -302,6 +314,9 @@ def _dec_DeleteTopicsResponse_v5(mv, pos):
     v_responses_n = mv[pos]
     if v_responses_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_responses_n = (v_responses_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_responses_n, pos = read_uvarint(mv, pos)
     v_responses_n -= 1
@@ -354,6 +369,9 @@ def _dec_DeletableTopicResult_v6(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -369,6 +387,9 @@ def _dec_DeletableTopicResult_v6(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -432,6 +453,9 @@ def _dec_DeleteTopicsResponse_v6(mv, pos):
     v_responses_n = mv[pos]
     if v_responses_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_responses_n = (v_responses_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_responses_n, pos = read_uvarint(mv, pos)
     v_responses_n -= 1

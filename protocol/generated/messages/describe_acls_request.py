@@ -161,6 +161,9 @@ def _dec_DescribeAclsRequest_v2(mv, pos):
     v_resource_name_filter_n = mv[pos]
     if v_resource_name_filter_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_resource_name_filter_n = (v_resource_name_filter_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_resource_name_filter_n, pos = read_uvarint(mv, pos)
     v_resource_name_filter_n -= 1
@@ -176,6 +179,9 @@ def _dec_DescribeAclsRequest_v2(mv, pos):
     v_principal_filter_n = mv[pos]
     if v_principal_filter_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_filter_n = (v_principal_filter_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_filter_n, pos = read_uvarint(mv, pos)
     v_principal_filter_n -= 1
@@ -189,6 +195,9 @@ def _dec_DescribeAclsRequest_v2(mv, pos):
     v_host_filter_n = mv[pos]
     if v_host_filter_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_filter_n = (v_host_filter_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_filter_n, pos = read_uvarint(mv, pos)
     v_host_filter_n -= 1

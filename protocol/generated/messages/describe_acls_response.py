@@ -273,6 +273,9 @@ def _dec_AclDescription_v2(mv, pos):
     v_principal_n = mv[pos]
     if v_principal_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_n = (v_principal_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_n, pos = read_uvarint(mv, pos)
     v_principal_n -= 1
@@ -286,6 +289,9 @@ def _dec_AclDescription_v2(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -351,6 +357,9 @@ def _dec_DescribeAclsResource_v2(mv, pos):
     v_resource_name_n = mv[pos]
     if v_resource_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_resource_name_n = (v_resource_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_resource_name_n, pos = read_uvarint(mv, pos)
     v_resource_name_n -= 1
@@ -366,6 +375,9 @@ def _dec_DescribeAclsResource_v2(mv, pos):
     v_acls_n = mv[pos]
     if v_acls_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_acls_n = (v_acls_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_acls_n, pos = read_uvarint(mv, pos)
     v_acls_n -= 1
@@ -432,6 +444,9 @@ def _dec_DescribeAclsResponse_v2(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -445,6 +460,9 @@ def _dec_DescribeAclsResponse_v2(mv, pos):
     v_resources_n = mv[pos]
     if v_resources_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_resources_n = (v_resources_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_resources_n, pos = read_uvarint(mv, pos)
     v_resources_n -= 1

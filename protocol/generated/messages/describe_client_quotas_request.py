@@ -110,6 +110,9 @@ def _dec_ComponentData_v1(mv, pos):
     v_entity_type_n = mv[pos]
     if v_entity_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_entity_type_n = (v_entity_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_entity_type_n, pos = read_uvarint(mv, pos)
     v_entity_type_n -= 1
@@ -125,6 +128,9 @@ def _dec_ComponentData_v1(mv, pos):
     v_match_n = mv[pos]
     if v_match_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_match_n = (v_match_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_match_n, pos = read_uvarint(mv, pos)
     v_match_n -= 1
@@ -186,6 +192,9 @@ def _dec_DescribeClientQuotasRequest_v1(mv, pos):
     v_components_n = mv[pos]
     if v_components_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_components_n = (v_components_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_components_n, pos = read_uvarint(mv, pos)
     v_components_n -= 1

@@ -181,6 +181,9 @@ def _dec_DescribeConfigsResource_v4(mv, pos):
     v_resource_name_n = mv[pos]
     if v_resource_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_resource_name_n = (v_resource_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_resource_name_n, pos = read_uvarint(mv, pos)
     v_resource_name_n -= 1
@@ -194,6 +197,9 @@ def _dec_DescribeConfigsResource_v4(mv, pos):
     v_configuration_keys_n = mv[pos]
     if v_configuration_keys_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_configuration_keys_n = (v_configuration_keys_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_configuration_keys_n, pos = read_uvarint(mv, pos)
     v_configuration_keys_n -= 1
@@ -207,6 +213,9 @@ def _dec_DescribeConfigsResource_v4(mv, pos):
             v_configuration_keys_e_n = mv[pos]
             if v_configuration_keys_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_configuration_keys_e_n = (v_configuration_keys_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_configuration_keys_e_n, pos = read_uvarint(mv, pos)
             v_configuration_keys_e_n -= 1
@@ -279,6 +288,9 @@ def _dec_DescribeConfigsRequest_v4(mv, pos):
     v_resources_n = mv[pos]
     if v_resources_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_resources_n = (v_resources_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_resources_n, pos = read_uvarint(mv, pos)
     v_resources_n -= 1

@@ -557,6 +557,9 @@ def _dec_DescribeConfigsSynonym_v4(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -570,6 +573,9 @@ def _dec_DescribeConfigsSynonym_v4(mv, pos):
     v_value_n = mv[pos]
     if v_value_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_value_n = (v_value_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_value_n, pos = read_uvarint(mv, pos)
     v_value_n -= 1
@@ -633,6 +639,9 @@ def _dec_DescribeConfigsResourceResult_v4(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -646,6 +655,9 @@ def _dec_DescribeConfigsResourceResult_v4(mv, pos):
     v_value_n = mv[pos]
     if v_value_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_value_n = (v_value_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_value_n, pos = read_uvarint(mv, pos)
     v_value_n -= 1
@@ -661,6 +673,9 @@ def _dec_DescribeConfigsResourceResult_v4(mv, pos):
     v_synonyms_n = mv[pos]
     if v_synonyms_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_synonyms_n = (v_synonyms_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_synonyms_n, pos = read_uvarint(mv, pos)
     v_synonyms_n -= 1
@@ -678,6 +693,9 @@ def _dec_DescribeConfigsResourceResult_v4(mv, pos):
     v_documentation_n = mv[pos]
     if v_documentation_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_documentation_n = (v_documentation_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_documentation_n, pos = read_uvarint(mv, pos)
     v_documentation_n -= 1
@@ -764,6 +782,9 @@ def _dec_DescribeConfigsResult_v4(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -779,6 +800,9 @@ def _dec_DescribeConfigsResult_v4(mv, pos):
     v_resource_name_n = mv[pos]
     if v_resource_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_resource_name_n = (v_resource_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_resource_name_n, pos = read_uvarint(mv, pos)
     v_resource_name_n -= 1
@@ -792,6 +816,9 @@ def _dec_DescribeConfigsResult_v4(mv, pos):
     v_configs_n = mv[pos]
     if v_configs_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_configs_n = (v_configs_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_configs_n, pos = read_uvarint(mv, pos)
     v_configs_n -= 1
@@ -869,6 +896,9 @@ def _dec_DescribeConfigsResponse_v4(mv, pos):
     v_results_n = mv[pos]
     if v_results_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_results_n = (v_results_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_results_n, pos = read_uvarint(mv, pos)
     v_results_n -= 1

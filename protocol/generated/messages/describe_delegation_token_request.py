@@ -100,6 +100,9 @@ def _dec_DescribeDelegationTokenOwner_v2(mv, pos):
     v_principal_type_n = mv[pos]
     if v_principal_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_type_n = (v_principal_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_type_n, pos = read_uvarint(mv, pos)
     v_principal_type_n -= 1
@@ -113,6 +116,9 @@ def _dec_DescribeDelegationTokenOwner_v2(mv, pos):
     v_principal_name_n = mv[pos]
     if v_principal_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_name_n = (v_principal_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_name_n, pos = read_uvarint(mv, pos)
     v_principal_name_n -= 1
@@ -173,6 +179,9 @@ def _dec_DescribeDelegationTokenRequest_v2(mv, pos):
     v_owners_n = mv[pos]
     if v_owners_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_owners_n = (v_owners_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_owners_n, pos = read_uvarint(mv, pos)
     v_owners_n -= 1

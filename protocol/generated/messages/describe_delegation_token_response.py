@@ -216,6 +216,9 @@ def _dec_DescribedDelegationTokenRenewer_v2(mv, pos):
     v_principal_type_n = mv[pos]
     if v_principal_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_type_n = (v_principal_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_type_n, pos = read_uvarint(mv, pos)
     v_principal_type_n -= 1
@@ -229,6 +232,9 @@ def _dec_DescribedDelegationTokenRenewer_v2(mv, pos):
     v_principal_name_n = mv[pos]
     if v_principal_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_name_n = (v_principal_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_name_n, pos = read_uvarint(mv, pos)
     v_principal_name_n -= 1
@@ -289,6 +295,9 @@ def _dec_DescribedDelegationToken_v2(mv, pos):
     v_principal_type_n = mv[pos]
     if v_principal_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_type_n = (v_principal_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_type_n, pos = read_uvarint(mv, pos)
     v_principal_type_n -= 1
@@ -302,6 +311,9 @@ def _dec_DescribedDelegationToken_v2(mv, pos):
     v_principal_name_n = mv[pos]
     if v_principal_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_name_n = (v_principal_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_name_n, pos = read_uvarint(mv, pos)
     v_principal_name_n -= 1
@@ -317,6 +329,9 @@ def _dec_DescribedDelegationToken_v2(mv, pos):
     v_token_id_n = mv[pos]
     if v_token_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_token_id_n = (v_token_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_token_id_n, pos = read_uvarint(mv, pos)
     v_token_id_n -= 1
@@ -330,6 +345,9 @@ def _dec_DescribedDelegationToken_v2(mv, pos):
     v_hmac_n = mv[pos]
     if v_hmac_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_hmac_n = (v_hmac_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_hmac_n, pos = read_uvarint(mv, pos)
     v_hmac_n -= 1
@@ -343,6 +361,9 @@ def _dec_DescribedDelegationToken_v2(mv, pos):
     v_renewers_n = mv[pos]
     if v_renewers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_renewers_n = (v_renewers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_renewers_n, pos = read_uvarint(mv, pos)
     v_renewers_n -= 1
@@ -440,6 +461,9 @@ def _dec_DescribeDelegationTokenResponse_v2(mv, pos):
     v_tokens_n = mv[pos]
     if v_tokens_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_tokens_n = (v_tokens_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_tokens_n, pos = read_uvarint(mv, pos)
     v_tokens_n -= 1
@@ -495,6 +519,9 @@ def _dec_DescribedDelegationToken_v3(mv, pos):
     v_principal_type_n = mv[pos]
     if v_principal_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_type_n = (v_principal_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_type_n, pos = read_uvarint(mv, pos)
     v_principal_type_n -= 1
@@ -508,6 +535,9 @@ def _dec_DescribedDelegationToken_v3(mv, pos):
     v_principal_name_n = mv[pos]
     if v_principal_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_name_n = (v_principal_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_name_n, pos = read_uvarint(mv, pos)
     v_principal_name_n -= 1
@@ -521,6 +551,9 @@ def _dec_DescribedDelegationToken_v3(mv, pos):
     v_token_requester_principal_type_n = mv[pos]
     if v_token_requester_principal_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_token_requester_principal_type_n = (v_token_requester_principal_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_token_requester_principal_type_n, pos = read_uvarint(mv, pos)
     v_token_requester_principal_type_n -= 1
@@ -534,6 +567,9 @@ def _dec_DescribedDelegationToken_v3(mv, pos):
     v_token_requester_principal_name_n = mv[pos]
     if v_token_requester_principal_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_token_requester_principal_name_n = (v_token_requester_principal_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_token_requester_principal_name_n, pos = read_uvarint(mv, pos)
     v_token_requester_principal_name_n -= 1
@@ -549,6 +585,9 @@ def _dec_DescribedDelegationToken_v3(mv, pos):
     v_token_id_n = mv[pos]
     if v_token_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_token_id_n = (v_token_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_token_id_n, pos = read_uvarint(mv, pos)
     v_token_id_n -= 1
@@ -562,6 +601,9 @@ def _dec_DescribedDelegationToken_v3(mv, pos):
     v_hmac_n = mv[pos]
     if v_hmac_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_hmac_n = (v_hmac_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_hmac_n, pos = read_uvarint(mv, pos)
     v_hmac_n -= 1
@@ -575,6 +617,9 @@ def _dec_DescribedDelegationToken_v3(mv, pos):
     v_renewers_n = mv[pos]
     if v_renewers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_renewers_n = (v_renewers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_renewers_n, pos = read_uvarint(mv, pos)
     v_renewers_n -= 1
@@ -694,6 +739,9 @@ def _dec_DescribeDelegationTokenResponse_v3(mv, pos):
     v_tokens_n = mv[pos]
     if v_tokens_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_tokens_n = (v_tokens_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_tokens_n, pos = read_uvarint(mv, pos)
     v_tokens_n -= 1

@@ -110,6 +110,9 @@ def _dec_DescribeGroupsRequest_v5(mv, pos):
     v_groups_n = mv[pos]
     if v_groups_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_groups_n = (v_groups_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_groups_n, pos = read_uvarint(mv, pos)
     v_groups_n -= 1
@@ -123,6 +126,9 @@ def _dec_DescribeGroupsRequest_v5(mv, pos):
             v_groups_e_n = mv[pos]
             if v_groups_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_groups_e_n = (v_groups_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_groups_e_n, pos = read_uvarint(mv, pos)
             v_groups_e_n -= 1

@@ -626,6 +626,9 @@ def _dec_DescribedGroupMember_v5(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -639,6 +642,9 @@ def _dec_DescribedGroupMember_v5(mv, pos):
     v_group_instance_id_n = mv[pos]
     if v_group_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_instance_id_n = (v_group_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_instance_id_n, pos = read_uvarint(mv, pos)
     v_group_instance_id_n -= 1
@@ -652,6 +658,9 @@ def _dec_DescribedGroupMember_v5(mv, pos):
     v_client_id_n = mv[pos]
     if v_client_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_client_id_n = (v_client_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_client_id_n, pos = read_uvarint(mv, pos)
     v_client_id_n -= 1
@@ -665,6 +674,9 @@ def _dec_DescribedGroupMember_v5(mv, pos):
     v_client_host_n = mv[pos]
     if v_client_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_client_host_n = (v_client_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_client_host_n, pos = read_uvarint(mv, pos)
     v_client_host_n -= 1
@@ -678,6 +690,9 @@ def _dec_DescribedGroupMember_v5(mv, pos):
     v_member_metadata_n = mv[pos]
     if v_member_metadata_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_metadata_n = (v_member_metadata_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_metadata_n, pos = read_uvarint(mv, pos)
     v_member_metadata_n -= 1
@@ -691,6 +706,9 @@ def _dec_DescribedGroupMember_v5(mv, pos):
     v_member_assignment_n = mv[pos]
     if v_member_assignment_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_assignment_n = (v_member_assignment_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_assignment_n, pos = read_uvarint(mv, pos)
     v_member_assignment_n -= 1
@@ -795,6 +813,9 @@ def _dec_DescribedGroup_v5(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -808,6 +829,9 @@ def _dec_DescribedGroup_v5(mv, pos):
     v_group_state_n = mv[pos]
     if v_group_state_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_state_n = (v_group_state_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_state_n, pos = read_uvarint(mv, pos)
     v_group_state_n -= 1
@@ -821,6 +845,9 @@ def _dec_DescribedGroup_v5(mv, pos):
     v_protocol_type_n = mv[pos]
     if v_protocol_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_type_n = (v_protocol_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_type_n, pos = read_uvarint(mv, pos)
     v_protocol_type_n -= 1
@@ -834,6 +861,9 @@ def _dec_DescribedGroup_v5(mv, pos):
     v_protocol_data_n = mv[pos]
     if v_protocol_data_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_data_n = (v_protocol_data_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_data_n, pos = read_uvarint(mv, pos)
     v_protocol_data_n -= 1
@@ -847,6 +877,9 @@ def _dec_DescribedGroup_v5(mv, pos):
     v_members_n = mv[pos]
     if v_members_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_members_n = (v_members_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_members_n, pos = read_uvarint(mv, pos)
     v_members_n -= 1
@@ -948,6 +981,9 @@ def _dec_DescribeGroupsResponse_v5(mv, pos):
     v_groups_n = mv[pos]
     if v_groups_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_groups_n = (v_groups_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_groups_n, pos = read_uvarint(mv, pos)
     v_groups_n -= 1
@@ -1002,6 +1038,9 @@ def _dec_DescribedGroup_v6(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -1015,6 +1054,9 @@ def _dec_DescribedGroup_v6(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -1028,6 +1070,9 @@ def _dec_DescribedGroup_v6(mv, pos):
     v_group_state_n = mv[pos]
     if v_group_state_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_state_n = (v_group_state_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_state_n, pos = read_uvarint(mv, pos)
     v_group_state_n -= 1
@@ -1041,6 +1086,9 @@ def _dec_DescribedGroup_v6(mv, pos):
     v_protocol_type_n = mv[pos]
     if v_protocol_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_type_n = (v_protocol_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_type_n, pos = read_uvarint(mv, pos)
     v_protocol_type_n -= 1
@@ -1054,6 +1102,9 @@ def _dec_DescribedGroup_v6(mv, pos):
     v_protocol_data_n = mv[pos]
     if v_protocol_data_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_data_n = (v_protocol_data_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_data_n, pos = read_uvarint(mv, pos)
     v_protocol_data_n -= 1
@@ -1067,6 +1118,9 @@ def _dec_DescribedGroup_v6(mv, pos):
     v_members_n = mv[pos]
     if v_members_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_members_n = (v_members_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_members_n, pos = read_uvarint(mv, pos)
     v_members_n -= 1
@@ -1179,6 +1233,9 @@ def _dec_DescribeGroupsResponse_v6(mv, pos):
     v_groups_n = mv[pos]
     if v_groups_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_groups_n = (v_groups_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_groups_n, pos = read_uvarint(mv, pos)
     v_groups_n -= 1

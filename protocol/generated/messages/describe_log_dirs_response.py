@@ -215,6 +215,9 @@ def _dec_DescribeLogDirsTopic_v2(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -228,6 +231,9 @@ def _dec_DescribeLogDirsTopic_v2(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -292,6 +298,9 @@ def _dec_DescribeLogDirsResult_v2(mv, pos):
     v_log_dir_n = mv[pos]
     if v_log_dir_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_log_dir_n = (v_log_dir_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_log_dir_n, pos = read_uvarint(mv, pos)
     v_log_dir_n -= 1
@@ -305,6 +314,9 @@ def _dec_DescribeLogDirsResult_v2(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -370,6 +382,9 @@ def _dec_DescribeLogDirsResponse_v2(mv, pos):
     v_results_n = mv[pos]
     if v_results_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_results_n = (v_results_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_results_n, pos = read_uvarint(mv, pos)
     v_results_n -= 1
@@ -424,6 +439,9 @@ def _dec_DescribeLogDirsResponse_v3(mv, pos):
     v_results_n = mv[pos]
     if v_results_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_results_n = (v_results_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_results_n, pos = read_uvarint(mv, pos)
     v_results_n -= 1
@@ -478,6 +496,9 @@ def _dec_DescribeLogDirsResult_v4(mv, pos):
     v_log_dir_n = mv[pos]
     if v_log_dir_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_log_dir_n = (v_log_dir_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_log_dir_n, pos = read_uvarint(mv, pos)
     v_log_dir_n -= 1
@@ -491,6 +512,9 @@ def _dec_DescribeLogDirsResult_v4(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -559,6 +583,9 @@ def _dec_DescribeLogDirsResponse_v4(mv, pos):
     v_results_n = mv[pos]
     if v_results_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_results_n = (v_results_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_results_n, pos = read_uvarint(mv, pos)
     v_results_n -= 1
@@ -613,6 +640,9 @@ def _dec_DescribeLogDirsResult_v5(mv, pos):
     v_log_dir_n = mv[pos]
     if v_log_dir_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_log_dir_n = (v_log_dir_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_log_dir_n, pos = read_uvarint(mv, pos)
     v_log_dir_n -= 1
@@ -626,6 +656,9 @@ def _dec_DescribeLogDirsResult_v5(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -694,6 +727,9 @@ def _dec_DescribeLogDirsResponse_v5(mv, pos):
     v_results_n = mv[pos]
     if v_results_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_results_n = (v_results_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_results_n, pos = read_uvarint(mv, pos)
     v_results_n -= 1

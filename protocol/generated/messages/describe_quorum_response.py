@@ -124,6 +124,9 @@ def _dec_PartitionData_v0(mv, pos):
     v_current_voters_n = mv[pos]
     if v_current_voters_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_current_voters_n = (v_current_voters_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_current_voters_n, pos = read_uvarint(mv, pos)
     v_current_voters_n -= 1
@@ -139,6 +142,9 @@ def _dec_PartitionData_v0(mv, pos):
     v_observers_n = mv[pos]
     if v_observers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_observers_n = (v_observers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_observers_n, pos = read_uvarint(mv, pos)
     v_observers_n -= 1
@@ -202,6 +208,9 @@ def _dec_TopicData_v0(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -215,6 +224,9 @@ def _dec_TopicData_v0(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -279,6 +291,9 @@ def _dec_DescribeQuorumResponse_v0(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -361,6 +376,9 @@ def _dec_PartitionData_v1(mv, pos):
     v_current_voters_n = mv[pos]
     if v_current_voters_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_current_voters_n = (v_current_voters_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_current_voters_n, pos = read_uvarint(mv, pos)
     v_current_voters_n -= 1
@@ -376,6 +394,9 @@ def _dec_PartitionData_v1(mv, pos):
     v_observers_n = mv[pos]
     if v_observers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_observers_n = (v_observers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_observers_n, pos = read_uvarint(mv, pos)
     v_observers_n -= 1
@@ -439,6 +460,9 @@ def _dec_TopicData_v1(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -452,6 +476,9 @@ def _dec_TopicData_v1(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -516,6 +543,9 @@ def _dec_DescribeQuorumResponse_v1(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -598,6 +628,9 @@ def _dec_PartitionData_v2(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -613,6 +646,9 @@ def _dec_PartitionData_v2(mv, pos):
     v_current_voters_n = mv[pos]
     if v_current_voters_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_current_voters_n = (v_current_voters_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_current_voters_n, pos = read_uvarint(mv, pos)
     v_current_voters_n -= 1
@@ -628,6 +664,9 @@ def _dec_PartitionData_v2(mv, pos):
     v_observers_n = mv[pos]
     if v_observers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_observers_n = (v_observers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_observers_n, pos = read_uvarint(mv, pos)
     v_observers_n -= 1
@@ -703,6 +742,9 @@ def _dec_TopicData_v2(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -716,6 +758,9 @@ def _dec_TopicData_v2(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -778,6 +823,9 @@ def _dec_Listener_v2(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -791,6 +839,9 @@ def _dec_Listener_v2(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -856,6 +907,9 @@ def _dec_Node_v2(mv, pos):
     v_listeners_n = mv[pos]
     if v_listeners_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_listeners_n = (v_listeners_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_listeners_n, pos = read_uvarint(mv, pos)
     v_listeners_n -= 1
@@ -910,6 +964,9 @@ def _dec_DescribeQuorumResponse_v2(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -923,6 +980,9 @@ def _dec_DescribeQuorumResponse_v2(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -938,6 +998,9 @@ def _dec_DescribeQuorumResponse_v2(mv, pos):
     v_nodes_n = mv[pos]
     if v_nodes_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_nodes_n = (v_nodes_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_nodes_n, pos = read_uvarint(mv, pos)
     v_nodes_n -= 1

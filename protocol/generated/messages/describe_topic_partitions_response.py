@@ -73,6 +73,9 @@ def _dec_DescribeTopicPartitionsResponsePartition_v0(mv, pos):
     v_replica_nodes_n = mv[pos]
     if v_replica_nodes_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_replica_nodes_n = (v_replica_nodes_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_replica_nodes_n, pos = read_uvarint(mv, pos)
     v_replica_nodes_n -= 1
@@ -86,6 +89,9 @@ def _dec_DescribeTopicPartitionsResponsePartition_v0(mv, pos):
     v_isr_nodes_n = mv[pos]
     if v_isr_nodes_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_isr_nodes_n = (v_isr_nodes_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_isr_nodes_n, pos = read_uvarint(mv, pos)
     v_isr_nodes_n -= 1
@@ -99,6 +105,9 @@ def _dec_DescribeTopicPartitionsResponsePartition_v0(mv, pos):
     v_eligible_leader_replicas_n = mv[pos]
     if v_eligible_leader_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_eligible_leader_replicas_n = (v_eligible_leader_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_eligible_leader_replicas_n, pos = read_uvarint(mv, pos)
     v_eligible_leader_replicas_n -= 1
@@ -112,6 +121,9 @@ def _dec_DescribeTopicPartitionsResponsePartition_v0(mv, pos):
     v_last_known_elr_n = mv[pos]
     if v_last_known_elr_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_last_known_elr_n = (v_last_known_elr_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_last_known_elr_n, pos = read_uvarint(mv, pos)
     v_last_known_elr_n -= 1
@@ -125,6 +137,9 @@ def _dec_DescribeTopicPartitionsResponsePartition_v0(mv, pos):
     v_offline_replicas_n = mv[pos]
     if v_offline_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_offline_replicas_n = (v_offline_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_offline_replicas_n, pos = read_uvarint(mv, pos)
     v_offline_replicas_n -= 1
@@ -216,6 +231,9 @@ def _dec_DescribeTopicPartitionsResponseTopic_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -231,6 +249,9 @@ def _dec_DescribeTopicPartitionsResponseTopic_v0(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -298,6 +319,9 @@ def _dec_Cursor_v0(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -352,6 +376,9 @@ def _dec_DescribeTopicPartitionsResponse_v0(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1

@@ -27,6 +27,9 @@ def _dec_DescribeTransactionsRequest_v0(mv, pos):
     v_transactional_ids_n = mv[pos]
     if v_transactional_ids_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_transactional_ids_n = (v_transactional_ids_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_transactional_ids_n, pos = read_uvarint(mv, pos)
     v_transactional_ids_n -= 1
@@ -40,6 +43,9 @@ def _dec_DescribeTransactionsRequest_v0(mv, pos):
             v_transactional_ids_e_n = mv[pos]
             if v_transactional_ids_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_transactional_ids_e_n = (v_transactional_ids_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_transactional_ids_e_n, pos = read_uvarint(mv, pos)
             v_transactional_ids_e_n -= 1

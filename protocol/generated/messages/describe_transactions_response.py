@@ -55,6 +55,9 @@ def _dec_TopicData_v0(mv, pos):
     v_topic_n = mv[pos]
     if v_topic_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_n = (v_topic_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_n, pos = read_uvarint(mv, pos)
     v_topic_n -= 1
@@ -68,6 +71,9 @@ def _dec_TopicData_v0(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -129,6 +135,9 @@ def _dec_TransactionState_v0(mv, pos):
     v_transactional_id_n = mv[pos]
     if v_transactional_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_transactional_id_n = (v_transactional_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_transactional_id_n, pos = read_uvarint(mv, pos)
     v_transactional_id_n -= 1
@@ -142,6 +151,9 @@ def _dec_TransactionState_v0(mv, pos):
     v_transaction_state_n = mv[pos]
     if v_transaction_state_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_transaction_state_n = (v_transaction_state_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_transaction_state_n, pos = read_uvarint(mv, pos)
     v_transaction_state_n -= 1
@@ -157,6 +169,9 @@ def _dec_TransactionState_v0(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -234,6 +249,9 @@ def _dec_DescribeTransactionsResponse_v0(mv, pos):
     v_transaction_states_n = mv[pos]
     if v_transaction_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_transaction_states_n = (v_transaction_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_transaction_states_n, pos = read_uvarint(mv, pos)
     v_transaction_states_n -= 1

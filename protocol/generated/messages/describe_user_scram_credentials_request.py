@@ -35,6 +35,9 @@ def _dec_UserName_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -84,6 +87,9 @@ def _dec_DescribeUserScramCredentialsRequest_v0(mv, pos):
     v_users_n = mv[pos]
     if v_users_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_users_n = (v_users_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_users_n, pos = read_uvarint(mv, pos)
     v_users_n -= 1

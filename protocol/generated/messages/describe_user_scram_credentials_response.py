@@ -81,6 +81,9 @@ def _dec_DescribeUserScramCredentialsResult_v0(mv, pos):
     v_user_n = mv[pos]
     if v_user_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_user_n = (v_user_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_user_n, pos = read_uvarint(mv, pos)
     v_user_n -= 1
@@ -96,6 +99,9 @@ def _dec_DescribeUserScramCredentialsResult_v0(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -109,6 +115,9 @@ def _dec_DescribeUserScramCredentialsResult_v0(mv, pos):
     v_credential_infos_n = mv[pos]
     if v_credential_infos_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_credential_infos_n = (v_credential_infos_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_credential_infos_n, pos = read_uvarint(mv, pos)
     v_credential_infos_n -= 1
@@ -185,6 +194,9 @@ def _dec_DescribeUserScramCredentialsResponse_v0(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -198,6 +210,9 @@ def _dec_DescribeUserScramCredentialsResponse_v0(mv, pos):
     v_results_n = mv[pos]
     if v_results_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_results_n = (v_results_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_results_n, pos = read_uvarint(mv, pos)
     v_results_n -= 1

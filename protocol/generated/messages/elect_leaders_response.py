@@ -172,6 +172,9 @@ def _dec_PartitionResult_v2(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -222,6 +225,9 @@ def _dec_ReplicaElectionResult_v2(mv, pos):
     v_topic_n = mv[pos]
     if v_topic_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_n = (v_topic_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_n, pos = read_uvarint(mv, pos)
     v_topic_n -= 1
@@ -235,6 +241,9 @@ def _dec_ReplicaElectionResult_v2(mv, pos):
     v_partition_result_n = mv[pos]
     if v_partition_result_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_result_n = (v_partition_result_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_result_n, pos = read_uvarint(mv, pos)
     v_partition_result_n -= 1
@@ -299,6 +308,9 @@ def _dec_ElectLeadersResponse_v2(mv, pos):
     v_replica_election_results_n = mv[pos]
     if v_replica_election_results_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_replica_election_results_n = (v_replica_election_results_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_replica_election_results_n, pos = read_uvarint(mv, pos)
     v_replica_election_results_n -= 1

@@ -208,6 +208,9 @@ def _dec_PartitionData_v1(mv, pos):
     v_preferred_candidates_n = mv[pos]
     if v_preferred_candidates_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_preferred_candidates_n = (v_preferred_candidates_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_preferred_candidates_n, pos = read_uvarint(mv, pos)
     v_preferred_candidates_n -= 1
@@ -260,6 +263,9 @@ def _dec_TopicData_v1(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -273,6 +279,9 @@ def _dec_TopicData_v1(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -335,6 +344,9 @@ def _dec_LeaderEndpoint_v1(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -348,6 +360,9 @@ def _dec_LeaderEndpoint_v1(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -411,6 +426,9 @@ def _dec_EndQuorumEpochRequest_v1(mv, pos):
     v_cluster_id_n = mv[pos]
     if v_cluster_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_cluster_id_n, pos = read_uvarint(mv, pos)
     v_cluster_id_n -= 1
@@ -424,6 +442,9 @@ def _dec_EndQuorumEpochRequest_v1(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -439,6 +460,9 @@ def _dec_EndQuorumEpochRequest_v1(mv, pos):
     v_leader_endpoints_n = mv[pos]
     if v_leader_endpoints_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_leader_endpoints_n = (v_leader_endpoints_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_leader_endpoints_n, pos = read_uvarint(mv, pos)
     v_leader_endpoints_n -= 1

@@ -29,6 +29,9 @@ def _dec_EnvelopeRequest_v0(mv, pos):
     v_request_data_n = mv[pos]
     if v_request_data_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_request_data_n = (v_request_data_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_request_data_n, pos = read_uvarint(mv, pos)
     v_request_data_n -= 1
@@ -42,6 +45,9 @@ def _dec_EnvelopeRequest_v0(mv, pos):
     v_request_principal_n = mv[pos]
     if v_request_principal_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_request_principal_n = (v_request_principal_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_request_principal_n, pos = read_uvarint(mv, pos)
     v_request_principal_n -= 1
@@ -55,6 +61,9 @@ def _dec_EnvelopeRequest_v0(mv, pos):
     v_client_host_address_n = mv[pos]
     if v_client_host_address_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_client_host_address_n = (v_client_host_address_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_client_host_address_n, pos = read_uvarint(mv, pos)
     v_client_host_address_n -= 1

@@ -29,6 +29,9 @@ def _dec_EnvelopeResponse_v0(mv, pos):
     v_response_data_n = mv[pos]
     if v_response_data_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_response_data_n = (v_response_data_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_response_data_n, pos = read_uvarint(mv, pos)
     v_response_data_n -= 1

@@ -567,6 +567,9 @@ def _dec_FetchTopic_v12(mv, pos):
     v_topic_n = mv[pos]
     if v_topic_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_n = (v_topic_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_n, pos = read_uvarint(mv, pos)
     v_topic_n -= 1
@@ -580,6 +583,9 @@ def _dec_FetchTopic_v12(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -642,6 +648,9 @@ def _dec_ForgottenTopic_v12(mv, pos):
     v_topic_n = mv[pos]
     if v_topic_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_n = (v_topic_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_n, pos = read_uvarint(mv, pos)
     v_topic_n -= 1
@@ -655,6 +664,9 @@ def _dec_ForgottenTopic_v12(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -716,6 +728,9 @@ def _dec_FetchRequest_v12(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -731,6 +746,9 @@ def _dec_FetchRequest_v12(mv, pos):
     v_forgotten_topics_data_n = mv[pos]
     if v_forgotten_topics_data_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_forgotten_topics_data_n = (v_forgotten_topics_data_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_forgotten_topics_data_n, pos = read_uvarint(mv, pos)
     v_forgotten_topics_data_n -= 1
@@ -746,6 +764,9 @@ def _dec_FetchRequest_v12(mv, pos):
     v_rack_id_n = mv[pos]
     if v_rack_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_id_n = (v_rack_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_id_n, pos = read_uvarint(mv, pos)
     v_rack_id_n -= 1
@@ -772,6 +793,9 @@ def _dec_FetchRequest_v12(mv, pos):
                 v_cluster_id_n = mv[pos]
                 if v_cluster_id_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_cluster_id_n, pos = read_uvarint(mv, pos)
                 v_cluster_id_n -= 1
@@ -851,6 +875,9 @@ def _dec_FetchTopic_v13(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -905,6 +932,9 @@ def _dec_ForgottenTopic_v13(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -956,6 +986,9 @@ def _dec_FetchRequest_v13(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -971,6 +1004,9 @@ def _dec_FetchRequest_v13(mv, pos):
     v_forgotten_topics_data_n = mv[pos]
     if v_forgotten_topics_data_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_forgotten_topics_data_n = (v_forgotten_topics_data_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_forgotten_topics_data_n, pos = read_uvarint(mv, pos)
     v_forgotten_topics_data_n -= 1
@@ -986,6 +1022,9 @@ def _dec_FetchRequest_v13(mv, pos):
     v_rack_id_n = mv[pos]
     if v_rack_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_id_n = (v_rack_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_id_n, pos = read_uvarint(mv, pos)
     v_rack_id_n -= 1
@@ -1012,6 +1051,9 @@ def _dec_FetchRequest_v13(mv, pos):
                 v_cluster_id_n = mv[pos]
                 if v_cluster_id_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_cluster_id_n, pos = read_uvarint(mv, pos)
                 v_cluster_id_n -= 1
@@ -1119,6 +1161,9 @@ def _dec_FetchRequest_v15(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -1134,6 +1179,9 @@ def _dec_FetchRequest_v15(mv, pos):
     v_forgotten_topics_data_n = mv[pos]
     if v_forgotten_topics_data_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_forgotten_topics_data_n = (v_forgotten_topics_data_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_forgotten_topics_data_n, pos = read_uvarint(mv, pos)
     v_forgotten_topics_data_n -= 1
@@ -1149,6 +1197,9 @@ def _dec_FetchRequest_v15(mv, pos):
     v_rack_id_n = mv[pos]
     if v_rack_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_id_n = (v_rack_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_id_n, pos = read_uvarint(mv, pos)
     v_rack_id_n -= 1
@@ -1176,6 +1227,9 @@ def _dec_FetchRequest_v15(mv, pos):
                 v_cluster_id_n = mv[pos]
                 if v_cluster_id_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_cluster_id_n, pos = read_uvarint(mv, pos)
                 v_cluster_id_n -= 1
@@ -1245,7 +1299,7 @@ def _enc_FetchRequest_v15(m, buf, parts):
                 tb += uvarint(n10)
             tb += s9
         items.append((0, tb))
-    if m.replica_state != ReplicaState():
+    if type(d11 := m.replica_state) is not ReplicaState or d11.replica_id != -1 or d11.replica_epoch != -1 or d11.unknown_tagged_fields is not None:
         tb = bytearray()
         _enc_ReplicaState_v15(m.replica_state, tb, parts)
         items.append((1, tb))
@@ -1299,6 +1353,9 @@ def _dec_FetchTopic_v17(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -1353,6 +1410,9 @@ def _dec_FetchRequest_v17(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -1368,6 +1428,9 @@ def _dec_FetchRequest_v17(mv, pos):
     v_forgotten_topics_data_n = mv[pos]
     if v_forgotten_topics_data_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_forgotten_topics_data_n = (v_forgotten_topics_data_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_forgotten_topics_data_n, pos = read_uvarint(mv, pos)
     v_forgotten_topics_data_n -= 1
@@ -1383,6 +1446,9 @@ def _dec_FetchRequest_v17(mv, pos):
     v_rack_id_n = mv[pos]
     if v_rack_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_id_n = (v_rack_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_id_n, pos = read_uvarint(mv, pos)
     v_rack_id_n -= 1
@@ -1410,6 +1476,9 @@ def _dec_FetchRequest_v17(mv, pos):
                 v_cluster_id_n = mv[pos]
                 if v_cluster_id_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_cluster_id_n, pos = read_uvarint(mv, pos)
                 v_cluster_id_n -= 1
@@ -1479,7 +1548,7 @@ def _enc_FetchRequest_v17(m, buf, parts):
                 tb += uvarint(n10)
             tb += s9
         items.append((0, tb))
-    if m.replica_state != ReplicaState():
+    if type(d11 := m.replica_state) is not ReplicaState or d11.replica_id != -1 or d11.replica_epoch != -1 or d11.unknown_tagged_fields is not None:
         tb = bytearray()
         _enc_ReplicaState_v15(m.replica_state, tb, parts)
         items.append((1, tb))
@@ -1541,6 +1610,9 @@ def _dec_FetchTopic_v18(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -1595,6 +1667,9 @@ def _dec_FetchRequest_v18(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -1610,6 +1685,9 @@ def _dec_FetchRequest_v18(mv, pos):
     v_forgotten_topics_data_n = mv[pos]
     if v_forgotten_topics_data_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_forgotten_topics_data_n = (v_forgotten_topics_data_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_forgotten_topics_data_n, pos = read_uvarint(mv, pos)
     v_forgotten_topics_data_n -= 1
@@ -1625,6 +1703,9 @@ def _dec_FetchRequest_v18(mv, pos):
     v_rack_id_n = mv[pos]
     if v_rack_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_id_n = (v_rack_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_id_n, pos = read_uvarint(mv, pos)
     v_rack_id_n -= 1
@@ -1652,6 +1733,9 @@ def _dec_FetchRequest_v18(mv, pos):
                 v_cluster_id_n = mv[pos]
                 if v_cluster_id_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_cluster_id_n, pos = read_uvarint(mv, pos)
                 v_cluster_id_n -= 1
@@ -1721,7 +1805,7 @@ def _enc_FetchRequest_v18(m, buf, parts):
                 tb += uvarint(n10)
             tb += s9
         items.append((0, tb))
-    if m.replica_state != ReplicaState():
+    if type(d11 := m.replica_state) is not ReplicaState or d11.replica_id != -1 or d11.replica_epoch != -1 or d11.unknown_tagged_fields is not None:
         tb = bytearray()
         _enc_ReplicaState_v15(m.replica_state, tb, parts)
         items.append((1, tb))

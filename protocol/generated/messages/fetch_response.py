@@ -724,6 +724,9 @@ def _dec_PartitionData_v12(mv, pos):
     v_aborted_transactions_n = mv[pos]
     if v_aborted_transactions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_aborted_transactions_n = (v_aborted_transactions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_aborted_transactions_n, pos = read_uvarint(mv, pos)
     v_aborted_transactions_n -= 1
@@ -741,6 +744,9 @@ def _dec_PartitionData_v12(mv, pos):
     v_records_n = mv[pos]
     if v_records_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_records_n = (v_records_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_records_n, pos = read_uvarint(mv, pos)
     v_records_n -= 1
@@ -806,15 +812,15 @@ def _enc_PartitionData_v12(m, buf, parts):
         else:
             pass_through(buf, parts, s4)
     items = list(m.unknown_tagged_fields) if m.unknown_tagged_fields else []
-    if m.diverging_epoch != EpochEndOffset():
+    if type(d6 := m.diverging_epoch) is not EpochEndOffset or d6.epoch != -1 or d6.end_offset != -1 or d6.unknown_tagged_fields is not None:
         tb = bytearray()
         _enc_EpochEndOffset_v12(m.diverging_epoch, tb, parts)
         items.append((0, tb))
-    if m.current_leader != LeaderIdAndEpoch():
+    if type(d7 := m.current_leader) is not LeaderIdAndEpoch or d7.leader_id != -1 or d7.leader_epoch != -1 or d7.unknown_tagged_fields is not None:
         tb = bytearray()
         _enc_LeaderIdAndEpoch_v12(m.current_leader, tb, parts)
         items.append((1, tb))
-    if m.snapshot_id != SnapshotId():
+    if type(d8 := m.snapshot_id) is not SnapshotId or d8.end_offset != -1 or d8.epoch != -1 or d8.unknown_tagged_fields is not None:
         tb = bytearray()
         _enc_SnapshotId_v12(m.snapshot_id, tb, parts)
         items.append((2, tb))
@@ -828,6 +834,9 @@ def _dec_FetchableTopicResponse_v12(mv, pos):
     v_topic_n = mv[pos]
     if v_topic_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_n = (v_topic_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_n, pos = read_uvarint(mv, pos)
     v_topic_n -= 1
@@ -841,6 +850,9 @@ def _dec_FetchableTopicResponse_v12(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -905,6 +917,9 @@ def _dec_FetchResponse_v12(mv, pos):
     v_responses_n = mv[pos]
     if v_responses_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_responses_n = (v_responses_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_responses_n, pos = read_uvarint(mv, pos)
     v_responses_n -= 1
@@ -959,6 +974,9 @@ def _dec_FetchableTopicResponse_v13(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -1013,6 +1031,9 @@ def _dec_FetchResponse_v13(mv, pos):
     v_responses_n = mv[pos]
     if v_responses_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_responses_n = (v_responses_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_responses_n, pos = read_uvarint(mv, pos)
     v_responses_n -= 1
@@ -1067,6 +1088,9 @@ def _dec_NodeEndpoint_v16(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -1082,6 +1106,9 @@ def _dec_NodeEndpoint_v16(mv, pos):
     v_rack_n = mv[pos]
     if v_rack_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_n = (v_rack_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_n, pos = read_uvarint(mv, pos)
     v_rack_n -= 1
@@ -1146,6 +1173,9 @@ def _dec_FetchResponse_v16(mv, pos):
     v_responses_n = mv[pos]
     if v_responses_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_responses_n = (v_responses_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_responses_n, pos = read_uvarint(mv, pos)
     v_responses_n -= 1
@@ -1174,6 +1204,9 @@ def _dec_FetchResponse_v16(mv, pos):
                 v_node_endpoints_n = mv[pos]
                 if v_node_endpoints_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_node_endpoints_n = (v_node_endpoints_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_node_endpoints_n, pos = read_uvarint(mv, pos)
                 v_node_endpoints_n -= 1

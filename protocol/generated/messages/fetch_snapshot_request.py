@@ -125,6 +125,9 @@ def _dec_TopicSnapshot_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -138,6 +141,9 @@ def _dec_TopicSnapshot_v0(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -202,6 +208,9 @@ def _dec_FetchSnapshotRequest_v0(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -230,6 +239,9 @@ def _dec_FetchSnapshotRequest_v0(mv, pos):
                 v_cluster_id_n = mv[pos]
                 if v_cluster_id_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_cluster_id_n, pos = read_uvarint(mv, pos)
                 v_cluster_id_n -= 1
@@ -328,6 +340,9 @@ def _dec_TopicSnapshot_v1(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -341,6 +356,9 @@ def _dec_TopicSnapshot_v1(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -405,6 +423,9 @@ def _dec_FetchSnapshotRequest_v1(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -433,6 +454,9 @@ def _dec_FetchSnapshotRequest_v1(mv, pos):
                 v_cluster_id_n = mv[pos]
                 if v_cluster_id_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_cluster_id_n, pos = read_uvarint(mv, pos)
                 v_cluster_id_n -= 1

@@ -148,6 +148,9 @@ def _dec_PartitionSnapshot_v0(mv, pos):
     v_unaligned_records_n = mv[pos]
     if v_unaligned_records_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_unaligned_records_n = (v_unaligned_records_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_unaligned_records_n, pos = read_uvarint(mv, pos)
     v_unaligned_records_n -= 1
@@ -197,7 +200,7 @@ def _enc_PartitionSnapshot_v0(m, buf, parts):
         else:
             pass_through(buf, parts, s1)
     items = list(m.unknown_tagged_fields) if m.unknown_tagged_fields else []
-    if m.current_leader != LeaderIdAndEpoch():
+    if type(d3 := m.current_leader) is not LeaderIdAndEpoch or d3.leader_id != 0 or d3.leader_epoch != 0 or d3.unknown_tagged_fields is not None:
         tb = bytearray()
         _enc_LeaderIdAndEpoch_v0(m.current_leader, tb, parts)
         items.append((0, tb))
@@ -211,6 +214,9 @@ def _dec_TopicSnapshot_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -224,6 +230,9 @@ def _dec_TopicSnapshot_v0(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -288,6 +297,9 @@ def _dec_FetchSnapshotResponse_v0(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -342,6 +354,9 @@ def _dec_NodeEndpoint_v1(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -397,6 +412,9 @@ def _dec_FetchSnapshotResponse_v1(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -425,6 +443,9 @@ def _dec_FetchSnapshotResponse_v1(mv, pos):
                 v_node_endpoints_n = mv[pos]
                 if v_node_endpoints_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_node_endpoints_n = (v_node_endpoints_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_node_endpoints_n, pos = read_uvarint(mv, pos)
                 v_node_endpoints_n -= 1

@@ -78,6 +78,9 @@ def _dec_FindCoordinatorRequest_v3(mv, pos):
     v_key_n = mv[pos]
     if v_key_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_key_n = (v_key_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_key_n, pos = read_uvarint(mv, pos)
     v_key_n -= 1
@@ -132,6 +135,9 @@ def _dec_FindCoordinatorRequest_v4(mv, pos):
     v_coordinator_keys_n = mv[pos]
     if v_coordinator_keys_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_coordinator_keys_n = (v_coordinator_keys_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_coordinator_keys_n, pos = read_uvarint(mv, pos)
     v_coordinator_keys_n -= 1
@@ -145,6 +151,9 @@ def _dec_FindCoordinatorRequest_v4(mv, pos):
             v_coordinator_keys_e_n = mv[pos]
             if v_coordinator_keys_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_coordinator_keys_e_n = (v_coordinator_keys_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_coordinator_keys_e_n, pos = read_uvarint(mv, pos)
             v_coordinator_keys_e_n -= 1

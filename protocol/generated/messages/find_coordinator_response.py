@@ -127,6 +127,9 @@ def _dec_FindCoordinatorResponse_v3(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -142,6 +145,9 @@ def _dec_FindCoordinatorResponse_v3(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -207,6 +213,9 @@ def _dec_Coordinator_v4(mv, pos):
     v_key_n = mv[pos]
     if v_key_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_key_n = (v_key_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_key_n, pos = read_uvarint(mv, pos)
     v_key_n -= 1
@@ -222,6 +231,9 @@ def _dec_Coordinator_v4(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -237,6 +249,9 @@ def _dec_Coordinator_v4(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -312,6 +327,9 @@ def _dec_FindCoordinatorResponse_v4(mv, pos):
     v_coordinators_n = mv[pos]
     if v_coordinators_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_coordinators_n = (v_coordinators_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_coordinators_n, pos = read_uvarint(mv, pos)
     v_coordinators_n -= 1

@@ -39,6 +39,9 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(mv, pos):
     v_accepted_compression_types_n = mv[pos]
     if v_accepted_compression_types_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_accepted_compression_types_n = (v_accepted_compression_types_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_accepted_compression_types_n, pos = read_uvarint(mv, pos)
     v_accepted_compression_types_n -= 1
@@ -54,6 +57,9 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(mv, pos):
     v_requested_metrics_n = mv[pos]
     if v_requested_metrics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_requested_metrics_n = (v_requested_metrics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_requested_metrics_n, pos = read_uvarint(mv, pos)
     v_requested_metrics_n -= 1
@@ -67,6 +73,9 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(mv, pos):
             v_requested_metrics_e_n = mv[pos]
             if v_requested_metrics_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_requested_metrics_e_n = (v_requested_metrics_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_requested_metrics_e_n, pos = read_uvarint(mv, pos)
             v_requested_metrics_e_n -= 1

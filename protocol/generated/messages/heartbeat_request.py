@@ -130,6 +130,9 @@ def _dec_HeartbeatRequest_v4(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -145,6 +148,9 @@ def _dec_HeartbeatRequest_v4(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -158,6 +164,9 @@ def _dec_HeartbeatRequest_v4(mv, pos):
     v_group_instance_id_n = mv[pos]
     if v_group_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_instance_id_n = (v_group_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_instance_id_n, pos = read_uvarint(mv, pos)
     v_group_instance_id_n -= 1

@@ -163,6 +163,9 @@ def _dec_AlterableConfig_v1(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -178,6 +181,9 @@ def _dec_AlterableConfig_v1(mv, pos):
     v_value_n = mv[pos]
     if v_value_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_value_n = (v_value_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_value_n, pos = read_uvarint(mv, pos)
     v_value_n -= 1
@@ -241,6 +247,9 @@ def _dec_AlterConfigsResource_v1(mv, pos):
     v_resource_name_n = mv[pos]
     if v_resource_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_resource_name_n = (v_resource_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_resource_name_n, pos = read_uvarint(mv, pos)
     v_resource_name_n -= 1
@@ -254,6 +263,9 @@ def _dec_AlterConfigsResource_v1(mv, pos):
     v_configs_n = mv[pos]
     if v_configs_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_configs_n = (v_configs_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_configs_n, pos = read_uvarint(mv, pos)
     v_configs_n -= 1
@@ -317,6 +329,9 @@ def _dec_IncrementalAlterConfigsRequest_v1(mv, pos):
     v_resources_n = mv[pos]
     if v_resources_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_resources_n = (v_resources_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_resources_n, pos = read_uvarint(mv, pos)
     v_resources_n -= 1

@@ -115,6 +115,9 @@ def _dec_AlterConfigsResourceResponse_v1(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -130,6 +133,9 @@ def _dec_AlterConfigsResourceResponse_v1(mv, pos):
     v_resource_name_n = mv[pos]
     if v_resource_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_resource_name_n = (v_resource_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_resource_name_n, pos = read_uvarint(mv, pos)
     v_resource_name_n -= 1
@@ -194,6 +200,9 @@ def _dec_IncrementalAlterConfigsResponse_v1(mv, pos):
     v_responses_n = mv[pos]
     if v_responses_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_responses_n = (v_responses_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_responses_n, pos = read_uvarint(mv, pos)
     v_responses_n -= 1

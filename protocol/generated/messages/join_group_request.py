@@ -324,6 +324,9 @@ def _dec_JoinGroupRequestProtocol_v6(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -337,6 +340,9 @@ def _dec_JoinGroupRequestProtocol_v6(mv, pos):
     v_metadata_n = mv[pos]
     if v_metadata_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_metadata_n = (v_metadata_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_metadata_n, pos = read_uvarint(mv, pos)
     v_metadata_n -= 1
@@ -396,6 +402,9 @@ def _dec_JoinGroupRequest_v6(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -411,6 +420,9 @@ def _dec_JoinGroupRequest_v6(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -424,6 +436,9 @@ def _dec_JoinGroupRequest_v6(mv, pos):
     v_group_instance_id_n = mv[pos]
     if v_group_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_instance_id_n = (v_group_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_instance_id_n, pos = read_uvarint(mv, pos)
     v_group_instance_id_n -= 1
@@ -437,6 +452,9 @@ def _dec_JoinGroupRequest_v6(mv, pos):
     v_protocol_type_n = mv[pos]
     if v_protocol_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_type_n = (v_protocol_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_type_n, pos = read_uvarint(mv, pos)
     v_protocol_type_n -= 1
@@ -450,6 +468,9 @@ def _dec_JoinGroupRequest_v6(mv, pos):
     v_protocols_n = mv[pos]
     if v_protocols_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocols_n = (v_protocols_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocols_n, pos = read_uvarint(mv, pos)
     v_protocols_n -= 1
@@ -546,6 +567,9 @@ def _dec_JoinGroupRequest_v8(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -561,6 +585,9 @@ def _dec_JoinGroupRequest_v8(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -574,6 +601,9 @@ def _dec_JoinGroupRequest_v8(mv, pos):
     v_group_instance_id_n = mv[pos]
     if v_group_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_instance_id_n = (v_group_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_instance_id_n, pos = read_uvarint(mv, pos)
     v_group_instance_id_n -= 1
@@ -587,6 +617,9 @@ def _dec_JoinGroupRequest_v8(mv, pos):
     v_protocol_type_n = mv[pos]
     if v_protocol_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_type_n = (v_protocol_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_type_n, pos = read_uvarint(mv, pos)
     v_protocol_type_n -= 1
@@ -600,6 +633,9 @@ def _dec_JoinGroupRequest_v8(mv, pos):
     v_protocols_n = mv[pos]
     if v_protocols_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocols_n = (v_protocols_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocols_n, pos = read_uvarint(mv, pos)
     v_protocols_n -= 1
@@ -615,6 +651,9 @@ def _dec_JoinGroupRequest_v8(mv, pos):
     v_reason_n = mv[pos]
     if v_reason_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_reason_n = (v_reason_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_reason_n, pos = read_uvarint(mv, pos)
     v_reason_n -= 1

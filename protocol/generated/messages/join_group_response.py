@@ -365,6 +365,9 @@ def _dec_JoinGroupResponseMember_v6(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -378,6 +381,9 @@ def _dec_JoinGroupResponseMember_v6(mv, pos):
     v_group_instance_id_n = mv[pos]
     if v_group_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_instance_id_n = (v_group_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_instance_id_n, pos = read_uvarint(mv, pos)
     v_group_instance_id_n -= 1
@@ -391,6 +397,9 @@ def _dec_JoinGroupResponseMember_v6(mv, pos):
     v_metadata_n = mv[pos]
     if v_metadata_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_metadata_n = (v_metadata_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_metadata_n, pos = read_uvarint(mv, pos)
     v_metadata_n -= 1
@@ -463,6 +472,9 @@ def _dec_JoinGroupResponse_v6(mv, pos):
     v_protocol_name_n = mv[pos]
     if v_protocol_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_name_n = (v_protocol_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_name_n, pos = read_uvarint(mv, pos)
     v_protocol_name_n -= 1
@@ -476,6 +488,9 @@ def _dec_JoinGroupResponse_v6(mv, pos):
     v_leader_n = mv[pos]
     if v_leader_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_leader_n = (v_leader_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_leader_n, pos = read_uvarint(mv, pos)
     v_leader_n -= 1
@@ -489,6 +504,9 @@ def _dec_JoinGroupResponse_v6(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -502,6 +520,9 @@ def _dec_JoinGroupResponse_v6(mv, pos):
     v_members_n = mv[pos]
     if v_members_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_members_n = (v_members_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_members_n, pos = read_uvarint(mv, pos)
     v_members_n -= 1
@@ -589,6 +610,9 @@ def _dec_JoinGroupResponse_v7(mv, pos):
     v_protocol_type_n = mv[pos]
     if v_protocol_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_type_n = (v_protocol_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_type_n, pos = read_uvarint(mv, pos)
     v_protocol_type_n -= 1
@@ -602,6 +626,9 @@ def _dec_JoinGroupResponse_v7(mv, pos):
     v_protocol_name_n = mv[pos]
     if v_protocol_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_name_n = (v_protocol_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_name_n, pos = read_uvarint(mv, pos)
     v_protocol_name_n -= 1
@@ -615,6 +642,9 @@ def _dec_JoinGroupResponse_v7(mv, pos):
     v_leader_n = mv[pos]
     if v_leader_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_leader_n = (v_leader_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_leader_n, pos = read_uvarint(mv, pos)
     v_leader_n -= 1
@@ -628,6 +658,9 @@ def _dec_JoinGroupResponse_v7(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -641,6 +674,9 @@ def _dec_JoinGroupResponse_v7(mv, pos):
     v_members_n = mv[pos]
     if v_members_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_members_n = (v_members_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_members_n, pos = read_uvarint(mv, pos)
     v_members_n -= 1
@@ -739,6 +775,9 @@ def _dec_JoinGroupResponse_v9(mv, pos):
     v_protocol_type_n = mv[pos]
     if v_protocol_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_type_n = (v_protocol_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_type_n, pos = read_uvarint(mv, pos)
     v_protocol_type_n -= 1
@@ -752,6 +791,9 @@ def _dec_JoinGroupResponse_v9(mv, pos):
     v_protocol_name_n = mv[pos]
     if v_protocol_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_name_n = (v_protocol_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_name_n, pos = read_uvarint(mv, pos)
     v_protocol_name_n -= 1
@@ -765,6 +807,9 @@ def _dec_JoinGroupResponse_v9(mv, pos):
     v_leader_n = mv[pos]
     if v_leader_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_leader_n = (v_leader_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_leader_n, pos = read_uvarint(mv, pos)
     v_leader_n -= 1
@@ -780,6 +825,9 @@ def _dec_JoinGroupResponse_v9(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -793,6 +841,9 @@ def _dec_JoinGroupResponse_v9(mv, pos):
     v_members_n = mv[pos]
     if v_members_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_members_n = (v_members_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_members_n, pos = read_uvarint(mv, pos)
     v_members_n -= 1

@@ -612,6 +612,9 @@ def _dec_LeaderAndIsrPartitionState_v4(mv, pos):
     v_isr_n = mv[pos]
     if v_isr_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_isr_n = (v_isr_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_isr_n, pos = read_uvarint(mv, pos)
     v_isr_n -= 1
@@ -627,6 +630,9 @@ def _dec_LeaderAndIsrPartitionState_v4(mv, pos):
     v_replicas_n = mv[pos]
     if v_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_replicas_n = (v_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_replicas_n, pos = read_uvarint(mv, pos)
     v_replicas_n -= 1
@@ -640,6 +646,9 @@ def _dec_LeaderAndIsrPartitionState_v4(mv, pos):
     v_adding_replicas_n = mv[pos]
     if v_adding_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_adding_replicas_n = (v_adding_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_adding_replicas_n, pos = read_uvarint(mv, pos)
     v_adding_replicas_n -= 1
@@ -653,6 +662,9 @@ def _dec_LeaderAndIsrPartitionState_v4(mv, pos):
     v_removing_replicas_n = mv[pos]
     if v_removing_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_removing_replicas_n = (v_removing_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_removing_replicas_n, pos = read_uvarint(mv, pos)
     v_removing_replicas_n -= 1
@@ -736,6 +748,9 @@ def _dec_LeaderAndIsrTopicState_v4(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -749,6 +764,9 @@ def _dec_LeaderAndIsrTopicState_v4(mv, pos):
     v_partition_states_n = mv[pos]
     if v_partition_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_states_n = (v_partition_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_states_n, pos = read_uvarint(mv, pos)
     v_partition_states_n -= 1
@@ -813,6 +831,9 @@ def _dec_LeaderAndIsrLiveLeader_v4(mv, pos):
     v_host_name_n = mv[pos]
     if v_host_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_name_n = (v_host_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_name_n, pos = read_uvarint(mv, pos)
     v_host_name_n -= 1
@@ -868,6 +889,9 @@ def _dec_LeaderAndIsrRequest_v4(mv, pos):
     v_topic_states_n = mv[pos]
     if v_topic_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_states_n = (v_topic_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_states_n, pos = read_uvarint(mv, pos)
     v_topic_states_n -= 1
@@ -883,6 +907,9 @@ def _dec_LeaderAndIsrRequest_v4(mv, pos):
     v_live_leaders_n = mv[pos]
     if v_live_leaders_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_live_leaders_n = (v_live_leaders_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_live_leaders_n, pos = read_uvarint(mv, pos)
     v_live_leaders_n -= 1
@@ -946,6 +973,9 @@ def _dec_LeaderAndIsrTopicState_v5(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -961,6 +991,9 @@ def _dec_LeaderAndIsrTopicState_v5(mv, pos):
     v_partition_states_n = mv[pos]
     if v_partition_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_states_n = (v_partition_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_states_n, pos = read_uvarint(mv, pos)
     v_partition_states_n -= 1
@@ -1026,6 +1059,9 @@ def _dec_LeaderAndIsrRequest_v5(mv, pos):
     v_topic_states_n = mv[pos]
     if v_topic_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_states_n = (v_topic_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_states_n, pos = read_uvarint(mv, pos)
     v_topic_states_n -= 1
@@ -1041,6 +1077,9 @@ def _dec_LeaderAndIsrRequest_v5(mv, pos):
     v_live_leaders_n = mv[pos]
     if v_live_leaders_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_live_leaders_n = (v_live_leaders_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_live_leaders_n, pos = read_uvarint(mv, pos)
     v_live_leaders_n -= 1
@@ -1106,6 +1145,9 @@ def _dec_LeaderAndIsrPartitionState_v6(mv, pos):
     v_isr_n = mv[pos]
     if v_isr_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_isr_n = (v_isr_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_isr_n, pos = read_uvarint(mv, pos)
     v_isr_n -= 1
@@ -1121,6 +1163,9 @@ def _dec_LeaderAndIsrPartitionState_v6(mv, pos):
     v_replicas_n = mv[pos]
     if v_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_replicas_n = (v_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_replicas_n, pos = read_uvarint(mv, pos)
     v_replicas_n -= 1
@@ -1134,6 +1179,9 @@ def _dec_LeaderAndIsrPartitionState_v6(mv, pos):
     v_adding_replicas_n = mv[pos]
     if v_adding_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_adding_replicas_n = (v_adding_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_adding_replicas_n, pos = read_uvarint(mv, pos)
     v_adding_replicas_n -= 1
@@ -1147,6 +1195,9 @@ def _dec_LeaderAndIsrPartitionState_v6(mv, pos):
     v_removing_replicas_n = mv[pos]
     if v_removing_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_removing_replicas_n = (v_removing_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_removing_replicas_n, pos = read_uvarint(mv, pos)
     v_removing_replicas_n -= 1
@@ -1230,6 +1281,9 @@ def _dec_LeaderAndIsrTopicState_v6(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -1245,6 +1299,9 @@ def _dec_LeaderAndIsrTopicState_v6(mv, pos):
     v_partition_states_n = mv[pos]
     if v_partition_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_states_n = (v_partition_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_states_n, pos = read_uvarint(mv, pos)
     v_partition_states_n -= 1
@@ -1310,6 +1367,9 @@ def _dec_LeaderAndIsrRequest_v6(mv, pos):
     v_topic_states_n = mv[pos]
     if v_topic_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_states_n = (v_topic_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_states_n, pos = read_uvarint(mv, pos)
     v_topic_states_n -= 1
@@ -1325,6 +1385,9 @@ def _dec_LeaderAndIsrRequest_v6(mv, pos):
     v_live_leaders_n = mv[pos]
     if v_live_leaders_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_live_leaders_n = (v_live_leaders_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_live_leaders_n, pos = read_uvarint(mv, pos)
     v_live_leaders_n -= 1
@@ -1390,6 +1453,9 @@ def _dec_LeaderAndIsrRequest_v7(mv, pos):
     v_topic_states_n = mv[pos]
     if v_topic_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_states_n = (v_topic_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_states_n, pos = read_uvarint(mv, pos)
     v_topic_states_n -= 1
@@ -1405,6 +1471,9 @@ def _dec_LeaderAndIsrRequest_v7(mv, pos):
     v_live_leaders_n = mv[pos]
     if v_live_leaders_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_live_leaders_n = (v_live_leaders_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_live_leaders_n, pos = read_uvarint(mv, pos)
     v_live_leaders_n -= 1

@@ -72,6 +72,9 @@ def _dec_LeaderChangeMessage_v0(mv, pos):
     v_voters_n = mv[pos]
     if v_voters_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_voters_n = (v_voters_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_voters_n, pos = read_uvarint(mv, pos)
     v_voters_n -= 1
@@ -87,6 +90,9 @@ def _dec_LeaderChangeMessage_v0(mv, pos):
     v_granting_voters_n = mv[pos]
     if v_granting_voters_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_granting_voters_n = (v_granting_voters_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_granting_voters_n, pos = read_uvarint(mv, pos)
     v_granting_voters_n -= 1
@@ -180,6 +186,9 @@ def _dec_LeaderChangeMessage_v1(mv, pos):
     v_voters_n = mv[pos]
     if v_voters_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_voters_n = (v_voters_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_voters_n, pos = read_uvarint(mv, pos)
     v_voters_n -= 1
@@ -195,6 +204,9 @@ def _dec_LeaderChangeMessage_v1(mv, pos):
     v_granting_voters_n = mv[pos]
     if v_granting_voters_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_granting_voters_n = (v_granting_voters_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_granting_voters_n, pos = read_uvarint(mv, pos)
     v_granting_voters_n -= 1

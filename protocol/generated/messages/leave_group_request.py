@@ -157,6 +157,9 @@ def _dec_MemberIdentity_v4(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -170,6 +173,9 @@ def _dec_MemberIdentity_v4(mv, pos):
     v_group_instance_id_n = mv[pos]
     if v_group_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_instance_id_n = (v_group_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_instance_id_n, pos = read_uvarint(mv, pos)
     v_group_instance_id_n -= 1
@@ -230,6 +236,9 @@ def _dec_LeaveGroupRequest_v4(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -243,6 +252,9 @@ def _dec_LeaveGroupRequest_v4(mv, pos):
     v_members_n = mv[pos]
     if v_members_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_members_n = (v_members_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_members_n, pos = read_uvarint(mv, pos)
     v_members_n -= 1
@@ -305,6 +317,9 @@ def _dec_MemberIdentity_v5(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -318,6 +333,9 @@ def _dec_MemberIdentity_v5(mv, pos):
     v_group_instance_id_n = mv[pos]
     if v_group_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_instance_id_n = (v_group_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_instance_id_n, pos = read_uvarint(mv, pos)
     v_group_instance_id_n -= 1
@@ -331,6 +349,9 @@ def _dec_MemberIdentity_v5(mv, pos):
     v_reason_n = mv[pos]
     if v_reason_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_reason_n = (v_reason_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_reason_n, pos = read_uvarint(mv, pos)
     v_reason_n -= 1
@@ -402,6 +423,9 @@ def _dec_LeaveGroupRequest_v5(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -415,6 +439,9 @@ def _dec_LeaveGroupRequest_v5(mv, pos):
     v_members_n = mv[pos]
     if v_members_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_members_n = (v_members_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_members_n, pos = read_uvarint(mv, pos)
     v_members_n -= 1

@@ -52,6 +52,9 @@ def _dec_ListConfigResourcesRequest_v1(mv, pos):
     v_resource_types_n = mv[pos]
     if v_resource_types_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_resource_types_n = (v_resource_types_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_resource_types_n, pos = read_uvarint(mv, pos)
     v_resource_types_n -= 1

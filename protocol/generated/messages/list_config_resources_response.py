@@ -40,6 +40,9 @@ def _dec_ConfigResource_v0(mv, pos):
     v_resource_name_n = mv[pos]
     if v_resource_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_resource_name_n = (v_resource_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_resource_name_n, pos = read_uvarint(mv, pos)
     v_resource_name_n -= 1
@@ -91,6 +94,9 @@ def _dec_ListConfigResourcesResponse_v0(mv, pos):
     v_config_resources_n = mv[pos]
     if v_config_resources_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_config_resources_n = (v_config_resources_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_config_resources_n, pos = read_uvarint(mv, pos)
     v_config_resources_n -= 1
@@ -143,6 +149,9 @@ def _dec_ConfigResource_v1(mv, pos):
     v_resource_name_n = mv[pos]
     if v_resource_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_resource_name_n = (v_resource_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_resource_name_n, pos = read_uvarint(mv, pos)
     v_resource_name_n -= 1
@@ -197,6 +206,9 @@ def _dec_ListConfigResourcesResponse_v1(mv, pos):
     v_config_resources_n = mv[pos]
     if v_config_resources_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_config_resources_n = (v_config_resources_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_config_resources_n, pos = read_uvarint(mv, pos)
     v_config_resources_n -= 1

@@ -60,6 +60,9 @@ def _dec_ListGroupsRequest_v4(mv, pos):
     v_states_filter_n = mv[pos]
     if v_states_filter_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_states_filter_n = (v_states_filter_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_states_filter_n, pos = read_uvarint(mv, pos)
     v_states_filter_n -= 1
@@ -73,6 +76,9 @@ def _dec_ListGroupsRequest_v4(mv, pos):
             v_states_filter_e_n = mv[pos]
             if v_states_filter_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_states_filter_e_n = (v_states_filter_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_states_filter_e_n, pos = read_uvarint(mv, pos)
             v_states_filter_e_n -= 1
@@ -133,6 +139,9 @@ def _dec_ListGroupsRequest_v5(mv, pos):
     v_states_filter_n = mv[pos]
     if v_states_filter_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_states_filter_n = (v_states_filter_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_states_filter_n, pos = read_uvarint(mv, pos)
     v_states_filter_n -= 1
@@ -146,6 +155,9 @@ def _dec_ListGroupsRequest_v5(mv, pos):
             v_states_filter_e_n = mv[pos]
             if v_states_filter_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_states_filter_e_n = (v_states_filter_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_states_filter_e_n, pos = read_uvarint(mv, pos)
             v_states_filter_e_n -= 1
@@ -160,6 +172,9 @@ def _dec_ListGroupsRequest_v5(mv, pos):
     v_types_filter_n = mv[pos]
     if v_types_filter_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_types_filter_n = (v_types_filter_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_types_filter_n, pos = read_uvarint(mv, pos)
     v_types_filter_n -= 1
@@ -173,6 +188,9 @@ def _dec_ListGroupsRequest_v5(mv, pos):
             v_types_filter_e_n = mv[pos]
             if v_types_filter_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_types_filter_e_n = (v_types_filter_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_types_filter_e_n, pos = read_uvarint(mv, pos)
             v_types_filter_e_n -= 1

@@ -135,6 +135,9 @@ def _dec_ListedGroup_v3(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -148,6 +151,9 @@ def _dec_ListedGroup_v3(mv, pos):
     v_protocol_type_n = mv[pos]
     if v_protocol_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_type_n = (v_protocol_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_type_n, pos = read_uvarint(mv, pos)
     v_protocol_type_n -= 1
@@ -210,6 +216,9 @@ def _dec_ListGroupsResponse_v3(mv, pos):
     v_groups_n = mv[pos]
     if v_groups_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_groups_n = (v_groups_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_groups_n, pos = read_uvarint(mv, pos)
     v_groups_n -= 1
@@ -262,6 +271,9 @@ def _dec_ListedGroup_v4(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -275,6 +287,9 @@ def _dec_ListedGroup_v4(mv, pos):
     v_protocol_type_n = mv[pos]
     if v_protocol_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_type_n = (v_protocol_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_type_n, pos = read_uvarint(mv, pos)
     v_protocol_type_n -= 1
@@ -288,6 +303,9 @@ def _dec_ListedGroup_v4(mv, pos):
     v_group_state_n = mv[pos]
     if v_group_state_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_state_n = (v_group_state_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_state_n, pos = read_uvarint(mv, pos)
     v_group_state_n -= 1
@@ -361,6 +379,9 @@ def _dec_ListGroupsResponse_v4(mv, pos):
     v_groups_n = mv[pos]
     if v_groups_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_groups_n = (v_groups_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_groups_n, pos = read_uvarint(mv, pos)
     v_groups_n -= 1
@@ -413,6 +434,9 @@ def _dec_ListedGroup_v5(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -426,6 +450,9 @@ def _dec_ListedGroup_v5(mv, pos):
     v_protocol_type_n = mv[pos]
     if v_protocol_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_type_n = (v_protocol_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_type_n, pos = read_uvarint(mv, pos)
     v_protocol_type_n -= 1
@@ -439,6 +466,9 @@ def _dec_ListedGroup_v5(mv, pos):
     v_group_state_n = mv[pos]
     if v_group_state_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_state_n = (v_group_state_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_state_n, pos = read_uvarint(mv, pos)
     v_group_state_n -= 1
@@ -452,6 +482,9 @@ def _dec_ListedGroup_v5(mv, pos):
     v_group_type_n = mv[pos]
     if v_group_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_type_n = (v_group_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_type_n, pos = read_uvarint(mv, pos)
     v_group_type_n -= 1
@@ -536,6 +569,9 @@ def _dec_ListGroupsResponse_v5(mv, pos):
     v_groups_n = mv[pos]
     if v_groups_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_groups_n = (v_groups_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_groups_n, pos = read_uvarint(mv, pos)
     v_groups_n -= 1

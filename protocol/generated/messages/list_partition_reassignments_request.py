@@ -38,6 +38,9 @@ def _dec_ListPartitionReassignmentsTopics_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -51,6 +54,9 @@ def _dec_ListPartitionReassignmentsTopics_v0(mv, pos):
     v_partition_indexes_n = mv[pos]
     if v_partition_indexes_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_indexes_n = (v_partition_indexes_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_indexes_n, pos = read_uvarint(mv, pos)
     v_partition_indexes_n -= 1
@@ -112,6 +118,9 @@ def _dec_ListPartitionReassignmentsRequest_v0(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1

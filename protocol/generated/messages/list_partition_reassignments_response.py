@@ -54,6 +54,9 @@ def _dec_OngoingPartitionReassignment_v0(mv, pos):
     v_replicas_n = mv[pos]
     if v_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_replicas_n = (v_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_replicas_n, pos = read_uvarint(mv, pos)
     v_replicas_n -= 1
@@ -67,6 +70,9 @@ def _dec_OngoingPartitionReassignment_v0(mv, pos):
     v_adding_replicas_n = mv[pos]
     if v_adding_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_adding_replicas_n = (v_adding_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_adding_replicas_n, pos = read_uvarint(mv, pos)
     v_adding_replicas_n -= 1
@@ -80,6 +86,9 @@ def _dec_OngoingPartitionReassignment_v0(mv, pos):
     v_removing_replicas_n = mv[pos]
     if v_removing_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_removing_replicas_n = (v_removing_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_removing_replicas_n, pos = read_uvarint(mv, pos)
     v_removing_replicas_n -= 1
@@ -149,6 +158,9 @@ def _dec_OngoingTopicReassignment_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -162,6 +174,9 @@ def _dec_OngoingTopicReassignment_v0(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -226,6 +241,9 @@ def _dec_ListPartitionReassignmentsResponse_v0(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -239,6 +257,9 @@ def _dec_ListPartitionReassignmentsResponse_v0(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1

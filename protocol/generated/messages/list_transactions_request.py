@@ -31,6 +31,9 @@ def _dec_ListTransactionsRequest_v0(mv, pos):
     v_state_filters_n = mv[pos]
     if v_state_filters_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_state_filters_n = (v_state_filters_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_state_filters_n, pos = read_uvarint(mv, pos)
     v_state_filters_n -= 1
@@ -44,6 +47,9 @@ def _dec_ListTransactionsRequest_v0(mv, pos):
             v_state_filters_e_n = mv[pos]
             if v_state_filters_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_state_filters_e_n = (v_state_filters_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_state_filters_e_n, pos = read_uvarint(mv, pos)
             v_state_filters_e_n -= 1
@@ -58,6 +64,9 @@ def _dec_ListTransactionsRequest_v0(mv, pos):
     v_producer_id_filters_n = mv[pos]
     if v_producer_id_filters_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_producer_id_filters_n = (v_producer_id_filters_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_producer_id_filters_n, pos = read_uvarint(mv, pos)
     v_producer_id_filters_n -= 1
@@ -127,6 +136,9 @@ def _dec_ListTransactionsRequest_v1(mv, pos):
     v_state_filters_n = mv[pos]
     if v_state_filters_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_state_filters_n = (v_state_filters_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_state_filters_n, pos = read_uvarint(mv, pos)
     v_state_filters_n -= 1
@@ -140,6 +152,9 @@ def _dec_ListTransactionsRequest_v1(mv, pos):
             v_state_filters_e_n = mv[pos]
             if v_state_filters_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_state_filters_e_n = (v_state_filters_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_state_filters_e_n, pos = read_uvarint(mv, pos)
             v_state_filters_e_n -= 1
@@ -154,6 +169,9 @@ def _dec_ListTransactionsRequest_v1(mv, pos):
     v_producer_id_filters_n = mv[pos]
     if v_producer_id_filters_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_producer_id_filters_n = (v_producer_id_filters_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_producer_id_filters_n, pos = read_uvarint(mv, pos)
     v_producer_id_filters_n -= 1
@@ -226,6 +244,9 @@ def _dec_ListTransactionsRequest_v2(mv, pos):
     v_state_filters_n = mv[pos]
     if v_state_filters_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_state_filters_n = (v_state_filters_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_state_filters_n, pos = read_uvarint(mv, pos)
     v_state_filters_n -= 1
@@ -239,6 +260,9 @@ def _dec_ListTransactionsRequest_v2(mv, pos):
             v_state_filters_e_n = mv[pos]
             if v_state_filters_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_state_filters_e_n = (v_state_filters_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_state_filters_e_n, pos = read_uvarint(mv, pos)
             v_state_filters_e_n -= 1
@@ -253,6 +277,9 @@ def _dec_ListTransactionsRequest_v2(mv, pos):
     v_producer_id_filters_n = mv[pos]
     if v_producer_id_filters_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_producer_id_filters_n = (v_producer_id_filters_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_producer_id_filters_n, pos = read_uvarint(mv, pos)
     v_producer_id_filters_n -= 1
@@ -268,6 +295,9 @@ def _dec_ListTransactionsRequest_v2(mv, pos):
     v_transactional_id_pattern_n = mv[pos]
     if v_transactional_id_pattern_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_transactional_id_pattern_n = (v_transactional_id_pattern_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_transactional_id_pattern_n, pos = read_uvarint(mv, pos)
     v_transactional_id_pattern_n -= 1

@@ -42,6 +42,9 @@ def _dec_TransactionState_v0(mv, pos):
     v_transactional_id_n = mv[pos]
     if v_transactional_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_transactional_id_n = (v_transactional_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_transactional_id_n, pos = read_uvarint(mv, pos)
     v_transactional_id_n -= 1
@@ -57,6 +60,9 @@ def _dec_TransactionState_v0(mv, pos):
     v_transaction_state_n = mv[pos]
     if v_transaction_state_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_transaction_state_n = (v_transaction_state_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_transaction_state_n, pos = read_uvarint(mv, pos)
     v_transaction_state_n -= 1
@@ -120,6 +126,9 @@ def _dec_ListTransactionsResponse_v0(mv, pos):
     v_unknown_state_filters_n = mv[pos]
     if v_unknown_state_filters_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_unknown_state_filters_n = (v_unknown_state_filters_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_unknown_state_filters_n, pos = read_uvarint(mv, pos)
     v_unknown_state_filters_n -= 1
@@ -133,6 +142,9 @@ def _dec_ListTransactionsResponse_v0(mv, pos):
             v_unknown_state_filters_e_n = mv[pos]
             if v_unknown_state_filters_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_unknown_state_filters_e_n = (v_unknown_state_filters_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_unknown_state_filters_e_n, pos = read_uvarint(mv, pos)
             v_unknown_state_filters_e_n -= 1
@@ -147,6 +159,9 @@ def _dec_ListTransactionsResponse_v0(mv, pos):
     v_transaction_states_n = mv[pos]
     if v_transaction_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_transaction_states_n = (v_transaction_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_transaction_states_n, pos = read_uvarint(mv, pos)
     v_transaction_states_n -= 1

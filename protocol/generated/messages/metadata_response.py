@@ -935,6 +935,9 @@ def _dec_MetadataResponseBroker_v9(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -950,6 +953,9 @@ def _dec_MetadataResponseBroker_v9(mv, pos):
     v_rack_n = mv[pos]
     if v_rack_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_n = (v_rack_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_n, pos = read_uvarint(mv, pos)
     v_rack_n -= 1
@@ -1014,6 +1020,9 @@ def _dec_MetadataResponsePartition_v9(mv, pos):
     v_replica_nodes_n = mv[pos]
     if v_replica_nodes_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_replica_nodes_n = (v_replica_nodes_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_replica_nodes_n, pos = read_uvarint(mv, pos)
     v_replica_nodes_n -= 1
@@ -1027,6 +1036,9 @@ def _dec_MetadataResponsePartition_v9(mv, pos):
     v_isr_nodes_n = mv[pos]
     if v_isr_nodes_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_isr_nodes_n = (v_isr_nodes_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_isr_nodes_n, pos = read_uvarint(mv, pos)
     v_isr_nodes_n -= 1
@@ -1040,6 +1052,9 @@ def _dec_MetadataResponsePartition_v9(mv, pos):
     v_offline_replicas_n = mv[pos]
     if v_offline_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_offline_replicas_n = (v_offline_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_offline_replicas_n, pos = read_uvarint(mv, pos)
     v_offline_replicas_n -= 1
@@ -1111,6 +1126,9 @@ def _dec_MetadataResponseTopic_v9(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -1126,6 +1144,9 @@ def _dec_MetadataResponseTopic_v9(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -1195,6 +1216,9 @@ def _dec_MetadataResponse_v9(mv, pos):
     v_brokers_n = mv[pos]
     if v_brokers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_brokers_n = (v_brokers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_brokers_n, pos = read_uvarint(mv, pos)
     v_brokers_n -= 1
@@ -1210,6 +1234,9 @@ def _dec_MetadataResponse_v9(mv, pos):
     v_cluster_id_n = mv[pos]
     if v_cluster_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_cluster_id_n, pos = read_uvarint(mv, pos)
     v_cluster_id_n -= 1
@@ -1225,6 +1252,9 @@ def _dec_MetadataResponse_v9(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -1305,6 +1335,9 @@ def _dec_MetadataResponseTopic_v10(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -1320,6 +1353,9 @@ def _dec_MetadataResponseTopic_v10(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -1389,6 +1425,9 @@ def _dec_MetadataResponse_v10(mv, pos):
     v_brokers_n = mv[pos]
     if v_brokers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_brokers_n = (v_brokers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_brokers_n, pos = read_uvarint(mv, pos)
     v_brokers_n -= 1
@@ -1404,6 +1443,9 @@ def _dec_MetadataResponse_v10(mv, pos):
     v_cluster_id_n = mv[pos]
     if v_cluster_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_cluster_id_n, pos = read_uvarint(mv, pos)
     v_cluster_id_n -= 1
@@ -1419,6 +1461,9 @@ def _dec_MetadataResponse_v10(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -1499,6 +1544,9 @@ def _dec_MetadataResponse_v11(mv, pos):
     v_brokers_n = mv[pos]
     if v_brokers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_brokers_n = (v_brokers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_brokers_n, pos = read_uvarint(mv, pos)
     v_brokers_n -= 1
@@ -1514,6 +1562,9 @@ def _dec_MetadataResponse_v11(mv, pos):
     v_cluster_id_n = mv[pos]
     if v_cluster_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_cluster_id_n, pos = read_uvarint(mv, pos)
     v_cluster_id_n -= 1
@@ -1529,6 +1580,9 @@ def _dec_MetadataResponse_v11(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -1606,6 +1660,9 @@ def _dec_MetadataResponseTopic_v12(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -1621,6 +1678,9 @@ def _dec_MetadataResponseTopic_v12(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -1690,6 +1750,9 @@ def _dec_MetadataResponse_v12(mv, pos):
     v_brokers_n = mv[pos]
     if v_brokers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_brokers_n = (v_brokers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_brokers_n, pos = read_uvarint(mv, pos)
     v_brokers_n -= 1
@@ -1705,6 +1768,9 @@ def _dec_MetadataResponse_v12(mv, pos):
     v_cluster_id_n = mv[pos]
     if v_cluster_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_cluster_id_n, pos = read_uvarint(mv, pos)
     v_cluster_id_n -= 1
@@ -1720,6 +1786,9 @@ def _dec_MetadataResponse_v12(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -1797,6 +1866,9 @@ def _dec_MetadataResponse_v13(mv, pos):
     v_brokers_n = mv[pos]
     if v_brokers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_brokers_n = (v_brokers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_brokers_n, pos = read_uvarint(mv, pos)
     v_brokers_n -= 1
@@ -1812,6 +1884,9 @@ def _dec_MetadataResponse_v13(mv, pos):
     v_cluster_id_n = mv[pos]
     if v_cluster_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_cluster_id_n, pos = read_uvarint(mv, pos)
     v_cluster_id_n -= 1
@@ -1827,6 +1902,9 @@ def _dec_MetadataResponse_v13(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1

@@ -612,6 +612,9 @@ def _dec_OffsetCommitRequestPartition_v8(mv, pos):
     v_committed_metadata_n = mv[pos]
     if v_committed_metadata_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_committed_metadata_n = (v_committed_metadata_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_committed_metadata_n, pos = read_uvarint(mv, pos)
     v_committed_metadata_n -= 1
@@ -662,6 +665,9 @@ def _dec_OffsetCommitRequestTopic_v8(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -675,6 +681,9 @@ def _dec_OffsetCommitRequestTopic_v8(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -737,6 +746,9 @@ def _dec_OffsetCommitRequest_v8(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -752,6 +764,9 @@ def _dec_OffsetCommitRequest_v8(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -765,6 +780,9 @@ def _dec_OffsetCommitRequest_v8(mv, pos):
     v_group_instance_id_n = mv[pos]
     if v_group_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_instance_id_n = (v_group_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_instance_id_n, pos = read_uvarint(mv, pos)
     v_group_instance_id_n -= 1
@@ -778,6 +796,9 @@ def _dec_OffsetCommitRequest_v8(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -865,6 +886,9 @@ def _dec_OffsetCommitRequestTopic_v10(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -917,6 +941,9 @@ def _dec_OffsetCommitRequest_v10(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -932,6 +959,9 @@ def _dec_OffsetCommitRequest_v10(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -945,6 +975,9 @@ def _dec_OffsetCommitRequest_v10(mv, pos):
     v_group_instance_id_n = mv[pos]
     if v_group_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_instance_id_n = (v_group_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_instance_id_n, pos = read_uvarint(mv, pos)
     v_group_instance_id_n -= 1
@@ -958,6 +991,9 @@ def _dec_OffsetCommitRequest_v10(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1

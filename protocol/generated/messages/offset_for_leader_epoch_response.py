@@ -253,6 +253,9 @@ def _dec_OffsetForLeaderTopicResult_v4(mv, pos):
     v_topic_n = mv[pos]
     if v_topic_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_n = (v_topic_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_n, pos = read_uvarint(mv, pos)
     v_topic_n -= 1
@@ -266,6 +269,9 @@ def _dec_OffsetForLeaderTopicResult_v4(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -330,6 +336,9 @@ def _dec_OffsetForLeaderEpochResponse_v4(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1

@@ -192,6 +192,9 @@ def _dec_PartitionProduceData_v9(mv, pos):
     v_records_n = mv[pos]
     if v_records_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_records_n = (v_records_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_records_n, pos = read_uvarint(mv, pos)
     v_records_n -= 1
@@ -244,6 +247,9 @@ def _dec_TopicProduceData_v9(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -257,6 +263,9 @@ def _dec_TopicProduceData_v9(mv, pos):
     v_partition_data_n = mv[pos]
     if v_partition_data_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_data_n = (v_partition_data_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_data_n, pos = read_uvarint(mv, pos)
     v_partition_data_n -= 1
@@ -319,6 +328,9 @@ def _dec_ProduceRequest_v9(mv, pos):
     v_transactional_id_n = mv[pos]
     if v_transactional_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_transactional_id_n = (v_transactional_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_transactional_id_n, pos = read_uvarint(mv, pos)
     v_transactional_id_n -= 1
@@ -334,6 +346,9 @@ def _dec_ProduceRequest_v9(mv, pos):
     v_topic_data_n = mv[pos]
     if v_topic_data_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_data_n = (v_topic_data_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_data_n, pos = read_uvarint(mv, pos)
     v_topic_data_n -= 1
@@ -399,6 +414,9 @@ def _dec_TopicProduceData_v13(mv, pos):
     v_partition_data_n = mv[pos]
     if v_partition_data_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_data_n = (v_partition_data_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_data_n, pos = read_uvarint(mv, pos)
     v_partition_data_n -= 1
@@ -451,6 +469,9 @@ def _dec_ProduceRequest_v13(mv, pos):
     v_transactional_id_n = mv[pos]
     if v_transactional_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_transactional_id_n = (v_transactional_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_transactional_id_n, pos = read_uvarint(mv, pos)
     v_transactional_id_n -= 1
@@ -466,6 +487,9 @@ def _dec_ProduceRequest_v13(mv, pos):
     v_topic_data_n = mv[pos]
     if v_topic_data_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_data_n = (v_topic_data_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_data_n, pos = read_uvarint(mv, pos)
     v_topic_data_n -= 1

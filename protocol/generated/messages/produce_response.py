@@ -479,6 +479,9 @@ def _dec_BatchIndexAndErrorMessage_v9(mv, pos):
     v_batch_index_error_message_n = mv[pos]
     if v_batch_index_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_batch_index_error_message_n = (v_batch_index_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_batch_index_error_message_n, pos = read_uvarint(mv, pos)
     v_batch_index_error_message_n -= 1
@@ -531,6 +534,9 @@ def _dec_PartitionProduceResponse_v9(mv, pos):
     v_record_errors_n = mv[pos]
     if v_record_errors_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_record_errors_n = (v_record_errors_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_record_errors_n, pos = read_uvarint(mv, pos)
     v_record_errors_n -= 1
@@ -546,6 +552,9 @@ def _dec_PartitionProduceResponse_v9(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -607,6 +616,9 @@ def _dec_TopicProduceResponse_v9(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -620,6 +632,9 @@ def _dec_TopicProduceResponse_v9(mv, pos):
     v_partition_responses_n = mv[pos]
     if v_partition_responses_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_responses_n = (v_partition_responses_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_responses_n, pos = read_uvarint(mv, pos)
     v_partition_responses_n -= 1
@@ -682,6 +697,9 @@ def _dec_ProduceResponse_v9(mv, pos):
     v_responses_n = mv[pos]
     if v_responses_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_responses_n = (v_responses_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_responses_n, pos = read_uvarint(mv, pos)
     v_responses_n -= 1
@@ -766,6 +784,9 @@ def _dec_PartitionProduceResponse_v10(mv, pos):
     v_record_errors_n = mv[pos]
     if v_record_errors_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_record_errors_n = (v_record_errors_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_record_errors_n, pos = read_uvarint(mv, pos)
     v_record_errors_n -= 1
@@ -781,6 +802,9 @@ def _dec_PartitionProduceResponse_v10(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -837,7 +861,7 @@ def _enc_PartitionProduceResponse_v10(m, buf, parts):
             buf += uvarint(n5)
         buf += s4
     items = list(m.unknown_tagged_fields) if m.unknown_tagged_fields else []
-    if m.current_leader != LeaderIdAndEpoch():
+    if type(d6 := m.current_leader) is not LeaderIdAndEpoch or d6.leader_id != -1 or d6.leader_epoch != -1 or d6.unknown_tagged_fields is not None:
         tb = bytearray()
         _enc_LeaderIdAndEpoch_v10(m.current_leader, tb, parts)
         items.append((0, tb))
@@ -851,6 +875,9 @@ def _dec_TopicProduceResponse_v10(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -864,6 +891,9 @@ def _dec_TopicProduceResponse_v10(mv, pos):
     v_partition_responses_n = mv[pos]
     if v_partition_responses_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_responses_n = (v_partition_responses_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_responses_n, pos = read_uvarint(mv, pos)
     v_partition_responses_n -= 1
@@ -928,6 +958,9 @@ def _dec_NodeEndpoint_v10(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -943,6 +976,9 @@ def _dec_NodeEndpoint_v10(mv, pos):
     v_rack_n = mv[pos]
     if v_rack_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_n = (v_rack_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_n, pos = read_uvarint(mv, pos)
     v_rack_n -= 1
@@ -1005,6 +1041,9 @@ def _dec_ProduceResponse_v10(mv, pos):
     v_responses_n = mv[pos]
     if v_responses_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_responses_n = (v_responses_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_responses_n, pos = read_uvarint(mv, pos)
     v_responses_n -= 1
@@ -1035,6 +1074,9 @@ def _dec_ProduceResponse_v10(mv, pos):
                 v_node_endpoints_n = mv[pos]
                 if v_node_endpoints_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_node_endpoints_n = (v_node_endpoints_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_node_endpoints_n, pos = read_uvarint(mv, pos)
                 v_node_endpoints_n -= 1
@@ -1094,6 +1136,9 @@ def _dec_TopicProduceResponse_v13(mv, pos):
     v_partition_responses_n = mv[pos]
     if v_partition_responses_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_responses_n = (v_partition_responses_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_responses_n, pos = read_uvarint(mv, pos)
     v_partition_responses_n -= 1
@@ -1146,6 +1191,9 @@ def _dec_ProduceResponse_v13(mv, pos):
     v_responses_n = mv[pos]
     if v_responses_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_responses_n = (v_responses_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_responses_n, pos = read_uvarint(mv, pos)
     v_responses_n -= 1
@@ -1176,6 +1224,9 @@ def _dec_ProduceResponse_v13(mv, pos):
                 v_node_endpoints_n = mv[pos]
                 if v_node_endpoints_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_node_endpoints_n = (v_node_endpoints_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_node_endpoints_n, pos = read_uvarint(mv, pos)
                 v_node_endpoints_n -= 1

@@ -34,6 +34,9 @@ def _dec_PushTelemetryRequest_v0(mv, pos):
     v_metrics_n = mv[pos]
     if v_metrics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_metrics_n = (v_metrics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_metrics_n, pos = read_uvarint(mv, pos)
     v_metrics_n -= 1

@@ -54,6 +54,9 @@ def _dec_RenewDelegationTokenRequest_v2(mv, pos):
     v_hmac_n = mv[pos]
     if v_hmac_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_hmac_n = (v_hmac_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_hmac_n, pos = read_uvarint(mv, pos)
     v_hmac_n -= 1

@@ -49,6 +49,9 @@ def _dec_SaslAuthenticateRequest_v2(mv, pos):
     v_auth_bytes_n = mv[pos]
     if v_auth_bytes_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_auth_bytes_n = (v_auth_bytes_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_auth_bytes_n, pos = read_uvarint(mv, pos)
     v_auth_bytes_n -= 1

@@ -118,6 +118,9 @@ def _dec_SaslAuthenticateResponse_v2(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -131,6 +134,9 @@ def _dec_SaslAuthenticateResponse_v2(mv, pos):
     v_auth_bytes_n = mv[pos]
     if v_auth_bytes_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_auth_bytes_n = (v_auth_bytes_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_auth_bytes_n, pos = read_uvarint(mv, pos)
     v_auth_bytes_n -= 1

@@ -78,6 +78,9 @@ def _dec_AcknowledgementBatch_v0(mv, pos):
     v_acknowledge_types_n = mv[pos]
     if v_acknowledge_types_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_acknowledge_types_n = (v_acknowledge_types_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_acknowledge_types_n, pos = read_uvarint(mv, pos)
     v_acknowledge_types_n -= 1
@@ -129,6 +132,9 @@ def _dec_FetchPartition_v0(mv, pos):
     v_acknowledgement_batches_n = mv[pos]
     if v_acknowledgement_batches_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_acknowledgement_batches_n = (v_acknowledgement_batches_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_acknowledgement_batches_n, pos = read_uvarint(mv, pos)
     v_acknowledgement_batches_n -= 1
@@ -183,6 +189,9 @@ def _dec_FetchTopic_v0(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -237,6 +246,9 @@ def _dec_ForgottenTopic_v0(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -286,6 +298,9 @@ def _dec_ShareFetchRequest_v0(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -299,6 +314,9 @@ def _dec_ShareFetchRequest_v0(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -314,6 +332,9 @@ def _dec_ShareFetchRequest_v0(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -329,6 +350,9 @@ def _dec_ShareFetchRequest_v0(mv, pos):
     v_forgotten_topics_data_n = mv[pos]
     if v_forgotten_topics_data_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_forgotten_topics_data_n = (v_forgotten_topics_data_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_forgotten_topics_data_n, pos = read_uvarint(mv, pos)
     v_forgotten_topics_data_n -= 1

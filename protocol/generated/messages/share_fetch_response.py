@@ -149,6 +149,9 @@ def _dec_PartitionData_v0(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -164,6 +167,9 @@ def _dec_PartitionData_v0(mv, pos):
     v_acknowledge_error_message_n = mv[pos]
     if v_acknowledge_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_acknowledge_error_message_n = (v_acknowledge_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_acknowledge_error_message_n, pos = read_uvarint(mv, pos)
     v_acknowledge_error_message_n -= 1
@@ -178,6 +184,9 @@ def _dec_PartitionData_v0(mv, pos):
     v_records_n = mv[pos]
     if v_records_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_records_n = (v_records_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_records_n, pos = read_uvarint(mv, pos)
     v_records_n -= 1
@@ -191,6 +200,9 @@ def _dec_PartitionData_v0(mv, pos):
     v_acquired_records_n = mv[pos]
     if v_acquired_records_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_acquired_records_n = (v_acquired_records_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_acquired_records_n, pos = read_uvarint(mv, pos)
     v_acquired_records_n -= 1
@@ -282,6 +294,9 @@ def _dec_ShareFetchableTopicResponse_v0(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -336,6 +351,9 @@ def _dec_NodeEndpoint_v0(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -351,6 +369,9 @@ def _dec_NodeEndpoint_v0(mv, pos):
     v_rack_n = mv[pos]
     if v_rack_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_n = (v_rack_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_n, pos = read_uvarint(mv, pos)
     v_rack_n -= 1
@@ -415,6 +436,9 @@ def _dec_ShareFetchResponse_v0(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -428,6 +452,9 @@ def _dec_ShareFetchResponse_v0(mv, pos):
     v_responses_n = mv[pos]
     if v_responses_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_responses_n = (v_responses_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_responses_n, pos = read_uvarint(mv, pos)
     v_responses_n -= 1
@@ -443,6 +470,9 @@ def _dec_ShareFetchResponse_v0(mv, pos):
     v_node_endpoints_n = mv[pos]
     if v_node_endpoints_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_node_endpoints_n = (v_node_endpoints_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_node_endpoints_n, pos = read_uvarint(mv, pos)
     v_node_endpoints_n -= 1

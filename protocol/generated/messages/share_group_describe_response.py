@@ -82,6 +82,9 @@ def _dec_TopicPartitions_v0(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -95,6 +98,9 @@ def _dec_TopicPartitions_v0(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -155,6 +161,9 @@ def _dec_Assignment_v0(mv, pos):
     v_topic_partitions_n = mv[pos]
     if v_topic_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_partitions_n = (v_topic_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_partitions_n, pos = read_uvarint(mv, pos)
     v_topic_partitions_n -= 1
@@ -206,6 +215,9 @@ def _dec_Member_v0(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -219,6 +231,9 @@ def _dec_Member_v0(mv, pos):
     v_rack_id_n = mv[pos]
     if v_rack_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_id_n = (v_rack_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_id_n, pos = read_uvarint(mv, pos)
     v_rack_id_n -= 1
@@ -234,6 +249,9 @@ def _dec_Member_v0(mv, pos):
     v_client_id_n = mv[pos]
     if v_client_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_client_id_n = (v_client_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_client_id_n, pos = read_uvarint(mv, pos)
     v_client_id_n -= 1
@@ -247,6 +265,9 @@ def _dec_Member_v0(mv, pos):
     v_client_host_n = mv[pos]
     if v_client_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_client_host_n = (v_client_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_client_host_n, pos = read_uvarint(mv, pos)
     v_client_host_n -= 1
@@ -260,6 +281,9 @@ def _dec_Member_v0(mv, pos):
     v_subscribed_topic_names_n = mv[pos]
     if v_subscribed_topic_names_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_subscribed_topic_names_n = (v_subscribed_topic_names_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_subscribed_topic_names_n, pos = read_uvarint(mv, pos)
     v_subscribed_topic_names_n -= 1
@@ -273,6 +297,9 @@ def _dec_Member_v0(mv, pos):
             v_subscribed_topic_names_e_n = mv[pos]
             if v_subscribed_topic_names_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_subscribed_topic_names_e_n = (v_subscribed_topic_names_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_subscribed_topic_names_e_n, pos = read_uvarint(mv, pos)
             v_subscribed_topic_names_e_n -= 1
@@ -382,6 +409,9 @@ def _dec_DescribedGroup_v0(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -395,6 +425,9 @@ def _dec_DescribedGroup_v0(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -408,6 +441,9 @@ def _dec_DescribedGroup_v0(mv, pos):
     v_group_state_n = mv[pos]
     if v_group_state_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_state_n = (v_group_state_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_state_n, pos = read_uvarint(mv, pos)
     v_group_state_n -= 1
@@ -423,6 +459,9 @@ def _dec_DescribedGroup_v0(mv, pos):
     v_assignor_name_n = mv[pos]
     if v_assignor_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_assignor_name_n = (v_assignor_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_assignor_name_n, pos = read_uvarint(mv, pos)
     v_assignor_name_n -= 1
@@ -436,6 +475,9 @@ def _dec_DescribedGroup_v0(mv, pos):
     v_members_n = mv[pos]
     if v_members_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_members_n = (v_members_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_members_n, pos = read_uvarint(mv, pos)
     v_members_n -= 1
@@ -538,6 +580,9 @@ def _dec_ShareGroupDescribeResponse_v0(mv, pos):
     v_groups_n = mv[pos]
     if v_groups_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_groups_n = (v_groups_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_groups_n, pos = read_uvarint(mv, pos)
     v_groups_n -= 1

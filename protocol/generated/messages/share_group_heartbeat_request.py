@@ -32,6 +32,9 @@ def _dec_ShareGroupHeartbeatRequest_v0(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -45,6 +48,9 @@ def _dec_ShareGroupHeartbeatRequest_v0(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -60,6 +66,9 @@ def _dec_ShareGroupHeartbeatRequest_v0(mv, pos):
     v_rack_id_n = mv[pos]
     if v_rack_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_id_n = (v_rack_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_id_n, pos = read_uvarint(mv, pos)
     v_rack_id_n -= 1
@@ -73,6 +82,9 @@ def _dec_ShareGroupHeartbeatRequest_v0(mv, pos):
     v_subscribed_topic_names_n = mv[pos]
     if v_subscribed_topic_names_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_subscribed_topic_names_n = (v_subscribed_topic_names_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_subscribed_topic_names_n, pos = read_uvarint(mv, pos)
     v_subscribed_topic_names_n -= 1
@@ -86,6 +98,9 @@ def _dec_ShareGroupHeartbeatRequest_v0(mv, pos):
             v_subscribed_topic_names_e_n = mv[pos]
             if v_subscribed_topic_names_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_subscribed_topic_names_e_n = (v_subscribed_topic_names_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_subscribed_topic_names_e_n, pos = read_uvarint(mv, pos)
             v_subscribed_topic_names_e_n -= 1

@@ -193,6 +193,9 @@ def _dec_StopReplicaTopicV1_v2(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -206,6 +209,9 @@ def _dec_StopReplicaTopicV1_v2(mv, pos):
     v_partition_indexes_n = mv[pos]
     if v_partition_indexes_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_indexes_n = (v_partition_indexes_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_indexes_n, pos = read_uvarint(mv, pos)
     v_partition_indexes_n -= 1
@@ -267,6 +273,9 @@ def _dec_StopReplicaRequest_v2(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -347,6 +356,9 @@ def _dec_StopReplicaTopicState_v3(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -360,6 +372,9 @@ def _dec_StopReplicaTopicState_v3(mv, pos):
     v_partition_states_n = mv[pos]
     if v_partition_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_states_n = (v_partition_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_states_n, pos = read_uvarint(mv, pos)
     v_partition_states_n -= 1
@@ -424,6 +439,9 @@ def _dec_StopReplicaRequest_v3(mv, pos):
     v_topic_states_n = mv[pos]
     if v_topic_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_states_n = (v_topic_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_states_n, pos = read_uvarint(mv, pos)
     v_topic_states_n -= 1
@@ -478,6 +496,9 @@ def _dec_StopReplicaRequest_v4(mv, pos):
     v_topic_states_n = mv[pos]
     if v_topic_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_states_n = (v_topic_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_states_n, pos = read_uvarint(mv, pos)
     v_topic_states_n -= 1

@@ -93,6 +93,9 @@ def _dec_StopReplicaPartitionError_v2(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -147,6 +150,9 @@ def _dec_StopReplicaResponse_v2(mv, pos):
     v_partition_errors_n = mv[pos]
     if v_partition_errors_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_errors_n = (v_partition_errors_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_errors_n, pos = read_uvarint(mv, pos)
     v_partition_errors_n -= 1

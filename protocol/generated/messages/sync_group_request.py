@@ -215,6 +215,9 @@ def _dec_SyncGroupRequestAssignment_v4(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -228,6 +231,9 @@ def _dec_SyncGroupRequestAssignment_v4(mv, pos):
     v_assignment_n = mv[pos]
     if v_assignment_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_assignment_n = (v_assignment_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_assignment_n, pos = read_uvarint(mv, pos)
     v_assignment_n -= 1
@@ -287,6 +293,9 @@ def _dec_SyncGroupRequest_v4(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -302,6 +311,9 @@ def _dec_SyncGroupRequest_v4(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -315,6 +327,9 @@ def _dec_SyncGroupRequest_v4(mv, pos):
     v_group_instance_id_n = mv[pos]
     if v_group_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_instance_id_n = (v_group_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_instance_id_n, pos = read_uvarint(mv, pos)
     v_group_instance_id_n -= 1
@@ -328,6 +343,9 @@ def _dec_SyncGroupRequest_v4(mv, pos):
     v_assignments_n = mv[pos]
     if v_assignments_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_assignments_n = (v_assignments_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_assignments_n, pos = read_uvarint(mv, pos)
     v_assignments_n -= 1
@@ -413,6 +431,9 @@ def _dec_SyncGroupRequest_v5(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -428,6 +449,9 @@ def _dec_SyncGroupRequest_v5(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -441,6 +465,9 @@ def _dec_SyncGroupRequest_v5(mv, pos):
     v_group_instance_id_n = mv[pos]
     if v_group_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_instance_id_n = (v_group_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_instance_id_n, pos = read_uvarint(mv, pos)
     v_group_instance_id_n -= 1
@@ -454,6 +481,9 @@ def _dec_SyncGroupRequest_v5(mv, pos):
     v_protocol_type_n = mv[pos]
     if v_protocol_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_type_n = (v_protocol_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_type_n, pos = read_uvarint(mv, pos)
     v_protocol_type_n -= 1
@@ -467,6 +497,9 @@ def _dec_SyncGroupRequest_v5(mv, pos):
     v_protocol_name_n = mv[pos]
     if v_protocol_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_name_n = (v_protocol_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_name_n, pos = read_uvarint(mv, pos)
     v_protocol_name_n -= 1
@@ -480,6 +513,9 @@ def _dec_SyncGroupRequest_v5(mv, pos):
     v_assignments_n = mv[pos]
     if v_assignments_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_assignments_n = (v_assignments_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_assignments_n, pos = read_uvarint(mv, pos)
     v_assignments_n -= 1

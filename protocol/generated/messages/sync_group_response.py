@@ -84,6 +84,9 @@ def _dec_SyncGroupResponse_v4(mv, pos):
     v_assignment_n = mv[pos]
     if v_assignment_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_assignment_n = (v_assignment_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_assignment_n, pos = read_uvarint(mv, pos)
     v_assignment_n -= 1
@@ -135,6 +138,9 @@ def _dec_SyncGroupResponse_v5(mv, pos):
     v_protocol_type_n = mv[pos]
     if v_protocol_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_type_n = (v_protocol_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_type_n, pos = read_uvarint(mv, pos)
     v_protocol_type_n -= 1
@@ -148,6 +154,9 @@ def _dec_SyncGroupResponse_v5(mv, pos):
     v_protocol_name_n = mv[pos]
     if v_protocol_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_protocol_name_n = (v_protocol_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_protocol_name_n, pos = read_uvarint(mv, pos)
     v_protocol_name_n -= 1
@@ -161,6 +170,9 @@ def _dec_SyncGroupResponse_v5(mv, pos):
     v_assignment_n = mv[pos]
     if v_assignment_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_assignment_n = (v_assignment_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_assignment_n, pos = read_uvarint(mv, pos)
     v_assignment_n -= 1

@@ -310,6 +310,9 @@ def _dec_TxnOffsetCommitRequestPartition_v3(mv, pos):
     v_committed_metadata_n = mv[pos]
     if v_committed_metadata_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_committed_metadata_n = (v_committed_metadata_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_committed_metadata_n, pos = read_uvarint(mv, pos)
     v_committed_metadata_n -= 1
@@ -360,6 +363,9 @@ def _dec_TxnOffsetCommitRequestTopic_v3(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -373,6 +379,9 @@ def _dec_TxnOffsetCommitRequestTopic_v3(mv, pos):
     v_partitions_n = mv[pos]
     if v_partitions_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partitions_n, pos = read_uvarint(mv, pos)
     v_partitions_n -= 1
@@ -435,6 +444,9 @@ def _dec_TxnOffsetCommitRequest_v3(mv, pos):
     v_transactional_id_n = mv[pos]
     if v_transactional_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_transactional_id_n = (v_transactional_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_transactional_id_n, pos = read_uvarint(mv, pos)
     v_transactional_id_n -= 1
@@ -448,6 +460,9 @@ def _dec_TxnOffsetCommitRequest_v3(mv, pos):
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_id_n, pos = read_uvarint(mv, pos)
     v_group_id_n -= 1
@@ -463,6 +478,9 @@ def _dec_TxnOffsetCommitRequest_v3(mv, pos):
     v_member_id_n = mv[pos]
     if v_member_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_member_id_n, pos = read_uvarint(mv, pos)
     v_member_id_n -= 1
@@ -476,6 +494,9 @@ def _dec_TxnOffsetCommitRequest_v3(mv, pos):
     v_group_instance_id_n = mv[pos]
     if v_group_instance_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_instance_id_n = (v_group_instance_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_group_instance_id_n, pos = read_uvarint(mv, pos)
     v_group_instance_id_n -= 1
@@ -489,6 +510,9 @@ def _dec_TxnOffsetCommitRequest_v3(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1

@@ -32,6 +32,9 @@ def _dec_UnregisterBrokerResponse_v0(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1

@@ -44,6 +44,9 @@ def _dec_FeatureUpdateKey_v0(mv, pos):
     v_feature_n = mv[pos]
     if v_feature_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_feature_n = (v_feature_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_feature_n, pos = read_uvarint(mv, pos)
     v_feature_n -= 1
@@ -98,6 +101,9 @@ def _dec_UpdateFeaturesRequest_v0(mv, pos):
     v_feature_updates_n = mv[pos]
     if v_feature_updates_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_feature_updates_n = (v_feature_updates_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_feature_updates_n, pos = read_uvarint(mv, pos)
     v_feature_updates_n -= 1
@@ -150,6 +156,9 @@ def _dec_FeatureUpdateKey_v1(mv, pos):
     v_feature_n = mv[pos]
     if v_feature_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_feature_n = (v_feature_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_feature_n, pos = read_uvarint(mv, pos)
     v_feature_n -= 1
@@ -204,6 +213,9 @@ def _dec_UpdateFeaturesRequest_v1(mv, pos):
     v_feature_updates_n = mv[pos]
     if v_feature_updates_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_feature_updates_n = (v_feature_updates_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_feature_updates_n, pos = read_uvarint(mv, pos)
     v_feature_updates_n -= 1

@@ -42,6 +42,9 @@ def _dec_UpdatableFeatureResult_v0(mv, pos):
     v_feature_n = mv[pos]
     if v_feature_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_feature_n = (v_feature_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_feature_n, pos = read_uvarint(mv, pos)
     v_feature_n -= 1
@@ -57,6 +60,9 @@ def _dec_UpdatableFeatureResult_v0(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -120,6 +126,9 @@ def _dec_UpdateFeaturesResponse_v0(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1
@@ -133,6 +142,9 @@ def _dec_UpdateFeaturesResponse_v0(mv, pos):
     v_results_n = mv[pos]
     if v_results_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_results_n = (v_results_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_results_n, pos = read_uvarint(mv, pos)
     v_results_n -= 1
@@ -198,6 +210,9 @@ def _dec_UpdateFeaturesResponse_v2(mv, pos):
     v_error_message_n = mv[pos]
     if v_error_message_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_error_message_n, pos = read_uvarint(mv, pos)
     v_error_message_n -= 1

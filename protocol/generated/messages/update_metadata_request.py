@@ -804,6 +804,9 @@ def _dec_UpdateMetadataPartitionState_v6(mv, pos):
     v_isr_n = mv[pos]
     if v_isr_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_isr_n = (v_isr_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_isr_n, pos = read_uvarint(mv, pos)
     v_isr_n -= 1
@@ -819,6 +822,9 @@ def _dec_UpdateMetadataPartitionState_v6(mv, pos):
     v_replicas_n = mv[pos]
     if v_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_replicas_n = (v_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_replicas_n, pos = read_uvarint(mv, pos)
     v_replicas_n -= 1
@@ -832,6 +838,9 @@ def _dec_UpdateMetadataPartitionState_v6(mv, pos):
     v_offline_replicas_n = mv[pos]
     if v_offline_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_offline_replicas_n = (v_offline_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_offline_replicas_n, pos = read_uvarint(mv, pos)
     v_offline_replicas_n -= 1
@@ -902,6 +911,9 @@ def _dec_UpdateMetadataTopicState_v6(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -915,6 +927,9 @@ def _dec_UpdateMetadataTopicState_v6(mv, pos):
     v_partition_states_n = mv[pos]
     if v_partition_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_states_n = (v_partition_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_states_n, pos = read_uvarint(mv, pos)
     v_partition_states_n -= 1
@@ -979,6 +994,9 @@ def _dec_UpdateMetadataEndpoint_v6(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -992,6 +1010,9 @@ def _dec_UpdateMetadataEndpoint_v6(mv, pos):
     v_listener_n = mv[pos]
     if v_listener_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_listener_n = (v_listener_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_listener_n, pos = read_uvarint(mv, pos)
     v_listener_n -= 1
@@ -1058,6 +1079,9 @@ def _dec_UpdateMetadataBroker_v6(mv, pos):
     v_endpoints_n = mv[pos]
     if v_endpoints_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_endpoints_n = (v_endpoints_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_endpoints_n, pos = read_uvarint(mv, pos)
     v_endpoints_n -= 1
@@ -1073,6 +1097,9 @@ def _dec_UpdateMetadataBroker_v6(mv, pos):
     v_rack_n = mv[pos]
     if v_rack_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_n = (v_rack_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_n, pos = read_uvarint(mv, pos)
     v_rack_n -= 1
@@ -1136,6 +1163,9 @@ def _dec_UpdateMetadataRequest_v6(mv, pos):
     v_topic_states_n = mv[pos]
     if v_topic_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_states_n = (v_topic_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_states_n, pos = read_uvarint(mv, pos)
     v_topic_states_n -= 1
@@ -1151,6 +1181,9 @@ def _dec_UpdateMetadataRequest_v6(mv, pos):
     v_live_brokers_n = mv[pos]
     if v_live_brokers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_live_brokers_n = (v_live_brokers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_live_brokers_n, pos = read_uvarint(mv, pos)
     v_live_brokers_n -= 1
@@ -1214,6 +1247,9 @@ def _dec_UpdateMetadataTopicState_v7(mv, pos):
     v_topic_name_n = mv[pos]
     if v_topic_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_name_n, pos = read_uvarint(mv, pos)
     v_topic_name_n -= 1
@@ -1229,6 +1265,9 @@ def _dec_UpdateMetadataTopicState_v7(mv, pos):
     v_partition_states_n = mv[pos]
     if v_partition_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_states_n = (v_partition_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_states_n, pos = read_uvarint(mv, pos)
     v_partition_states_n -= 1
@@ -1294,6 +1333,9 @@ def _dec_UpdateMetadataRequest_v7(mv, pos):
     v_topic_states_n = mv[pos]
     if v_topic_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_states_n = (v_topic_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_states_n, pos = read_uvarint(mv, pos)
     v_topic_states_n -= 1
@@ -1309,6 +1351,9 @@ def _dec_UpdateMetadataRequest_v7(mv, pos):
     v_live_brokers_n = mv[pos]
     if v_live_brokers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_live_brokers_n = (v_live_brokers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_live_brokers_n, pos = read_uvarint(mv, pos)
     v_live_brokers_n -= 1
@@ -1374,6 +1419,9 @@ def _dec_UpdateMetadataRequest_v8(mv, pos):
     v_topic_states_n = mv[pos]
     if v_topic_states_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_states_n = (v_topic_states_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topic_states_n, pos = read_uvarint(mv, pos)
     v_topic_states_n -= 1
@@ -1389,6 +1437,9 @@ def _dec_UpdateMetadataRequest_v8(mv, pos):
     v_live_brokers_n = mv[pos]
     if v_live_brokers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_live_brokers_n = (v_live_brokers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_live_brokers_n, pos = read_uvarint(mv, pos)
     v_live_brokers_n -= 1

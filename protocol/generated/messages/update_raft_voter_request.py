@@ -54,6 +54,9 @@ def _dec_Listener_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -67,6 +70,9 @@ def _dec_Listener_v0(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -158,6 +164,9 @@ def _dec_UpdateRaftVoterRequest_v0(mv, pos):
     v_cluster_id_n = mv[pos]
     if v_cluster_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_cluster_id_n, pos = read_uvarint(mv, pos)
     v_cluster_id_n -= 1
@@ -173,6 +182,9 @@ def _dec_UpdateRaftVoterRequest_v0(mv, pos):
     v_listeners_n = mv[pos]
     if v_listeners_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_listeners_n = (v_listeners_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_listeners_n, pos = read_uvarint(mv, pos)
     v_listeners_n -= 1

@@ -45,6 +45,9 @@ def _dec_CurrentLeader_v0(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -121,7 +124,7 @@ def _dec_UpdateRaftVoterResponse_v0(mv, pos):
 def _enc_UpdateRaftVoterResponse_v0(m, buf, parts):
     buf += _S_ih.pack(m.throttle_time_ms, m.error_code)
     items = list(m.unknown_tagged_fields) if m.unknown_tagged_fields else []
-    if m.current_leader != CurrentLeader():
+    if type(d1 := m.current_leader) is not CurrentLeader or d1.leader_id != -1 or d1.leader_epoch != -1 or d1.host != '' or d1.port != 0 or d1.unknown_tagged_fields is not None:
         tb = bytearray()
         _enc_CurrentLeader_v0(m.current_leader, tb, parts)
         items.append((0, tb))

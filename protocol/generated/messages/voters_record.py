@@ -62,6 +62,9 @@ def _dec_Endpoint_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -75,6 +78,9 @@ def _dec_Endpoint_v0(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -168,6 +174,9 @@ def _dec_Voter_v0(mv, pos):
     v_endpoints_n = mv[pos]
     if v_endpoints_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_endpoints_n = (v_endpoints_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_endpoints_n, pos = read_uvarint(mv, pos)
     v_endpoints_n -= 1
@@ -224,6 +233,9 @@ def _dec_VotersRecord_v0(mv, pos):
     v_voters_n = mv[pos]
     if v_voters_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_voters_n = (v_voters_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_voters_n, pos = read_uvarint(mv, pos)
     v_voters_n -= 1

@@ -144,6 +144,9 @@ def _dec_WritableTxnMarkerTopic_v1(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -157,6 +160,9 @@ def _dec_WritableTxnMarkerTopic_v1(mv, pos):
     v_partition_indexes_n = mv[pos]
     if v_partition_indexes_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partition_indexes_n = (v_partition_indexes_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_partition_indexes_n, pos = read_uvarint(mv, pos)
     v_partition_indexes_n -= 1
@@ -218,6 +224,9 @@ def _dec_WritableTxnMarker_v1(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -273,6 +282,9 @@ def _dec_WriteTxnMarkersRequest_v1(mv, pos):
     v_markers_n = mv[pos]
     if v_markers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_markers_n = (v_markers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_markers_n, pos = read_uvarint(mv, pos)
     v_markers_n -= 1
@@ -326,6 +338,9 @@ def _dec_WritableTxnMarker_v2(mv, pos):
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_topics_n, pos = read_uvarint(mv, pos)
     v_topics_n -= 1
@@ -381,6 +396,9 @@ def _dec_WriteTxnMarkersRequest_v2(mv, pos):
     v_markers_n = mv[pos]
     if v_markers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_markers_n = (v_markers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_markers_n, pos = read_uvarint(mv, pos)
     v_markers_n -= 1

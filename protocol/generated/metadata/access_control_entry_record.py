@@ -39,6 +39,9 @@ def _dec_AccessControlEntryRecord_v0(mv, pos):
     v_resource_name_n = mv[pos]
     if v_resource_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_resource_name_n = (v_resource_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_resource_name_n, pos = read_uvarint(mv, pos)
     v_resource_name_n -= 1
@@ -54,6 +57,9 @@ def _dec_AccessControlEntryRecord_v0(mv, pos):
     v_principal_n = mv[pos]
     if v_principal_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_principal_n = (v_principal_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_principal_n, pos = read_uvarint(mv, pos)
     v_principal_n -= 1
@@ -67,6 +73,9 @@ def _dec_AccessControlEntryRecord_v0(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1

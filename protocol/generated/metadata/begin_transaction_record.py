@@ -40,6 +40,9 @@ def _dec_BeginTransactionRecord_v0(mv, pos):
                 v_name_n = mv[pos]
                 if v_name_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_name_n, pos = read_uvarint(mv, pos)
                 v_name_n -= 1

@@ -40,6 +40,9 @@ def _dec_EntityData_v0(mv, pos):
     v_entity_type_n = mv[pos]
     if v_entity_type_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_entity_type_n = (v_entity_type_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_entity_type_n, pos = read_uvarint(mv, pos)
     v_entity_type_n -= 1
@@ -53,6 +56,9 @@ def _dec_EntityData_v0(mv, pos):
     v_entity_name_n = mv[pos]
     if v_entity_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_entity_name_n = (v_entity_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_entity_name_n, pos = read_uvarint(mv, pos)
     v_entity_name_n -= 1
@@ -113,6 +119,9 @@ def _dec_ClientQuotaRecord_v0(mv, pos):
     v_entity_n = mv[pos]
     if v_entity_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_entity_n = (v_entity_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_entity_n, pos = read_uvarint(mv, pos)
     v_entity_n -= 1
@@ -128,6 +137,9 @@ def _dec_ClientQuotaRecord_v0(mv, pos):
     v_key_n = mv[pos]
     if v_key_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_key_n = (v_key_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_key_n, pos = read_uvarint(mv, pos)
     v_key_n -= 1

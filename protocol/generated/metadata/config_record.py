@@ -33,6 +33,9 @@ def _dec_ConfigRecord_v0(mv, pos):
     v_resource_name_n = mv[pos]
     if v_resource_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_resource_name_n = (v_resource_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_resource_name_n, pos = read_uvarint(mv, pos)
     v_resource_name_n -= 1
@@ -46,6 +49,9 @@ def _dec_ConfigRecord_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -59,6 +65,9 @@ def _dec_ConfigRecord_v0(mv, pos):
     v_value_n = mv[pos]
     if v_value_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_value_n = (v_value_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_value_n, pos = read_uvarint(mv, pos)
     v_value_n -= 1

@@ -34,6 +34,9 @@ def _dec_DelegationTokenRecord_v0(mv, pos):
     v_owner_n = mv[pos]
     if v_owner_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_owner_n = (v_owner_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_owner_n, pos = read_uvarint(mv, pos)
     v_owner_n -= 1
@@ -47,6 +50,9 @@ def _dec_DelegationTokenRecord_v0(mv, pos):
     v_requester_n = mv[pos]
     if v_requester_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_requester_n = (v_requester_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_requester_n, pos = read_uvarint(mv, pos)
     v_requester_n -= 1
@@ -60,6 +66,9 @@ def _dec_DelegationTokenRecord_v0(mv, pos):
     v_renewers_n = mv[pos]
     if v_renewers_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_renewers_n = (v_renewers_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_renewers_n, pos = read_uvarint(mv, pos)
     v_renewers_n -= 1
@@ -73,6 +82,9 @@ def _dec_DelegationTokenRecord_v0(mv, pos):
             v_renewers_e_n = mv[pos]
             if v_renewers_e_n < 128:
                 pos += 1
+            elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                v_renewers_e_n = (v_renewers_e_n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 v_renewers_e_n, pos = read_uvarint(mv, pos)
             v_renewers_e_n -= 1
@@ -89,6 +101,9 @@ def _dec_DelegationTokenRecord_v0(mv, pos):
     v_token_id_n = mv[pos]
     if v_token_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_token_id_n = (v_token_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_token_id_n, pos = read_uvarint(mv, pos)
     v_token_id_n -= 1

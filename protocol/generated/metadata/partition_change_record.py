@@ -61,6 +61,9 @@ def _dec_PartitionChangeRecord_v0(mv, pos):
                 v_isr_n = mv[pos]
                 if v_isr_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_isr_n = (v_isr_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_isr_n, pos = read_uvarint(mv, pos)
                 v_isr_n -= 1
@@ -78,6 +81,9 @@ def _dec_PartitionChangeRecord_v0(mv, pos):
                 v_replicas_n = mv[pos]
                 if v_replicas_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_replicas_n = (v_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_replicas_n, pos = read_uvarint(mv, pos)
                 v_replicas_n -= 1
@@ -92,6 +98,9 @@ def _dec_PartitionChangeRecord_v0(mv, pos):
                 v_removing_replicas_n = mv[pos]
                 if v_removing_replicas_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_removing_replicas_n = (v_removing_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_removing_replicas_n, pos = read_uvarint(mv, pos)
                 v_removing_replicas_n -= 1
@@ -106,6 +115,9 @@ def _dec_PartitionChangeRecord_v0(mv, pos):
                 v_adding_replicas_n = mv[pos]
                 if v_adding_replicas_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_adding_replicas_n = (v_adding_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_adding_replicas_n, pos = read_uvarint(mv, pos)
                 v_adding_replicas_n -= 1
@@ -220,6 +232,9 @@ def _dec_PartitionChangeRecord_v1(mv, pos):
                 v_isr_n = mv[pos]
                 if v_isr_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_isr_n = (v_isr_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_isr_n, pos = read_uvarint(mv, pos)
                 v_isr_n -= 1
@@ -237,6 +252,9 @@ def _dec_PartitionChangeRecord_v1(mv, pos):
                 v_replicas_n = mv[pos]
                 if v_replicas_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_replicas_n = (v_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_replicas_n, pos = read_uvarint(mv, pos)
                 v_replicas_n -= 1
@@ -251,6 +269,9 @@ def _dec_PartitionChangeRecord_v1(mv, pos):
                 v_removing_replicas_n = mv[pos]
                 if v_removing_replicas_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_removing_replicas_n = (v_removing_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_removing_replicas_n, pos = read_uvarint(mv, pos)
                 v_removing_replicas_n -= 1
@@ -265,6 +286,9 @@ def _dec_PartitionChangeRecord_v1(mv, pos):
                 v_adding_replicas_n = mv[pos]
                 if v_adding_replicas_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_adding_replicas_n = (v_adding_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_adding_replicas_n, pos = read_uvarint(mv, pos)
                 v_adding_replicas_n -= 1
@@ -282,6 +306,9 @@ def _dec_PartitionChangeRecord_v1(mv, pos):
                 v_directories_n = mv[pos]
                 if v_directories_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_directories_n = (v_directories_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_directories_n, pos = read_uvarint(mv, pos)
                 v_directories_n -= 1
@@ -412,6 +439,9 @@ def _dec_PartitionChangeRecord_v2(mv, pos):
                 v_isr_n = mv[pos]
                 if v_isr_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_isr_n = (v_isr_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_isr_n, pos = read_uvarint(mv, pos)
                 v_isr_n -= 1
@@ -429,6 +459,9 @@ def _dec_PartitionChangeRecord_v2(mv, pos):
                 v_replicas_n = mv[pos]
                 if v_replicas_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_replicas_n = (v_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_replicas_n, pos = read_uvarint(mv, pos)
                 v_replicas_n -= 1
@@ -443,6 +476,9 @@ def _dec_PartitionChangeRecord_v2(mv, pos):
                 v_removing_replicas_n = mv[pos]
                 if v_removing_replicas_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_removing_replicas_n = (v_removing_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_removing_replicas_n, pos = read_uvarint(mv, pos)
                 v_removing_replicas_n -= 1
@@ -457,6 +493,9 @@ def _dec_PartitionChangeRecord_v2(mv, pos):
                 v_adding_replicas_n = mv[pos]
                 if v_adding_replicas_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_adding_replicas_n = (v_adding_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_adding_replicas_n, pos = read_uvarint(mv, pos)
                 v_adding_replicas_n -= 1
@@ -474,6 +513,9 @@ def _dec_PartitionChangeRecord_v2(mv, pos):
                 v_eligible_leader_replicas_n = mv[pos]
                 if v_eligible_leader_replicas_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_eligible_leader_replicas_n = (v_eligible_leader_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_eligible_leader_replicas_n, pos = read_uvarint(mv, pos)
                 v_eligible_leader_replicas_n -= 1
@@ -488,6 +530,9 @@ def _dec_PartitionChangeRecord_v2(mv, pos):
                 v_last_known_elr_n = mv[pos]
                 if v_last_known_elr_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_last_known_elr_n = (v_last_known_elr_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_last_known_elr_n, pos = read_uvarint(mv, pos)
                 v_last_known_elr_n -= 1
@@ -502,6 +547,9 @@ def _dec_PartitionChangeRecord_v2(mv, pos):
                 v_directories_n = mv[pos]
                 if v_directories_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_directories_n = (v_directories_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_directories_n, pos = read_uvarint(mv, pos)
                 v_directories_n -= 1

@@ -45,6 +45,9 @@ def _dec_PartitionRecord_v0(mv, pos):
     v_replicas_n = mv[pos]
     if v_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_replicas_n = (v_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_replicas_n, pos = read_uvarint(mv, pos)
     v_replicas_n -= 1
@@ -58,6 +61,9 @@ def _dec_PartitionRecord_v0(mv, pos):
     v_isr_n = mv[pos]
     if v_isr_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_isr_n = (v_isr_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_isr_n, pos = read_uvarint(mv, pos)
     v_isr_n -= 1
@@ -71,6 +77,9 @@ def _dec_PartitionRecord_v0(mv, pos):
     v_removing_replicas_n = mv[pos]
     if v_removing_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_removing_replicas_n = (v_removing_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_removing_replicas_n, pos = read_uvarint(mv, pos)
     v_removing_replicas_n -= 1
@@ -84,6 +93,9 @@ def _dec_PartitionRecord_v0(mv, pos):
     v_adding_replicas_n = mv[pos]
     if v_adding_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_adding_replicas_n = (v_adding_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_adding_replicas_n, pos = read_uvarint(mv, pos)
     v_adding_replicas_n -= 1
@@ -178,6 +190,9 @@ def _dec_PartitionRecord_v1(mv, pos):
     v_replicas_n = mv[pos]
     if v_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_replicas_n = (v_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_replicas_n, pos = read_uvarint(mv, pos)
     v_replicas_n -= 1
@@ -191,6 +206,9 @@ def _dec_PartitionRecord_v1(mv, pos):
     v_isr_n = mv[pos]
     if v_isr_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_isr_n = (v_isr_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_isr_n, pos = read_uvarint(mv, pos)
     v_isr_n -= 1
@@ -204,6 +222,9 @@ def _dec_PartitionRecord_v1(mv, pos):
     v_removing_replicas_n = mv[pos]
     if v_removing_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_removing_replicas_n = (v_removing_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_removing_replicas_n, pos = read_uvarint(mv, pos)
     v_removing_replicas_n -= 1
@@ -217,6 +238,9 @@ def _dec_PartitionRecord_v1(mv, pos):
     v_adding_replicas_n = mv[pos]
     if v_adding_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_adding_replicas_n = (v_adding_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_adding_replicas_n, pos = read_uvarint(mv, pos)
     v_adding_replicas_n -= 1
@@ -232,6 +256,9 @@ def _dec_PartitionRecord_v1(mv, pos):
     v_directories_n = mv[pos]
     if v_directories_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_directories_n = (v_directories_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_directories_n, pos = read_uvarint(mv, pos)
     v_directories_n -= 1
@@ -338,6 +365,9 @@ def _dec_PartitionRecord_v2(mv, pos):
     v_replicas_n = mv[pos]
     if v_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_replicas_n = (v_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_replicas_n, pos = read_uvarint(mv, pos)
     v_replicas_n -= 1
@@ -351,6 +381,9 @@ def _dec_PartitionRecord_v2(mv, pos):
     v_isr_n = mv[pos]
     if v_isr_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_isr_n = (v_isr_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_isr_n, pos = read_uvarint(mv, pos)
     v_isr_n -= 1
@@ -364,6 +397,9 @@ def _dec_PartitionRecord_v2(mv, pos):
     v_removing_replicas_n = mv[pos]
     if v_removing_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_removing_replicas_n = (v_removing_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_removing_replicas_n, pos = read_uvarint(mv, pos)
     v_removing_replicas_n -= 1
@@ -377,6 +413,9 @@ def _dec_PartitionRecord_v2(mv, pos):
     v_adding_replicas_n = mv[pos]
     if v_adding_replicas_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_adding_replicas_n = (v_adding_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_adding_replicas_n, pos = read_uvarint(mv, pos)
     v_adding_replicas_n -= 1
@@ -392,6 +431,9 @@ def _dec_PartitionRecord_v2(mv, pos):
     v_directories_n = mv[pos]
     if v_directories_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_directories_n = (v_directories_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_directories_n, pos = read_uvarint(mv, pos)
     v_directories_n -= 1
@@ -426,6 +468,9 @@ def _dec_PartitionRecord_v2(mv, pos):
                 v_eligible_leader_replicas_n = mv[pos]
                 if v_eligible_leader_replicas_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_eligible_leader_replicas_n = (v_eligible_leader_replicas_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_eligible_leader_replicas_n, pos = read_uvarint(mv, pos)
                 v_eligible_leader_replicas_n -= 1
@@ -440,6 +485,9 @@ def _dec_PartitionRecord_v2(mv, pos):
                 v_last_known_elr_n = mv[pos]
                 if v_last_known_elr_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_last_known_elr_n = (v_last_known_elr_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_last_known_elr_n, pos = read_uvarint(mv, pos)
                 v_last_known_elr_n -= 1

@@ -64,6 +64,9 @@ def _dec_BrokerEndpoint_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -77,6 +80,9 @@ def _dec_BrokerEndpoint_v0(mv, pos):
     v_host_n = mv[pos]
     if v_host_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_host_n = (v_host_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_host_n, pos = read_uvarint(mv, pos)
     v_host_n -= 1
@@ -140,6 +146,9 @@ def _dec_BrokerFeature_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -194,6 +203,9 @@ def _dec_RegisterBrokerRecord_v0(mv, pos):
     v_end_points_n = mv[pos]
     if v_end_points_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_end_points_n = (v_end_points_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_end_points_n, pos = read_uvarint(mv, pos)
     v_end_points_n -= 1
@@ -209,6 +221,9 @@ def _dec_RegisterBrokerRecord_v0(mv, pos):
     v_features_n = mv[pos]
     if v_features_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_features_n = (v_features_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_features_n, pos = read_uvarint(mv, pos)
     v_features_n -= 1
@@ -224,6 +239,9 @@ def _dec_RegisterBrokerRecord_v0(mv, pos):
     v_rack_n = mv[pos]
     if v_rack_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_n = (v_rack_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_n, pos = read_uvarint(mv, pos)
     v_rack_n -= 1
@@ -301,6 +319,9 @@ def _dec_RegisterBrokerRecord_v1(mv, pos):
     v_end_points_n = mv[pos]
     if v_end_points_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_end_points_n = (v_end_points_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_end_points_n, pos = read_uvarint(mv, pos)
     v_end_points_n -= 1
@@ -316,6 +337,9 @@ def _dec_RegisterBrokerRecord_v1(mv, pos):
     v_features_n = mv[pos]
     if v_features_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_features_n = (v_features_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_features_n, pos = read_uvarint(mv, pos)
     v_features_n -= 1
@@ -331,6 +355,9 @@ def _dec_RegisterBrokerRecord_v1(mv, pos):
     v_rack_n = mv[pos]
     if v_rack_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_n = (v_rack_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_n, pos = read_uvarint(mv, pos)
     v_rack_n -= 1
@@ -408,6 +435,9 @@ def _dec_RegisterBrokerRecord_v2(mv, pos):
     v_end_points_n = mv[pos]
     if v_end_points_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_end_points_n = (v_end_points_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_end_points_n, pos = read_uvarint(mv, pos)
     v_end_points_n -= 1
@@ -423,6 +453,9 @@ def _dec_RegisterBrokerRecord_v2(mv, pos):
     v_features_n = mv[pos]
     if v_features_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_features_n = (v_features_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_features_n, pos = read_uvarint(mv, pos)
     v_features_n -= 1
@@ -438,6 +471,9 @@ def _dec_RegisterBrokerRecord_v2(mv, pos):
     v_rack_n = mv[pos]
     if v_rack_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_n = (v_rack_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_n, pos = read_uvarint(mv, pos)
     v_rack_n -= 1
@@ -515,6 +551,9 @@ def _dec_RegisterBrokerRecord_v3(mv, pos):
     v_end_points_n = mv[pos]
     if v_end_points_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_end_points_n = (v_end_points_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_end_points_n, pos = read_uvarint(mv, pos)
     v_end_points_n -= 1
@@ -530,6 +569,9 @@ def _dec_RegisterBrokerRecord_v3(mv, pos):
     v_features_n = mv[pos]
     if v_features_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_features_n = (v_features_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_features_n, pos = read_uvarint(mv, pos)
     v_features_n -= 1
@@ -545,6 +587,9 @@ def _dec_RegisterBrokerRecord_v3(mv, pos):
     v_rack_n = mv[pos]
     if v_rack_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_rack_n = (v_rack_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_rack_n, pos = read_uvarint(mv, pos)
     v_rack_n -= 1
@@ -573,6 +618,9 @@ def _dec_RegisterBrokerRecord_v3(mv, pos):
                 v_log_dirs_n = mv[pos]
                 if v_log_dirs_n < 128:
                     pos += 1
+                elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+                    v_log_dirs_n = (v_log_dirs_n & 0x7F) | (mv[pos + 1] << 7)
+                    pos += 2
                 else:
                     v_log_dirs_n, pos = read_uvarint(mv, pos)
                 v_log_dirs_n -= 1

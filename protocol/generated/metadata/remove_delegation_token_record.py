@@ -27,6 +27,9 @@ def _dec_RemoveDelegationTokenRecord_v0(mv, pos):
     v_token_id_n = mv[pos]
     if v_token_id_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_token_id_n = (v_token_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_token_id_n, pos = read_uvarint(mv, pos)
     v_token_id_n -= 1

@@ -34,6 +34,9 @@ def _dec_UserScramCredentialRecord_v0(mv, pos):
     v_name_n = mv[pos]
     if v_name_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_name_n = (v_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_name_n, pos = read_uvarint(mv, pos)
     v_name_n -= 1
@@ -49,6 +52,9 @@ def _dec_UserScramCredentialRecord_v0(mv, pos):
     v_salt_n = mv[pos]
     if v_salt_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_salt_n = (v_salt_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_salt_n, pos = read_uvarint(mv, pos)
     v_salt_n -= 1
@@ -62,6 +68,9 @@ def _dec_UserScramCredentialRecord_v0(mv, pos):
     v_stored_key_n = mv[pos]
     if v_stored_key_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_stored_key_n = (v_stored_key_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_stored_key_n, pos = read_uvarint(mv, pos)
     v_stored_key_n -= 1
@@ -75,6 +84,9 @@ def _dec_UserScramCredentialRecord_v0(mv, pos):
     v_server_key_n = mv[pos]
     if v_server_key_n < 128:
         pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_server_key_n = (v_server_key_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
     else:
         v_server_key_n, pos = read_uvarint(mv, pos)
     v_server_key_n -= 1
