@@ -38,6 +38,11 @@ class LeaderEpochFileCache:
             if self._assign(EpochEntry(epoch, start_offset)):
                 self._write()
 
+    def is_latest(self, epoch: int, start_offset: int) -> bool:
+        """True if ``assign(epoch, start_offset)`` would change nothing (the append fast path)."""
+        epochs = self._epochs
+        return bool(epochs) and epochs[-1] == epoch and self._entries[epoch].start_offset <= start_offset
+
     def _is_update_needed(self, entry: EpochEntry) -> bool:
         latest = self.latest_entry()
         return latest is None or entry.epoch != latest.epoch or entry.start_offset < latest.start_offset

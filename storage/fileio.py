@@ -28,11 +28,14 @@ class FileIO:
 
     def pwrite_all(self, fd: int, data, offset: int) -> None:
         """Write all of ``data`` at ``offset``; a short write continues, an error raises ``OSError``."""
+        n = os.pwrite(fd, data, offset)
+        if n == len(data):
+            return
         view = memoryview(data)
         if view.ndim != 1 or view.itemsize != 1:
             view = view.cast("B")
         total = len(view)
-        done = 0
+        done = n
         while done < total:
             n = os.pwrite(fd, view[done:] if done else view, offset + done)
             if n <= 0:  # pragma: no cover - the kernel reports ENOSPC as an error, not a 0 write

@@ -19,6 +19,7 @@ from .segment import FetchDataInfo, LogOffsetMetadata, LogSegment
 from .segments import LogSegments
 
 log = logging.getLogger(__name__)
+_new_meta = tuple.__new__
 
 __all__ = ["LocalLog"]
 
@@ -82,9 +83,15 @@ class LocalLog:
                 fileio.current.fsync_dir(self.dir)
 
     # ---- append / read ---------------------------------------------------------------------------
-    def append(self, last_offset: int, largest_timestamp: int, shallow_offset_of_max_timestamp: int, records) -> None:
-        self.segments.active_segment.append(last_offset, largest_timestamp, shallow_offset_of_max_timestamp, records)
-        self.update_log_end_offset(last_offset + 1)
+    def append(self, last_offset: int, largest_timestamp: int, shallow_offset_of_max_timestamp: int, records,
+               active: LogSegment | None = None) -> None:
+        if active is None:
+            active = self.segments.active_segment
+        active.append(last_offset, largest_timestamp, shallow_offset_of_max_timestamp, records)
+        end = last_offset + 1
+        self.next_offset_metadata = _new_meta(LogOffsetMetadata, (end, active.base_offset, active.log.size))
+        if self.recovery_point > end:
+            self.recovery_point = end
 
     def read(self, start_offset: int, max_length: int, min_one_message: bool,
              max_offset_metadata: LogOffsetMetadata) -> FetchDataInfo:

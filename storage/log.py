@@ -43,7 +43,7 @@ from .errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from .file_records import FileSlice, TimestampAndOffset
+from .file_records import TimestampAndOffset
 from .loader import LoadStats, load_log, rebuild_producer_state
 from .local_log import LocalLog
 from .producer_state import (
@@ -56,11 +56,11 @@ from .producer_state import (
     ProducerStateManager,
 )
 from .scheduler import Scheduler
-from .segment import FetchDataInfo, LogOffsetMetadata, LogSegment, RollParams
+from .segment import FetchDataInfo, LogOffsetMetadata, LogSegment
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Log", "LogAppendInfo", "FetchIsolation", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP",
+__all__ = ["Log", "LogAppendInfo", "FetchIsolation", "ORIGIN_CLIENT", "ORIGIN_COORDINATOR", "ORIGIN_REPLICATION", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP",
            "EARLIEST_LOCAL_TIMESTAMP", "LATEST_TIERED_TIMESTAMP"]
 
 # ListOffsetsRequest special timestamps
@@ -72,6 +72,8 @@ LATEST_TIERED_TIMESTAMP = -5
 
 NO_TIMESTAMP = -1
 UNKNOWN_OFFSET = -1
+_LONG_MAX = 2**63 - 1
+_new_tuple = tuple.__new__
 
 
 class FetchIsolation:
@@ -363,7 +365,8 @@ class Log:
 
     # ==== append ==================================================================================
     def append_as_leader(self, records, leader_epoch: int, now_ms: int, *,
-                         origin: str = ORIGIN_CLIENT) -> LogAppendInfo:
+                         origin: str = ORIGIN_CLIENT,
+                         validated_headers: list[BatchHeader] | None = None) -> LogAppendInfo:
         """Validate and append a produce request's records, assigning offsets and stamping ``leader_epoch``.
 
         ``records`` should be a ``bytearray`` (or writable memoryview): offsets are written into it in place;
@@ -372,18 +375,25 @@ class Log:
         :class:`OutOfOrderSequenceError`, :class:`InvalidProducerEpochError`, :class:`KafkaStorageError`.
         A duplicate idempotent batch is not written; the returned info has ``duplicate=True`` and the
         original offsets.
+
+        ``validated_headers``: the headers :func:`protocol.records.validate_batches` returned for exactly these
+        bytes, if the caller already checked them (magic, length, CRC); the CRC is then not computed twice.
         """
-        return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False)
+        return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
+                            validated_headers=validated_headers)
 
-    def append_as_follower(self, records, now_ms: int) -> LogAppendInfo:
+    def append_as_follower(self, records, now_ms: int, *,
+                           validated_headers: list[BatchHeader] | None = None) -> LogAppendInfo:
         """Append batches whose offsets and epochs were assigned by the leader."""
-        return self._append(records, ORIGIN_REPLICATION, False, -1, now_ms, ignore_record_size=True)
+        return self._append(records, ORIGIN_REPLICATION, False, -1, now_ms, ignore_record_size=True,
+                            validated_headers=validated_headers)
 
-    def _analyze(self, buf, origin: str, ignore_record_size: bool, require_monotonic: bool
-                 ) -> tuple[list[BatchHeader], LogAppendInfo]:
+    def _analyze(self, buf, origin: str, ignore_record_size: bool, require_monotonic: bool,
+                 validated_headers: list[BatchHeader] | None = None) -> tuple[list[BatchHeader], LogAppendInfo]:
         headers: list[BatchHeader] = []
         pos = 0
         n = len(buf)
+        pre = iter(validated_headers) if validated_headers is not None else None
         first_offset = UNKNOWN_OFFSET
         last_offset = -1
         monotonic = True
@@ -392,7 +402,12 @@ class Log:
         max_message_bytes = self.config.max_message_bytes
         last_epoch = -1
         while pos < n:
-            h = validate_batch(buf, pos)
+            if pre is None:
+                h = validate_batch(buf, pos)
+            else:
+                h = next(pre, None)
+                if h is None or h.batch_length + LOG_OVERHEAD + pos > n:
+                    raise InvalidRecordError("validated headers do not match the records")
             if origin == ORIGIN_CLIENT:
                 check_client_batch(h)
             if not headers:
@@ -434,15 +449,18 @@ class Log:
                         f"should be within [{now_ms - before}, {now_ms + after}]")
 
     def _append(self, records, origin: str, assign_offsets: bool, leader_epoch: int, now_ms: int,
-                ignore_record_size: bool) -> LogAppendInfo:
-        self._check_online()
-        self._maybe_flush_metadata_file()
+                ignore_record_size: bool, validated_headers: list[BatchHeader] | None = None) -> LogAppendInfo:
+        if self.offline:
+            self._check_online()
+        if self.partition_metadata._dirty is not None:
+            self._maybe_flush_metadata_file()
         buf = records
         if assign_offsets and not isinstance(records, bytearray):
-            mv = memoryview(records)
-            if mv.readonly:
+            with memoryview(records) as mv:
+                readonly = mv.readonly
+            if readonly:
                 buf = bytearray(records)
-        headers, info = self._analyze(buf, origin, ignore_record_size, require_monotonic=not assign_offsets)
+        headers, info = self._analyze(buf, origin, ignore_record_size, not assign_offsets, validated_headers)
         if info.valid_bytes <= 0:
             return info
         with self._lock:
@@ -456,11 +474,13 @@ class Log:
                        assign_offsets: bool, leader_epoch: int, now_ms: int) -> LogAppendInfo:
         self.local_log.check_if_memory_mapped_buffer_closed()
         if assign_offsets:
-            if origin == ORIGIN_CLIENT:
+            config = self.local_log.config
+            if origin == ORIGIN_CLIENT and (config.message_timestamp_before_max_ms < _LONG_MAX
+                                            or config.message_timestamp_after_max_ms < _LONG_MAX):
                 self._validate_timestamps(headers, now_ms)
-            offset = self.log_end_offset
+            offset = self.local_log.next_offset_metadata.message_offset
             info.first_offset = offset
-            log_append = self.config.message_timestamp_type == "LogAppendTime"
+            log_append = config.message_timestamp_type == "LogAppendTime"
             pos = 0
             new_headers = []
             max_ts, shallow = NO_TIMESTAMP, -1
@@ -468,8 +488,10 @@ class Log:
                 stamp_batch(buf, pos, offset, leader_epoch)
                 if log_append:
                     set_max_timestamp(buf, pos, LOG_APPEND_TIME, now_ms)
-                    h = h._replace(max_timestamp=now_ms, attributes=(h.attributes & 0x77) | 0x08)
-                h = h._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+                    h = _new_tuple(BatchHeader, (offset, h[1], leader_epoch, h[3], h[4], (h[5] & 0x77) | 0x08,
+                                                 h[6], h[7], now_ms) + h[9:])
+                else:
+                    h = _new_tuple(BatchHeader, (offset, h[1], leader_epoch) + h[3:])
                 new_headers.append(h)
                 last = offset + h.last_offset_delta
                 if h.max_timestamp > max_ts:
@@ -491,17 +513,24 @@ class Log:
                     f"less than the next offset {self.log_end_offset}. Log start offset = {self.log_start_offset}",
                     info.first_offset, info.last_offset)
 
+        cache = self.leader_epoch_cache
         for h in headers:
-            self.maybe_assign_epoch_start_offset(h.partition_leader_epoch, h.base_offset)
+            epoch = h[2]
+            if epoch >= 0 and not cache.is_latest(epoch, h[0]):
+                cache.assign(epoch, h[0])
 
-        if info.valid_bytes > self.config.segment_bytes:
+        config = self.local_log.config
+        if info.valid_bytes > config.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"Message batch size is {info.valid_bytes} bytes in append to partition {self.topic}-"
-                f"{self.partition}, which exceeds the maximum configured segment size of {self.config.segment_bytes}.")
+                f"{self.partition}, which exceeds the maximum configured segment size of {config.segment_bytes}.")
 
         segment = self._maybe_roll(info.valid_bytes, info, now_ms)
 
-        updated, completed, duplicate = self._analyze_producer_state(headers, buf, origin)
+        if any(h[9] >= 0 for h in headers):
+            updated, completed, duplicate = self._analyze_producer_state(headers, buf, origin)
+        else:
+            updated, completed, duplicate = {}, [], None
         if duplicate is not None:
             info.first_offset = duplicate.first_offset
             info.last_offset = duplicate.last_offset
@@ -512,17 +541,21 @@ class Log:
             return info
 
         data = buf if info.valid_bytes == len(buf) else memoryview(buf)[:info.valid_bytes]
-        self.local_log.append(info.last_offset, info.max_timestamp, info.shallow_offset_of_max_timestamp, data)
-        self._update_high_watermark_with_log_end_offset()
-        for pa in updated.values():
-            self.producer_state.update(pa)
-        for c in completed:
-            self.producer_state.complete_txn(c)
-        self.producer_state.update_map_end_offset(info.last_offset + 1)
-        self._maybe_increment_first_unstable_offset()
+        self.local_log.append(info.last_offset, info.max_timestamp, info.shallow_offset_of_max_timestamp, data,
+                              segment)
+        if self._high_watermark.message_offset >= self.local_log.next_offset_metadata.message_offset:
+            self._update_high_watermark_with_log_end_offset()
+        psm = self.producer_state
+        if updated or completed:
+            for pa in updated.values():
+                psm.update(pa)
+            for c in completed:
+                psm.complete_txn(c)
+            self._maybe_increment_first_unstable_offset()
+        psm.last_map_offset = info.last_offset + 1
         self.dirty_since_checkpoint = True
         info.log_start_offset = self.log_start_offset
-        if self.local_log.unflushed_messages >= self.config.flush_messages:
+        if self.local_log.unflushed_messages >= config.flush_messages:
             self._flush(self.log_end_offset, False, now_ms)
         return info
 
@@ -552,9 +585,9 @@ class Log:
 
     def _maybe_roll(self, messages_size: int, info: LogAppendInfo, now_ms: int) -> LogSegment:
         segment = self.local_log.segments.active_segment
-        params = RollParams(self.config.segment_ms, self.config.segment_bytes, info.max_timestamp,
-                            info.last_offset, messages_size, now_ms)
-        if segment.should_roll(params):
+        config = self.local_log.config
+        if segment.should_roll_for(config.segment_ms, config.segment_bytes, info.max_timestamp, info.last_offset,
+                                   messages_size, now_ms):
             roll_offset = info.first_offset if info.first_offset != UNKNOWN_OFFSET \
                 else info.last_offset - (2**31 - 1)
             return self._roll(roll_offset, now_ms)

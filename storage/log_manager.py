@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 from . import files, fileio
 from .checkpoints import CleanShutdownFile, MetaProperties, OffsetCheckpointFile, random_uuid

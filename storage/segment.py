@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import time
 from typing import TYPE_CHECKING, NamedTuple
 
-from protocol.errors import CorruptRecordError, InvalidRecordError, ProtocolError
-from protocol.records import LOG_OVERHEAD, BatchScan, validate_batch
+from protocol.errors import CorruptRecordError, ProtocolError
+from protocol.records import LOG_OVERHEAD, validate_batch
 
 from . import files, fileio
-from .errors import CorruptIndexError, LogSegmentOffsetOverflowError
+from .errors import LogSegmentOffsetOverflowError
 from .file_records import FileRecords, FileSlice, LogOffsetPosition, TimestampAndOffset
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex
 
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 _INT_MAX = 2**31 - 1
 _RECOVERY_CHUNK = 1024 * 1024
+_I32 = struct.Struct(">i")
 
 __all__ = ["LogSegment", "LogOffsetMetadata", "FetchDataInfo", "RollParams"]
 
@@ -201,6 +203,31 @@ class LogSegment:
             return ts
         return 2**63 - 1
 
+    def should_roll_for(self, max_segment_ms: int, max_segment_bytes: int, max_timestamp_in_messages: int,
+                        max_offset_in_messages: int, messages_size: int, now_ms: int) -> bool:
+        """:meth:`should_roll` without building a :class:`RollParams` (the append hot path)."""
+        size = self.log.size
+        if size > max_segment_bytes - messages_size:
+            return True
+        oi, ti = self._offset_index, self._time_index
+        if oi is None or ti is None:
+            return self.should_roll(RollParams(max_segment_ms, max_segment_bytes, max_timestamp_in_messages,
+                                               max_offset_in_messages, messages_size, now_ms))
+        if oi.entries >= oi.max_entries or ti.entries >= ti.max_entries - 1:
+            return True
+        rel = max_offset_in_messages - self.base_offset
+        if rel < 0 or rel > _INT_MAX:
+            return True
+        if size > 0:
+            ts = self.rolling_based_timestamp
+            if ts is None:
+                self._load_first_batch_timestamp()
+                ts = self.rolling_based_timestamp
+            waited = (max_timestamp_in_messages - ts) if ts is not None and ts >= 0 else now_ms - self.created
+            if waited > max_segment_ms - self.roll_jitter_ms:
+                return True
+        return False
+
     def should_roll(self, p: RollParams) -> bool:
         reached_roll_ms = self.time_waited_for_roll(p.now_ms, p.max_timestamp_in_messages) > \
             p.max_segment_ms - self.roll_jitter_ms
@@ -225,18 +252,22 @@ class LogSegment:
         n = len(records)
         if n == 0:
             return
-        physical_position = self.log.size
+        log_records = self.log
+        physical_position = log_records.size
         if physical_position == 0:
             self.rolling_based_timestamp = largest_timestamp
-        if not self.can_convert_to_relative_offset(largest_offset):
+        rel = largest_offset - self.base_offset
+        if rel < 0 or rel > _INT_MAX:
             raise LogSegmentOffsetOverflowError(self, largest_offset)
-        self.log.append(records)
-        if largest_timestamp > self.max_timestamp_so_far:
-            self._max_ts_and_offset = (largest_timestamp, shallow_offset_of_max_timestamp)
+        log_records.append(records)
+        m = self._max_ts_and_offset
+        if m is None:
+            m = self._max_ts()
+        if largest_timestamp > m[0]:
+            self._max_ts_and_offset = m = (largest_timestamp, shallow_offset_of_max_timestamp)
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(largest_offset, physical_position)
-            ts, off = self._max_ts()
-            self.time_index.maybe_append(ts, off)
+            self.time_index.maybe_append(m[0], m[1])
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += n
 
@@ -332,79 +363,83 @@ class LogSegment:
         Returns the number of bytes truncated (``LogSegment.recover``).
         """
         self._next_segment_base = next_segment_base
-        self.offset_index.reset()
-        self.time_index.reset()
+        oi, ti = self.offset_index, self.time_index
+        oi.reset()
+        ti.reset()
         valid_bytes = 0
         last_index_entry = 0
-        self._max_ts_and_offset = _UNKNOWN_TS
         interval = self.index_interval_bytes
-        next_expected = self.base_offset
+        seg_base = self.base_offset
+        next_expected = seg_base
+        max_ts, max_off = -1, -1
+        latest_epoch = epoch_cache.latest_epoch() if epoch_cache is not None else None
         fd = self.log.fd
         size = self.log.size
+        unpack_len = _I32.unpack_from
         try:
             pos = 0
             while pos < size:
                 chunk = os.pread(fd, min(_RECOVERY_CHUNK, size - pos), pos)
-                scan = BatchScan(chunk, 0, len(chunk), max_batch_size)
-                consumed = 0
-                for off, _ in scan:
+                n = len(chunk)
+                if n >= 12:
+                    length = unpack_len(chunk, 8)[0]
+                    if length >= 49 and 12 + length > n and pos + 12 + length <= size:
+                        chunk = os.pread(fd, 12 + length, pos)  # one batch bigger than the chunk
+                        n = len(chunk)
+                off = 0
+                while off + 12 <= n:
+                    length = unpack_len(chunk, off + 8)[0]
+                    if length < 49:
+                        raise CorruptRecordError(f"batch length {length} at position {pos + off} is smaller than "
+                                                 f"the v2 header")
+                    if max_batch_size is not None and length + 12 > max_batch_size:
+                        raise CorruptRecordError(f"batch size {length + 12} at {pos + off} exceeds {max_batch_size}")
+                    end = off + 12 + length
+                    if end > n:
+                        break
                     h = validate_batch(chunk, off)
-                    self._recover_batch(h, pos + off, valid_bytes, next_expected)
+                    base = h[0]
+                    last = base + h[6]
+                    if base < next_expected:
+                        raise _NonMonotonic(f"batch at position {pos + off} has base offset {base} below the "
+                                            f"expected next offset {next_expected}")
+                    if last - seg_base > _INT_MAX:
+                        raise LogSegmentOffsetOverflowError(self, last)
+                    if next_segment_base is not None and last >= next_segment_base:
+                        raise _NonMonotonic(f"batch at position {pos + off} ends at offset {last}, past the next "
+                                            f"segment's base offset {next_segment_base}")
+                    if h[8] > max_ts:
+                        max_ts, max_off = h[8], last
                     if valid_bytes - last_index_entry > interval:
-                        self.offset_index.append(h.base_offset + h.last_offset_delta, valid_bytes)
-                        self.time_index.maybe_append(*self._max_ts())
+                        oi.append(last, valid_bytes)
+                        ti.maybe_append(max_ts, max_off)
                         last_index_entry = valid_bytes
-                    valid_bytes += h.batch_length + LOG_OVERHEAD
-                    next_expected = h.base_offset + h.last_offset_delta + 1
-                    if h.magic >= 2:
-                        if epoch_cache is not None and h.partition_leader_epoch >= 0:
-                            latest = epoch_cache.latest_epoch()
-                            if latest is None or h.partition_leader_epoch > latest:
-                                epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-                        if producer_state is not None:
-                            producer_state.update_from_recovered_batch(h, chunk, off)
-                    consumed = off + h.batch_length + LOG_OVERHEAD
-                if scan.incomplete and consumed == 0:
-                    # a batch larger than the chunk: read exactly it
-                    head = os.pread(fd, 12, pos)
-                    if len(head) < 12:
-                        break
-                    blen = int.from_bytes(head[8:12], "big", signed=True)
-                    if blen < 49 or pos + 12 + blen > size or \
-                            (max_batch_size is not None and blen + 12 > max_batch_size):
-                        break
-                    data = os.pread(fd, blen + 12, pos)
-                    h = validate_batch(data, 0)
-                    self._recover_batch(h, pos, valid_bytes, next_expected)
-                    if valid_bytes - last_index_entry > interval:
-                        self.offset_index.append(h.base_offset + h.last_offset_delta, valid_bytes)
-                        self.time_index.maybe_append(*self._max_ts())
-                        last_index_entry = valid_bytes
-                    valid_bytes += h.batch_length + LOG_OVERHEAD
-                    next_expected = h.base_offset + h.last_offset_delta + 1
-                    if epoch_cache is not None and h.partition_leader_epoch >= 0:
-                        latest = epoch_cache.latest_epoch()
-                        if latest is None or h.partition_leader_epoch > latest:
-                            epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-                    if producer_state is not None:
-                        producer_state.update_from_recovered_batch(h, data, 0)
-                    consumed = h.batch_length + LOG_OVERHEAD
-                if consumed == 0:
-                    break
-                pos += consumed
-                if scan.incomplete is False and consumed < len(chunk):
-                    break  # defensive: nothing else to read
+                    valid_bytes += length + 12
+                    next_expected = last + 1
+                    epoch = h[2]
+                    if epoch >= 0 and epoch_cache is not None and (latest_epoch is None or epoch > latest_epoch):
+                        epoch_cache.assign(epoch, base)
+                        latest_epoch = epoch
+                    if h[9] >= 0 and producer_state is not None:
+                        producer_state.update_from_recovered_batch(h, chunk, off)
+                    off = end
+                if off == 0:
+                    break  # a torn tail
+                pos += off
         except (ProtocolError, LogSegmentOffsetOverflowError, _NonMonotonic) as e:
             log.warning("Found invalid messages in log segment %s at byte offset %d: %s",
                         self.log.path, valid_bytes, e)
+        if producer_state is not None and valid_bytes:
+            producer_state.update_map_end_offset(next_expected)
+        self._max_ts_and_offset = (max_ts, max_off) if max_ts >= 0 else _UNKNOWN_TS
         truncated = self.log.size - valid_bytes
         if truncated > 0:
             log.debug("Truncated %d invalid bytes at the end of segment %s during recovery", truncated, self.log.path)
         self.log.truncate_to(valid_bytes)
-        self.offset_index.trim_to_valid_size()
+        oi.trim_to_valid_size()
         ts, off = self._max_ts()
-        self.time_index.maybe_append(ts, off, skip_full_check=True)
-        self.time_index.trim_to_valid_size()
+        ti.maybe_append(ts, off, skip_full_check=True)
+        ti.trim_to_valid_size()
         self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
         self.rolling_based_timestamp = None
         return truncated

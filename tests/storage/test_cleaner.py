@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from protocol.record_codec import Record, build_batch, decode_batch
 from protocol.records import validate_batch
 
-from storage.cleaner import LogCleaner, LogToClean
+from storage.cleaner import LogCleaner
 from storage.config import LogConfig, LogManagerConfig
 from storage.segment import LogSegment
 from tests.storage.helpers import open_log

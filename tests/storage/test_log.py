@@ -9,7 +9,7 @@ import os
 import pytest
 
 from protocol.errors import CorruptRecordError, InvalidRecordError
-from protocol.record_codec import Record, build_batch, decode_batch
+from protocol.record_codec import decode_batch
 from protocol.records import parse_header
 
 from storage import fileio

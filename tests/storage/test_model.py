@@ -13,7 +13,7 @@ import tempfile
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from protocol.record_codec import decode_batch
 from protocol.records import parse_header
