@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 
+from broker.alter_configs import LEVELS
 from broker.config import BrokerConfig, ConfigException
 from broker.log_dirs import ensure_meta_properties
 from broker.server import Broker, new_event_loop
@@ -17,7 +18,36 @@ def _config(args) -> BrokerConfig:
     return BrokerConfig.load(args.config, args.override or ())
 
 
-async def _serve(config: BrokerConfig) -> None:
+def apply_log_levels(values: dict) -> list[str]:
+    """``logger.<name>: LEVEL`` entries (``logger.root`` for the root logger) set log levels; returns
+    what changed. Read at start and again on SIGHUP (the admin-call equivalent is BROKER_LOGGER)."""
+    changed = []
+    for key, value in values.items():
+        if not key.startswith("logger.") or value is None:
+            continue
+        name = key[len("logger."):]
+        level = str(value).upper()
+        if level not in LEVELS:
+            logging.getLogger("odradek").warning("ignoring %s=%s: not a log level", key, value)
+            continue
+        (logging.getLogger() if name == "root" else logging.getLogger(name)).setLevel(LEVELS[level])
+        changed.append(f"{name}={level}")
+    return changed
+
+
+def _reload_log_levels(path: str | None) -> None:
+    if path is None:
+        return
+    try:
+        changed = apply_log_levels(BrokerConfig.load(path).values)
+    except Exception as exc:  # a bad file must not take the broker down
+        logging.getLogger("odradek").error("SIGHUP: could not reload %s: %s", path, exc)
+        return
+    logging.getLogger("odradek").info("SIGHUP: log levels reloaded from %s: %s", path, ", ".join(changed) or "none")
+
+
+async def _serve(config: BrokerConfig, config_path: str | None = None) -> None:
+    apply_log_levels(config.values)
     broker = Broker(config)
     await broker.start()
     for name in broker._bound:
@@ -31,6 +61,7 @@ async def _serve(config: BrokerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, _reload_log_levels, config_path)
     await stop.wait()
     logging.getLogger("odradek").info("shutting down")
     await broker.stop()
@@ -62,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     loop = new_event_loop(str(config.get("event.loop", "uvloop")))
     asyncio.set_event_loop(loop)
     try:
-        loop.run_until_complete(_serve(config))
+        loop.run_until_complete(_serve(config, args.config))
     finally:
         loop.close()
     return 0

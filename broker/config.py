@@ -183,7 +183,7 @@ class BrokerConfig:
             raise ConfigException(str(exc)) from None
         known = _known_keys()
         return [f"The configuration '{k}' was supplied but isn't a known config." for k in self.values
-                if k not in known]
+                if k not in known and not k.startswith("logger.")]
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

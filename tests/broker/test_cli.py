@@ -52,3 +52,25 @@ def test_format_writes_meta_properties(tmp_path):
     assert "cluster.id=MkU3OEVBNTcwNTJENDM2Qk" in text and "node.id=1" in text and "directory.id=" in text
     assert "version=1" in text
     assert os.path.exists(tmp_path / "data")
+
+
+def test_sighup_reloads_log_levels(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text((REPO / "config" / "single-node.yaml").read_text() + "logger.odradek.server: INFO\n")
+    exe = Path(sys.executable).parent / "odradek"
+    proc = subprocess.Popen(
+        [str(exe), "serve", "--config", str(cfg), "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+         "--override", "advertised.listeners=PLAINTEXT://127.0.0.1:0", "--override", "metrics.prometheus.listener="],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "listening on" in proc.stdout.readline()
+        cfg.write_text(cfg.read_text().replace("logger.odradek.server: INFO", "logger.odradek.server: DEBUG"))
+        proc.send_signal(signal.SIGHUP)
+        import time
+
+        time.sleep(1.0)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    err = proc.stderr.read()
+    assert "SIGHUP: log levels reloaded" in err and "odradek.server=DEBUG" in err
