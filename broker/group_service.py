@@ -103,10 +103,9 @@ class GroupService:
                        "max.message.bytes": str(max(int(broker.config.get("message.max.bytes", 1048588)),
                                                     int(broker.config.get("socket.request.max.bytes",
                                                                           104857600))))}
-            res = broker.controller.create_topics(broker.image, [NewTopic(
-                GROUP_METADATA_TOPIC, int(broker.config.get("offsets.topic.num.partitions", 50)), rf,
-                configs=configs)])
-            await broker.commit(res.records)
+            new_topic = NewTopic(GROUP_METADATA_TOPIC, int(broker.config.get("offsets.topic.num.partitions", 50)), rf,
+                                 configs=configs)
+            res = await broker.decide(lambda image: broker.controller.create_topics(image, [new_topic]))
             err = res.response[0]
             if err.error_code and err.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 log.error("could not create %s: %s", GROUP_METADATA_TOPIC, err.error_message)

@@ -150,11 +150,6 @@ class Broker:
                 await self._commit_locked(result.records)
             return result
 
-    async def commit(self, records: list) -> MetadataImage:
-        """Commit records that do not depend on the image (prefer :meth:`decide`)."""
-        async with self._metadata_lock:
-            return await self._commit_locked(records)
-
     async def _commit_locked(self, records: list) -> MetadataImage:
         """Append to the metadata log, open/close partitions, publish the new image."""
         if not records:
