@@ -367,3 +367,35 @@ def test_disk_full_fails_cleanly(tmp_path, monkeypatch):
     lg2.update_high_watermark(2)
     assert [o for o, _, _ in all_records(lg2)] == [0, 1]
     assert lg2.verify() == []
+
+
+def test_transactions_bound_the_last_stable_offset(tmp_path):
+    from protocol.record_codec import build_end_txn_marker_batch
+    from storage.log import ORIGIN_COORDINATOR
+
+    lg = open_log(str(tmp_path))
+    lg.append_as_leader(batch(2), 0, now_ms=0)  # offsets 0-1
+    lg.append_as_leader(batch(3, producer_id=9, producer_epoch=0, base_sequence=0, is_transactional=True), 0,
+                        now_ms=0)  # 2-4, an open transaction
+    lg.append_as_leader(batch(2), 0, now_ms=0)  # 5-6
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.high_watermark == 7 and lg.last_stable_offset == 2
+    data = lg.read_bytes(0, 100_000, FetchIsolation.TXN_COMMITTED)
+    assert [parse_header(b).base_offset for b in split_batches(data)] == [0]  # READ_COMMITTED stops at the LSO
+    marker = bytearray(build_end_txn_marker_batch(commit=True, producer_id=9, producer_epoch=0, coordinator_epoch=1,
+                                                  timestamp=5))
+    lg.append_as_leader(marker, 0, now_ms=0, origin=ORIGIN_COORDINATOR)  # 7
+    assert lg.last_stable_offset == 2  # the marker is not replicated yet (HW 7)
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.last_stable_offset == 8
+    # the open transaction is rebuilt from the log after an unclean restart
+    lg.append_as_leader(batch(1, producer_id=9, producer_epoch=0, base_sequence=3, is_transactional=True), 0,
+                        now_ms=0)  # 8
+    lg.close_handlers()
+    lg2 = open_log(str(tmp_path), had_clean_shutdown=False)
+    lg2.update_high_watermark(lg2.log_end_offset)
+    assert lg2.last_stable_offset == 8
+    assert lg2.producer_state.last_entry(9).current_txn_first_offset == 8
+    # clients may not write control batches
+    with pytest.raises(InvalidRecordError):
+        lg2.append_as_leader(bytearray(marker), 0, now_ms=0)
