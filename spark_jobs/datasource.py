@@ -56,7 +56,8 @@ try:  # Spark >= 4.1
 except ImportError:  # pragma: no cover - Spark 4.0
     _HAVE_FILTERS = False
 
-__all__ = ["KafkaLogDataSource", "KafkaLogReader", "SliceInputPartition", "bounds_from_options"]
+__all__ = ["KafkaLogDataSource", "KafkaLogReader", "KafkaLogPushdownReader", "SliceInputPartition",
+           "bounds_from_options"]
 
 
 class SliceInputPartition(InputPartition):
@@ -153,11 +154,8 @@ class KafkaLogReader(DataSourceReader):
         self.stats_path = _opt(options, "statsPath")
         self.pushed: list[str] = []
 
-    # -- filter pushdown (Spark >= 4.1) --------------------------------------------------------------------------
-    def pushFilters(self, filters):
-        if not _HAVE_FILTERS:  # pragma: no cover
-            yield from filters
-            return
+    # -- filter pushdown (Spark >= 4.1; see KafkaLogPushdownReader) ---------------------------------------------
+    def _push_filters(self, filters):
         for f in filters:
             if self._push(f):
                 self.pushed.append(repr(f))
@@ -238,12 +236,43 @@ class KafkaLogReader(DataSourceReader):
         return [SliceInputPartition(s) for s in slices]
 
     def read(self, partition) -> Iterator:
+        if not isinstance(partition, SliceInputPartition):
+            return                # no slices planned: Spark still runs one task with a placeholder partition
         stats = ScanStats()
         try:
             yield from read_slice(partition.slice, self.bounds, ignore_corrupt=self.ignore_corrupt, stats=stats)
         finally:
             if self.stats_path:
                 write_stats(self.stats_path, stats)
+
+
+class KafkaLogPushdownReader(KafkaLogReader):
+    """The reader with ``pushFilters``: Spark refuses a reader that defines it unless
+    ``spark.sql.python.filterPushdown.enabled`` is true, so it is only handed out when that is the case."""
+
+    def pushFilters(self, filters):
+        return self._push_filters(filters)
+
+
+def _pushdown_enabled() -> bool:
+    """Whether Spark's planner will call ``pushFilters``. The data source API does not tell ``reader()``; look up
+    the stack: Spark calls ``reader()`` from its filter-pushdown worker (``data_source_pushdown_filters``) only
+    when pushdown is on, and its plain planning worker (``plan_data_source_read._main``) holds the setting in a
+    local named ``enable_pushdown``. Unknown means no: pruning by options still works, and without pushdown Spark
+    filters every row itself, so the answer is the same."""
+    import sys
+
+    f = sys._getframe(1)
+    for _ in range(12):
+        if f is None:
+            return False
+        if f.f_code.co_filename.endswith("data_source_pushdown_filters.py"):
+            return True
+        v = f.f_locals.get("enable_pushdown")
+        if isinstance(v, bool):
+            return v
+        f = f.f_back
+    return False
 
 
 class KafkaLogDataSource(DataSource):
@@ -263,4 +292,7 @@ class KafkaLogDataSource(DataSource):
         if schema is not None and names != ARROW_SCHEMA.names:
             raise ValueError("kafka-log has a fixed schema; select columns after load() instead of passing "
                              ".schema(...)")
+        push = _opt(self.options, "pushdown")
+        if _HAVE_FILTERS and (True if push is None else _bool(push, "pushdown")) and _pushdown_enabled():
+            return KafkaLogPushdownReader(self.options)
         return KafkaLogReader(self.options)
