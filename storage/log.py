@@ -93,7 +93,7 @@ def _fsync_path(path: str) -> None:
         fileio.current.close(fd)
 
 
-@dataclass
+@dataclass(slots=True)
 class LogAppendInfo:
     """What an append did (Kafka's ``LogAppendInfo``)."""
 
@@ -379,8 +379,62 @@ class Log:
         ``validated_headers``: the headers :func:`protocol.records.validate_batches` returned for exactly these
         bytes, if the caller already checked them (magic, length, CRC); the CRC is then not computed twice.
         """
+        if origin == ORIGIN_CLIENT and type(records) is bytearray:
+            info = self._append_one_client_batch(records, leader_epoch, now_ms, validated_headers)
+            if info is not None:
+                return info
         return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
                             validated_headers=validated_headers)
+
+    def _append_one_client_batch(self, buf: bytearray, leader_epoch: int, now_ms: int,
+                                 validated_headers: list[BatchHeader] | None) -> LogAppendInfo | None:
+        """The produce hot path: one plain batch from a client, no roll, no producer id, CreateTime.
+        Returns None whenever anything is out of the ordinary; :meth:`_append` then does the general work
+        (and raises the right error)."""
+        n = len(buf)
+        if validated_headers is not None:
+            if len(validated_headers) != 1:
+                return None
+            h = validated_headers[0]
+        else:
+            h = validate_batch(buf, 0)
+        if h[1] + LOG_OVERHEAD != n or h[9] >= 0 or h[5] & 0x20:
+            return None
+        check_client_batch(h)
+        config = self.local_log.config
+        if (self.offline or self.partition_metadata._dirty is not None or n > config.max_message_bytes
+                or n > config.segment_bytes or config.message_timestamp_type != "CreateTime"
+                or config.message_timestamp_before_max_ms < _LONG_MAX
+                or config.message_timestamp_after_max_ms < _LONG_MAX):
+            return None
+        with self._lock:
+            ll = self.local_log
+            if ll.closed or self.offline or ll.config is not config:
+                return None
+            offset = ll.next_offset_metadata[0]
+            last = offset + h[6]
+            max_ts = h[8]
+            seg = ll.segments.active_segment
+            if seg.should_roll_for(config.segment_ms, config.segment_bytes, max_ts, last, n, now_ms):
+                return None
+            stamp_batch(buf, 0, offset, leader_epoch)
+            if leader_epoch >= 0:
+                cache = self.leader_epoch_cache
+                if not cache.is_latest(leader_epoch, offset):
+                    cache.assign(leader_epoch, offset)
+            try:
+                seg.append(last, max_ts, last, buf)
+            except OSError as e:
+                raise self._io_error("Error while appending records", e) from e
+            end = last + 1
+            ll.next_offset_metadata = _new_tuple(LogOffsetMetadata, (end, seg.base_offset, seg.log.size))
+            self.producer_state.last_map_offset = end
+            self.dirty_since_checkpoint = True
+            if end - ll.recovery_point >= config.flush_messages:
+                self._flush(end, False, now_ms)
+            return LogAppendInfo(offset, last, max_ts, last, NO_TIMESTAMP, self.log_start_offset, n, 1,
+                                 leader_epoch if leader_epoch >= 0 else None, False,
+                                 [_new_tuple(BatchHeader, (offset, h[1], leader_epoch) + h[3:])])
 
     def append_as_follower(self, records, now_ms: int, *,
                            validated_headers: list[BatchHeader] | None = None) -> LogAppendInfo:
@@ -614,9 +668,8 @@ class Log:
         def flush_rolled() -> None:
             if snapshot is not None:
                 _fsync_path(snapshot)
-            with self._lock:
-                if not self.offline and not self.local_log.closed:
-                    self._flush(base, False, now_ms)
+            if not self.offline and not self.local_log.closed:
+                self.flush_up_to_offset_exclusive(base, now_ms)
 
         self.scheduler.schedule_once("flush-log", flush_rolled, 0)
         return new_segment
@@ -858,15 +911,45 @@ class Log:
 
     # ==== flush ===================================================================================
     def flush(self, now_ms: int, force_flush_active_segment: bool = False) -> None:
-        """fsync everything up to the log end offset and advance the recovery point (``UnifiedLog.flush``)."""
-        with self._lock:
-            self._check_online()
-            self._flush(self.log_end_offset, force_flush_active_segment, now_ms)
+        """fsync everything up to the log end offset and advance the recovery point (``UnifiedLog.flush``).
 
-    def flush_up_to_offset_exclusive(self, offset: int, now_ms: int) -> None:
+        The data fsyncs run without the log's lock, so appends and reads on other threads go on meanwhile
+        (Kafka likewise syncs outside its lock); only the index msyncs and the recovery point update take it.
+        """
+        self.flush_up_to_offset_exclusive(None, now_ms)
+
+    def flush_up_to_offset_exclusive(self, offset: int | None, now_ms: int) -> None:
         with self._lock:
             self._check_online()
-            self._flush(offset, False, now_ms)
+            ll = self.local_log
+            if offset is None:
+                offset = ll.log_end_offset
+            rp = ll.recovery_point
+            if offset <= rp:
+                return
+            segs = ll.segments.values(rp, offset)
+            new_segment = any(sg.base_offset >= rp for sg in segs)
+        try:
+            for sg in segs:
+                if not sg.deleted:
+                    sg.log.flush()
+            if new_segment:
+                fileio.current.fsync_dir(self.dir)
+        except OSError as e:
+            with self._lock:
+                raise self._io_error("Error while flushing log", e) from e
+        with self._lock:
+            if self.offline or self.local_log.closed:
+                return
+            try:
+                for sg in segs:
+                    if not sg.deleted and self.local_log.segments.get(sg.base_offset) is sg:
+                        sg.offset_index.flush()
+                        sg.time_index.flush()
+                self.local_log.mark_flushed(offset, now_ms)
+                self.dirty_since_checkpoint = True
+            except OSError as e:
+                raise self._io_error("Error while flushing log", e) from e
 
     def _flush(self, offset: int, including_offset: bool, now_ms: int) -> None:
         flush_offset = offset + 1 if including_offset else offset
