@@ -169,7 +169,7 @@ class GroupService:
         shard = self.shards.pop(p, None)
         if shard is not None:
             self._resolve(shard.on_unloaded().completions)
-            log.info("unloaded %s-%d", GROUP_METADATA_TOPIC, p)
+            log.debug("unloaded %s-%d", GROUP_METADATA_TOPIC, p)
 
     async def shard_for(self, group_id: str) -> tuple[int, GroupCoordinatorShard]:
         if not self.active:

@@ -97,3 +97,18 @@ def check_exactly_once(consumed: list[tuple[int, int]], produced: list[tuple[int
     assert not dup, f"records consumed more than once: {sorted(dup)[:10]}"
     assert sorted(consumed) == sorted(produced), (
         f"missing {sorted(set(produced) - set(consumed))[:10]}, extra {sorted(set(consumed) - set(produced))[:10]}")
+
+
+def kp_committed(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[int, str]]:
+    """The group's committed offsets and metadata through kafka-python's admin client (OffsetFetch).
+    (confluent-kafka-python reads commit metadata as a NUL-terminated C string, so it can only read
+    back metadata librdkafka wrote itself, with its trailing NUL.)"""
+    from kafka import KafkaAdminClient
+
+    ka = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        res = ka.list_group_offsets(group)
+        res = res.get(group, res) if isinstance(res, dict) and group in res else res
+        return {(tp.topic, tp.partition): (om.offset, om.metadata) for tp, om in res.items()}
+    finally:
+        ka.close()
