@@ -55,6 +55,8 @@ class BrokerMetrics:
         self.loop_idle = Gauge("kafka_network_socketserver_networkprocessoravgidlepercent",
                                "Share of the last interval the event loop was not late (1.0 = idle)", registry=r)
         r.register(_LogCollector(broker))
+        self._request_children: dict = {}
+        self._topic_children: dict = {}
         self._http = None
         self._lag_task: asyncio.Task | None = None
         self.port: int | None = None
@@ -93,15 +95,25 @@ class BrokerMetrics:
 
     def request_done(self, name: str, version: int, received: float, started: float, error: int = 0) -> None:
         now = time.monotonic()
-        self.requests.labels(name, str(version)).inc()
-        self.total_time.labels(name).observe((now - received) * 1000)
-        self.queue_time.labels(name).observe((started - received) * 1000)
+        children = self._request_children.get((name, version))
+        if children is None:  # labels() lookups cost ~10% of a produce request: resolve them once
+            children = (self.requests.labels(name, str(version)), self.total_time.labels(name),
+                        self.queue_time.labels(name))
+            self._request_children[(name, version)] = children
+        requests, total, queue = children
+        requests.inc()
+        total.observe((now - received) * 1000)
+        queue.observe((started - received) * 1000)
         if error:
             self.errors.labels(name, str(error)).inc()
 
     def produced(self, topic: str, records: int, size: int) -> None:
-        self.messages_in.labels(topic).inc(records)
-        self.bytes_in.labels(topic).inc(size)
+        children = self._topic_children.get(topic)
+        if children is None:
+            children = (self.messages_in.labels(topic), self.bytes_in.labels(topic))
+            self._topic_children[topic] = children
+        children[0].inc(records)
+        children[1].inc(size)
 
     def rejected(self, topic: str, size: int) -> None:
         self.bytes_rejected.labels(topic).inc(size)
