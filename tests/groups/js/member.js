@@ -1,0 +1,34 @@
+// One KafkaJS group member for tests/groups/test_kafkajs.py.
+// Prints "A p,p,..." when the group assigns it partitions, "R partition offset" for every record it
+// processes (then commits offset+1 before taking the next one), and leaves the group on SIGTERM.
+const { Kafka, logLevel } = require('kafkajs')
+
+const [bootstrap, groupId, topic, clientId] = process.argv.slice(2)
+const kafka = new Kafka({ clientId, brokers: [bootstrap], logLevel: logLevel.NOTHING })
+// maxWaitTimeInMs below the session timeout: KafkaJS only heartbeats between fetches
+const consumer = kafka.consumer({ groupId, sessionTimeout: 3000, heartbeatInterval: 300, rebalanceTimeout: 10000, maxWaitTimeInMs: 200 })
+const out = (line) => process.stdout.write(line + '\n')
+
+async function main () {
+  consumer.on(consumer.events.GROUP_JOIN, (e) => {
+    const parts = (e.payload.memberAssignment[topic] || []).slice().sort((a, b) => a - b)
+    out('A ' + parts.join(','))
+  })
+  await consumer.connect()
+  await consumer.subscribe({ topics: [topic], fromBeginning: true })
+  await consumer.run({
+    autoCommit: false,
+    eachMessage: async ({ partition, message }) => {
+      out(`R ${partition} ${message.offset}`)
+      await consumer.commitOffsets([{ topic, partition, offset: (BigInt(message.offset) + 1n).toString() }])
+    }
+  })
+}
+
+let stopping = false
+process.on('SIGTERM', async () => {
+  if (stopping) return
+  stopping = true
+  try { await consumer.disconnect() } finally { out('BYE'); process.exit(0) }
+})
+main().catch((e) => { out('ERR ' + e.message); process.exit(1) })
