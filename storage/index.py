@@ -270,17 +270,22 @@ class OffsetIndex(_AbstractIndex):
             return self._parse(n)
 
     def append(self, offset: int, position: int) -> None:
-        with self.lock:
-            if self.is_full():
-                raise ValueError(f"Attempt to append to a full index (size = {self.entries}).")
-            if self.entries == 0 or offset > self.last_offset:
-                self._fmt.pack_into(self._mm, self.entries * 8, self.relative_offset(offset), position)  # type: ignore[arg-type]
-                self.entries += 1
-                self.last_offset = offset
-            else:
-                raise InvalidOffsetError(
-                    f"Attempt to append an offset {offset} to position {self.entries} no larger than the last "
-                    f"offset appended ({self.last_offset}) to {self.path}")
+        # No lock: appends come from the owning log's single writer, under the log's lock (as do resizes);
+        # the entry is written before ``entries`` grows, so a concurrent lookup never sees half of it.
+        entries = self.entries
+        if entries >= self.max_entries:
+            raise ValueError(f"Attempt to append to a full index (size = {entries}).")
+        if entries == 0 or offset > self.last_offset:
+            rel = offset - self.base_offset
+            if rel < 0 or rel > _INT_MAX:
+                self.relative_offset(offset)  # raises
+            self._fmt.pack_into(self._mm, entries * 8, rel, position)  # type: ignore[arg-type]
+            self.entries = entries + 1
+            self.last_offset = offset
+        else:
+            raise InvalidOffsetError(
+                f"Attempt to append an offset {offset} to position {entries} no larger than the last "
+                f"offset appended ({self.last_offset}) to {self.path}")
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with offset >= ``offset``."""

@@ -64,6 +64,8 @@ class LocalLog:
 
     def mark_flushed(self, offset: int, now_ms: int) -> None:
         self.check_if_memory_mapped_buffer_closed()
+        # a flush scheduled before a truncation must not put the recovery point past the log end
+        offset = min(offset, self.log_end_offset)
         if offset > self.recovery_point:
             self.recovery_point = offset
             self.last_flushed_time = now_ms

@@ -379,14 +379,17 @@ class Log:
         ``validated_headers``: the headers :func:`protocol.records.validate_batches` returned for exactly these
         bytes, if the caller already checked them (magic, length, CRC); the CRC is then not computed twice.
         """
-        if origin == ORIGIN_CLIENT and type(records) is bytearray:
+        t = type(records)
+        if origin == ORIGIN_CLIENT and (t is bytearray or (t is memoryview and not records.readonly
+                                                            and records.format in ("B", "b", "c")
+                                                            and records.ndim == 1)):
             info = self._append_one_client_batch(records, leader_epoch, now_ms, validated_headers)
             if info is not None:
                 return info
         return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
                             validated_headers=validated_headers)
 
-    def _append_one_client_batch(self, buf: bytearray, leader_epoch: int, now_ms: int,
+    def _append_one_client_batch(self, buf, leader_epoch: int, now_ms: int,
                                  validated_headers: list[BatchHeader] | None) -> LogAppendInfo | None:
         """The produce hot path: one plain batch from a client, no roll, no producer id, CreateTime.
         Returns None whenever anything is out of the ordinary; :meth:`_append` then does the general work
@@ -1042,6 +1045,14 @@ class Log:
             try:
                 deleted = self.local_log.replace_segments(new_segments, old_segments)
                 self._delete_producer_snapshots(deleted)
+                # byte positions cached in offset metadata may point into a replaced segment
+                replaced = {sg.base_offset for sg in old_segments}
+                hw = self._high_watermark
+                if not hw.message_offset_only and hw.segment_base_offset in replaced:
+                    self._high_watermark = LogOffsetMetadata(hw.message_offset)
+                fuo = self._first_unstable_offset
+                if fuo is not None and not fuo.message_offset_only and fuo.segment_base_offset in replaced:
+                    self._first_unstable_offset = LogOffsetMetadata(fuo.message_offset)
             except OSError as e:
                 raise self._io_error("Error while replacing segments", e) from e
 
@@ -1053,12 +1064,13 @@ class Log:
         with self._lock:
             self._check_online()
             segs = self.local_log.segments.values()
-            sizes = {s.base_offset: s.size for s in segs}
+            sizes = {s.base_offset: (s.size, s.offset_index.entries, s.time_index.entries) for s in segs}
         problems: list[str] = []
         prev_next = None
         for i, s in enumerate(segs):
             nxt_base = segs[i + 1].base_offset if i + 1 < len(segs) else None
-            seg_problems, prev_next = verify_segment(s, sizes[s.base_offset], prev_next, nxt_base)
+            size, entries, time_entries = sizes[s.base_offset]
+            seg_problems, prev_next = verify_segment(s, size, prev_next, nxt_base, entries, time_entries)
             problems.extend(seg_problems)
         return problems
 

@@ -125,7 +125,7 @@ def _check_offset_index(path: str, base_offset: int, batches: dict[int, tuple[in
 
 
 def _check_time_index(path: str, base_offset: int, next_offset: int | None, max_ts: int,
-                      problems: list[str]) -> None:
+                      problems: list[str], max_entries: int | None = None) -> None:
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -134,7 +134,8 @@ def _check_time_index(path: str, base_offset: int, next_offset: int | None, max_
     if len(data) % 12:
         problems.append(f"{path}: size {len(data)} is not a multiple of 12")
     prev_ts, prev_off = -1, -1
-    for i in range(len(data) // 12):
+    n = len(data) // 12 if max_entries is None else min(max_entries, len(data) // 12)
+    for i in range(n):
         ts, rel = _TIME.unpack_from(data, i * 12)
         off = base_offset + rel
         if ts == 0 and rel == 0 and i > 0:
@@ -150,23 +151,26 @@ def _check_time_index(path: str, base_offset: int, next_offset: int | None, max_
 
 def verify_files(log_path: str, base_offset: int, *, size: int | None = None, prev_next: int | None = None,
                  next_base: int | None = None, index_path: str | None = None,
-                 time_index_path: str | None = None, index_entries: int | None = None
-                 ) -> tuple[list[str], int | None]:
+                 time_index_path: str | None = None, index_entries: int | None = None,
+                 time_index_entries: int | None = None) -> tuple[list[str], int | None]:
     problems: list[str] = []
     batches, nxt, max_ts = _scan_log(log_path, base_offset, size, prev_next, next_base, problems)
     log_size = size if size is not None else os.path.getsize(log_path)
     if index_path is not None and os.path.exists(index_path):
         _check_offset_index(index_path, base_offset, batches, log_size, problems, index_entries)
     if time_index_path is not None:
-        _check_time_index(time_index_path, base_offset, nxt, max_ts, problems)
+        _check_time_index(time_index_path, base_offset, nxt, max_ts, problems, time_index_entries)
     return problems, nxt
 
 
-def verify_segment(segment: "LogSegment", size: int, prev_next: int | None, next_base: int | None
+def verify_segment(segment: "LogSegment", size: int, prev_next: int | None, next_base: int | None,
+                   index_entries: int | None = None, time_index_entries: int | None = None
                    ) -> tuple[list[str], int | None]:
     return verify_files(segment.log.path, segment.base_offset, size=size, prev_next=prev_next, next_base=next_base,
                         index_path=segment.offset_index_path, time_index_path=segment.time_index_path,
-                        index_entries=segment.offset_index.entries)
+                        index_entries=segment.offset_index.entries if index_entries is None else index_entries,
+                        time_index_entries=segment.time_index.entries if time_index_entries is None
+                        else time_index_entries)
 
 
 def verify_partition_dir(dir: str) -> list[str]:

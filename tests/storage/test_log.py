@@ -399,3 +399,18 @@ def test_transactions_bound_the_last_stable_offset(tmp_path):
     # clients may not write control batches
     with pytest.raises(InvalidRecordError):
         lg2.append_as_leader(bytearray(marker), 0, now_ms=0)
+
+
+def test_append_from_writable_memoryview_slice(tmp_path):
+    """The broker hands over a slice of the request frame: offsets are stamped into it, no copy."""
+    lg = open_log(str(tmp_path))
+    frame = bytearray(b"HDR!") + batch(2) + bytearray(b"TAIL")
+    view = memoryview(frame)[4:-4]
+    lg.append_as_leader(batch(1), 0, now_ms=0)
+    info = lg.append_as_leader(view, 6, now_ms=0)
+    assert (info.first_offset, info.last_offset) == (1, 2)
+    h = parse_header(frame, 4)
+    assert (h.base_offset, h.partition_leader_epoch) == (1, 6)  # stamped in the caller's buffer
+    assert frame[:4] == b"HDR!" and frame[-4:] == b"TAIL"
+    lg.update_high_watermark(3)
+    assert [o for o, _, _ in all_records(lg)] == [0, 1, 2]
