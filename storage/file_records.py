@@ -212,12 +212,23 @@ class FileRecords:
                 off += size
             pos += off
 
-    def search_for_offset_with_size(self, target_offset: int, starting_position: int) -> LogOffsetPosition | None:
-        """The first batch whose last offset is >= ``target_offset``, scanning from ``starting_position``."""
+    def search_for_offset_with_size(self, target_offset: int, starting_position: int,
+                                    first_base_at_most: int | None = None) -> LogOffsetPosition | None:
+        """The first batch whose last offset is >= ``target_offset``, scanning from ``starting_position``.
+
+        ``first_base_at_most``: the batch at ``starting_position`` must start at or below this offset (an
+        index entry's claim); otherwise :class:`CorruptRecordError` — the index that sent us here is wrong.
+        """
+        first = True
         for pos, h in self.batches_from(starting_position):
-            last = h.base_offset + h.last_offset_delta
+            if first:
+                if first_base_at_most is not None and h[0] > first_base_at_most:
+                    raise CorruptRecordError(f"index entry ({first_base_at_most}, {starting_position}) points at a "
+                                             f"batch starting at {h[0]} in {self.path}")
+                first = False
+            last = h[0] + h[6]
             if last >= target_offset:
-                return LogOffsetPosition(last, pos, h.batch_length + LOG_OVERHEAD)
+                return LogOffsetPosition(last, pos, h[1] + LOG_OVERHEAD)
         return None
 
     def largest_timestamp_after(self, starting_position: int) -> TimestampAndOffset:

@@ -280,17 +280,17 @@ class LogSegment:
         and the lookup retried (indexes carry no checksum).
         """
         idx_offset, idx_pos = self.offset_index.lookup(offset)
-        if idx_pos and not self._index_entry_plausible(idx_offset, idx_pos):
+        if idx_pos == 0 or starting_file_position > idx_pos:
+            return self.log.search_for_offset_with_size(offset, max(idx_pos, starting_file_position))
+        try:
+            if idx_pos + LOG_OVERHEAD > self.log.size or idx_offset < self.base_offset:
+                raise CorruptRecordError("index entry outside the log")
+            # the batch the entry points at must start at or below the entry's offset
+            return self.log.search_for_offset_with_size(offset, idx_pos, idx_offset)
+        except CorruptRecordError:
+            # the index pointed outside the log, into the middle of a batch, or at the wrong batch
             log.warning("Offset index %s entry (%d, %d) does not match the log; rebuilding indexes",
                         self.offset_index_path, idx_offset, idx_pos)
-            self.rebuild_indexes()
-            idx_offset, idx_pos = self.offset_index.lookup(offset)
-        try:
-            return self.log.search_for_offset_with_size(offset, max(idx_pos, starting_file_position))
-        except CorruptRecordError:
-            if idx_pos == 0 and starting_file_position == 0:
-                raise
-            # the index pointed into the middle of a batch: rebuild and scan from the start
             self.rebuild_indexes()
             idx_offset, idx_pos = self.offset_index.lookup(offset)
             return self.log.search_for_offset_with_size(offset, max(idx_pos, starting_file_position))

@@ -100,3 +100,46 @@ def test_kafka_python_sees_log_append_time(tmp_path, ts_type):
     (kb,) = _segment_batches(lg.dir)
     assert kb.timestamp_type == 1 and kb.max_timestamp == 99_000
     assert [r.timestamp for r in kb] == [99_000] * 3
+
+
+def test_index_files_match_kafka_layout_and_the_log(tmp_path):
+    """Read odradek's .index/.timeindex with the independent layout readers (written from OffsetIndex.java /
+    TimeIndex.java comments) and check every entry against the .log as kafka-python parses it, the way
+    Kafka builds them (LogSegment.append: an entry every index.interval.bytes, (last offset, batch start);
+    the time index holds (max timestamp so far, its offset) and gets a final entry when the segment rolls)."""
+    from tests.storage.test_index import kafka_offset_index_entries, kafka_time_index_entries
+
+    lg = open_log(str(tmp_path), LogConfig(segment_bytes=20_000, index_interval_bytes=1000))
+    for i in range(200):
+        lg.append_as_leader(bytearray(build_batch([Record(b"k", b"v" * (50 + i % 300), timestamp=1000 + i * 3)])),
+                            0, now_ms=0)
+    lg.roll(now_ms=0)
+    lg.close()
+    d = lg.dir
+    for name in sorted(os.listdir(d)):
+        if not name.endswith(".log") or os.path.getsize(os.path.join(d, name)) == 0:
+            continue
+        base = int(name.split(".")[0])
+        data = open(os.path.join(d, name), "rb").read()
+        batches = {}
+        pos = 0
+        mr = MemoryRecords(data)
+        while True:
+            b = mr.next_batch()
+            if b is None:
+                break
+            batches[pos] = b
+            pos += b.size_in_bytes
+        idx = kafka_offset_index_entries(os.path.join(d, f"{base:020d}.index"), base)
+        assert os.path.getsize(os.path.join(d, f"{base:020d}.index")) == 8 * len(idx)  # trimmed
+        assert len(idx) >= pos // 1000 - 2
+        prev = -1
+        for off, p in idx:
+            assert p in batches and batches[p].last_offset == off and off > prev
+            prev = off
+        tidx = kafka_time_index_entries(os.path.join(d, f"{base:020d}.timeindex"), base)
+        assert tidx, "a rolled segment has at least its final time index entry"
+        max_ts = max(b.max_timestamp for b in batches.values())
+        last_of_max = [b.last_offset for b in batches.values() if b.max_timestamp == max_ts][0]
+        assert tidx[-1] == (max_ts, last_of_max)
+        assert [t for t, _ in tidx] == sorted(t for t, _ in tidx)
