@@ -110,7 +110,7 @@ def plan_partition(topic: str, partition: int, segs: list, seg_stats: dict, cfg,
             if largest_ts(s) > now_ms - lag:
                 candidates.append(s.base_offset)
                 break
-    uncleanable = min(candidates)
+    uncleanable = max(first_dirty, min(candidates))
     non_active = _non_active_from(segs, uncleanable)
     first_uncleanable = non_active[0].base_offset if non_active else active_base
     clean_bytes = sum(s.size for s in _values(segs, -1, first_dirty))
@@ -179,22 +179,28 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
 
     seg_stats_rows = (recs.groupBy("topic", "partition", "segment")
                       .agg(F.max("max_timestamp").alias("largest_ts"),
-                           F.min_by("max_timestamp", "position").alias("first_batch_ts"))
+                           F.min_by("max_timestamp", "position").alias("first_batch_ts"),
+                           F.max("last_offset").alias("last_offset"),
+                           F.sum(F.col("is_transactional").cast("int")).alias("txn_rows"))
                       .collect())
     seg_stats: dict[tuple[str, int], dict[int, tuple]] = {}
+    ends: dict[tuple[str, int], int] = {}
+    any_txn = False
     for r in seg_stats_rows:
         seg_stats.setdefault((r.topic, r.partition), {})[r.segment] = (r.largest_ts, r.first_batch_ts)
+        ends[(r.topic, r.partition)] = max(ends.get((r.topic, r.partition), 0), r.last_offset + 1)
+        any_txn = any_txn or bool(r.txn_rows)
 
-    # log end offset and last stable offset (first offset of a still-open transaction) per partition
-    ends = {(r.topic, r.partition): r.leo for r in
-            recs.groupBy("topic", "partition").agg((F.max("last_offset") + 1).alias("leo")).collect()}
-    markers = (recs.where("is_control AND producer_id >= 0").groupBy("topic", "partition", "producer_id")
-               .agg(F.max("last_offset").alias("last_marker")))
-    open_txn = (recs.where("is_transactional AND NOT is_control")
-                .join(markers, ["topic", "partition", "producer_id"], "left")
-                .where(F.col("base_offset") > F.coalesce("last_marker", F.lit(-1)))
-                .groupBy("topic", "partition").agg(F.min("base_offset").alias("lso")))
-    lsos = {(r.topic, r.partition): r.lso for r in open_txn.collect()}
+    # last stable offset: the first offset of a transaction with no marker yet (only if there are transactions)
+    lsos: dict[tuple[str, int], int] = {}
+    if any_txn:
+        markers = (recs.where("is_control AND producer_id >= 0").groupBy("topic", "partition", "producer_id")
+                   .agg(F.max("last_offset").alias("last_marker")))
+        open_txn = (recs.where("is_transactional AND NOT is_control")
+                    .join(markers, ["topic", "partition", "producer_id"], "left")
+                    .where(F.col("base_offset") > F.coalesce("last_marker", F.lit(-1)))
+                    .groupBy("topic", "partition").agg(F.min("base_offset").alias("lso")))
+        lsos = {(r.topic, r.partition): r.lso for r in open_txn.collect()}
 
     by_tp: dict[tuple[str, int], list] = {}
     for s in segs:
@@ -358,12 +364,13 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
 def run(ctx: JobContext) -> dict:
     res = compute(ctx)
     parts = res["partitions"].cache()
-    ctx.write_parquet(parts, "compaction_partitions")
-    ctx.write_parquet(res["top_keys"], "compaction_top_keys")
-    ctx.write_parquet(res["versions_hist"], "compaction_key_versions")
     prow = parts.collect()
-    top = res["top_keys"].collect()
-    hist = res["versions_hist"].collect()
+    top_df, hist_df = res["top_keys"].cache(), res["versions_hist"].cache()
+    top = top_df.collect()
+    hist = hist_df.collect()
+    ctx.write_parquet(parts, "compaction_partitions")
+    ctx.write_parquet(top_df, "compaction_top_keys")
+    ctx.write_parquet(hist_df, "compaction_key_versions")
 
     p = plt()
     compacted = [r for r in prow if r.compact]

@@ -204,8 +204,8 @@ def compute(ctx: JobContext):
 
 def run(ctx: JobContext) -> dict:
     res = compute(ctx)
-    for name in ("segments", "partitions", "bytes_by_age", "records_by_age", "skew", "backwards"):
-        ctx.write_parquet(res[name], f"retention_{name}")
+    for name in ("segments", "partitions", "bytes_by_age", "records_by_age", "skew", "backwards", "partition_bytes"):
+        res[name] = res[name].cache()
     segs = res["segments"].collect()
     parts = res["partitions"].collect()
     age = res["bytes_by_age"].collect()
@@ -213,6 +213,8 @@ def run(ctx: JobContext) -> dict:
     pbytes = res["partition_bytes"].collect()
     back = res["backwards"].collect()
     wi = res["what_if"]
+    for name in ("segments", "partitions", "bytes_by_age", "records_by_age", "skew", "backwards"):
+        ctx.write_parquet(res[name], f"retention_{name}")
 
     p = plt()
     topics = sorted({a.topic for a in age})

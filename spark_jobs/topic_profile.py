@@ -90,10 +90,10 @@ def compute(ctx: JobContext):
 
 
 def run(ctx: JobContext) -> dict:
-    res = compute(ctx)
+    res = {k: v.cache() for k, v in compute(ctx).items()}
+    rows = {k: v.collect() for k, v in res.items()}
     for name, df in res.items():
         ctx.write_parquet(df, f"profile_{name}")
-    rows = {k: v.collect() for k, v in res.items()}
     p = plt()
     topics = sorted({r.topic for r in rows["sizes"]})
 
