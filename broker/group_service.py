@@ -173,7 +173,8 @@ class GroupService:
 
     async def shard_for(self, group_id: str) -> tuple[int, GroupCoordinatorShard]:
         if not self.active:
-            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            raise GroupError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.broker.loading
+                             else ErrorCode.COORDINATOR_NOT_AVAILABLE)
         await self.ensure_topic()
         p = self.partition_for(group_id)
         shard = self.shards.get(p)

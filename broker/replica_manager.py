@@ -13,6 +13,7 @@ import logging
 from typing import Callable
 
 from cluster.metadata_image import MetadataImage, PartitionInfo, TopicInfo
+from protocol.errors import ErrorCode
 from storage.config import ConfigError, LogConfig
 from storage.errors import InconsistentTopicIdError
 from storage.log import Log
@@ -93,6 +94,11 @@ class ReplicaManager:
         self.now_ms = now_ms
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetch_waiters = FetchWaiters()
+        self.loading = False  # partition logs still being loaded / recovered at start-up
+
+    def missing_error(self) -> int:
+        """The error for a partition not hosted here: retriable NOT_LEADER_OR_FOLLOWER while logs load."""
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER if self.loading else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))

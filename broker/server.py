@@ -18,12 +18,13 @@ from broker.context import RequestContext
 from broker.dispatch import dispatch
 from broker.errors import CloseConnection
 from broker.log_dirs import ensure_meta_properties
+from broker.group_service import GroupService
 from broker.metrics import BrokerMetrics
 from broker.metadata_log import MetadataLog, metadata_log_dir
 from broker.replica_manager import ReplicaManager
 from cluster.controller import Controller, ControllerResult
 from cluster.metadata_image import MetadataImage
-from storage.checkpoints import random_uuid
+from storage.checkpoints import MetaProperties, random_uuid
 from storage.config import ConfigError, LogConfig, LogManagerConfig
 from storage.log_manager import LogManager
 from broker.sendfile import PartWriter, SendStats
@@ -55,6 +56,8 @@ class Broker:
         self.send_stats = SendStats()
         self.zero_copy = True
         self.metrics = BrokerMetrics(self)
+        self.groups = GroupService(self)
+        self.logs_loaded: asyncio.Future | None = None
         self._stopping = asyncio.Event()
         self.image = MetadataImage()
         self.metadata_log = MetadataLog(metadata_log_dir(self.log_dirs, config.get("metadata.log.dir")))
@@ -68,7 +71,14 @@ class Broker:
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, wait_for_logs: bool = True) -> None:
+        """Open the metadata log, start serving, and load the partition logs in the background.
+
+        While logs load (slow after an unclean shutdown: recovery runs in worker threads, never on the
+        event loop) the broker already answers: partitions it hosts are NOT_LEADER_OR_FOLLOWER /
+        LEADER_NOT_AVAILABLE and groups COORDINATOR_LOAD_IN_PROGRESS, Kafka's retriable errors.
+        ``wait_for_logs`` returns only once loading finished (the embedded broker's default).
+        """
         self.cluster_id = ensure_meta_properties(self.log_dirs, self.node_id, self.config.get("cluster.id"))
         image = await asyncio.to_thread(self.metadata_log.open)
         lm_config = LogManagerConfig.from_props({**self.config.values, "log.dirs": ",".join(map(str, self.log_dirs)),
@@ -77,12 +87,8 @@ class Broker:
         self.log_manager = LogManager(lm_config, broker_props=self.config.values, topic_configs=topic_configs,
                                       broker_epoch=image.brokers[self.node_id].broker_epoch
                                       if self.node_id in image.brokers else -1)
-        await asyncio.to_thread(self.log_manager.startup, now_ms())
-        for d, clean in self.log_manager._had_clean_shutdown.items():
-            log.info("log dir %s: %s", d, "clean shutdown, recovery skipped" if clean
-                     else "no clean-shutdown marker, logs recovered from their recovery points")
         self.replicas = ReplicaManager(self.node_id, self.log_manager, now_ms)
-        await asyncio.to_thread(self.replicas.apply_image, image)
+        self.replicas.loading = True
         self.image = image
         for lst in self.config.listeners:
             server = await asyncio.start_server(
@@ -95,22 +101,38 @@ class Broker:
         await self.decide(self.controller.bootstrap)
         endpoints = [(name, ep.host, ep.port) for name, ep in
                      ((n, self.advertised_endpoint(n)) for n in self._bound)]
-        dir_ids = [m.directory_id for m in self.log_manager.meta_properties.values() if m.directory_id]
+        dir_ids = [m.directory_id for m in (MetaProperties.read(str(d / "meta.properties")) for d in self.log_dirs)
+                   if m.directory_id]
         await self.decide(lambda image: self.controller.register_broker(
             image, self.node_id, self.incarnation_id, endpoints, self.config.get("broker.rack"),
             self.metadata_log.end_offset, dir_ids))
-        self.log_manager.start_background()
-        # ---- group coordinator (broker/group_service.py) ----
-        from broker.group_service import GroupService
-        self.groups = GroupService(self)
-        await self.groups.start()
-        # ----
         self.metrics.start(self.config.get("metrics.prometheus.listener"))
         for server in self._servers:
             await server.start_serving()
         log.info("odradek node %s listening on %s; data in %s; cluster id %s", self.node_id,
                  ", ".join(f"{l.name}://{l.host}:{l.port}" for l in self._bound.values()),
                  ", ".join(map(str, self.log_dirs)), self.cluster_id)
+        self.logs_loaded = asyncio.ensure_future(self._load_partitions())
+        if wait_for_logs:
+            await self.logs_loaded
+
+    @property
+    def loading(self) -> bool:
+        return self.replicas is None or self.replicas.loading
+
+    async def _load_partitions(self) -> None:
+        started = time.monotonic()
+        assert self.log_manager is not None and self.replicas is not None
+        await asyncio.to_thread(self.log_manager.startup, now_ms())
+        for d, clean in self.log_manager._had_clean_shutdown.items():
+            log.info("log dir %s: %s", d, "clean shutdown, recovery skipped" if clean
+                     else "no clean-shutdown marker, logs recovered from their recovery points")
+        async with self._metadata_lock:
+            await asyncio.to_thread(self.replicas.apply_image, self.image)
+            self.replicas.loading = False
+        self.log_manager.start_background()
+        await self.groups.start()
+        log.info("loaded %d partitions in %.2f s", len(self.replicas.partitions), time.monotonic() - started)
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """Graceful shutdown: stop accepting, answer requests already read, then flush and checkpoint
@@ -131,6 +153,8 @@ class Broker:
             await s.wait_closed()
         self._servers.clear()
         self.metrics.stop()
+        if self.logs_loaded is not None and not self.logs_loaded.done():
+            await asyncio.wait([self.logs_loaded])  # recovery runs in threads: let it finish, then close
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown, now_ms())
             self.log_manager = None
@@ -156,7 +180,8 @@ class Broker:
             return self.image
         image = await asyncio.to_thread(self.metadata_log.append, records)
         assert self.replicas is not None
-        await asyncio.to_thread(self.replicas.apply_image, image)
+        if not self.replicas.loading:  # while loading, the loader applies the latest image when done
+            await asyncio.to_thread(self.replicas.apply_image, image)
         self.image = image
         return image
 

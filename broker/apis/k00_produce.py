@@ -68,7 +68,7 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
                 continue
             part = replicas.get(topic.name, pd.index)
             if part is None:
-                out.partition_responses.append(_error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                out.partition_responses.append(_error(pd.index, replicas.missing_error()))
                 continue
             try:
                 check_request_records(pd.records, version)  # KafkaApis: before ReplicaManager sees the request

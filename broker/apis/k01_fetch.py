@@ -98,7 +98,7 @@ def _read_all(broker, req: FetchRequest, version: int) -> tuple[list[FetchableTo
                 continue
             part = broker.replicas.get(topic.name, fp.partition)
             if part is None:
-                pd.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                pd.error_code = broker.replicas.missing_error()
                 errors = True
                 continue
             if not part.is_leader(broker.node_id):

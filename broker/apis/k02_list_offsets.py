@@ -33,7 +33,8 @@ async def handle(ctx, req: ListOffsetsRequest) -> ListOffsetsResponse:
             tr.partitions.append(pr)
             part = broker.replicas.get(t.name, p.partition_index) if info is not None else None
             if part is None:
-                pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                pr.error_code = (broker.replicas.missing_error() if info is not None
+                                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
             if not part.is_leader(broker.node_id):
                 pr.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER

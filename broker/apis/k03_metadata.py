@@ -35,8 +35,11 @@ def brokers_for(image: MetadataImage, listener: str) -> list[MetadataResponseBro
     return out
 
 
-def topic_response(image: MetadataImage, t: TopicInfo) -> MetadataResponseTopic:
+def topic_response(image: MetadataImage, t: TopicInfo, node_id: int = -1, loading: bool = False
+                   ) -> MetadataResponseTopic:
     live = {b.node_id for b in image.brokers.values() if not b.fenced}
+    if loading:
+        live.discard(node_id)  # this broker's logs are still loading: it leads nothing yet
     parts = []
     for p in t.partitions.values():
         leader_ok = p.leader in live
@@ -56,19 +59,19 @@ async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
     all_topics = req.topics is None or (version == 0 and not req.topics)
     topics: list[MetadataResponseTopic] = []
     if all_topics:
-        topics = [topic_response(image, t) for t in image.topics_by_name.values()]
+        topics = [topic_response(image, t, broker.node_id, broker.loading) for t in image.topics_by_name.values()]
     else:
         auto = bool(broker.config.get("auto.create.topics.enable")) and (version < 4 or req.allow_auto_topic_creation)
         to_create = []
         for rt in req.topics:
             if rt.name is None:
                 t = image.topics_by_id.get(rt.topic_id)
-                topics.append(topic_response(image, t) if t is not None else MetadataResponseTopic(
+                topics.append(topic_response(image, t, broker.node_id, broker.loading) if t is not None else MetadataResponseTopic(
                     error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=rt.topic_id))
                 continue
             t = image.topic(rt.name)
             if t is not None:
-                topics.append(topic_response(image, t))
+                topics.append(topic_response(image, t, broker.node_id, broker.loading))
             elif validate_topic_name(rt.name) is not None:
                 topics.append(MetadataResponseTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=rt.name,
                                                     topic_id=ZERO_UUID, is_internal=False))

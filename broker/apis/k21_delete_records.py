@@ -28,7 +28,7 @@ async def handle(ctx, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
             tr.partitions.append(pr)
             part = broker.replicas.get(t.name, p.partition_index)
             if part is None:
-                pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                pr.error_code = broker.replicas.missing_error()
                 continue
             if not part.is_leader(broker.node_id):
                 pr.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -27,7 +27,7 @@ async def handle(ctx, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochR
             tr.partitions.append(r)
             part = broker.replicas.get(t.topic, p.partition)
             if part is None:
-                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                r.error_code = broker.replicas.missing_error()
                 continue
             if not part.is_leader(broker.node_id):
                 r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -87,3 +87,73 @@ def test_sigterm_under_load_then_clean_restart(tmp_path):
         proc.wait(timeout=30)
     restart_log = proc.stderr.read()
     assert "clean shutdown, recovery skipped" in restart_log
+
+
+def test_serves_retriable_errors_while_partitions_load(tmp_path):
+    """While logs load (recovery runs in worker threads), the broker answers with Kafka's retriable
+    errors instead of blocking: produce NOT_LEADER_OR_FOLLOWER, metadata LEADER_NOT_AVAILABLE."""
+    import asyncio
+
+    from broker.config import BrokerConfig
+    from broker.server import Broker
+    from protocol.generated.messages import MetadataRequest, ProduceRequest
+    from protocol.generated.messages.metadata_request import MetadataRequestTopic
+    from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData
+    from protocol.record_codec import Record, build_batch
+    from tests.broker.conftest import RawClient
+    from tests.broker.test_first_answers import call
+
+    data = tmp_path / "d"
+    values = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data)}
+
+    async def scenario():
+        b = Broker(BrokerConfig(values))
+        await b.start()
+        await b.decide(lambda image: b.controller.create_topics(
+            image, [__import__("cluster.controller", fromlist=["NewTopic"]).NewTopic("slow", 1, 1)]))
+        await b.stop()
+        gate = __import__("threading").Event()
+        b = Broker(BrokerConfig(values))
+        real_startup = None
+
+        def held_startup(now):  # a slow recovery, released by the test
+            gate.wait(20)
+            return real_startup(now)
+
+        orig_init = b.__class__.start
+
+        async def start_held():
+            nonlocal real_startup
+            task = asyncio.ensure_future(orig_init(b, wait_for_logs=False))
+            while b.log_manager is None:
+                await asyncio.sleep(0.01)
+            real_startup = b.log_manager.startup
+            b.log_manager.startup = held_startup
+            await task
+
+        await start_held()
+        assert b.loading
+        port = b.bound_port()
+
+        def probe():
+            c = RawClient(port)
+            md = call(c, 3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="slow")],
+                                                allow_auto_topic_creation=False), corr=1)
+            batch = build_batch([Record(value=b"x")])
+            pr = call(c, 0, 9, ProduceRequest(acks=1, timeout_ms=1000, topic_data=[TopicProduceData(
+                name="slow", partition_data=[PartitionProduceData(index=0, records=batch)])]), corr=2)
+            c.close()
+            return md, pr
+
+        md, pr = await asyncio.to_thread(probe)
+        gate.set()
+        await b.logs_loaded
+        md2, pr2 = await asyncio.to_thread(probe)
+        await b.stop()
+        return md, pr, md2, pr2
+
+    md, pr, md2, pr2 = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert md.topics[0].partitions[0].error_code == 5  # LEADER_NOT_AVAILABLE
+    assert pr.responses[0].partition_responses[0].error_code == 6  # NOT_LEADER_OR_FOLLOWER (retriable)
+    assert md2.topics[0].partitions[0].error_code == 0
+    assert pr2.responses[0].partition_responses[0].error_code == 0
