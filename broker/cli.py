@@ -68,7 +68,13 @@ async def _serve(config: BrokerConfig, config_path: str | None = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="odradek", description="A Kafka-compatible broker")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["verify-log"]:  # CRC and index check of log directories (storage/verify.py)
+        from storage.verify import main as verify_main
+
+        return verify_main(argv[1:])
+    ap = argparse.ArgumentParser(prog="odradek", description="A Kafka-compatible broker "
+                                 "(also: odradek verify-log DIR...)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name, help_ in (("serve", "run a broker"), ("format", "write meta.properties into the log dirs")):
         p = sub.add_parser(name, help=help_)

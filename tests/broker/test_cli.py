@@ -74,3 +74,23 @@ def test_sighup_reloads_log_levels(tmp_path):
         proc.wait(timeout=20)
     err = proc.stderr.read()
     assert "SIGHUP: log levels reloaded" in err and "odradek.server=DEBUG" in err
+
+
+def test_verify_log_command(tmp_path):
+    from broker import EmbeddedBroker
+    from confluent_kafka import Producer
+
+    with EmbeddedBroker(data_dir=tmp_path / "d") as b:
+        p = Producer({"bootstrap.servers": b.bootstrap})
+        for i in range(20):
+            p.produce("v", value=b"x%d" % i)
+        assert p.flush(10) == 0
+    exe = Path(sys.executable).parent / "odradek"
+    ok = subprocess.run([str(exe), "verify-log", str(tmp_path / "d")], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and "OK" in ok.stdout
+    seg = tmp_path / "d" / "v-0" / ("0" * 20 + ".log")
+    data = bytearray(seg.read_bytes())
+    data[70] ^= 0xFF  # inside the first batch's CRC-covered bytes
+    seg.write_bytes(bytes(data))
+    bad = subprocess.run([str(exe), "verify-log", str(tmp_path / "d")], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "CORRUPT" in bad.stdout
