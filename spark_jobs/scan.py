@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from protocol.compression import CODEC_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE, NONE, decompress
 from protocol.errors import CorruptRecordError, KafkaError
@@ -184,7 +185,9 @@ def _to_arrow(c: _Columns, sl: SegmentSlice) -> pa.RecordBatch:
     header_struct = pa.StructArray.from_arrays(
         [pa.array(c.hdr_keys, pa.string()), pa.array(c.hdr_values, pa.binary())], names=["key", "value"])
     headers = pa.ListArray.from_arrays(pa.array(c.hdr_offsets, pa.int32()), header_struct, type=HEADER_TYPE)
-    ts = pa.array(c.timestamps, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    ms = pa.array(c.timestamps, pa.int64())
+    ts = pc.if_else(pc.equal(ms, NO_TIMESTAMP), pa.scalar(None, pa.int64()), pc.multiply(ms, 1000)) \
+        .cast(pa.timestamp("us", tz="UTC"))
     arrays = [
         pa.array([sl.topic] * n, pa.string()) if n else pa.array([], pa.string()),
         pa.array([sl.partition] * n, pa.int32()),
@@ -312,36 +315,39 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
         stats.records_decoded += len(records)
         if not records:
             continue
-        bi = -1
-        for r in records:
-            o = r.offset
-            if (off_lo is not None and o < off_lo) or (off_hi is not None and o >= off_hi):
+        if ts_lo is None and ts_hi is None and (off_lo is None or h.base_offset >= off_lo) \
+                and (off_hi is None or last_offset < off_hi):
+            keep = records                         # the whole batch is inside the bounds: no per-record test
+        else:
+            keep = [r for r in records
+                    if (off_lo is None or r.offset >= off_lo) and (off_hi is None or r.offset < off_hi)
+                    and (ts_lo is None or (r.timestamp != NO_TIMESTAMP and r.timestamp * 1000 >= ts_lo))
+                    and (ts_hi is None or (r.timestamp != NO_TIMESTAMP and r.timestamp * 1000 < ts_hi))]
+            if not keep:
                 continue
-            t = r.timestamp
-            if ts_lo is not None and (t == NO_TIMESTAMP or t * 1000 < ts_lo):
-                continue
-            if ts_hi is not None and (t == NO_TIMESTAMP or t * 1000 >= ts_hi):
-                continue
-            if bi < 0:
-                bi = cols.add_batch((
-                    (attrs & TIMESTAMP_TYPE_MASK) >> 3, h.base_offset, last_offset, h.partition_leader_epoch,
-                    h.producer_id, h.producer_epoch, h.base_sequence, bool(attrs & TRANSACTIONAL_MASK),
-                    bool(attrs & CONTROL_MASK), CODEC_NAMES.get(attrs & COMPRESSION_MASK, "unknown"),
-                    h.batch_length + LOG_OVERHEAD, BATCH_HEADER_SIZE + raw_len, h.records_count, h.max_timestamp,
-                    h.base_timestamp if attrs & DELETE_HORIZON_MASK else None, pos))
-            cols.offsets.append(o)
-            cols.timestamps.append(None if t == NO_TIMESTAMP else t * 1000)
-            cols.keys.append(r.key)
-            cols.values.append(r.value)
-            if r.headers:
+        bi = cols.add_batch((
+            (attrs & TIMESTAMP_TYPE_MASK) >> 3, h.base_offset, last_offset, h.partition_leader_epoch,
+            h.producer_id, h.producer_epoch, h.base_sequence, bool(attrs & TRANSACTIONAL_MASK),
+            bool(attrs & CONTROL_MASK), CODEC_NAMES.get(attrs & COMPRESSION_MASK, "unknown"),
+            h.batch_length + LOG_OVERHEAD, BATCH_HEADER_SIZE + raw_len, h.records_count, h.max_timestamp,
+            h.base_timestamp if attrs & DELETE_HORIZON_MASK else None, pos))
+        n = len(keep)
+        cols.offsets.extend([r.offset for r in keep])
+        cols.timestamps.extend([r.timestamp for r in keep])          # ms; -1 (none) becomes null in _to_arrow
+        cols.keys.extend([r.key for r in keep])
+        cols.values.extend([r.value for r in keep])
+        hk_list = cols.hdr_keys
+        if any(r.headers for r in keep):
+            hv_list, ho = cols.hdr_values, cols.hdr_offsets
+            for r in keep:
                 for hk, hv in r.headers:
-                    if not hk.isascii():
-                        hk = _valid_utf8(hk)
-                    cols.hdr_keys.append(hk)
-                    cols.hdr_values.append(hv)
-            cols.hdr_offsets.append(len(cols.hdr_keys))
-            cols.batch_idx.append(bi)
-            cols.n += 1
+                    hk_list.append(hk if hk.isascii() else _valid_utf8(hk))
+                    hv_list.append(hv)
+                ho.append(len(hk_list))
+        else:
+            cols.hdr_offsets.extend([len(hk_list)] * n)
+        cols.batch_idx.extend([bi] * n)
+        cols.n += n
         if cols.n >= rows_per_batch:
             stats.rows_emitted += cols.n
             yield _to_arrow(cols, sl)
