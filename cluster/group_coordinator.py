@@ -829,6 +829,15 @@ class GroupCoordinatorShard:
                                                       error_code=ErrorCode.UNKNOWN_MEMBER_ID))
         group.remove(member_id)
 
+    # ==== ConsumerGroupHeartbeat / ConsumerGroupDescribe (KIP-848) ==============================
+    def consumer_group_heartbeat(self, ctx: ReqCtx, req, now_ms: int, image=None) -> Result:
+        return self._run(now_ms, self.consumer.heartbeat, ctx, req, image=image)
+
+    def consumer_group_describe(self, group_ids: list[str], image=None) -> list:
+        if image is not None:
+            self.image = image
+        return [self.consumer.describe(gid, self.config.consumer_assignors[0]) for gid in group_ids]
+
     # ==== offsets ================================================================================
     def commit_offsets(self, ctx: ReqCtx, req, now_ms: int, image=None) -> Result:
         """``req`` is an OffsetCommitRequest whose topics all exist (the handler answers unknown topics)."""

@@ -28,6 +28,8 @@ from broker.apis import k44_incremental_alter_configs
 from broker.apis import k47_offset_delete
 from broker.apis import k60_describe_cluster
 from broker.apis import k61_describe_producers
+from broker.apis import k68_consumer_group_heartbeat
+from broker.apis import k69_consumer_group_describe
 from broker.registry import build_table
 
 HANDLERS = build_table([
@@ -59,4 +61,6 @@ HANDLERS = build_table([
     k47_offset_delete,
     k60_describe_cluster,
     k61_describe_producers,
+    k68_consumer_group_heartbeat,
+    k69_consumer_group_describe,
 ])

@@ -39,7 +39,8 @@ def main() -> None:
         out(f"R {m.partition()} {m.offset()}")
         if n <= a.commit_until and n % 4 == 0:
             for tp in c.commit(asynchronous=False):
-                out(f"C {tp.partition} {tp.offset}")
+                if tp.offset >= 0 and tp.error is None:  # partitions without a position are not committed
+                    out(f"C {tp.partition} {tp.offset}")
         if n > a.commit_until and not ready:
             ready = True
             out("READY")

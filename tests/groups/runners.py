@@ -17,7 +17,7 @@ class Runner:
         self.bootstrap, self.group, self.topic = bootstrap, group, topic
         self.sink, self.lock, self.name, self.conf = sink, lock, name, conf
         self.stop_event = threading.Event()
-        self.assigned: set[int] = set()
+        self.assigned: set[tuple[str, int]] = set()  # (topic, partition)
         self.assign_times: list[float] = []
         self.revocations = 0
         self.processed = 0
@@ -44,7 +44,9 @@ class Runner:
         self.processed += 1
 
     def _on_assign(self, parts) -> None:
-        self.assigned = set(parts)
+        # incremental (KIP-848 / cooperative) callbacks name only the added partitions; eager ones follow a
+        # revocation of everything, so a union is right for both
+        self.assigned |= set(parts)
         self.assign_times.append(time.monotonic())
 
     def _on_revoke(self, parts) -> None:
@@ -68,9 +70,12 @@ class ConfluentRunner(Runner):
                 "enable.auto.commit": False, "session.timeout.ms": 3000, "heartbeat.interval.ms": 300,
                 "client.id": self.name}
         conf.update(self.conf)
+        if conf.get("group.protocol") == "consumer":  # KIP-848: session and heartbeat are broker-side
+            conf.pop("session.timeout.ms", None)
+            conf.pop("heartbeat.interval.ms", None)
         c = Consumer(conf)
-        c.subscribe([self.topic], on_assign=lambda _c, ps: self._on_assign(p.partition for p in ps),
-                    on_revoke=lambda _c, ps: self._on_revoke(p.partition for p in ps))
+        c.subscribe([self.topic], on_assign=lambda _c, ps: self._on_assign((p.topic, p.partition) for p in ps),
+                    on_revoke=lambda _c, ps: self._on_revoke((p.topic, p.partition) for p in ps))
         try:
             while not self.stop_event.is_set():
                 m = c.poll(0.1)
@@ -96,10 +101,10 @@ class KafkaPythonRunner(Runner):
 
         class Listener(ConsumerRebalanceListener):
             def on_partitions_revoked(self, revoked):
-                runner._on_revoke(tp.partition for tp in revoked)
+                runner._on_revoke((tp.topic, tp.partition) for tp in revoked)
 
             def on_partitions_assigned(self, assigned):
-                runner._on_assign(tp.partition for tp in assigned)
+                runner._on_assign((tp.topic, tp.partition) for tp in assigned)
 
         conf = dict(bootstrap_servers=self.bootstrap, group_id=self.group, auto_offset_reset="earliest",
                     enable_auto_commit=False, session_timeout_ms=3000, heartbeat_interval_ms=300,
@@ -135,10 +140,10 @@ class AiokafkaRunner(Runner):
 
         class Listener(ConsumerRebalanceListener):
             async def on_partitions_revoked(self, revoked):
-                runner._on_revoke(tp.partition for tp in revoked)
+                runner._on_revoke((tp.topic, tp.partition) for tp in revoked)
 
             async def on_partitions_assigned(self, assigned):
-                runner._on_assign(tp.partition for tp in assigned)
+                runner._on_assign((tp.topic, tp.partition) for tp in assigned)
 
         conf = dict(bootstrap_servers=self.bootstrap, group_id=self.group, auto_offset_reset="earliest",
                     enable_auto_commit=False, session_timeout_ms=3000, heartbeat_interval_ms=300,

@@ -1,0 +1,39 @@
+"""ConsumerGroupHeartbeat: v0-1 (KIP-848; v1: the consumer generates its member id, KIP-1082, and may
+subscribe with a regular expression).
+
+Behaviour (GroupMetadataManager.consumerGroupHeartbeat): epoch 0 joins (creating the group, or
+upgrading a classic group of consumer-protocol members when group.consumer.migration.policy allows
+it), -1 leaves, -2 is a static member's temporary leave; a changed subscription bumps the group
+epoch and the server-side assignor (``uniform`` or ``range``, the member's ServerAssignor or the
+first of group.consumer.assignors) computes a new target assignment; each member then reconciles
+towards it: partitions still owned by another member are withheld until released, partitions to
+revoke must disappear from the member's owned partitions before it moves to the new epoch.
+Errors: INVALID_REQUEST for malformed heartbeats, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION,
+FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID,
+GROUP_MAX_SIZE_REACHED (group.consumer.max.size), GROUP_ID_NOT_FOUND for a classic group that
+cannot be upgraded. The session (group.consumer.session.timeout.ms) and the rebalance timeout of a
+member revoking partitions fence it when they expire.
+"""
+
+from __future__ import annotations
+
+from broker.group_service import req_ctx
+from cluster.group_classic import GroupError
+from protocol.errors import ErrorCode
+from protocol.generated.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+
+API_KEY = 68
+VERSIONS = (0, 1)
+
+
+async def handle(ctx, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+    if not req.group_id:
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.INVALID_REQUEST,
+                                              error_message="GroupId can't be empty.")
+    try:
+        res = await ctx.broker.groups.run(req.group_id, "consumer_group_heartbeat", req_ctx(ctx), req)
+        if res.error is not None:
+            raise res.error
+        return res.response
+    except GroupError as exc:
+        return ConsumerGroupHeartbeatResponse(error_code=exc.code, error_message=exc.message)
