@@ -664,11 +664,11 @@ class ConsumerGroupManager:
 
         def bad(msg):
             raise GroupError(ErrorCode.INVALID_REQUEST, msg)
+        if not req.group_id or empty(req.group_id):
+            bad("GroupId can't be empty.")
         if api_version >= 1 or req.member_epoch > 0 or req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
             if req.member_id is None or not req.member_id.strip():
                 bad("MemberId can't be empty.")
-        if empty(req.group_id) or not req.group_id:
-            raise GroupError(ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
         if empty(req.instance_id):
             bad("InstanceId can't be empty.")
         if empty(req.rack_id):
