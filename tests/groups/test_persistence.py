@@ -160,3 +160,41 @@ def test_partition_is_unloaded_and_reloaded_when_leadership_moves(gbroker):
     assert heartbeat(c, "moving", r.member_id, 1) == 0
     assert kp_committed(gbroker.bootstrap, "moving") == {("t", 0): (3, "")}
     c.close()
+
+
+def test_consumer_protocol_group_is_reloaded_from_its_records(tmp_path):
+    """A KIP-848 group is rebuilt from its ConsumerGroup* records: members, epochs, target and current
+    assignments; its members keep heartbeating at their epoch after the restart."""
+    from protocol.generated.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+
+    data = tmp_path / "data"
+
+    def describe(c):
+        d = c.call(69, 0, ConsumerGroupDescribeRequest(group_ids=["kip848"])).groups[0]
+        return (d.group_state, d.group_epoch, d.assignment_epoch,
+                sorted((m.member_id, m.member_epoch, tuple(sorted(p for t in m.assignment.topic_partitions
+                                                                  for p in t.partitions))) for m in d.members))
+
+    with make_broker(data) as b:
+        create_topic(b.bootstrap, "t", 4)
+        c = KClient(b.port)
+        hb = lambda mid, epoch, **kw: c.call(68, 1, ConsumerGroupHeartbeatRequest(  # noqa: E731
+            group_id="kip848", member_id=mid, member_epoch=epoch, **kw))
+        first = dict(rebalance_timeout_ms=5000, subscribed_topic_names=["t"], topic_partitions=[])
+        assert hb("a", 0, **first).member_epoch == 1
+        assert hb("b", 0, **first).member_epoch == 2
+        tid = b.broker.image.topic("t").topic_id
+        ra = hb("a", 1)  # a learns what to revoke, revokes it, then b gets the rest
+        keep = sorted(ra.assignment.topic_partitions[0].partitions)
+        from protocol.generated.messages.consumer_group_heartbeat_request import TopicPartitions
+        hb("a", 1, topic_partitions=[TopicPartitions(topic_id=tid, partitions=keep)])
+        hb("b", 2, topic_partitions=[])
+        before = describe(c)
+        assert before[0] == "Stable" and [m[1] for m in before[3]] == [2, 2]
+        c.close()
+    with make_broker(data) as b:
+        c = KClient(b.port)
+        assert describe(c) == before
+        assert c.call(68, 1, ConsumerGroupHeartbeatRequest(group_id="kip848", member_id="a",
+                                                           member_epoch=2)).error_code == 0
+        c.close()
