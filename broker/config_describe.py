@@ -36,6 +36,8 @@ BROKER_SYNONYM_DEFAULTS: dict[str, str] = {
     "unclean.leader.election.enable": "false", "min.insync.replicas": "1", "compression.type": "producer",
     "log.preallocate": "false", "log.message.timestamp.type": "CreateTime",
     "log.message.timestamp.before.max.ms": str(LONG_MAX), "log.message.timestamp.after.max.ms": str(LONG_MAX),
+    "compression.gzip.level": "-1", "compression.lz4.level": "9", "compression.zstd.level": "3",
+    "log.local.retention.ms": "-2", "log.local.retention.bytes": "-2",
 }
 
 _DEFS = {d.name: d for d in TOPIC_CONFIGS}

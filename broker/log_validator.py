@@ -39,6 +39,13 @@ def check_request_records(records, version: int) -> None:
                                  "one record batch per partition")
 
 
+def compression_level(config, compression_type: str) -> int | None:
+    """The topic's compression.<codec>.level for recompression (gzip's -1 = the codec default)."""
+    level = {"gzip": config.compression_gzip_level, "lz4": config.compression_lz4_level,
+             "zstd": config.compression_zstd_level}.get(compression_type)
+    return None if level == -1 else level
+
+
 def needs_record_pass(records, compact: bool, compression_type: str) -> bool:
     if compact:
         return True
@@ -46,7 +53,8 @@ def needs_record_pass(records, compact: bool, compression_type: str) -> bool:
     return target is not None and parse_header(records, 0).compression != target
 
 
-def record_pass(records, compact: bool, compression_type: str, topic_partition: str = "") -> bytearray:
+def record_pass(records, compact: bool, compression_type: str, topic_partition: str = "",
+                level: int | None = None) -> bytearray:
     """Keyless check for compacted topics and recompression; returns the batch to append.
 
     Like LogValidator.validateKey, every keyless record is reported with its index; the partition's
@@ -68,5 +76,6 @@ def record_pass(records, compact: bool, compression_type: str, topic_partition: 
     rebuilt = build_batch(recs, compression=target, producer_id=header.producer_id,
                           producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
                           is_transactional=header.is_transactional, timestamp_type=header.timestamp_type,
-                          base_timestamp=header.base_timestamp, max_timestamp=header.max_timestamp)
+                          base_timestamp=header.base_timestamp, max_timestamp=header.max_timestamp,
+                          compression_level=level)
     return bytearray(rebuilt)

@@ -137,6 +137,25 @@ TOPIC_CONFIGS: tuple[_TopicConfigDef, ...] = (
     _TopicConfigDef("compression.type", "compression_type", "string", "producer",
                     (("compression.type", None),), lambda v: v in _COMPRESSION_TYPES, str(list(_COMPRESSION_TYPES))),
     _TopicConfigDef("preallocate", "preallocate", "boolean", False, (("log.preallocate", None),)),
+    # Kafka 4.x topic configs odradek accepts and reports (TopicConfig / LogConfig) though it has no
+    # tiered storage or replication throttles: the values are validated and stored, and described.
+    _TopicConfigDef("compression.gzip.level", "compression_gzip_level", "int", -1,
+                    (("compression.gzip.level", None),), lambda v: v == -1 or 1 <= v <= 9, "[1,...,9] or -1"),
+    _TopicConfigDef("compression.lz4.level", "compression_lz4_level", "int", 9,
+                    (("compression.lz4.level", None),), _between(1, 17), "[1,...,17]"),
+    _TopicConfigDef("compression.zstd.level", "compression_zstd_level", "int", 3,
+                    (("compression.zstd.level", None),), _between(-131072, 22), "[-131072,...,22]"),
+    _TopicConfigDef("remote.storage.enable", "remote_storage_enable", "boolean", False, ()),
+    _TopicConfigDef("local.retention.ms", "local_retention_ms", "long", -2, (("log.local.retention.ms", None),),
+                    _at_least(-2), "at least -2"),
+    _TopicConfigDef("local.retention.bytes", "local_retention_bytes", "long", -2,
+                    (("log.local.retention.bytes", None),), _at_least(-2), "at least -2"),
+    _TopicConfigDef("remote.log.copy.disable", "remote_log_copy_disable", "boolean", False, ()),
+    _TopicConfigDef("remote.log.delete.on.disable", "remote_log_delete_on_disable", "boolean", False, ()),
+    _TopicConfigDef("leader.replication.throttled.replicas", "leader_replication_throttled_replicas", "list", (),
+                    ()),
+    _TopicConfigDef("follower.replication.throttled.replicas", "follower_replication_throttled_replicas", "list",
+                    (), ()),
     _TopicConfigDef("message.timestamp.type", "message_timestamp_type", "string", "CreateTime",
                     (("log.message.timestamp.type", None),), lambda v: v in ("CreateTime", "LogAppendTime"),
                     "[CreateTime, LogAppendTime]"),
@@ -187,6 +206,16 @@ class LogConfig:
     min_insync_replicas: int = 1
     compression_type: str = "producer"
     preallocate: bool = False
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
+    leader_replication_throttled_replicas: tuple[str, ...] = ()
+    follower_replication_throttled_replicas: tuple[str, ...] = ()
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = LONG_MAX

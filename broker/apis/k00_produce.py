@@ -23,7 +23,7 @@ import asyncio
 import logging
 
 from broker.errors import CloseConnection
-from broker.log_validator import check_request_records, needs_record_pass, record_pass
+from broker.log_validator import check_request_records, compression_level, needs_record_pass, record_pass
 from protocol.errors import ErrorCode, InvalidRecordError, KafkaError
 from protocol.generated.messages import ProduceRequest, ProduceResponse
 from protocol.generated.messages.produce_response import (
@@ -122,7 +122,7 @@ async def _append(ctx, part, records, slot: PartitionProduceResponse, req: Produ
     if needs_record_pass(records, cfg.compact, cfg.compression_type):
         try:
             buf = await asyncio.to_thread(record_pass, bytes(records), cfg.compact, cfg.compression_type,
-                                          f"{part.topic}-{part.index}")
+                                          f"{part.topic}-{part.index}", compression_level(cfg, cfg.compression_type))
         except InvalidRecordError as exc:
             exc.record_level = True  # LogValidator's RecordValidationException
             raise
