@@ -68,7 +68,6 @@ DEFAULTS: dict[str, Any] = {
     "offsets.retention.check.interval.ms": 600000,
     "offset.metadata.max.bytes": 4096,
     "offsets.topic.segment.bytes": 104857600,
-    "offsets.commit.timeout.ms": 5000,
     "transaction.state.log.replication.factor": 3,
     "transaction.state.log.min.isr": 2,
     "metrics.prometheus.listener": None,  # host:port of the Prometheus endpoint; unset = no endpoint

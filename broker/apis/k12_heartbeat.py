@@ -24,6 +24,8 @@ async def handle(ctx, req: HeartbeatRequest) -> HeartbeatResponse:
     try:
         res = await ctx.broker.groups.run(req.group_id, "heartbeat", req_ctx(ctx), req)
     except GroupError as exc:
+        if exc.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            return HeartbeatResponse(error_code=0)  # GroupCoordinatorService: the group is loading, answer blindly
         return HeartbeatResponse(error_code=exc.code)
     if res.error is not None:
         return HeartbeatResponse(error_code=res.error.code)

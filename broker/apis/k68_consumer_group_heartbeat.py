@@ -11,7 +11,8 @@ revoke must disappear from the member's owned partitions before it moves to the 
 Errors: INVALID_REQUEST for malformed heartbeats, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION,
 FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID,
 GROUP_MAX_SIZE_REACHED (group.consumer.max.size), GROUP_ID_NOT_FOUND for a classic group that
-cannot be upgraded. The session (group.consumer.session.timeout.ms) and the rebalance timeout of a
+cannot be upgraded; UNSUPPORTED_VERSION when group.coordinator.rebalance.protocols
+leaves out ``consumer``. The session (group.consumer.session.timeout.ms) and the rebalance timeout of a
 member revoking partitions fence it when they expire.
 """
 
@@ -27,6 +28,11 @@ VERSIONS = (0, 1)
 
 
 async def handle(ctx, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+    protocols = str(ctx.broker.config.get("group.coordinator.rebalance.protocols", "classic,consumer"))
+    if "consumer" not in {p.strip().lower() for p in protocols.split(",")}:
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
+                                              error_message="The consumer group protocol is disabled "
+                                                            "(group.coordinator.rebalance.protocols).")
     if not req.group_id:
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.INVALID_REQUEST,
                                               error_message="GroupId can't be empty.")

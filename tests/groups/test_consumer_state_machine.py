@@ -473,3 +473,18 @@ def test_uniform_assignor_balanced_and_sticky():
     assert counts == [2, 3, 3] or counts == [2, 2, 4] or max(counts) - min(counts) <= 1
     assert sorted(p for x in out.values() for p in x.get(t, ())) == [0, 1, 2, 3]
     assert sorted(p for x in out.values() for p in x.get(u, ())) == [0, 1, 2, 3]
+
+
+def test_migration_policy_disabled_keeps_the_classic_group():
+    """testConsumerGroupHeartbeatWithNonEmptyClassicGroup under group.consumer.migration.policy=disabled
+    (and =downgrade): a consumer-protocol member cannot join a non-empty classic group"""
+    for policy in ("disabled", "downgrade"):
+        ctx = CCtx(image((FOO, "foo", 2)), migration_policy=policy)
+        sub = serialize_subscription(Subscription(1, ["foo"]))
+        ctx.join(join_request(group_id=GID, protocols=[JoinGroupRequestProtocol(name="range", metadata=sub)],
+                              session_timeout_ms=5000, rebalance_timeout_ms=5000))
+        ctx.sleep(3000)
+        with pytest.raises(GroupError) as e:
+            ctx.hb(group_id=GID, member_id="m2", member_epoch=0, rebalance_timeout_ms=5000,
+                   subscribed_topic_names=["foo"], topic_partitions=[])
+        assert e.value.code == E.GROUP_ID_NOT_FOUND and ctx.group(GID).type == "classic"
