@@ -30,11 +30,17 @@ included in the removal figures (storage's cleaner keeps it, as documented there
 
 from __future__ import annotations
 
+if __package__ in (None, ""):  # run as a file (spark-submit spark_jobs/<job>.py): make the package importable
+    import os as _os
+    import sys as _sys
+
+    _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
+
 import sys
 from dataclasses import asdict, dataclass
 
-from .common import JobContext, fmt_bytes, fmt_ms, job_parser, md_table, plt
-from .configs import load_topic_configs, read_checkpoints
+from spark_jobs.common import JobContext, fmt_bytes, fmt_ms, job_parser, md_table, plt
+from spark_jobs.configs import load_topic_configs, read_checkpoints
 
 EMPTY_BATCH_BYTES = 61
 DEFAULT_DEDUPE_BUFFER = 128 * 1024 * 1024
@@ -408,8 +414,8 @@ def run(ctx: JobContext) -> dict:
                           "records removed", "bytes removed", "tombstones removed", "aborted records"],
                          [(f"{r.topic}-{r.partition}", r.cleanup_policy, r.records, fmt_bytes(r.batch_bytes),
                            r.distinct_keys, r.tombstones, r.null_key_records,
-                           f"{r.clean_records} / {r.dirty_records} / {r.uncleanable_records}",
-                           f"{r.dirty_ratio:.3f} ({r.min_cleanable_dirty_ratio})",
+                           f"{r.clean_records} / {r.dirty_records} / {r.uncleanable_records}" if r.compact else "-",
+                           f"{r.dirty_ratio:.3f} ({r.min_cleanable_dirty_ratio})" if r.compact else "-",
                            "yes" if r.would_clean_now else ("no" if r.compact else "not compacted"),
                            r.records_removed_now, fmt_bytes(r.bytes_removed_now), r.pass_tombstones_removed,
                            r.aborted_records) for r in prow]),

@@ -9,6 +9,12 @@ of the reports' main tables and charts.
 
 from __future__ import annotations
 
+if __package__ in (None, ""):  # run as a file (spark-submit spark_jobs/<job>.py): make the package importable
+    import os as _os
+    import sys as _sys
+
+    _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
+
 import argparse
 import os
 import random
@@ -18,7 +24,7 @@ from protocol.generated.metadata import ConfigRecord, TopicRecord
 from protocol.primitives import uvarint
 from protocol.record_codec import Record, build_batch, build_end_txn_marker_batch
 
-from .synth import PartitionWriter
+from spark_jobs.synth import PartitionWriter
 
 T0 = 1_767_225_600_000          # 2026-01-01T00:00:00Z
 HOUR = 3_600_000
@@ -55,7 +61,7 @@ def write_demo(logs: str, seed: int = 7) -> None:
             w.append(build_batch(recs))
     # orders.state: 2000 order ids updated over 10 days, closed orders deleted (tombstones)
     for p in range(2):
-        with PartitionWriter(logs, "orders.state", p, segment_bytes=400_000) as w:
+        with PartitionWriter(logs, "orders.state", p, segment_bytes=60_000) as w:
             ts = T0
             for b in range(900):
                 recs = []
@@ -66,7 +72,7 @@ def write_demo(logs: str, seed: int = 7) -> None:
                                        None if state is None else b'{"state":"' + state + b'","items":'
                                        + str(rng.randrange(1, 9)).encode() + b"}",
                                        [("schema", b"v3")], timestamp=ts))
-                    ts += rng.randrange(400, 1500)
+                    ts += rng.randrange(60_000, 180_000)
                 w.append(build_batch(recs, compression=[0, 3, 4][b % 3]))
     # clickstream: 3 skewed partitions, daily traffic cycle, a few late events
     for p, weight in ((0, 1.0), (1, 1.6), (2, 0.5)):
@@ -129,8 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     logs = os.path.join(args.dir, "logs")
     write_demo(logs)
-    from . import compaction_report, retention_report, topic_profile
-    from .common import get_spark
+    from spark_jobs import compaction_report, retention_report, topic_profile
+    from spark_jobs.common import get_spark
 
     spark = get_spark(args.master, "odradek-demo")
     common = ["--log-dirs", logs, "--now-ms", str(NOW)] + (["--master", args.master] if args.master else [])

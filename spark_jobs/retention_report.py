@@ -18,11 +18,17 @@ broker's), so the active segment can go too (the broker then rolls a new empty o
 
 from __future__ import annotations
 
+if __package__ in (None, ""):  # run as a file (spark-submit spark_jobs/<job>.py): make the package importable
+    import os as _os
+    import sys as _sys
+
+    _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
+
 import sys
 from dataclasses import dataclass
 
-from .common import JobContext, fmt_bytes, fmt_ms, fmt_ms_date, job_parser, md_table, plt
-from .configs import load_topic_configs, read_checkpoints
+from spark_jobs.common import JobContext, fmt_bytes, fmt_ms, fmt_ms_date, job_parser, md_table, plt
+from spark_jobs.configs import load_topic_configs, read_checkpoints
 
 AGE_BUCKETS_MS = [3_600_000, 6 * 3_600_000, 86_400_000, 3 * 86_400_000, 7 * 86_400_000, 14 * 86_400_000,
                   30 * 86_400_000, 90 * 86_400_000]

@@ -11,9 +11,15 @@ records section) over their size on disk.
 
 from __future__ import annotations
 
+if __package__ in (None, ""):  # run as a file (spark-submit spark_jobs/<job>.py): make the package importable
+    import os as _os
+    import sys as _sys
+
+    _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
+
 import sys
 
-from .common import JobContext, fmt_bytes, job_parser, md_table, plt
+from spark_jobs.common import JobContext, fmt_bytes, job_parser, md_table, plt
 
 SIZE_BUCKETS = [0, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576]
 
@@ -130,10 +136,11 @@ def run(ctx: JobContext) -> dict:
     fig.savefig(ctx.chart_path("profile_value_sizes"), dpi=100)
     p.close(fig)
 
-    fig, ax = p.subplots(figsize=(7, 4))
-    labels = [f"{c.topic}\n{c.compression}" for c in rows["codecs"]]
-    ax.bar(labels, [c.ratio or 0 for c in rows["codecs"]])
-    ax.set_ylabel("uncompressed / on disk")
+    fig, ax = p.subplots(figsize=(8, max(3, 0.35 * len(rows["codecs"]) + 1.5)))
+    labels = [f"{c.topic} ({c.compression})" for c in rows["codecs"]]
+    ax.barh(labels, [c.ratio or 0 for c in rows["codecs"]])
+    ax.invert_yaxis()
+    ax.set_xlabel("uncompressed / on disk")
     ax.set_title("Compression ratio per codec")
     fig.tight_layout()
     fig.savefig(ctx.chart_path("profile_compression"), dpi=100)
