@@ -22,7 +22,8 @@ The model is Kafka's ``LogCleanerManager`` + ``Cleaner`` (as storage/cleaner.py 
   delete horizon, is re-encoded with the same codec: its new size is computed by encoding it with
   :func:`protocol.record_codec.build_batch`, exactly as the cleaner writes it.
 
-Known limits: empty batches (left by earlier cleanings) are not rows and are not counted; the cleaner's offset map
+Batches without records (left by earlier cleanings) are read as rows with a null offset (``emptyBatches``): a pass
+drops them unless they are kept for the reasons above. Known limits: the cleaner's offset map
 is assumed big enough (flagged if the dirty section has more distinct keys than the default dedupe buffer holds);
 Kafka itself also drops aborted transactional data, which is reported separately (``aborted_records``) and not
 included in the removal figures (storage's cleaner keeps it, as documented there).
@@ -181,7 +182,7 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
     configs = load_topic_configs(ctx.log_dirs, ctx.args.config)
     cps = read_checkpoints(ctx.log_dirs)
     segs = ctx.segments()
-    recs = ctx.records().withColumn("ts_ms", F.unix_millis("timestamp")).cache()
+    recs = ctx.records(emptyBatches="true").withColumn("ts_ms", F.unix_millis("timestamp")).cache()
 
     seg_stats_rows = (recs.groupBy("topic", "partition", "segment")
                       .agg(F.max("max_timestamp").alias("largest_ts"),
@@ -231,11 +232,12 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
                                       p.first_uncleanable_offset, p.delete_retention_ms) for p in plans],
                                     plan_schema)
     r = recs.join(F.broadcast(plan_df), ["topic", "partition"])
-    r = r.withColumn("section", F.when(F.col("offset") < F.col("first_dirty_offset"), "clean")
-                     .when(F.col("offset") < F.col("first_uncleanable_offset"), "dirty").otherwise("uncleanable"))
+    pos = F.coalesce(F.col("offset"), F.col("last_offset"))     # an empty batch sits at its last offset
+    r = r.withColumn("section", F.when(pos < F.col("first_dirty_offset"), "clean")
+                     .when(pos < F.col("first_uncleanable_offset"), "dirty").otherwise("uncleanable"))
 
     # -- per partition figures
-    data = r.where("NOT is_control")
+    data = r.where("NOT is_control AND offset IS NOT NULL")
     per_tp = (data.groupBy("topic", "partition").agg(
         F.count("*").alias("records"),
         F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))).alias("payload_bytes"),
@@ -250,12 +252,13 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
     bytes_tp = batches_all.groupBy("topic", "partition").agg(F.sum("size").alias("batch_bytes"))
 
     # -- one cleaning pass: the offset map over the dirty section, then the retain rule
-    offset_map = (r.where("section = 'dirty' AND NOT is_control AND key IS NOT NULL")
+    offset_map = (r.where("section = 'dirty' AND NOT is_control AND key IS NOT NULL AND offset IS NOT NULL")
                   .groupBy("topic", "partition", "key").agg(F.max("offset").alias("latest")))
     cleaned = (r.where("compact AND section <> 'uncleanable' AND first_dirty_offset < first_uncleanable_offset")
                .join(offset_map, ["topic", "partition", "key"], "left"))
     horizon_passed = F.col("delete_horizon_ms").isNotNull() & (F.lit(ctx.now_ms) >= F.col("delete_horizon_ms"))
-    retain = (F.when(F.col("is_control"), True)
+    retain = (F.when(F.col("offset").isNull(), F.lit(None).cast("boolean"))     # an empty batch: no record
+              .when(F.col("is_control"), True)
               .when(F.col("key").isNull(), False)
               .when(F.col("latest").isNotNull() & (F.col("offset") < F.col("latest")), False)
               .when(F.col("value").isNull(), ~horizon_passed)
@@ -274,8 +277,8 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
               .select("topic", "partition", "producer_id", "producer_last_offset"))
 
     per_batch = (cleaned.groupBy("topic", "partition", "base_offset").agg(
-        F.count("*").alias("n"),
-        F.sum(F.col("retain").cast("int")).alias("kept"),
+        F.count("offset").alias("n"),
+        F.coalesce(F.sum(F.col("retain").cast("int")), F.lit(0)).alias("kept"),
         F.sum(F.when(F.col("retain") & F.col("value").isNull() & ~F.col("is_control"), 1).otherwise(0))
         .alias("kept_tombstones"),
         F.sum(F.when(~F.col("retain") & F.col("value").isNull(), 1).otherwise(0)).alias("removed_tombstones"),
@@ -323,7 +326,8 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
     ctrl = r.where("is_control AND producer_id >= 0").select(
         "topic", "partition", "producer_id", F.col("offset").alias("marker_offset"),
         (F.substring("key", 3, 2) == F.unhex(F.lit("0000"))).alias("is_abort"))
-    txn_data = r.where("is_transactional AND NOT is_control").select("topic", "partition", "producer_id", "offset")
+    txn_data = (r.where("is_transactional AND NOT is_control AND offset IS NOT NULL")
+                .select("topic", "partition", "producer_id", "offset"))
     nxt = (txn_data.join(ctrl, ["topic", "partition", "producer_id"]).where("marker_offset > offset")
            .groupBy("topic", "partition", "producer_id", "offset").agg(F.min_by("is_abort", "marker_offset").alias("aborted")))
     aborted = nxt.where("aborted").groupBy("topic", "partition").agg(F.count("*").alias("aborted_records"))

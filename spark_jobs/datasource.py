@@ -20,6 +20,8 @@ Options (all strings, case-insensitive names):
 ``maxSliceBytes``          split segments larger than this (default 128 MiB)
 ``useIndexes``             ``false``: never trust ``.index``/``.timeindex`` files (headers are walked instead)
 ``statsPath``              a directory where each task writes its scan counters (segments opened, batches...)
+``emptyBatches``           also one row (null offset/key/value) per batch holding no records, as compaction
+                           leaves them; off by default
 =========================  ==================================================================================
 
 With Spark >= 4.1 and ``spark.sql.python.filterPushdown.enabled=true``, ``WHERE`` conjuncts on ``topic``,
@@ -152,6 +154,7 @@ class KafkaLogReader(DataSourceReader):
         use_idx = _opt(options, "useIndexes")
         self.use_indexes = True if use_idx is None else _bool(use_idx, "useIndexes")
         self.stats_path = _opt(options, "statsPath")
+        self.empty_batches = _bool(_opt(options, "emptyBatches"), "emptyBatches")
         self.pushed: list[str] = []
 
     # -- filter pushdown (Spark >= 4.1; see KafkaLogPushdownReader) ---------------------------------------------
@@ -206,7 +209,7 @@ class KafkaLogReader(DataSourceReader):
             if lo is False:
                 return False
             self.bounds = dataclasses.replace(b, offset_lo=_max(b.offset_lo, lo), offset_hi=_min(b.offset_hi, hi))
-            return True
+            return not self.empty_batches      # empty-batch rows have a null offset: Spark must filter them
         if col == "timestamp":
             us = _to_us(getattr(f, "value", None))
             if us is None:
@@ -218,7 +221,7 @@ class KafkaLogReader(DataSourceReader):
             if lo is False:
                 return False
             self.bounds = dataclasses.replace(b, ts_lo_us=_max(b.ts_lo_us, lo), ts_hi_us=_min(b.ts_hi_us, hi))
-            return True
+            return not self.empty_batches
         return False
 
     # -- planning and reading ------------------------------------------------------------------------------------
@@ -240,7 +243,8 @@ class KafkaLogReader(DataSourceReader):
             return                # no slices planned: Spark still runs one task with a placeholder partition
         stats = ScanStats()
         try:
-            yield from read_slice(partition.slice, self.bounds, ignore_corrupt=self.ignore_corrupt, stats=stats)
+            yield from read_slice(partition.slice, self.bounds, ignore_corrupt=self.ignore_corrupt, stats=stats,
+                                  empty_batches=self.empty_batches)
         finally:
             if self.stats_path:
                 write_stats(self.stats_path, stats)

@@ -220,8 +220,12 @@ def _is_zero_fill(buf, pos: int, end: int) -> bool:
 
 def read_slice(sl: SegmentSlice, bounds: ScanBounds | None = None, *, ignore_corrupt: bool = False,
                stats: ScanStats | None = None, rows_per_batch: int = DEFAULT_ROWS_PER_BATCH,
-               max_decompressed_size: int | None = None) -> Iterator[pa.RecordBatch]:
+               max_decompressed_size: int | None = None, empty_batches: bool = False) -> Iterator[pa.RecordBatch]:
     """Yield the slice's records that fall within ``bounds`` as Arrow batches of :data:`ARROW_SCHEMA`.
+
+    ``empty_batches``: also yield one row for every batch holding no records (the log cleaner leaves such batches
+    behind), with ``offset``, ``timestamp``, ``key`` and ``value`` null and the batch columns filled in; such a
+    batch is kept when its offset range overlaps the offset bounds (timestamp bounds do not apply to it).
 
     Offset and timestamp bounds are applied exactly per record (so callers need not filter again); whole batches
     are skipped by header where the header proves no record can match, without CRC check or decompression.
@@ -252,7 +256,8 @@ def read_slice(sl: SegmentSlice, bounds: ScanBounds | None = None, *, ignore_cor
         stats.bytes_mapped += sl.end_pos - sl.start_pos
         mm = mmap.mmap(f.fileno(), sl.end_pos, access=mmap.ACCESS_READ)
         try:
-            yield from _walk(mm, sl, stats, off_lo, off_hi, ts_lo, ts_hi, ignore_corrupt, rows_per_batch, kw)
+            yield from _walk(mm, sl, stats, off_lo, off_hi, ts_lo, ts_hi, ignore_corrupt, rows_per_batch, kw,
+                             empty_batches)
         finally:
             mm.close()
 
@@ -268,7 +273,7 @@ def _corrupt(stats: ScanStats, sl: SegmentSlice, pos: int, reason: str, ignore: 
 
 
 def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, ignore_corrupt: bool,
-          rows_per_batch: int, kw: dict) -> Iterator[pa.RecordBatch]:
+          rows_per_batch: int, kw, empty_batches: bool = False) -> Iterator[pa.RecordBatch]:
     end = sl.end_pos
     scan = iter_batch_positions(mm, sl.start_pos, end)
     cols = _Columns()
@@ -314,6 +319,20 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
         stats.batches_decoded += 1
         stats.records_decoded += len(records)
         if not records:
+            if empty_batches:
+                bi = cols.add_batch((
+                    (attrs & TIMESTAMP_TYPE_MASK) >> 3, h.base_offset, last_offset, h.partition_leader_epoch,
+                    h.producer_id, h.producer_epoch, h.base_sequence, bool(attrs & TRANSACTIONAL_MASK),
+                    bool(attrs & CONTROL_MASK), CODEC_NAMES.get(attrs & COMPRESSION_MASK, "unknown"),
+                    h.batch_length + LOG_OVERHEAD, BATCH_HEADER_SIZE + raw_len, h.records_count, h.max_timestamp,
+                    h.base_timestamp if attrs & DELETE_HORIZON_MASK else None, pos))
+                cols.offsets.append(None)
+                cols.timestamps.append(NO_TIMESTAMP)
+                cols.keys.append(None)
+                cols.values.append(None)
+                cols.hdr_offsets.append(len(cols.hdr_keys))
+                cols.batch_idx.append(bi)
+                cols.n += 1
             continue
         if ts_lo is None and ts_hi is None and (off_lo is None or h.base_offset >= off_lo) \
                 and (off_hi is None or last_offset < off_hi):

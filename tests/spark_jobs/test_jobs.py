@@ -228,6 +228,42 @@ def test_compaction_model_second_pass_removes_expired_tombstones(spark, known, t
     assert r.pass_tombstones_removed > 0
 
 
+def test_compaction_counts_empty_batches_left_by_earlier_cleanings(spark, tmp_path):
+    """A record-less batch (as a cleaning pass leaves behind) is dropped by the next pass unless it is the round's
+    last batch or an active producer's: the report sees it (``emptyBatches`` rows) and agrees with storage."""
+    pytest.importorskip("storage.cleaner")
+    from spark_jobs import compaction_report
+    from storage.cleaner import LogCleaner
+    from storage.config import LogConfig, LogManagerConfig
+    from storage.log import Log
+
+    d = str(tmp_path / "emp")
+    props = {"cleanup.policy": "compact", "segment.bytes": "100000"}
+    lg = storage_log(os.path.join(d, "emp-0"), props)
+    for k, v in ((b"k1", b"v1"), (b"k2", b"v2")):
+        lg.append_as_leader(bytearray(build_batch([Record(k, v, timestamp=T0)])), 0, now_ms=T0)
+    lg.append_as_follower(bytearray(build_batch([], base_offset=lg.log_end_offset, last_offset_delta=0,
+                                                max_timestamp=T0)), now_ms=T0)
+    for k, v in ((b"k1", b"v3"), (b"k2", b"v4")):
+        lg.append_as_leader(bytearray(build_batch([Record(k, v, timestamp=T0)])), 0, now_ms=T0)
+    lg.roll(T0)
+    lg.append_as_leader(bytearray(build_batch([Record(b"k3", b"x", timestamp=T0)])), 0, now_ms=T0)
+    lg.close()
+    res = compaction_report.main(["--log-dirs", d, "--out", str(tmp_path / "o"), "--now-ms", str(T0 + HOUR),
+                                  "--config", "cleanup.policy=compact"], spark=spark)
+    r = res["rows"][0]
+    assert r.records == 5 and r.batches_emptied == 3            # k1@0, k2@1 and the empty batch at 2
+    copy = str(tmp_path / "copy")
+    shutil.copytree(d, copy)
+    lg = Log.open(os.path.join(copy, "emp-0"), LogConfig.from_props(props), now_ms=T0 + HOUR)
+    lg.update_high_watermark(lg.log_end_offset)
+    size = lg.size
+    LogCleaner(LogManagerConfig(log_dirs=(copy,)), lambda: {("emp", 0): lg}, [copy]).force_clean(lg, T0 + HOUR)
+    removed = size - lg.size
+    lg.close()
+    assert (r.records_removed_now, r.bytes_removed_now) == (2, removed) and removed == 2 * 72 + 61
+
+
 # -- retention -----------------------------------------------------------------------------------------------
 
 def _storage_retention_on_copy(d, tmp_path, name, overrides=None):
