@@ -55,24 +55,29 @@ def test_format_writes_meta_properties(tmp_path):
 
 
 def test_sighup_reloads_log_levels(tmp_path):
+    import time
+
     cfg = tmp_path / "c.yaml"
     cfg.write_text((REPO / "config" / "single-node.yaml").read_text() + "logger.odradek.server: INFO\n")
+    log_path = tmp_path / "broker.log"
     exe = Path(sys.executable).parent / "odradek"
-    proc = subprocess.Popen(
-        [str(exe), "serve", "--config", str(cfg), "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-         "--override", "advertised.listeners=PLAINTEXT://127.0.0.1:0", "--override", "metrics.prometheus.listener="],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert "listening on" in proc.stdout.readline()
-        cfg.write_text(cfg.read_text().replace("logger.odradek.server: INFO", "logger.odradek.server: DEBUG"))
-        proc.send_signal(signal.SIGHUP)
-        import time
-
-        time.sleep(1.0)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=20)
-    err = proc.stderr.read()
+    with open(log_path, "w") as log_file:
+        proc = subprocess.Popen(
+            [str(exe), "serve", "--config", str(cfg), "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+             "--override", "advertised.listeners=PLAINTEXT://127.0.0.1:0", "--override",
+             "metrics.prometheus.listener="],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=log_file, text=True)
+        try:
+            assert "listening on" in proc.stdout.readline()
+            cfg.write_text(cfg.read_text().replace("logger.odradek.server: INFO", "logger.odradek.server: DEBUG"))
+            proc.send_signal(signal.SIGHUP)
+            deadline = time.time() + 20
+            while time.time() < deadline and "SIGHUP: log levels reloaded" not in log_path.read_text():
+                time.sleep(0.1)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=20)
+    err = log_path.read_text()
     assert "SIGHUP: log levels reloaded" in err and "odradek.server=DEBUG" in err
 
 
