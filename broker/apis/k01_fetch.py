@@ -96,19 +96,10 @@ def _read_all(broker, req: FetchRequest, version: int) -> tuple[list[FetchableTo
                 pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 errors = True
                 continue
-            part = broker.replicas.get(topic.name, fp.partition)
-            if part is None:
-                pd.error_code = broker.replicas.missing_error()
-                errors = True
-                continue
-            if not part.is_leader(broker.node_id):
-                pd.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                pd.current_leader = LeaderIdAndEpoch(part.info.leader, part.info.leader_epoch)
-                errors = True
-                continue
-            if fp.current_leader_epoch >= 0 and fp.current_leader_epoch != part.leader_epoch:
-                pd.error_code = (ErrorCode.FENCED_LEADER_EPOCH if fp.current_leader_epoch < part.leader_epoch
-                                 else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            part, pd.error_code = broker.replicas.leader_partition(topic.name, fp.partition, fp.current_leader_epoch)
+            if pd.error_code:
+                if pd.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and part is not None:
+                    pd.current_leader = LeaderIdAndEpoch(part.info.leader, part.info.leader_epoch)
                 errors = True
                 continue
             lg = part.log

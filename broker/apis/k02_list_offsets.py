@@ -31,17 +31,11 @@ async def handle(ctx, req: ListOffsetsRequest) -> ListOffsetsResponse:
             pr = ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0, timestamp=-1,
                                               offset=-1, leader_epoch=-1)
             tr.partitions.append(pr)
-            part = broker.replicas.get(t.name, p.partition_index) if info is not None else None
-            if part is None:
-                pr.error_code = (broker.replicas.missing_error() if info is not None
-                                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if info is None:
+                pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            if not part.is_leader(broker.node_id):
-                pr.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                continue
-            if p.current_leader_epoch >= 0 and p.current_leader_epoch != part.leader_epoch:
-                pr.error_code = (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < part.leader_epoch
-                                 else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            part, pr.error_code = broker.replicas.leader_partition(t.name, p.partition_index, p.current_leader_epoch)
+            if pr.error_code:
                 continue
             try:
                 _lookup(part, p.timestamp, req.isolation_level, pr)

@@ -26,12 +26,8 @@ async def handle(ctx, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
         for p in t.partitions:
             pr = DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1, error_code=0)
             tr.partitions.append(pr)
-            part = broker.replicas.get(t.name, p.partition_index)
-            if part is None:
-                pr.error_code = broker.replicas.missing_error()
-                continue
-            if not part.is_leader(broker.node_id):
-                pr.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            part, pr.error_code = broker.replicas.leader_partition(t.name, p.partition_index)
+            if pr.error_code:
                 continue
             lg = part.log
             offset = lg.high_watermark if p.offset == HIGH_WATERMARK else p.offset

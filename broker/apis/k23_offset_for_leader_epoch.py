@@ -8,7 +8,6 @@ UNKNOWN_LEADER_EPOCH against current_leader_epoch; consumers send replica id -1 
 
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
 from protocol.generated.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from protocol.generated.messages.offset_for_leader_epoch_response import EpochEndOffset, OffsetForLeaderTopicResult
 
@@ -25,16 +24,8 @@ async def handle(ctx, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochR
         for p in t.partitions:
             r = EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1)
             tr.partitions.append(r)
-            part = broker.replicas.get(t.topic, p.partition)
-            if part is None:
-                r.error_code = broker.replicas.missing_error()
-                continue
-            if not part.is_leader(broker.node_id):
-                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                continue
-            if p.current_leader_epoch >= 0 and p.current_leader_epoch != part.leader_epoch:
-                r.error_code = (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < part.leader_epoch
-                                else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            part, r.error_code = broker.replicas.leader_partition(t.topic, p.partition, p.current_leader_epoch)
+            if r.error_code:
                 continue
             found = part.log.end_offset_for_epoch(p.leader_epoch)
             if found is not None:

@@ -7,7 +7,6 @@ knows: id, epoch, last sequence, last timestamp, coordinator epoch, current tran
 
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
 from protocol.generated.messages import DescribeProducersRequest, DescribeProducersResponse
 from protocol.generated.messages.describe_producers_response import PartitionResponse, ProducerState, TopicResponse
 
@@ -24,12 +23,8 @@ async def handle(ctx, req: DescribeProducersRequest) -> DescribeProducersRespons
         for index in t.partition_indexes:
             pr = PartitionResponse(partition_index=index, error_code=0)
             tr.partitions.append(pr)
-            part = broker.replicas.get(t.name, index)
-            if part is None:
-                pr.error_code = broker.replicas.missing_error()
-                continue
-            if not part.is_leader(broker.node_id):
-                pr.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            part, pr.error_code = broker.replicas.leader_partition(t.name, index)
+            if pr.error_code:
                 continue
             for pid, e in sorted(part.log.producer_state.producers.items()):
                 pr.active_producers.append(ProducerState(

@@ -94,9 +94,13 @@ def test_serves_retriable_errors_while_partitions_load(tmp_path):
     errors instead of blocking: produce NOT_LEADER_OR_FOLLOWER, metadata LEADER_NOT_AVAILABLE."""
     import asyncio
 
+    import threading
+
     from broker.config import BrokerConfig
     from broker.server import Broker
+    from cluster.controller import NewTopic
     from protocol.generated.messages import MetadataRequest, ProduceRequest
+    from storage.log_manager import LogManager
     from protocol.generated.messages.metadata_request import MetadataRequestTopic
     from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData
     from protocol.record_codec import Record, build_batch
@@ -110,32 +114,10 @@ def test_serves_retriable_errors_while_partitions_load(tmp_path):
         b = Broker(BrokerConfig(values))
         await b.start()
         await b.decide(lambda image: b.controller.create_topics(
-            image, [__import__("cluster.controller", fromlist=["NewTopic"]).NewTopic("slow", 1, 1)]))
+            image, [NewTopic("slow", 1, 1)]))
         await b.stop()
-        gate = __import__("threading").Event()
-        b = Broker(BrokerConfig(values))
-        real_startup = None
 
-        def held_startup(now):  # a slow recovery, released by the test
-            gate.wait(20)
-            return real_startup(now)
-
-        orig_init = b.__class__.start
-
-        async def start_held():
-            nonlocal real_startup
-            task = asyncio.ensure_future(orig_init(b, wait_for_logs=False))
-            while b.log_manager is None:
-                await asyncio.sleep(0.01)
-            real_startup = b.log_manager.startup
-            b.log_manager.startup = held_startup
-            await task
-
-        await start_held()
-        assert b.loading
-        port = b.bound_port()
-
-        def probe():
+        def probe(port):
             c = RawClient(port)
             md = call(c, 3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="slow")],
                                                 allow_auto_topic_creation=False), corr=1)
@@ -145,10 +127,26 @@ def test_serves_retriable_errors_while_partitions_load(tmp_path):
             c.close()
             return md, pr
 
-        md, pr = await asyncio.to_thread(probe)
-        gate.set()
-        await b.logs_loaded
-        md2, pr2 = await asyncio.to_thread(probe)
+        gate = threading.Event()
+        real_startup = LogManager.startup
+
+        def held_startup(self, now):  # a slow recovery, released by the test
+            gate.wait(20)
+            return real_startup(self, now)
+
+        b = Broker(BrokerConfig(values))
+        LogManager.startup = held_startup
+        try:
+            await b.start(wait_for_logs=False)
+            assert b.loading
+            port = b.bound_port()
+            md, pr = await asyncio.to_thread(probe, port)
+            gate.set()
+            await b.logs_loaded
+        finally:
+            gate.set()
+            LogManager.startup = real_startup
+        md2, pr2 = await asyncio.to_thread(probe, port)
         await b.stop()
         return md, pr, md2, pr2
 
