@@ -34,8 +34,12 @@ def encode_record(record: Message, version: int | None = None) -> bytes:
     return bytes(out)
 
 
-def decode_record(value: bytes | memoryview) -> tuple[Message, int]:
-    """(record, version) from one record value; rejects trailing garbage as Kafka does."""
+def decode_record(value: bytes | memoryview, unknown_ok: bool = False) -> tuple[Message | None, int]:
+    """(record, version) from one record value; rejects trailing garbage as Kafka does.
+
+    ``unknown_ok``: a record type this codec does not know gives (None, version) instead of an error
+    (readers that only look for some record types, such as the analytics jobs).
+    """
     mv = memoryview(value)
     try:
         frame, pos = read_uvarint(mv, 0)
@@ -47,6 +51,8 @@ def decode_record(value: bytes | memoryview) -> tuple[Message, int]:
         raise MetadataParseError(f"unknown metadata frame version {frame}")
     cls = RECORD_TYPES.get(api_key)
     if cls is None:
+        if unknown_ok:
+            return None, version
         raise MetadataParseError(f"unknown metadata record type {api_key}")
     record, end = cls.decode_from(mv, pos, version)
     if end != len(mv):

@@ -7,7 +7,8 @@ default (:class:`storage.config.LogConfig`, which also knows the broker synonyms
 
 Metadata records are framed as Kafka's ``MetadataRecordSerde`` writes them: frame version (unsigned varint, 1),
 record type = apiKey (unsigned varint), record version (unsigned varint), then the record
-(``protocol/generated/metadata``). Records are read with this package's own scanner (read-only).
+(``protocol/generated/metadata``; ``cluster.metadata_serde``). Records are read with this package's own scanner
+(read-only).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from protocol.errors import DecodeError
+from cluster.metadata_serde import MetadataParseError as MetadataLogError
+from cluster.metadata_serde import decode_record
 from protocol.generated import metadata as _md
-from protocol.primitives import read_uvarint
 from storage.checkpoints import OffsetCheckpointFile
 from storage.config import TOPIC_CONFIGS, LogConfig
 
@@ -31,34 +32,15 @@ __all__ = ["TopicConfigs", "load_topic_configs", "parse_config_args", "read_chec
 METADATA_TOPIC = "__cluster_metadata"
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
-_RECORD_TYPES = {getattr(_md, n).API_KEY: getattr(_md, n) for n in _md.__all__}
 _TOPIC_KEYS = {d.name for d in TOPIC_CONFIGS}
 _BROKER_KEYS = {syn for d in TOPIC_CONFIGS for syn, _ in d.synonyms}
 MAX_METADATA_RECORDS = 10_000_000
 
 
-class MetadataLogError(ValueError):
-    pass
-
-
 def decode_metadata_record(value: bytes):
-    """(record, version) of one ``__cluster_metadata`` record value (MetadataRecordSerde framing)."""
-    mv = memoryview(value)
-    try:
-        frame, pos = read_uvarint(mv, 0)
-        api_key, pos = read_uvarint(mv, pos)
-        version, pos = read_uvarint(mv, pos)
-    except (IndexError, DecodeError) as e:
-        raise MetadataLogError(f"bad metadata record frame: {e}") from None
-    if frame != 1:
-        raise MetadataLogError(f"unknown metadata frame version {frame}")
-    cls = _RECORD_TYPES.get(api_key)
-    if cls is None:
-        return None, version
-    record, end = cls.decode_from(mv, pos, version)
-    if end != len(mv):
-        raise MetadataLogError(f"{len(mv) - end} trailing byte(s) after {cls.NAME}")
-    return record, version
+    """(record, version) of one ``__cluster_metadata`` record value; (None, version) for a record type the
+    codec does not know. The framing is cluster.metadata_serde's, the one the broker writes with."""
+    return decode_record(value, unknown_ok=True)
 
 
 @dataclass
