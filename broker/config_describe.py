@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from broker.broker_config_docs import BROKER_CONFIG_DOCS
 from broker.topic_config_docs import TOPIC_CONFIG_DOCS
 from protocol.generated.messages.describe_configs_response import DescribeConfigsResourceResult, DescribeConfigsSynonym
 from storage.config import TOPIC_CONFIGS, LogConfig
@@ -87,7 +88,7 @@ def topic_entries(log_config: LogConfig, overrides: dict[str, str], broker_value
 
 
 def broker_entries(broker_values: dict, explicit: set[str], keys: list[str] | None, include_synonyms: bool,
-                   dynamic: set[str]) -> list[DescribeConfigsResourceResult]:
+                   dynamic: set[str], include_documentation: bool = False) -> list[DescribeConfigsResourceResult]:
     out = []
     for name in sorted(broker_values):
         if keys and name not in keys:
@@ -98,7 +99,8 @@ def broker_entries(broker_values: dict, explicit: set[str], keys: list[str] | No
         out.append(DescribeConfigsResourceResult(
             name=name, value=None if value is None else config_string(value), read_only=name not in dynamic,
             config_source=source, is_default=source == DEFAULT_CONFIG, is_sensitive=False,
-            synonyms=synonyms if include_synonyms else [], config_type=_broker_type(value), documentation=None))
+            synonyms=synonyms if include_synonyms else [], config_type=_broker_type(value),
+            documentation=BROKER_CONFIG_DOCS.get(name) if include_documentation else None))
     return out
 
 

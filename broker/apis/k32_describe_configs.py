@@ -47,7 +47,8 @@ async def handle(ctx, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
                 res.configs = []
             elif r.resource_name == str(broker.node_id):
                 res.configs = broker_entries(broker.config.values, broker.config.explicit, keys,
-                                             req.include_synonyms, dynamic=set())
+                                             req.include_synonyms, dynamic=set(),
+                                             include_documentation=req.include_documentation)
             else:
                 res.error_code = ErrorCode.INVALID_REQUEST
                 res.error_message = (f"Unexpected broker id, expected {broker.node_id} or empty string, but received "

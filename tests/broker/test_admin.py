@@ -221,3 +221,23 @@ def test_logger_levels_at_run_time(b):
         assert logging.getLogger("odradek.server").level == logging.NOTSET
     finally:
         c.close()
+
+
+def test_describe_configs_documentation_raw(b):
+    """include_documentation (v3+) returns Kafka's documentation strings for topic and broker configs."""
+    from protocol.generated.messages import DescribeConfigsRequest
+    from protocol.generated.messages.describe_configs_request import DescribeConfigsResource
+    from tests.broker.conftest import RawClient
+    from tests.broker.test_first_answers import call
+
+    c = RawClient(b.port)
+    try:
+        resp = call(c, 32, 4, DescribeConfigsRequest(include_documentation=True, include_synonyms=False, resources=[
+            DescribeConfigsResource(resource_type=2, resource_name="cfg", configuration_keys=["segment.bytes"]),
+            DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=["num.partitions"])]))
+    finally:
+        c.close()
+    topic, brk = resp.results
+    assert topic.configs[0].documentation.startswith("This configuration controls the segment file size")
+    assert topic.configs[0].config_type == 3  # INT
+    assert brk.configs[0].documentation == "The default number of log partitions per topic"
