@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
@@ -16,6 +17,17 @@ from broker.server import Broker, new_event_loop
 
 def _config(args) -> BrokerConfig:
     return BrokerConfig.load(args.config, args.override or ())
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line (``logging.format: json``): time, level, logger, message, exception."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {"ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+               "level": record.levelname, "logger": record.name, "message": record.getMessage()}
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out)
 
 
 def apply_log_levels(values: dict) -> list[str]:
@@ -84,14 +96,18 @@ def main(argv: list[str] | None = None) -> int:
     fmt = sub.choices["format"]
     fmt.add_argument("--cluster-id", help="cluster id to write (default: a new random one)")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
     try:
         config = _config(args)
         config.validate()
     except (ConfigException, OSError) as exc:
         print(f"odradek: {exc}", file=sys.stderr)
         return 1
+    handler = logging.StreamHandler(sys.stderr)
+    if str(config.get("logging.format", "text")).lower() == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
     if args.cmd == "format":
         cid = ensure_meta_properties(config.log_dirs, config.node_id, args.cluster_id or config.get("cluster.id"))
         print(f"formatted {', '.join(map(str, config.log_dirs))} with cluster.id {cid}")

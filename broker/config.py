@@ -72,6 +72,7 @@ DEFAULTS: dict[str, Any] = {
     "transaction.state.log.min.isr": 2,
     "metrics.prometheus.listener": None,  # host:port of the Prometheus endpoint; unset = no endpoint
     "event.loop": "uvloop",
+    "logging.format": "text",  # text lines, or json: one object per line
 }
 
 # properties read elsewhere (storage's LogConfig synonyms and LogManagerConfig) are known too

@@ -99,3 +99,22 @@ def test_verify_log_command(tmp_path):
     seg.write_bytes(bytes(data))
     bad = subprocess.run([str(exe), "verify-log", str(tmp_path / "d")], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "CORRUPT" in bad.stdout
+
+
+def test_json_logging(tmp_path):
+    import json
+
+    exe = Path(sys.executable).parent / "odradek"
+    proc = subprocess.Popen(
+        [str(exe), "serve", "--config", str(REPO / "config" / "single-node.yaml"), "--override",
+         "listeners=PLAINTEXT://127.0.0.1:0", "--override", "advertised.listeners=PLAINTEXT://127.0.0.1:0",
+         "--override", "metrics.prometheus.listener=", "--override", "logging.format=json"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "listening on" in proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    lines = [json.loads(line) for line in proc.stderr.read().splitlines() if line.strip()]
+    assert any(r["logger"] == "odradek.server" and "listening on" in r["message"] for r in lines)
+    assert all({"ts", "level", "logger", "message"} <= set(r) for r in lines)
