@@ -35,7 +35,7 @@ from cluster.group_records import CoordinatorRecord
 from cluster.offsets import NO_EXPIRE, OffsetAndMetadata, OffsetStore
 from protocol.errors import ErrorCode
 from protocol.generated.coordinator import (
-    GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue,
+    GroupMetadataKey, GroupMetadataValue, OffsetCommitKey,
 )
 from protocol.generated.coordinator.group_metadata_value import MemberMetadata
 from protocol.generated.messages import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from struct import Struct, pack_into
 
-from protocol.errors import DecodeError, UnknownApiKeyError, UnsupportedVersionError
+from protocol.errors import DecodeError, UnknownApiKeyError
 from protocol.framing import DEFAULT_MAX_FRAME, FrameReader
 from protocol.generated.api_keys import APIS, ApiSpec
 from protocol.generated.messages import RequestHeader
@@ -121,7 +121,3 @@ def encode_response(request: Request, response: Message, version: int | None = N
     _I32.pack_into(first, 0, total)
     parts[0] = bytes(first)
     return [p for p in parts if len(p)]
-
-
-def unsupported_version_error(request: Request) -> UnsupportedVersionError:
-    return UnsupportedVersionError(request.api_key, request.api_version)

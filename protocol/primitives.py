@@ -27,11 +27,6 @@ def read_uvarint(mv, pos: int) -> tuple[int, int]:
     raise DecodeError("varint is longer than 5 bytes")
 
 
-def read_uvarint_rest(mv, pos: int, first: int) -> tuple[int, int]:
-    """Continue a uvarint whose first byte ``first`` (with the high bit set) was at ``pos - 1``."""
-    return read_uvarint(mv, pos - 1)
-
-
 def read_uvarlong(mv, pos: int) -> tuple[int, int]:
     value = 0
     shift = 0
