@@ -30,6 +30,11 @@ METADATA_VERSION = 25
 BOOTSTRAP_FEATURES = {"metadata.version": METADATA_VERSION, "kraft.version": 0, "group.version": 1,
                       "transaction.version": 0}
 
+# The feature ranges this software supports (ApiVersions' SupportedFeatures): metadata.version from
+# IBP_3_3_IV3 (7, Kafka 4.0's minimum) to 25; group.version 1 enables the KIP-848 consumer protocol.
+SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION), "kraft.version": (0, 0), "group.version": (0, 1),
+                      "transaction.version": (0, 0)}
+
 PRODUCER_ID_BLOCK_SIZE = 1000  # ProducerIdManager.PID_BLOCK_SIZE
 SECURITY_PROTOCOL_PLAINTEXT = 0
 

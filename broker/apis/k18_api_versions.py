@@ -5,7 +5,8 @@ Behaviour (Kafka's ApiVersionsRequest / KafkaApis.handleApiVersionsRequest):
 * a request version above the maximum is answered by dispatch with UNSUPPORTED_VERSION in a v0 body
   listing ApiVersions' own range (KIP-511), always with response header v0;
 * v3+: ClientSoftwareName/Version must match Kafka's pattern, else INVALID_REQUEST.
-Not implemented: supported/finalized features (no feature levels yet).
+* v3+: SupportedFeatures (what this software supports) and FinalizedFeatures (the FeatureLevelRecords
+  of the metadata log) with the metadata offset as their epoch, as KRaft brokers report them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import re
 
 from protocol.errors import ErrorCode
 from protocol.generated.messages import ApiVersionsRequest, ApiVersionsResponse
-from protocol.generated.messages.api_versions_response import ApiVersion
+from cluster.controller import SUPPORTED_FEATURES
+from protocol.generated.messages.api_versions_response import ApiVersion, FinalizedFeatureKey, SupportedFeatureKey
 
 API_KEY = 18
 VERSIONS = (0, 4)
@@ -33,7 +35,15 @@ async def handle(ctx, req: ApiVersionsRequest) -> ApiVersionsResponse:
         _SOFTWARE.fullmatch(req.client_software_name or "") and _SOFTWARE.fullmatch(req.client_software_version or "")
     ):
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=advertised(HANDLERS))
-    return ApiVersionsResponse(error_code=0, api_keys=advertised(HANDLERS))
+    resp = ApiVersionsResponse(error_code=0, api_keys=advertised(HANDLERS))
+    if ctx.version >= 3:
+        image = ctx.broker.image
+        resp.supported_features = [SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
+                                   for n, (lo, hi) in sorted(SUPPORTED_FEATURES.items())]
+        resp.finalized_features_epoch = image.offset
+        resp.finalized_features = [FinalizedFeatureKey(name=n, max_version_level=level, min_version_level=level)
+                                   for n, level in sorted(image.features.items())]
+    return resp
 
 
 def unsupported_version_response() -> ApiVersionsResponse:

@@ -37,6 +37,15 @@ def test_api_versions_advertises_exactly_the_handler_table(raw):
             (h.api_key, *h.advertised) for h in HANDLERS.values()]
 
 
+def test_api_versions_reports_features(raw):
+    resp = call(raw(), 18, 4, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+    finalized = {f.name: (f.min_version_level, f.max_version_level) for f in resp.finalized_features}
+    supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
+    assert finalized["metadata.version"] == (25, 25) and finalized["group.version"] == (1, 1)
+    assert supported["metadata.version"] == (7, 25)
+    assert resp.finalized_features_epoch >= 0
+
+
 def test_api_versions_unknown_version_gets_v0_body_with_error_35(raw):
     c = raw()
     # v7 does not exist; the client sends header v2 (flexible) and Kafka answers a v0 body, header v0
