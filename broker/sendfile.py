@@ -1,9 +1,13 @@
 """Write a response's parts to a connection: bytes through the transport, file slices with sendfile(2).
 
 uvloop has no ``loop.sendfile`` and refuses ``add_writer`` on a transport's own fd, so (as measured on
-this machine, shared/notes/machine-facts.md) the socket is dup'ed once per connection, the transport's
-buffer is drained completely before a slice is sent, and EAGAIN waits for writability on the
-duplicate. The same path works on the stdlib loop.
+this machine, shared/notes/machine-facts.md) the socket is dup'ed once per connection. A response that
+holds a file slice bypasses the transport as a whole: the transport's buffer is drained completely once,
+then the response's byte parts go out with ``writev`` and its slices with ``os.sendfile``, all on the
+duplicate (consecutive slices of one file are sent with one call), and only EAGAIN waits for
+writability on the duplicate. Responses without a slice (and the bytes path, ``zero_copy=False``) use
+the transport. The writer task writes one response at a time, so nothing else writes meanwhile and
+the order on the wire is the order of the parts. The same path works on the stdlib loop.
 """
 
 from __future__ import annotations
@@ -11,6 +15,9 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+
+_BYTES = (bytes, bytearray, memoryview)
+_IOV_MAX = 512  # well under Linux's 1024
 
 
 class SendStats:
@@ -33,13 +40,20 @@ class PartWriter:
         self.stats = stats
         self.zero_copy = zero_copy
         self._dup_fd: int | None = None
+        self._no_fd = False  # not a TCP socket (or TLS): never look again
 
     async def write(self, parts: list) -> None:
+        if self.zero_copy and not self._no_fd:
+            for part in parts:
+                if not isinstance(part, _BYTES):
+                    fd = self._socket_fd()
+                    if fd is not None:
+                        await self._write_direct(fd, parts)
+                        return
+                    break
         for part in parts:
-            if isinstance(part, (bytes, bytearray, memoryview)):
+            if isinstance(part, _BYTES):
                 self.writer.write(part)
-            elif self.zero_copy and self._socket_fd() is not None:
-                await self._sendfile(part)
             else:
                 data = part.read()
                 if len(data) != len(part):
@@ -51,7 +65,9 @@ class PartWriter:
     def _socket_fd(self) -> int | None:
         if self._dup_fd is None:
             sock = self.writer.get_extra_info("socket")
-            if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+            if (sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6)
+                    or self.writer.get_extra_info("sslcontext") is not None):
+                self._no_fd = True
                 return None
             self._dup_fd = os.dup(sock.fileno())
         return self._dup_fd
@@ -60,33 +76,94 @@ class PartWriter:
         t = self.transport
         if t.get_write_buffer_size() == 0:
             return
-        high, low = t.get_write_buffer_limits() if hasattr(t, "get_write_buffer_limits") else (65536, 16384)
+        # (low, high), as both loops return them; restored after the drain
+        low, high = t.get_write_buffer_limits() if hasattr(t, "get_write_buffer_limits") else (16384, 65536)
         t.set_write_buffer_limits(high=0, low=0)
         try:
             await self.writer.drain()
         finally:
             t.set_write_buffer_limits(high=high, low=low)
+        if t.get_write_buffer_size():
+            raise ConnectionError("connection closed while draining")
 
-    async def _sendfile(self, part) -> None:
+    async def _write_direct(self, fd: int, parts: list) -> None:
+        """The whole response on the duplicate fd, in order: byte runs with writev, slice runs with sendfile."""
         await self._drain_fully()
-        fd = self._dup_fd
-        assert fd is not None
-        loop = asyncio.get_running_loop()
-        sent = 0
-        length = len(part)
-        while sent < length:
+        n = len(parts)
+        i = 0
+        while i < n:
             if self.transport.is_closing():
-                raise ConnectionError("connection closed during sendfile")
+                raise ConnectionError("connection closed while writing a response")
+            part = parts[i]
+            j = i + 1
+            if isinstance(part, _BYTES):
+                while j < n and isinstance(parts[j], _BYTES):
+                    j += 1
+                await self._send_bytes(fd, parts[i:j])
+            else:
+                in_fd, position, length = part.fd, part.position, part.length
+                while j < n and not isinstance(parts[j], _BYTES) and parts[j].fd == in_fd \
+                        and parts[j].position == position + length:
+                    length += parts[j].length
+                    j += 1
+                await self._send_slice(fd, in_fd, position, length)
+            i = j
+
+    async def _send_bytes(self, fd: int, bufs: list) -> None:
+        if len(bufs) > _IOV_MAX:
+            for k in range(0, len(bufs), _IOV_MAX):
+                await self._send_bytes(fd, bufs[k:k + _IOV_MAX])
+            return
+        total = sum(len(b) for b in bufs)
+        sent = 0
+        while True:
             try:
-                n = os.sendfile(fd, part.fd, part.position + sent, length - sent)
+                n = os.writev(fd, bufs) if len(bufs) > 1 else os.write(fd, bufs[0])
             except (BlockingIOError, InterruptedError):
-                await _writable(loop, fd)
+                await self._writable(fd)
                 continue
-            self.stats.calls += 1
+            sent += n
+            if sent >= total:
+                return
+            while n >= len(bufs[0]):  # a short write: drop what went out, resume mid-buffer
+                n -= len(bufs[0])
+                bufs = bufs[1:]
+            if n:
+                bufs = [memoryview(bufs[0])[n:], *bufs[1:]]
+            await self._writable(fd)
+
+    async def _send_slice(self, fd: int, in_fd: int, position: int, length: int) -> None:
+        stats = self.stats
+        sent = 0
+        while sent < length:
+            try:
+                n = os.sendfile(fd, in_fd, position + sent, length - sent)
+            except (BlockingIOError, InterruptedError):
+                await self._writable(fd)
+                continue
+            stats.calls += 1
             if n == 0:
                 raise ConnectionError("file slice shrank before it was sent")
             sent += n
-            self.stats.bytes += n
+            stats.bytes += n
+            if sent < length:
+                if self.transport.is_closing():
+                    raise ConnectionError("connection closed during sendfile")
+                await self._writable(fd)  # a short send: the socket buffer is full
+
+    async def _writable(self, fd: int) -> None:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        def ready() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        loop.add_writer(fd, ready)
+        try:
+            await fut
+        finally:
+            loop.remove_writer(fd)
 
     def close(self) -> None:
         if self._dup_fd is not None:
@@ -94,17 +171,3 @@ class PartWriter:
                 os.close(self._dup_fd)
             finally:
                 self._dup_fd = None
-
-
-async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
-    fut = loop.create_future()
-
-    def ready() -> None:
-        if not fut.done():
-            fut.set_result(None)
-
-    loop.add_writer(fd, ready)
-    try:
-        await fut
-    finally:
-        loop.remove_writer(fd)
