@@ -1,6 +1,7 @@
 """Storage engine benchmark (a script, not a test).
 
     .venv/bin/python benchmarks/bench_storage.py [--dir /tmp/odradek-bench] [--size-gb 5] [--quick]
+        [--only append,fetch,recovery,compaction,lookup]
 
 Measures, in one run on one disk, with ratios against a baseline measured alongside:
 
@@ -240,13 +241,31 @@ def main() -> None:
     ap.add_argument("--dir", default="/tmp/odradek-bench")
     ap.add_argument("--size-gb", type=float, default=5.0, help="largest log for the lookup benchmark")
     ap.add_argument("--quick", action="store_true", help="small volumes (smoke run)")
+    ap.add_argument("--only", default="append,fetch,recovery,compaction,lookup",
+                    help="comma-separated sections to run (recovery needs fetch's log): append, fetch, recovery, "
+                         "compaction, lookup")
     args = ap.parse_args()
+    only = set(args.only.split(","))
+    if "recovery" in only:
+        only.add("fetch")
     root = fresh(args.dir)
     quick = args.quick
     rnd = random.Random(42)
     print(f"odradek storage benchmark: dir={root} python={sys.version.split()[0]} cpus={os.cpu_count()} "
           f"loadavg={os.getloadavg()[0]:.1f}")
 
+    if "append" in only:
+        _append(root, quick)
+    if "fetch" in only:
+        _fetch_and_recovery(root, quick, "recovery" in only)
+    if "compaction" in only:
+        _compaction(root, quick)
+    if "lookup" in only:
+        _lookup(root, quick, args.size_gb, rnd)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _append(root: str, quick: bool) -> None:
     print("\n== append (leader path) vs plain file.write of the same bytes; medians of alternating rounds ==")
     for size, volume in ((16 * 1024, 64 * MiB if quick else 256 * MiB), (MiB, 64 * MiB if quick else 512 * MiB)):
         r = bench_append(root, size, volume, 3 if quick else 7)
@@ -257,6 +276,8 @@ def main() -> None:
                   f"{r[label + '_ratio']:.2f} | append, pre-validated {r[label + '_pre_MBps']:6.0f} MB/s "
                   f"({r[label + '_pre_us']:7.1f} us) ratio {r[label + '_ratio_pre']:.2f}")
 
+
+def _fetch_and_recovery(root: str, quick: bool, recovery: bool) -> None:
     print("\n== fetch: Log.read -> FileSlice -> os.sendfile(/dev/null) | bytes variant (pread), 1 MiB fetches ==")
     lg = build_log(os.path.join(fresh(os.path.join(root, "fetch")), "fetch-0"), (256 if quick else 1024) * MiB)
     f = bench_fetch(lg, 1.0 if quick else 3.0)
@@ -264,6 +285,8 @@ def main() -> None:
           f"bytes: {f['bytes']['MBps']:8.0f} MB/s ({f['bytes']['us_per_fetch']:.1f} us/fetch)")
     fetch_dir = lg.dir
     lg.close_handlers()
+    if not recovery:
+        return
 
     print("\n== recovery after an unclean shutdown (CRC every batch, rebuild indexes) vs bare crc32c ==")
     r = bench_recovery(fetch_dir, LogConfig())
@@ -271,23 +294,26 @@ def main() -> None:
           f"({r['seconds']:.2f} s) | crc32c in memory {r['crc_mem_MBps']:.0f} MB/s (ratio {r['ratio_vs_crc_mem']:.2f})"
           f" | pread+crc32c {r['crc_read_MBps']:.0f} MB/s (ratio {r['ratio_vs_crc_read']:.2f})")
 
+
+def _compaction(root: str, quick: bool) -> None:
     print("\n== compaction (log cleaner), ~1 KiB records ==")
     c = bench_compaction(root, (32 if quick else 256) * MiB, 20_000)
     print(f"{c['MiB_in']:.0f} MiB -> {c['MiB_out']:.1f} MiB in {c['seconds']:.2f} s: {c['MBps']:.1f} MB/s "
           f"({c['records_read']} records read)")
 
-    print(f"\n== lookup latency for random offsets as the log grows to {args.size_gb} GiB (1 GiB segments) ==")
+
+def _lookup(root: str, quick: bool, size_gb: float, rnd: random.Random) -> None:
+    print(f"\n== lookup latency for random offsets as the log grows to {size_gb} GiB (1 GiB segments) ==")
     path = os.path.join(fresh(os.path.join(root, "lookup")), "lookup-0")
     lg = None
     steps = [0.25, 0.5] if quick else [1, 2, 3, 4, 5]
-    steps = [s * args.size_gb / max(steps) for s in steps]
+    steps = [s * size_gb / max(steps) for s in steps]
     for gb in steps:
         lg = build_log(path, int(gb * (1 << 30)), lg=lg)
         res = bench_lookup(lg, 2000 if quick else 5000, rnd)
         print(f"log {res['GiB']:5.2f} GiB, {res['segments']:3d} segments: median {res['median_us']:6.1f} us, "
               f"p99 {res['p99_us']:7.1f} us")
     lg.close_handlers()
-    shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -89,6 +89,15 @@ _unpack_header = _HEADER.unpack_from
 _unpack_lem = _LEN_EPOCH_MAGIC.unpack_from
 _INT32_MAX: Final = 0x7FFFFFFF
 
+# Hot-path helpers for callers that check header fields by index (storage's produce fast path): bound ``struct``
+# methods, no checks, no BatchHeader.
+#: ``unpack_header_fields(buf, pos)``: the 13 header fields at ``pos`` as a plain tuple, in :class:`BatchHeader`
+#: order; raises ``struct.error`` if fewer than 61 bytes are there.
+unpack_header_fields: Final = _HEADER.unpack_from
+#: ``pack_int64(buf, pos, v)`` / ``pack_int32(buf, pos, v)``: big-endian, in place (what :func:`stamp_batch` does).
+pack_int64: Final = _I64.pack_into
+pack_int32: Final = _I32.pack_into
+
 
 class BatchHeader(NamedTuple):
     """The 61 fixed bytes of a v2 batch, as read. A tuple, so ``parse_header`` is one C call plus ``tuple.__new__``."""

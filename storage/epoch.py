@@ -27,9 +27,16 @@ class LeaderEpochFileCache:
         self._lock = threading.RLock()
         self._epochs: list[int] = []  # sorted epochs
         self._entries: dict[int, EpochEntry] = {}
+        #: the entry with the largest epoch, or None; every mutation refreshes it (the append fast path reads it)
+        self.latest: EpochEntry | None = None
         initial = entries if entries is not None else (checkpoint.read() if checkpoint is not None else [])
         for e in initial:
             self._assign(e)
+        self._refresh_latest()
+
+    def _refresh_latest(self) -> None:
+        epochs = self._epochs
+        self.latest = self._entries[epochs[-1]] if epochs else None
 
     # ---- mutation --------------------------------------------------------------------------------
     def assign(self, epoch: int, start_offset: int) -> None:
@@ -40,8 +47,8 @@ class LeaderEpochFileCache:
 
     def is_latest(self, epoch: int, start_offset: int) -> bool:
         """True if ``assign(epoch, start_offset)`` would change nothing (the append fast path)."""
-        epochs = self._epochs
-        return bool(epochs) and epochs[-1] == epoch and self._entries[epoch].start_offset <= start_offset
+        latest = self.latest
+        return latest is not None and latest.epoch == epoch and latest.start_offset <= start_offset
 
     def _is_update_needed(self, entry: EpochEntry) -> bool:
         latest = self.latest_entry()
@@ -66,6 +73,7 @@ class LeaderEpochFileCache:
             log.warning("New epoch entry %s caused truncation of conflicting entries %s.", entry, removed)
         bisect.insort(self._epochs, entry.epoch)
         self._entries[entry.epoch] = entry
+        self._refresh_latest()
         return True
 
     def truncate_from_end(self, end_offset: int) -> None:
@@ -75,6 +83,7 @@ class LeaderEpochFileCache:
             if end_offset >= 0 and latest is not None and latest.start_offset >= end_offset:
                 while self._epochs and self._entries[self._epochs[-1]].start_offset >= end_offset:
                     del self._entries[self._epochs.pop()]
+                self._refresh_latest()
                 self._write()
 
     truncate_to = truncate_from_end
@@ -89,18 +98,21 @@ class LeaderEpochFileCache:
                 first = EpochEntry(removed[-1].epoch, start_offset)
                 bisect.insort(self._epochs, first.epoch)
                 self._entries[first.epoch] = first
+                self._refresh_latest()
                 self._write()
 
     def clear_and_flush(self) -> None:
         with self._lock:
             self._epochs.clear()
             self._entries.clear()
+            self.latest = None
             self._write()
 
     def clear(self) -> None:
         with self._lock:
             self._epochs.clear()
             self._entries.clear()
+            self.latest = None
 
     def _write(self) -> None:
         if self.checkpoint is not None:

@@ -17,16 +17,23 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
+from struct import error as struct_error
 from typing import Iterator
+
+from crc32c import crc32c as _crc32c
 
 from protocol.errors import InvalidRecordError, ProtocolError
 from protocol.records import (
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
+    PARTITION_LEADER_EPOCH_OFFSET,
     BatchHeader,
     check_client_batch,
+    pack_int32,
+    pack_int64,
     set_max_timestamp,
     stamp_batch,
+    unpack_header_fields,
     validate_batch,
 )
 
@@ -44,6 +51,7 @@ from .errors import (
     UnexpectedAppendOffsetError,
 )
 from .file_records import TimestampAndOffset
+from .index import OffsetIndex
 from .loader import LoadStats, load_log, rebuild_producer_state
 from .local_log import LocalLog
 from .producer_state import (
@@ -73,6 +81,10 @@ LATEST_TIERED_TIMESTAMP = -5
 NO_TIMESTAMP = -1
 UNKNOWN_OFFSET = -1
 _LONG_MAX = 2**63 - 1
+_INT_MAX = 2**31 - 1
+_SHORT_HEADER = (0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)  # fewer than 61 bytes: fails the fast path's checks
+_PLAIN_PWRITE_ALL = fileio.FileIO.pwrite_all
+_pack_offset_entry = OffsetIndex._fmt.pack_into
 _new_tuple = tuple.__new__
 
 
@@ -129,6 +141,7 @@ class Log:
         self.offline = False
         self.offline_reason: str | None = None
         self.dirty_since_checkpoint = False
+        self._fast_config: tuple = (None, -1)
         self._update_high_watermark_metadata(self._high_watermark)
         self._maybe_increment_first_unstable_offset()
 
@@ -389,55 +402,142 @@ class Log:
         return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
                             validated_headers=validated_headers)
 
+    def _fast_config_for(self, config: LogConfig) -> tuple:
+        """What the produce fast path needs from ``config``, read once per config object:
+        ``(config, largest batch it takes (-1: none), segment.ms, segment.bytes, flush.messages)``."""
+        if (config.message_timestamp_type != "CreateTime" or config.message_timestamp_before_max_ms < _LONG_MAX
+                or config.message_timestamp_after_max_ms < _LONG_MAX):
+            limit = -1
+        else:
+            limit = min(config.max_message_bytes, config.segment_bytes)
+        fc = self._fast_config = (config, limit, config.segment_ms, config.segment_bytes, config.flush_messages)
+        return fc
+
     def _append_one_client_batch(self, buf, leader_epoch: int, now_ms: int,
                                  validated_headers: list[BatchHeader] | None) -> LogAppendInfo | None:
         """The produce hot path: one plain batch from a client, no roll, no producer id, CreateTime.
         Returns None whenever anything is out of the ordinary; :meth:`_append` then does the general work
-        (and raises the right error)."""
+        (and raises the right error).
+
+        It does what :meth:`_append` would, with less Python: the usual batch is checked field by field (the
+        rules of :func:`validate_batch` and :func:`check_client_batch`; anything unusual is handed to those two
+        functions, so errors are raised exactly as before), and the roll check, the segment append
+        (``LogSegment.append``, ``FileRecords.append``) and the offset index entry are done inline."""
         n = len(buf)
-        if validated_headers is not None:
+        if validated_headers is None:
+            try:
+                h = unpack_header_fields(buf, 0)
+            except struct_error:
+                h = _SHORT_HEADER
+            base, length, _, magic, crc, attrs, delta, base_ts, max_ts, pid, pepoch, base_seq, count = h
+            # magic 2, exactly one batch, CRC, compression id <= 4, no control bit, no producer id, base offset 0,
+            # count == last_offset_delta + 1 > 0
+            if (magic != 2 or length + LOG_OVERHEAD != n or (attrs & 0x27) > 4 or pid >= 0 or base or delta < 0
+                    or count != delta + 1 or crc != _crc32c(memoryview(buf)[21:])):
+                h = validate_batch(buf, 0)
+                if h[1] + LOG_OVERHEAD != n or h[9] >= 0 or h[5] & 0x20:
+                    return None
+                check_client_batch(h)
+        else:
             if len(validated_headers) != 1:
                 return None
             h = validated_headers[0]
-        else:
-            h = validate_batch(buf, 0)
-        if h[1] + LOG_OVERHEAD != n or h[9] >= 0 or h[5] & 0x20:
-            return None
-        check_client_batch(h)
-        config = self.local_log.config
-        if (self.offline or self.partition_metadata._dirty is not None or n > config.max_message_bytes
-                or n > config.segment_bytes or config.message_timestamp_type != "CreateTime"
-                or config.message_timestamp_before_max_ms < _LONG_MAX
-                or config.message_timestamp_after_max_ms < _LONG_MAX):
-            return None
-        with self._lock:
+            base, length, _, magic, crc, attrs, delta, base_ts, max_ts, pid, pepoch, base_seq, count = h
+            if length + LOG_OVERHEAD != n or pid >= 0 or attrs & 0x20:
+                return None
+            if base or delta < 0 or count != delta + 1:
+                check_client_batch(h)
+        lock = self._lock
+        lock.acquire()
+        try:
             ll = self.local_log
-            if ll.closed or self.offline or ll.config is not config:
+            fc = self._fast_config
+            if fc[0] is not ll.config:
+                fc = self._fast_config_for(ll.config)
+            if n > fc[1] or ll.closed or self.offline or self.partition_metadata._dirty is not None:
                 return None
             offset = ll.next_offset_metadata[0]
-            last = offset + h[6]
-            max_ts = h[8]
+            last = offset + delta
             seg = ll.segments.active_segment
-            if seg.should_roll_for(config.segment_ms, config.segment_bytes, max_ts, last, n, now_ms):
+            # LogSegment.should_roll_for; a segment whose indexes are not open yet takes the general path
+            lr = seg.log
+            size = lr.size
+            if size > fc[3] - n:
                 return None
-            stamp_batch(buf, 0, offset, leader_epoch)
+            oi = seg._offset_index
+            ti = seg._time_index
+            if oi is None or ti is None or oi.entries >= oi.max_entries or ti.entries >= ti.max_entries - 1:
+                return None
+            rel = last - seg.base_offset
+            if rel < 0 or rel > _INT_MAX:
+                return None
+            if size:
+                ts = seg.rolling_based_timestamp
+                if ts is None:
+                    return None
+                if ((max_ts - ts) if ts >= 0 else now_ms - seg.created) > fc[2] - seg.roll_jitter_ms:
+                    return None
+            pack_int64(buf, 0, offset)
+            pack_int32(buf, PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
             if leader_epoch >= 0:
                 cache = self.leader_epoch_cache
-                if not cache.is_latest(leader_epoch, offset):
+                latest = cache.latest  # LeaderEpochFileCache.is_latest, inline
+                if latest is None or latest.epoch != leader_epoch or latest.start_offset > offset:
                     cache.assign(leader_epoch, offset)
+            # LogSegment.append
+            if not size:
+                seg.rolling_based_timestamp = max_ts
+            # FileRecords.append: write at the logical end, cut back on failure, then bump the size
+            io = fileio.current
+            fd = lr.fd
             try:
-                seg.append(last, max_ts, last, buf)
+                try:
+                    if type(io).pwrite_all is _PLAIN_PWRITE_ALL:
+                        written = os.pwrite(fd, buf, size)
+                        if written != n:
+                            io.pwrite_all(fd, memoryview(buf)[written:], size + written)
+                    else:
+                        io.pwrite_all(fd, buf, size)
+                except OSError:
+                    io.ftruncate(fd, size)
+                    raise
             except OSError as e:
                 raise self._io_error("Error while appending records", e) from e
-            end = last + 1
-            ll.next_offset_metadata = _new_tuple(LogOffsetMetadata, (end, seg.base_offset, seg.log.size))
-            self.producer_state.last_map_offset = end
+            end = size + n
+            lr.size = end
+            m = seg._max_ts_and_offset
+            if m is None:
+                m = seg._max_ts()
+            if max_ts > m[0]:
+                seg._max_ts_and_offset = m = (max_ts, last)
+            if seg.bytes_since_last_index_entry > seg.index_interval_bytes:
+                # OffsetIndex.append (not full, offset in range: checked above)
+                entries = oi.entries
+                if entries == 0 or last > oi.last_offset:
+                    _pack_offset_entry(oi._mm, entries * 8, rel, size)
+                    oi.entries = entries + 1
+                    oi.last_offset = last
+                else:
+                    oi.append(last, size)  # raises
+                # TimeIndex.maybe_append, which is a no-op when the segment's max timestamp has not moved
+                lt = ti.last_entry
+                if m[0] != lt[0] or m[1] < lt[1]:
+                    ti.maybe_append(m[0], m[1])
+                seg.bytes_since_last_index_entry = n
+            else:
+                seg.bytes_since_last_index_entry += n
+            next_offset = last + 1
+            ll.next_offset_metadata = _new_tuple(LogOffsetMetadata, (next_offset, seg.base_offset, end))
+            self.producer_state.last_map_offset = next_offset
             self.dirty_since_checkpoint = True
-            if end - ll.recovery_point >= config.flush_messages:
-                self._flush(end, False, now_ms)
+            if next_offset - ll.recovery_point >= fc[4]:
+                self._flush(next_offset, False, now_ms)
             return LogAppendInfo(offset, last, max_ts, last, NO_TIMESTAMP, self.log_start_offset, n, 1,
                                  leader_epoch if leader_epoch >= 0 else None, False,
-                                 [_new_tuple(BatchHeader, (offset, h[1], leader_epoch) + h[3:])])
+                                 [_new_tuple(BatchHeader, (offset, length, leader_epoch, magic, crc, attrs, delta,
+                                                           base_ts, max_ts, pid, pepoch, base_seq, count))])
+        finally:
+            lock.release()
 
     def append_as_follower(self, records, now_ms: int, *,
                            validated_headers: list[BatchHeader] | None = None) -> LogAppendInfo:

@@ -14,8 +14,9 @@ __all__ = ["LogSegments"]
 
 class LogSegments:
     def __init__(self) -> None:
-        # one attribute, replaced atomically, so readers in other threads see a consistent pair
-        self._state: tuple[list[int], dict[int, LogSegment]] = ([], {})
+        # one attribute, replaced atomically, so readers in other threads see a consistent state:
+        # (sorted base offsets, segment by base offset, the active (last) segment or None)
+        self._state: tuple[list[int], dict[int, LogSegment], LogSegment | None] = ([], {}, None)
 
     @property
     def _offsets(self) -> list[int]:
@@ -27,24 +28,25 @@ class LogSegments:
 
     def add(self, segment: LogSegment) -> LogSegment:
         base = segment.base_offset
-        offsets, d = self._state
+        offsets, d, _ = self._state
         if base not in d:
             offsets = offsets.copy()
             bisect.insort(offsets, base)
-        self._state = (offsets, {**d, base: segment})
+        d = {**d, base: segment}
+        self._state = (offsets, d, d[offsets[-1]])
         return segment
 
     def remove(self, base_offset: int) -> None:
-        offsets, d = self._state
+        offsets, d, _ = self._state
         if base_offset in d:
             d = dict(d)
             del d[base_offset]
             offsets = offsets.copy()
             offsets.remove(base_offset)
-            self._state = (offsets, d)
+            self._state = (offsets, d, d[offsets[-1]] if offsets else None)
 
     def clear(self) -> None:
-        self._state = ([], {})
+        self._state = ([], {}, None)
 
     def close(self) -> None:
         for s in self.values():
@@ -70,7 +72,7 @@ class LogSegments:
     def values(self, from_offset: int | None = None, to_offset: int | None = None) -> list[LogSegment]:
         """All segments, or those holding offsets in ``[from_offset, to_offset)``: the floor segment of
         ``from_offset`` up to (excluding) segments starting at or after ``to_offset`` (``LogSegments.values``)."""
-        offsets, d = self._state
+        offsets, d, _ = self._state
         if from_offset is None:
             return [d[o] for o in offsets]
         if to_offset is not None and from_offset == to_offset:
@@ -98,31 +100,30 @@ class LogSegments:
 
     @property
     def active_segment(self) -> LogSegment | None:
-        offsets, d = self._state
-        return d[offsets[-1]] if offsets else None
+        return self._state[2]
 
     last_segment = active_segment
 
     @property
     def first_segment(self) -> LogSegment | None:
-        offsets, d = self._state
+        offsets, d, _ = self._state
         return d[offsets[0]] if offsets else None
 
     def first_segment_base_offset(self) -> int | None:
         return self._offsets[0] if self._offsets else None
 
     def floor_segment(self, offset: int) -> LogSegment | None:
-        offsets, d = self._state
+        offsets, d, _ = self._state
         i = bisect.bisect_right(offsets, offset) - 1
         return d[offsets[i]] if i >= 0 else None
 
     def lower_segment(self, offset: int) -> LogSegment | None:
-        offsets, d = self._state
+        offsets, d, _ = self._state
         i = bisect.bisect_left(offsets, offset) - 1
         return d[offsets[i]] if i >= 0 else None
 
     def higher_segment(self, offset: int) -> LogSegment | None:
-        offsets, d = self._state
+        offsets, d, _ = self._state
         i = bisect.bisect_right(offsets, offset)
         return d[offsets[i]] if i < len(offsets) else None
 
@@ -130,6 +131,6 @@ class LogSegments:
         return sum(s.size for s in self.values())
 
     def higher_entries(self, base_offset: int) -> list[LogSegment]:
-        offsets, d = self._state
+        offsets, d, _ = self._state
         i = bisect.bisect_right(offsets, base_offset)
         return [d[o] for o in offsets[i:]]
