@@ -23,6 +23,7 @@ from .errors import CorruptIndexError, InvalidOffsetError
 
 NO_TIMESTAMP = -1
 _INT_MAX = 2**31 - 1
+_MADV_RANDOM = getattr(mmap, "MADV_RANDOM", None)
 
 __all__ = ["OffsetIndex", "TimeIndex", "NO_TIMESTAMP"]
 
@@ -75,7 +76,16 @@ class _AbstractIndex:
         if length == 0:
             return None
         access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-        return mmap.mmap(fd, length, access=access)
+        mm = mmap.mmap(fd, length, access=access)
+        if _MADV_RANDOM is not None:
+            # Entries are reached by binary search or appended one at a time, so the kernel's read-around on
+            # a page fault (read_ahead_kb: often MiBs) only costs: the first append to a new, sparse index
+            # zero-filled that whole window (~2 ms, under the log's lock, at every roll).
+            try:
+                mm.madvise(_MADV_RANDOM)
+            except OSError:  # pragma: no cover - advice only
+                pass
+        return mm
 
     def resize(self, new_size: int) -> bool:
         """Set the file and mapping to ``new_size`` rounded down to whole entries (``AbstractIndex.resize``)."""
