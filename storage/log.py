@@ -397,7 +397,9 @@ class Log:
                                                             and records.format in ("B", "b", "c")
                                                             and records.ndim == 1)):
             info = self._append_one_client_batch(records, leader_epoch, now_ms, validated_headers)
-            if info is not None:
+            if type(info) is list:  # checked (CRC included) but not for the fast path
+                validated_headers = info
+            elif info is not None:
                 return info
         return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
                             validated_headers=validated_headers)
@@ -414,10 +416,12 @@ class Log:
         return fc
 
     def _append_one_client_batch(self, buf, leader_epoch: int, now_ms: int,
-                                 validated_headers: list[BatchHeader] | None) -> LogAppendInfo | None:
+                                 validated_headers: list[BatchHeader] | None
+                                 ) -> LogAppendInfo | list[BatchHeader] | None:
         """The produce hot path: one plain batch from a client, no roll, no producer id, CreateTime.
         Returns None whenever anything is out of the ordinary; :meth:`_append` then does the general work
-        (and raises the right error).
+        (and raises the right error). A batch it validated but cannot take (a producer id, a control batch)
+        comes back as ``[header]`` so the general path does not compute its CRC again.
 
         It does what :meth:`_append` would, with less Python: the usual batch is checked field by field (the
         rules of :func:`validate_batch` and :func:`check_client_batch`; anything unusual is handed to those two
@@ -435,8 +439,11 @@ class Log:
             if (magic != 2 or length + LOG_OVERHEAD != n or (attrs & 0x27) > 4 or pid >= 0 or base or delta < 0
                     or count != delta + 1 or crc != _crc32c(memoryview(buf)[21:])):
                 h = validate_batch(buf, 0)
-                if h[1] + LOG_OVERHEAD != n or h[9] >= 0 or h[5] & 0x20:
+                if h[1] + LOG_OVERHEAD != n:
                     return None
+                if h[9] >= 0 or h[5] & 0x20:
+                    # idempotent/transactional or control: the general path, told the CRC is already checked
+                    return [h]
                 check_client_batch(h)
         else:
             if len(validated_headers) != 1:
