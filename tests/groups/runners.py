@@ -22,6 +22,7 @@ class Runner:
         self.revocations = 0
         self.processed = 0
         self.commit_errors: list = []
+        self.uncommitted: list[tuple[int, int]] = []  # (partition, offset) processed but whose commit failed
         self.error: BaseException | None = None
         self.started_at = 0.0
         self.thread = threading.Thread(target=self._main, name=f"{self.kind}-{name}", daemon=True)
@@ -86,6 +87,7 @@ class ConfluentRunner(Runner):
                     c.commit(message=m, asynchronous=False)
                 except KafkaException as exc:
                     self.commit_errors.append(exc)
+                    self.uncommitted.append((m.partition(), m.offset()))
         finally:
             c.close()
 

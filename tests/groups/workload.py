@@ -99,6 +99,19 @@ def check_exactly_once(consumed: list[tuple[int, int]], produced: list[tuple[int
         f"missing {sorted(set(produced) - set(consumed))[:10]}, extra {sorted(set(consumed) - set(produced))[:10]}")
 
 
+def check_at_least_once(consumed: list[tuple[int, int]], produced: list[tuple[int, int]],
+                        uncommitted: list[tuple[int, int]]) -> None:
+    """Nothing lost, and a record is seen twice only if its commit failed the first time.
+
+    With the consumer protocol a commit carrying a member epoch that was just bumped is rejected
+    (STALE_MEMBER_EPOCH, exactly as Kafka's ConsumerGroup.validateMemberEpoch), so a record processed
+    right then is redelivered to its next owner: at-least-once, never a silent duplicate or a loss."""
+    dup = {x for x in consumed if consumed.count(x) > 1}
+    assert dup <= set(uncommitted), f"duplicates whose commit had succeeded: {sorted(dup - set(uncommitted))[:10]}"
+    assert set(consumed) == set(produced), (
+        f"missing {sorted(set(produced) - set(consumed))[:10]}, extra {sorted(set(consumed) - set(produced))[:10]}")
+
+
 def kp_committed(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[int, str]]:
     """The group's committed offsets and metadata through kafka-python's admin client (OffsetFetch).
     (confluent-kafka-python reads commit metadata as a NUL-terminated C string, so it can only read
