@@ -60,6 +60,12 @@ def _reload_log_levels(path: str | None) -> None:
 
 async def _serve(config: BrokerConfig, config_path: str | None = None) -> None:
     apply_log_levels(config.values)
+    # signal handlers first: a SIGHUP or SIGTERM arriving while the broker starts must not kill it
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, _reload_log_levels, config_path)
     broker = Broker(config)
     await broker.start()
     for name in broker._bound:
@@ -69,11 +75,6 @@ async def _serve(config: BrokerConfig, config_path: str | None = None) -> None:
     if broker.metrics.port is not None:
         host = str(config.get("metrics.prometheus.listener")).rpartition(":")[0] or "0.0.0.0"
         print(f"odradek node {broker.node_id}: metrics on http://{host}:{broker.metrics.port}/metrics", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, _reload_log_levels, config_path)
     await stop.wait()
     logging.getLogger("odradek").info("shutting down")
     await broker.stop()
