@@ -29,6 +29,7 @@ class LeaderEpochFileCache:
         self._entries: dict[int, EpochEntry] = {}
         #: the entry with the largest epoch, or None; every mutation refreshes it (the append fast path reads it)
         self.latest: EpochEntry | None = None
+        self.latest_epoch_value = UNDEFINED_EPOCH  #: ``latest.epoch``, or -1: the append fast path reads it
         initial = entries if entries is not None else (checkpoint.read() if checkpoint is not None else [])
         for e in initial:
             self._assign(e)
@@ -37,6 +38,7 @@ class LeaderEpochFileCache:
     def _refresh_latest(self) -> None:
         epochs = self._epochs
         self.latest = self._entries[epochs[-1]] if epochs else None
+        self.latest_epoch_value = self.latest.epoch if epochs else UNDEFINED_EPOCH
 
     # ---- mutation --------------------------------------------------------------------------------
     def assign(self, epoch: int, start_offset: int) -> None:
@@ -106,6 +108,7 @@ class LeaderEpochFileCache:
             self._epochs.clear()
             self._entries.clear()
             self.latest = None
+            self.latest_epoch_value = UNDEFINED_EPOCH
             self._write()
 
     def clear(self) -> None:
@@ -113,6 +116,7 @@ class LeaderEpochFileCache:
             self._epochs.clear()
             self._entries.clear()
             self.latest = None
+            self.latest_epoch_value = UNDEFINED_EPOCH
 
     def _write(self) -> None:
         if self.checkpoint is not None:

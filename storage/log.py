@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import threading
-from dataclasses import dataclass, field
 from struct import error as struct_error
-from typing import Iterator
+from typing import Iterator, NamedTuple, Sequence
 
 from crc32c import crc32c as _crc32c
 
@@ -26,14 +26,10 @@ from protocol.errors import InvalidRecordError, ProtocolError
 from protocol.records import (
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
-    PARTITION_LEADER_EPOCH_OFFSET,
     BatchHeader,
     check_client_batch,
-    pack_int32,
-    pack_int64,
     set_max_timestamp,
     stamp_batch,
-    unpack_header_fields,
     validate_batch,
 )
 
@@ -82,10 +78,14 @@ NO_TIMESTAMP = -1
 UNKNOWN_OFFSET = -1
 _LONG_MAX = 2**63 - 1
 _INT_MAX = 2**31 - 1
-_SHORT_HEADER = (0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)  # fewer than 61 bytes: fails the fast path's checks
-_PLAIN_PWRITE_ALL = fileio.FileIO.pwrite_all
+_DEFAULT_FILE_IO = fileio.current  # the plain one: the fast path calls os.pwrite itself
+#: the header fields the produce fast path checks: base offset, length, magic, CRC, attributes, last offset delta,
+#: max timestamp, producer id, records count (partition leader epoch, first timestamp, producer epoch and base
+#: sequence skipped)
+_unpack_fast_fields = struct.Struct(">qi4xbIhi8xqq6xi").unpack_from
 _pack_offset_entry = OffsetIndex._fmt.pack_into
 _new_tuple = tuple.__new__
+_pack_offset_length_epoch = struct.Struct(">qii").pack_into  # a batch's first 16 bytes: stamped in one call
 
 
 class FetchIsolation:
@@ -105,9 +105,8 @@ def _fsync_path(path: str) -> None:
         fileio.current.close(fd)
 
 
-@dataclass(slots=True)
-class LogAppendInfo:
-    """What an append did (Kafka's ``LogAppendInfo``)."""
+class LogAppendInfo(NamedTuple):
+    """What an append did (Kafka's ``LogAppendInfo``).  A tuple: the produce fast path builds one per batch."""
 
     first_offset: int
     last_offset: int
@@ -119,7 +118,7 @@ class LogAppendInfo:
     num_batches: int
     last_leader_epoch: int | None = None
     duplicate: bool = False
-    headers: list[BatchHeader] = field(default_factory=list, repr=False)
+    headers: Sequence[BatchHeader] = ()  # the batches' headers (the general path; () from the fast path)
 
 
 class Log:
@@ -140,7 +139,6 @@ class Log:
         self._first_unstable_offset: LogOffsetMetadata | None = None
         self.offline = False
         self.offline_reason: str | None = None
-        self.dirty_since_checkpoint = False
         self._fast_config: tuple = (None, -1)
         self._update_high_watermark_metadata(self._high_watermark)
         self._maybe_increment_first_unstable_offset()
@@ -391,16 +389,120 @@ class Log:
 
         ``validated_headers``: the headers :func:`protocol.records.validate_batches` returned for exactly these
         bytes, if the caller already checked them (magic, length, CRC); the CRC is then not computed twice.
+
+        The produce hot path (one plain batch from a client, no producer id, CreateTime, no roll) is done
+        right here with as little Python as it takes: the usual batch is checked field by field (the rules of
+        :func:`validate_batch` and :func:`check_client_batch`), then the roll check, the segment append
+        (``LogSegment.append``, ``FileRecords.append``) and the index entries inline, under the log lock.
+        Anything out of the ordinary goes to :meth:`_append`, which does the general work and raises the
+        right error; a batch already CRC-checked here is passed on as checked.
         """
         t = type(records)
-        if origin == ORIGIN_CLIENT and (t is bytearray or (t is memoryview and not records.readonly
-                                                            and records.format in ("B", "b", "c")
-                                                            and records.ndim == 1)):
-            info = self._append_one_client_batch(records, leader_epoch, now_ms, validated_headers)
-            if type(info) is list:  # checked (CRC included) but not for the fast path
-                validated_headers = info
-            elif info is not None:
-                return info
+        if (t is memoryview or t is bytearray) and origin == ORIGIN_CLIENT:
+            n = len(records)
+            if validated_headers is None:
+                try:
+                    base, length, magic, crc, attrs, delta, max_ts, pid, count = _unpack_fast_fields(records, 0)
+                except (struct_error, BufferError):  # short, or a view that is not contiguous
+                    base = -1
+                # magic 2, exactly one batch, compression id <= 4, no control bit, no producer id, base offset 0,
+                # count == last_offset_delta + 1 > 0, CRC
+                if (base or magic != 2 or length + LOG_OVERHEAD != n or (attrs & 0x27) > 4 or pid >= 0 or delta < 0
+                        or count != delta + 1 or crc != _crc32c((records if t is memoryview
+                                                                   else memoryview(records))[21:])):
+                    h = validate_batch(records, 0)  # raises for a corrupt batch
+                    return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
+                                        validated_headers=[h] if h[1] + LOG_OVERHEAD == n else None)
+            else:
+                if len(validated_headers) != 1:
+                    return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
+                                        validated_headers=validated_headers)
+                base, length, _, magic, crc, attrs, delta, _, max_ts, pid, _, _, count = validated_headers[0]
+                if base or length + LOG_OVERHEAD != n or pid >= 0 or attrs & 0x20 or delta < 0 or count != delta + 1:
+                    return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
+                                        validated_headers=validated_headers)
+            lock = self._lock
+            lock.acquire()
+            try:
+                ll = self.local_log
+                fc = self._fast_config
+                if fc[0] is not ll.config:
+                    fc = self._fast_config_for(ll.config)
+                seg = ll.segments._state[2]
+                oi = seg._offset_index
+                ti = seg._time_index
+                lr = seg.log
+                size = lr.size
+                offset = ll.next_offset_metadata[0]
+                last = offset + delta
+                rel = last - seg.base_offset
+                # LogSegment.should_roll_for (a segment whose indexes are not open yet takes the general path)
+                if not (n > fc[1] or size > fc[3] - n or ll.closed or self.offline or oi is None or ti is None
+                        or oi.entries >= oi.max_entries or ti.entries >= ti.max_entries - 1 or rel > _INT_MAX
+                        or self.partition_metadata._dirty is not None
+                        or (size and ((ts := seg.rolling_based_timestamp) is None
+                                     or ((max_ts - ts) if ts >= 0 else now_ms - seg.created)
+                                     > fc[2] - seg.roll_jitter_ms))):
+                    try:
+                        _pack_offset_length_epoch(records, 0, offset, length, leader_epoch)
+                    except TypeError:  # a read-only view (a view of some other format fails the length check)
+                        pass
+                    else:
+                        # LeaderEpochFileCache.isUpdateNeeded: a new epoch (the latest entry never starts past the LEO)
+                        if leader_epoch != self.leader_epoch_cache.latest_epoch_value and leader_epoch >= 0:
+                            self.leader_epoch_cache.assign(leader_epoch, offset)
+                        if not size:  # LogSegment.append
+                            seg.rolling_based_timestamp = max_ts
+                        # FileRecords.append: write at the logical end, cut back on failure, then bump the size
+                        io = fileio.current
+                        try:
+                            try:
+                                if io is _DEFAULT_FILE_IO:
+                                    written = os.pwrite(lr.fd, records, size)
+                                    if written != n:
+                                        io.pwrite_all(lr.fd, memoryview(records)[written:], size + written)
+                                else:
+                                    io.pwrite_all(lr.fd, records, size)
+                            except OSError:
+                                io.ftruncate(lr.fd, size)
+                                raise
+                        except OSError as e:
+                            raise self._io_error("Error while appending records", e) from e
+                        end = size + n
+                        lr.size = end
+                        m = seg._max_ts_and_offset
+                        if m is None:
+                            m = seg._max_ts()
+                        if max_ts > m[0]:
+                            seg._max_ts_and_offset = m = (max_ts, last)
+                        if seg.bytes_since_last_index_entry > seg.index_interval_bytes:
+                            # OffsetIndex.append (not full, offset in range: checked above)
+                            entries = oi.entries
+                            if entries == 0 or last > oi.last_offset:
+                                _pack_offset_entry(oi._mm, entries * 8, rel, size)
+                                oi.entries = entries + 1
+                                oi.last_offset = last
+                            else:
+                                oi.append(last, size)  # raises
+                            # TimeIndex.maybe_append, which is a no-op when the segment's max timestamp has not moved
+                            lt = ti.last_entry
+                            if m[0] != lt[0] or m[1] < lt[1]:
+                                ti.maybe_append(m[0], m[1])
+                            seg.bytes_since_last_index_entry = n
+                        else:
+                            seg.bytes_since_last_index_entry += n
+                        next_offset = last + 1
+                        ll.next_offset_metadata = _new_tuple(LogOffsetMetadata, (next_offset, seg.base_offset, end))
+                        self.producer_state.last_map_offset = next_offset
+                        if next_offset - ll.recovery_point >= fc[4]:
+                            self._flush(next_offset, False, now_ms)
+                        return _new_tuple(LogAppendInfo, (offset, last, max_ts, last, NO_TIMESTAMP, self.log_start_offset,
+                                                          n, 1, leader_epoch if leader_epoch >= 0 else None, False, ()))
+            finally:
+                lock.release()
+            # checked, but not for the fast path (a roll, a producer id, ...): the general path, told so
+            if validated_headers is None:
+                validated_headers = [validate_batch(records, 0, False)]
         return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
                             validated_headers=validated_headers)
 
@@ -414,137 +516,6 @@ class Log:
             limit = min(config.max_message_bytes, config.segment_bytes)
         fc = self._fast_config = (config, limit, config.segment_ms, config.segment_bytes, config.flush_messages)
         return fc
-
-    def _append_one_client_batch(self, buf, leader_epoch: int, now_ms: int,
-                                 validated_headers: list[BatchHeader] | None
-                                 ) -> LogAppendInfo | list[BatchHeader] | None:
-        """The produce hot path: one plain batch from a client, no roll, no producer id, CreateTime.
-        Returns None whenever anything is out of the ordinary; :meth:`_append` then does the general work
-        (and raises the right error). A batch it validated but cannot take (a producer id, a control batch)
-        comes back as ``[header]`` so the general path does not compute its CRC again.
-
-        It does what :meth:`_append` would, with less Python: the usual batch is checked field by field (the
-        rules of :func:`validate_batch` and :func:`check_client_batch`; anything unusual is handed to those two
-        functions, so errors are raised exactly as before), and the roll check, the segment append
-        (``LogSegment.append``, ``FileRecords.append``) and the offset index entry are done inline."""
-        n = len(buf)
-        if validated_headers is None:
-            try:
-                h = unpack_header_fields(buf, 0)
-            except struct_error:
-                h = _SHORT_HEADER
-            base, length, _, magic, crc, attrs, delta, base_ts, max_ts, pid, pepoch, base_seq, count = h
-            # magic 2, exactly one batch, CRC, compression id <= 4, no control bit, no producer id, base offset 0,
-            # count == last_offset_delta + 1 > 0
-            if (magic != 2 or length + LOG_OVERHEAD != n or (attrs & 0x27) > 4 or pid >= 0 or base or delta < 0
-                    or count != delta + 1 or crc != _crc32c(memoryview(buf)[21:])):
-                h = validate_batch(buf, 0)
-                if h[1] + LOG_OVERHEAD != n:
-                    return None
-                if h[9] >= 0 or h[5] & 0x20:
-                    # idempotent/transactional or control: the general path, told the CRC is already checked
-                    return [h]
-                check_client_batch(h)
-        else:
-            if len(validated_headers) != 1:
-                return None
-            h = validated_headers[0]
-            base, length, _, magic, crc, attrs, delta, base_ts, max_ts, pid, pepoch, base_seq, count = h
-            if length + LOG_OVERHEAD != n or pid >= 0 or attrs & 0x20:
-                return None
-            if base or delta < 0 or count != delta + 1:
-                check_client_batch(h)
-        lock = self._lock
-        lock.acquire()
-        try:
-            ll = self.local_log
-            fc = self._fast_config
-            if fc[0] is not ll.config:
-                fc = self._fast_config_for(ll.config)
-            if n > fc[1] or ll.closed or self.offline or self.partition_metadata._dirty is not None:
-                return None
-            offset = ll.next_offset_metadata[0]
-            last = offset + delta
-            seg = ll.segments.active_segment
-            # LogSegment.should_roll_for; a segment whose indexes are not open yet takes the general path
-            lr = seg.log
-            size = lr.size
-            if size > fc[3] - n:
-                return None
-            oi = seg._offset_index
-            ti = seg._time_index
-            if oi is None or ti is None or oi.entries >= oi.max_entries or ti.entries >= ti.max_entries - 1:
-                return None
-            rel = last - seg.base_offset
-            if rel < 0 or rel > _INT_MAX:
-                return None
-            if size:
-                ts = seg.rolling_based_timestamp
-                if ts is None:
-                    return None
-                if ((max_ts - ts) if ts >= 0 else now_ms - seg.created) > fc[2] - seg.roll_jitter_ms:
-                    return None
-            pack_int64(buf, 0, offset)
-            pack_int32(buf, PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
-            if leader_epoch >= 0:
-                cache = self.leader_epoch_cache
-                latest = cache.latest  # LeaderEpochFileCache.is_latest, inline
-                if latest is None or latest.epoch != leader_epoch or latest.start_offset > offset:
-                    cache.assign(leader_epoch, offset)
-            # LogSegment.append
-            if not size:
-                seg.rolling_based_timestamp = max_ts
-            # FileRecords.append: write at the logical end, cut back on failure, then bump the size
-            io = fileio.current
-            fd = lr.fd
-            try:
-                try:
-                    if type(io).pwrite_all is _PLAIN_PWRITE_ALL:
-                        written = os.pwrite(fd, buf, size)
-                        if written != n:
-                            io.pwrite_all(fd, memoryview(buf)[written:], size + written)
-                    else:
-                        io.pwrite_all(fd, buf, size)
-                except OSError:
-                    io.ftruncate(fd, size)
-                    raise
-            except OSError as e:
-                raise self._io_error("Error while appending records", e) from e
-            end = size + n
-            lr.size = end
-            m = seg._max_ts_and_offset
-            if m is None:
-                m = seg._max_ts()
-            if max_ts > m[0]:
-                seg._max_ts_and_offset = m = (max_ts, last)
-            if seg.bytes_since_last_index_entry > seg.index_interval_bytes:
-                # OffsetIndex.append (not full, offset in range: checked above)
-                entries = oi.entries
-                if entries == 0 or last > oi.last_offset:
-                    _pack_offset_entry(oi._mm, entries * 8, rel, size)
-                    oi.entries = entries + 1
-                    oi.last_offset = last
-                else:
-                    oi.append(last, size)  # raises
-                # TimeIndex.maybe_append, which is a no-op when the segment's max timestamp has not moved
-                lt = ti.last_entry
-                if m[0] != lt[0] or m[1] < lt[1]:
-                    ti.maybe_append(m[0], m[1])
-                seg.bytes_since_last_index_entry = n
-            else:
-                seg.bytes_since_last_index_entry += n
-            next_offset = last + 1
-            ll.next_offset_metadata = _new_tuple(LogOffsetMetadata, (next_offset, seg.base_offset, end))
-            self.producer_state.last_map_offset = next_offset
-            self.dirty_since_checkpoint = True
-            if next_offset - ll.recovery_point >= fc[4]:
-                self._flush(next_offset, False, now_ms)
-            return LogAppendInfo(offset, last, max_ts, last, NO_TIMESTAMP, self.log_start_offset, n, 1,
-                                 leader_epoch if leader_epoch >= 0 else None, False,
-                                 [_new_tuple(BatchHeader, (offset, length, leader_epoch, magic, crc, attrs, delta,
-                                                           base_ts, max_ts, pid, pepoch, base_seq, count))])
-        finally:
-            lock.release()
 
     def append_as_follower(self, records, now_ms: int, *,
                            validated_headers: list[BatchHeader] | None = None) -> LogAppendInfo:
@@ -642,8 +613,7 @@ class Log:
             if origin == ORIGIN_CLIENT and (config.message_timestamp_before_max_ms < _LONG_MAX
                                             or config.message_timestamp_after_max_ms < _LONG_MAX):
                 self._validate_timestamps(headers, now_ms)
-            offset = self.local_log.next_offset_metadata.message_offset
-            info.first_offset = offset
+            offset = first = self.local_log.next_offset_metadata.message_offset
             log_append = config.message_timestamp_type == "LogAppendTime"
             pos = 0
             new_headers = []
@@ -663,12 +633,10 @@ class Log:
                 offset = last + 1
                 pos += h.batch_length + LOG_OVERHEAD
             headers = new_headers
-            info.headers = headers
-            info.last_offset = offset - 1
-            info.max_timestamp, info.shallow_offset_of_max_timestamp = max_ts, shallow
-            if log_append:
-                info.log_append_time = now_ms
-            info.last_leader_epoch = leader_epoch if leader_epoch >= 0 else None
+            info = info._replace(first_offset=first, last_offset=offset - 1, max_timestamp=max_ts,
+                                 shallow_offset_of_max_timestamp=shallow, headers=headers,
+                                 log_append_time=now_ms if log_append else info.log_append_time,
+                                 last_leader_epoch=leader_epoch if leader_epoch >= 0 else None)
         else:
             first_or_last = info.first_offset if info.first_offset != UNKNOWN_OFFSET else headers[0].last_offset
             if first_or_last < self.log_end_offset:
@@ -696,13 +664,10 @@ class Log:
         else:
             updated, completed, duplicate = {}, [], None
         if duplicate is not None:
-            info.first_offset = duplicate.first_offset
-            info.last_offset = duplicate.last_offset
-            info.log_append_time = duplicate.timestamp if self.config.message_timestamp_type == "LogAppendTime" \
-                else NO_TIMESTAMP
-            info.log_start_offset = self.log_start_offset
-            info.duplicate = True
-            return info
+            return info._replace(
+                first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
+                log_append_time=duplicate.timestamp if self.config.message_timestamp_type == "LogAppendTime"
+                else NO_TIMESTAMP, log_start_offset=self.log_start_offset, duplicate=True)
 
         data = buf if info.valid_bytes == len(buf) else memoryview(buf)[:info.valid_bytes]
         self.local_log.append(info.last_offset, info.max_timestamp, info.shallow_offset_of_max_timestamp, data,
@@ -717,11 +682,9 @@ class Log:
                 psm.complete_txn(c)
             self._maybe_increment_first_unstable_offset()
         psm.last_map_offset = info.last_offset + 1
-        self.dirty_since_checkpoint = True
-        info.log_start_offset = self.log_start_offset
         if self.local_log.unflushed_messages >= config.flush_messages:
             self._flush(self.log_end_offset, False, now_ms)
-        return info
+        return info._replace(log_start_offset=self.log_start_offset)
 
     def _analyze_producer_state(self, headers: list[BatchHeader], buf, origin: str
                                 ) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
@@ -922,7 +885,6 @@ class Log:
 
     def _update_log_start_offset(self, offset: int) -> None:
         self.log_start_offset = offset
-        self.dirty_since_checkpoint = True
         if self.high_watermark < offset:
             self.update_high_watermark(offset)
         if self.local_log.recovery_point < offset:
@@ -1057,7 +1019,6 @@ class Log:
                         sg.offset_index.flush()
                         sg.time_index.flush()
                 self.local_log.mark_flushed(offset, now_ms)
-                self.dirty_since_checkpoint = True
             except OSError as e:
                 raise self._io_error("Error while flushing log", e) from e
 
@@ -1067,7 +1028,6 @@ class Log:
             if flush_offset > self.local_log.recovery_point:
                 self.local_log.flush(flush_offset)
                 self.local_log.mark_flushed(offset, now_ms)
-                self.dirty_since_checkpoint = True
         except OSError as e:
             raise self._io_error("Error while flushing log", e) from e
 
@@ -1103,7 +1063,6 @@ class Log:
                     if self.high_watermark >= self.log_end_offset:
                         self._update_high_watermark_metadata(self.log_end_offset_metadata)
                     self._maybe_increment_first_unstable_offset()
-                self.dirty_since_checkpoint = True
                 return True
             except OSError as e:
                 raise self._io_error("Error while truncating log", e) from e
@@ -1126,7 +1085,6 @@ class Log:
                                reload_from_clean_shutdown=False, now_ms=now_ms)
         self._update_high_watermark_metadata(self.log_end_offset_metadata)
         self._maybe_increment_first_unstable_offset()
-        self.dirty_since_checkpoint = True
 
     # ==== producers ===============================================================================
     def remove_expired_producers(self, now_ms: int) -> None:

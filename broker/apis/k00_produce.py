@@ -136,7 +136,7 @@ async def _append(ctx, part, records, slot: PartitionProduceResponse, req: Produ
         ctx.broker.metrics.rejected(part.topic, len(buf))
         raise
     if not info.duplicate:
-        ctx.broker.metrics.produced(part.topic, sum(h.records_count for h in info.headers), info.valid_bytes)
+        ctx.broker.metrics.produced(part.topic, info.last_offset - info.first_offset + 1, info.valid_bytes)
     ctx.broker.replicas.maybe_advance_high_watermark(part)
     ctx.broker.replicas.fetch_waiters.wake((part.topic, part.index))
     slot.base_offset = info.first_offset
