@@ -37,6 +37,8 @@ from storage.config import LogConfig, LogManagerConfig  # noqa: E402
 from storage.log import FetchIsolation, Log  # noqa: E402
 
 MiB = 1 << 20
+#: the broker's clock for appends: the batches' timestamps (2023) are in its past, as a producer's are
+NOW = int(time.time() * 1000)
 
 
 def make_batch(size: int, seed: int = 0) -> bytearray:
@@ -86,13 +88,13 @@ def bench_append(root: str, batch_size: int, volume: int, rounds: int) -> dict:
                 lg = Log.open(os.path.join(d, "bench-0"), LogConfig(), now_ms=0)
                 stamp_batch(b, 0, 0, -1)
                 headers = validate_batches(b) if kind == "pre" else None  # what the produce handler did
-                lg.append_as_leader(b, 0, now_ms=0)  # warm-up: the first append writes leader-epoch-checkpoint
+                lg.append_as_leader(b, 0, now_ms=NOW)  # warm-up: the first append writes leader-epoch-checkpoint
                 t, c = time.perf_counter(), time.process_time()
                 append = lg.append_as_leader
                 records = memoryview(b)  # what the produce handler passes: a view of the request frame
                 for _ in range(n):
                     b[0:8] = zero  # the client's base offset 0 again (offsets are assigned in place)
-                    append(records, 0, 0, validated_headers=headers)
+                    append(records, 0, NOW, validated_headers=headers)
                 wall[kind].append(time.perf_counter() - t)
                 cpu[kind].append(time.process_time() - c)
                 lg.close_handlers()
@@ -118,7 +120,7 @@ def build_log(path: str, target_bytes: int, batch_size: int = 16 * 1024, lg: Log
     headers = validate_batches(b)
     while lg.size < target_bytes:
         stamp_batch(b, 0, 0, -1)
-        lg.append_as_leader(b, 0, now_ms=0, validated_headers=headers)
+        lg.append_as_leader(b, 0, now_ms=NOW, validated_headers=headers)
     lg.update_high_watermark(lg.log_end_offset)
     return lg
 
@@ -223,7 +225,7 @@ def bench_compaction(root: str, volume: int, keys: int) -> dict:
     while written < volume:
         recs = [Record(b"key-%08d" % rnd.randrange(keys), value, timestamp=1000) for _ in range(16)]
         b = bytearray(build_batch(recs))
-        lg.append_as_leader(b, 0, now_ms=0)
+        lg.append_as_leader(b, 0, now_ms=NOW)
         written += len(b)
     lg.roll(now_ms=0)
     lg.update_high_watermark(lg.log_end_offset)

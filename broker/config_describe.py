@@ -36,7 +36,7 @@ BROKER_SYNONYM_DEFAULTS: dict[str, str] = {
     "log.cleaner.min.cleanable.ratio": "0.5", "log.cleanup.policy": "delete",
     "unclean.leader.election.enable": "false", "min.insync.replicas": "1", "compression.type": "producer",
     "log.preallocate": "false", "log.message.timestamp.type": "CreateTime",
-    "log.message.timestamp.before.max.ms": str(LONG_MAX), "log.message.timestamp.after.max.ms": str(LONG_MAX),
+    "log.message.timestamp.before.max.ms": str(LONG_MAX), "log.message.timestamp.after.max.ms": "3600000",
     "compression.gzip.level": "-1", "compression.lz4.level": "9", "compression.zstd.level": "3",
     "log.local.retention.ms": "-2", "log.local.retention.bytes": "-2",
 }

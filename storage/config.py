@@ -161,7 +161,7 @@ TOPIC_CONFIGS: tuple[_TopicConfigDef, ...] = (
                     "[CreateTime, LogAppendTime]"),
     _TopicConfigDef("message.timestamp.before.max.ms", "message_timestamp_before_max_ms", "long", LONG_MAX,
                     (("log.message.timestamp.before.max.ms", None),), _at_least(0), "at least 0"),
-    _TopicConfigDef("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", "long", LONG_MAX,
+    _TopicConfigDef("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", "long", 3_600_000,
                     (("log.message.timestamp.after.max.ms", None),), _at_least(0), "at least 0"),
 )
 
@@ -218,7 +218,7 @@ class LogConfig:
     follower_replication_throttled_replicas: tuple[str, ...] = ()
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_after_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3_600_000  # one hour since Kafka 4.0 (KIP-1030); Long.MAX before
     #: topic-level names explicitly set for this topic (DescribeConfigs reports their source)
     overridden: frozenset[str] = field(default=frozenset(), compare=False)
 

@@ -437,7 +437,7 @@ class Log:
                 last = offset + delta
                 rel = last - seg.base_offset
                 # LogSegment.should_roll_for (a segment whose indexes are not open yet takes the general path)
-                if not (n > fc[1] or size > fc[3] - n or ll.closed or self.offline or oi is None or ti is None
+                if not (n > fc[1] or max_ts - now_ms > fc[5] or size > fc[3] - n or ll.closed or self.offline or oi is None or ti is None
                         or oi.entries >= oi.max_entries or ti.entries >= ti.max_entries - 1 or rel > _INT_MAX
                         or self.partition_metadata._dirty is not None
                         or (size and ((ts := seg.rolling_based_timestamp) is None
@@ -508,13 +508,15 @@ class Log:
 
     def _fast_config_for(self, config: LogConfig) -> tuple:
         """What the produce fast path needs from ``config``, read once per config object:
-        ``(config, largest batch it takes (-1: none), segment.ms, segment.bytes, flush.messages)``."""
-        if (config.message_timestamp_type != "CreateTime" or config.message_timestamp_before_max_ms < _LONG_MAX
-                or config.message_timestamp_after_max_ms < _LONG_MAX):
-            limit = -1
+        ``(config, largest batch it takes (-1: none), segment.ms, segment.bytes, flush.messages,
+        message.timestamp.after.max.ms)``.  A batch's max timestamp bounds every record's, so the check
+        against the future is exact from the header."""
+        if config.message_timestamp_type != "CreateTime" or config.message_timestamp_before_max_ms < _LONG_MAX:
+            limit = -1  # LogAppendTime rewrites the batch; a bound on old timestamps needs the first record's
         else:
             limit = min(config.max_message_bytes, config.segment_bytes)
-        fc = self._fast_config = (config, limit, config.segment_ms, config.segment_bytes, config.flush_messages)
+        fc = self._fast_config = (config, limit, config.segment_ms, config.segment_bytes, config.flush_messages,
+                                  config.message_timestamp_after_max_ms)
         return fc
 
     def append_as_follower(self, records, now_ms: int, *,
@@ -610,9 +612,10 @@ class Log:
         self.local_log.check_if_memory_mapped_buffer_closed()
         if assign_offsets:
             config = self.local_log.config
-            if origin == ORIGIN_CLIENT and (config.message_timestamp_before_max_ms < _LONG_MAX
-                                            or config.message_timestamp_after_max_ms < _LONG_MAX):
-                self._validate_timestamps(headers, now_ms)
+            if origin == ORIGIN_CLIENT and config.message_timestamp_type == "CreateTime" and (
+                    config.message_timestamp_before_max_ms < _LONG_MAX
+                    or config.message_timestamp_after_max_ms < _LONG_MAX):
+                self._validate_timestamps(headers, now_ms)  # LogValidator checks CreateTime only
             offset = first = self.local_log.next_offset_metadata.message_offset
             log_append = config.message_timestamp_type == "LogAppendTime"
             pos = 0

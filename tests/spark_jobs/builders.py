@@ -47,8 +47,12 @@ def write_storage_partition(log_dir: str, topic: str, partition: int, batches: l
     lg = storage_log(os.path.join(log_dir, f"{topic}-{partition}"), props or {}, now_ms)
     produced = Produced(topic, partition)
     try:
+        log_append_time = (props or {}).get("message.timestamp.type") == "LogAppendTime"
         for records, kw in batches:
-            info = lg.append_as_leader(bytearray(build_batch(records, **kw)), 0, now_ms=now_ms)
+            # the broker's clock when the batch arrived: never before its records were created (Kafka 4.x rejects
+            # timestamps more than message.timestamp.after.max.ms = 1 hour ahead)
+            clock = now_ms if log_append_time else max([now_ms] + [r.timestamp for r in records])
+            info = lg.append_as_leader(bytearray(build_batch(records, **kw)), 0, now_ms=clock)
             produced.add_batch(info.first_offset, records, kw.get("compression", 0),
                                producer_id=kw.get("producer_id", -1), is_transactional=kw.get("is_transactional", False))
     finally:

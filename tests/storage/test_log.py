@@ -16,6 +16,7 @@ from storage import fileio
 from storage.config import LogConfig
 from storage.errors import (
     InvalidProducerEpochError,
+    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
@@ -412,5 +413,53 @@ def test_append_from_writable_memoryview_slice(tmp_path):
     h = parse_header(frame, 4)
     assert (h.base_offset, h.partition_leader_epoch) == (1, 6)  # stamped in the caller's buffer
     assert frame[:4] == b"HDR!" and frame[-4:] == b"TAIL"
+    lg.update_high_watermark(3)
+    assert [o for o, _, _ in all_records(lg)] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("kind", ["plain", "view", "idempotent", "compressed"])
+def test_future_timestamps_bounded_by_kafka_4_default(tmp_path, kind):
+    """``message.timestamp.after.max.ms`` is one hour by default since Kafka 4.0 (KIP-1030); the past is unbounded."""
+    assert LogConfig().message_timestamp_after_max_ms == 3_600_000
+    lg = open_log(str(tmp_path))
+    now = 1_800_000_000_000
+    extra = {"idempotent": {"producer_id": 7, "producer_epoch": 0, "base_sequence": 0},
+             "compressed": {"compression": 1}}.get(kind, {})
+
+    def make(ts, seq=0):
+        kw = dict(extra)
+        if "base_sequence" in kw:
+            kw["base_sequence"] = seq
+        b = batch(2, ts=ts, **kw)  # record timestamps ts, ts + 1
+        return memoryview(b) if kind == "view" else b
+
+    with pytest.raises(InvalidTimestampError, match="out of range"):
+        lg.append_as_leader(make(now + 3_600_000), 0, now_ms=now)  # the second record is 1 ms too late
+    assert lg.log_end_offset == 0
+    info = lg.append_as_leader(make(now + 3_600_000 - 1), 0, now_ms=now)
+    assert (info.first_offset, info.last_offset) == (0, 1)
+    lg.append_as_leader(make(1000, seq=2), 0, now_ms=now)  # 57 years old: accepted
+    assert lg.log_end_offset == 4
+
+
+def test_timestamp_bounds_follow_the_topic_config(tmp_path):
+    now = 1_800_000_000_000
+    lg = open_log(str(tmp_path), LogConfig(message_timestamp_before_max_ms=60_000,
+                                           message_timestamp_after_max_ms=2**63 - 1))
+    with pytest.raises(InvalidTimestampError):
+        lg.append_as_leader(batch(1, ts=now - 60_001), 0, now_ms=now)
+    lg.append_as_leader(batch(1, ts=now + 10**9), 0, now_ms=now)  # no bound on the future
+    lg2 = open_log(str(tmp_path), LogConfig(message_timestamp_type="LogAppendTime"), name="t-1")
+    info = lg2.append_as_leader(batch(1, ts=now + 10**9), 0, now_ms=now)  # LogAppendTime: not checked
+    assert info.log_append_time == now
+
+
+def test_read_only_view_is_copied_not_stamped(tmp_path):
+    lg = open_log(str(tmp_path))
+    lg.append_as_leader(batch(1), 0, now_ms=0)
+    data = bytes(batch(2))
+    info = lg.append_as_leader(memoryview(data), 3, now_ms=0)
+    assert (info.first_offset, info.last_offset) == (1, 2)
+    assert parse_header(data, 0).base_offset == 0  # the caller's bytes are untouched
     lg.update_high_watermark(3)
     assert [o for o, _, _ in all_records(lg)] == [0, 1, 2]
