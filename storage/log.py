@@ -437,8 +437,8 @@ class Log:
                 last = offset + delta
                 rel = last - seg.base_offset
                 # LogSegment.should_roll_for (a segment whose indexes are not open yet takes the general path)
-                if not (n > fc[1] or max_ts - now_ms > fc[5] or size > fc[3] - n or ll.closed or self.offline or oi is None or ti is None
-                        or oi.entries >= oi.max_entries or ti.entries >= ti.max_entries - 1 or rel > _INT_MAX
+                if not (n > fc[1] or max_ts - now_ms > fc[5] or size > fc[3] - n or ll.closed or self.offline
+                        or oi is None or ti is None or oi.entries >= oi.max_entries or ti.entries >= ti.max_entries - 1 or rel > _INT_MAX
                         or self.partition_metadata._dirty is not None
                         or (size and ((ts := seg.rolling_based_timestamp) is None
                                      or ((max_ts - ts) if ts >= 0 else now_ms - seg.created)
