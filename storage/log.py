@@ -438,7 +438,8 @@ class Log:
                 rel = last - seg.base_offset
                 # LogSegment.should_roll_for (a segment whose indexes are not open yet takes the general path)
                 if not (n > fc[1] or max_ts - now_ms > fc[5] or size > fc[3] - n or ll.closed or self.offline
-                        or oi is None or ti is None or oi.entries >= oi.max_entries or ti.entries >= ti.max_entries - 1 or rel > _INT_MAX
+                        or oi is None or ti is None or oi.entries >= oi.max_entries
+                        or ti.entries >= ti.max_entries - 1 or rel > _INT_MAX
                         or self.partition_metadata._dirty is not None
                         or (size and ((ts := seg.rolling_based_timestamp) is None
                                      or ((max_ts - ts) if ts >= 0 else now_ms - seg.created)
@@ -496,8 +497,9 @@ class Log:
                         self.producer_state.last_map_offset = next_offset
                         if next_offset - ll.recovery_point >= fc[4]:
                             self._flush(next_offset, False, now_ms)
-                        return _new_tuple(LogAppendInfo, (offset, last, max_ts, last, NO_TIMESTAMP, self.log_start_offset,
-                                                          n, 1, leader_epoch if leader_epoch >= 0 else None, False, ()))
+                        return _new_tuple(LogAppendInfo, (offset, last, max_ts, last, NO_TIMESTAMP,
+                                                          self.log_start_offset, n, 1,
+                                                          leader_epoch if leader_epoch >= 0 else None, False, ()))
             finally:
                 lock.release()
             # checked, but not for the fast path (a roll, a producer id, ...): the general path, told so
