@@ -80,9 +80,9 @@ _LONG_MAX = 2**63 - 1
 _INT_MAX = 2**31 - 1
 _DEFAULT_FILE_IO = fileio.current  # the plain one: the fast path calls os.pwrite itself
 #: the header fields the produce fast path checks: base offset, length, magic, CRC, attributes, last offset delta,
-#: max timestamp, producer id, records count (partition leader epoch, first timestamp, producer epoch and base
-#: sequence skipped)
-_unpack_fast_fields = struct.Struct(">qi4xbIhi8xqq6xi").unpack_from
+#: max timestamp, producer id, producer epoch, base sequence, records count (partition leader epoch and first
+#: timestamp skipped)
+_unpack_fast_fields = struct.Struct(">qi4xbIhi8xqqhii").unpack_from
 _pack_offset_entry = OffsetIndex._fmt.pack_into
 _new_tuple = tuple.__new__
 _pack_offset_length_epoch = struct.Struct(">qii").pack_into  # a batch's first 16 bytes: stamped in one call
@@ -390,7 +390,8 @@ class Log:
         ``validated_headers``: the headers :func:`protocol.records.validate_batches` returned for exactly these
         bytes, if the caller already checked them (magic, length, CRC); the CRC is then not computed twice.
 
-        The produce hot path (one plain batch from a client, no producer id, CreateTime, no roll) is done
+        The produce hot path (one batch from a client, plain or an idempotent producer's next in sequence, no
+        transaction, CreateTime, no roll) is done
         right here with as little Python as it takes: the usual batch is checked field by field (the rules of
         :func:`validate_batch` and :func:`check_client_batch`), then the roll check, the segment append
         (``LogSegment.append``, ``FileRecords.append``) and the index entries inline, under the log lock.
@@ -402,12 +403,13 @@ class Log:
             n = len(records)
             if validated_headers is None:
                 try:
-                    base, length, magic, crc, attrs, delta, max_ts, pid, count = _unpack_fast_fields(records, 0)
+                    (base, length, magic, crc, attrs, delta, max_ts, pid, pepoch, base_seq,
+                     count) = _unpack_fast_fields(records, 0)
                 except (struct_error, BufferError):  # short, or a view that is not contiguous
                     base = -1
-                # magic 2, exactly one batch, compression id <= 4, no control bit, no producer id, base offset 0,
+                # magic 2, exactly one batch, compression id <= 4, no control bit, no transaction, base offset 0,
                 # count == last_offset_delta + 1 > 0, CRC
-                if (base or magic != 2 or length + LOG_OVERHEAD != n or (attrs & 0x27) > 4 or pid >= 0 or delta < 0
+                if (base or magic != 2 or length + LOG_OVERHEAD != n or (attrs & 0x37) > 4 or delta < 0
                         or count != delta + 1 or crc != _crc32c((records if t is memoryview
                                                                    else memoryview(records))[21:])):
                     h = validate_batch(records, 0)  # raises for a corrupt batch
@@ -417,8 +419,9 @@ class Log:
                 if len(validated_headers) != 1:
                     return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
                                         validated_headers=validated_headers)
-                base, length, _, magic, crc, attrs, delta, _, max_ts, pid, _, _, count = validated_headers[0]
-                if base or length + LOG_OVERHEAD != n or pid >= 0 or attrs & 0x20 or delta < 0 or count != delta + 1:
+                (base, length, _, magic, crc, attrs, delta, _, max_ts, pid, pepoch, base_seq,
+                 count) = validated_headers[0]
+                if base or length + LOG_OVERHEAD != n or attrs & 0x30 or delta < 0 or count != delta + 1:
                     return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
                                         validated_headers=validated_headers)
             lock = self._lock
@@ -436,11 +439,22 @@ class Log:
                 offset = ll.next_offset_metadata[0]
                 last = offset + delta
                 rel = last - seg.base_offset
+                if pid < 0:
+                    retained = None
+                else:
+                    # an idempotent producer's next batch in order: its entry, same epoch, no transaction open,
+                    # base sequence = last sequence + 1 without wrapping (then it cannot be a duplicate of one of
+                    # the retained batches either); anything else is ProducerAppendInfo's to judge
+                    entry = self.producer_state.producers.get(pid)
+                    retained = (entry.batch_metadata if entry is not None and entry.producer_epoch == pepoch
+                                and entry.current_txn_first_offset is None else None)
+                    if not retained or base_seq != retained[-1][0] + 1 or base_seq > _INT_MAX - delta:
+                        retained = False
                 # LogSegment.should_roll_for (a segment whose indexes are not open yet takes the general path)
                 if not (n > fc[1] or max_ts - now_ms > fc[5] or size > fc[3] - n or ll.closed or self.offline
                         or oi is None or ti is None or oi.entries >= oi.max_entries
                         or ti.entries >= ti.max_entries - 1 or rel > _INT_MAX
-                        or self.partition_metadata._dirty is not None
+                        or self.partition_metadata._dirty is not None or retained is False
                         or (size and ((ts := seg.rolling_based_timestamp) is None
                                      or ((max_ts - ts) if ts >= 0 else now_ms - seg.created)
                                      > fc[2] - seg.roll_jitter_ms))):
@@ -492,6 +506,9 @@ class Log:
                             seg.bytes_since_last_index_entry = n
                         else:
                             seg.bytes_since_last_index_entry += n
+                        if retained is not None:  # ProducerStateEntry.add_batch (the deque keeps the last five)
+                            retained.append(_new_tuple(BatchMetadata, (base_seq + delta, last, delta, max_ts)))
+                            entry.last_timestamp = max_ts
                         next_offset = last + 1
                         ll.next_offset_metadata = _new_tuple(LogOffsetMetadata, (next_offset, seg.base_offset, end))
                         self.producer_state.last_map_offset = next_offset
