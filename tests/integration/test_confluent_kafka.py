@@ -133,3 +133,25 @@ def test_confluent_kafka_explicit_partition_and_null_values(broker, topic_name):
         assert vals == want
     got = consume(broker.bootstrap, topic, {q: 0 for q in range(PARTITIONS)})
     assert [(k, v) for _, k, v, _, _ in got[1]] == [(None, b"v1"), (b"k4", None), (None, b"v7")]
+
+
+def test_confluent_kafka_future_timestamps_rejected_past_one_hour(broker, topic_name):
+    """Kafka 4.x: message.timestamp.after.max.ms defaults to one hour; a later CreateTime is INVALID_TIMESTAMP
+    (error 32) and nothing of that batch is stored; a topic may lift the bound."""
+    topic, lifted = topic_name("future"), topic_name("future-ok")
+    create_topic(broker.bootstrap, topic, partitions=1)
+    create_topic(broker.bootstrap, lifted, partitions=1, config={"message.timestamp.after.max.ms": "86400000"})
+    now = int(time.time() * 1000)
+    for t in (topic, lifted):
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "message.timeout.ms": 15000})
+        reports = []
+        for i, ts in enumerate((now + 2 * 3_600_000, now + 30 * 60_000)):
+            p.produce(t, value=b"v%d" % i, partition=0, timestamp=ts,
+                      on_delivery=lambda err, msg, i=i: reports.append((i, err, msg.offset())))
+            assert p.flush(20) == 0
+        reports.sort()
+        if t == topic:
+            assert reports[0][1] is not None and reports[0][1].code() == KafkaError.INVALID_TIMESTAMP
+            assert reports[1][1] is None and reports[1][2] == 0  # the rejected batch took no offset
+        else:
+            assert [(i, err, off) for i, err, off in reports] == [(0, None, 0), (1, None, 1)]
