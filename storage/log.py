@@ -391,12 +391,12 @@ class Log:
         bytes, if the caller already checked them (magic, length, CRC); the CRC is then not computed twice.
 
         The produce hot path (one batch from a client, plain or an idempotent producer's next in sequence, no
-        transaction, CreateTime, no roll) is done
-        right here with as little Python as it takes: the usual batch is checked field by field (the rules of
-        :func:`validate_batch` and :func:`check_client_batch`), then the roll check, the segment append
-        (``LogSegment.append``, ``FileRecords.append``) and the index entries inline, under the log lock.
-        Anything out of the ordinary goes to :meth:`_append`, which does the general work and raises the
-        right error; a batch already CRC-checked here is passed on as checked.
+        transaction, CreateTime, no roll) is done right here with as little Python as it takes: the usual batch
+        is checked field by field (the rules of :func:`validate_batch` and :func:`check_client_batch`), then the
+        roll check, the segment append (``LogSegment.append``, ``FileRecords.append``), the index entries and
+        the producer's entry (``ProducerStateEntry.add_batch``) inline, under the log lock.  Anything out of the
+        ordinary goes to :meth:`_append`, which does the general work and raises the right error; a batch
+        already CRC-checked here is passed on as checked.
         """
         t = type(records)
         if (t is memoryview or t is bytearray) and origin == ORIGIN_CLIENT:
