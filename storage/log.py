@@ -23,6 +23,7 @@ from typing import Iterator, NamedTuple, Sequence
 from crc32c import crc32c as _crc32c
 
 from protocol.errors import InvalidRecordError, ProtocolError
+from protocol.record_codec import decode_batch
 from protocol.records import (
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
@@ -589,20 +590,27 @@ class Log:
                              pos, len(headers), last_epoch if last_epoch >= 0 else None, headers=headers)
         return headers, info
 
-    def _validate_timestamps(self, headers: list[BatchHeader], now_ms: int) -> None:
+    def _validate_timestamps(self, buf, headers: list[BatchHeader], now_ms: int) -> None:
+        """``LogValidator.validateTimestamp`` for CreateTime.  The bound on the future is exact from each batch's
+        max timestamp; a bound on the past needs every record's timestamp (the first record's is not the
+        smallest), so only then are the batch's records decoded, as Kafka does on this path."""
         before = self.config.message_timestamp_before_max_ms
         after = self.config.message_timestamp_after_max_ms
-        if before >= 2**63 - 1 and after >= 2**63 - 1:
-            return
+        pos = 0
         for h in headers:
-            # batch-level check of the first and the largest timestamp (no per-record decoding)
-            for ts in (h.base_timestamp, h.max_timestamp):
-                if ts < 0:
-                    continue
-                if now_ms - ts > before or ts - now_ms > after:
-                    raise InvalidTimestampError(
-                        f"Timestamp {ts} of message with offset {h.base_offset} is out of range. The timestamp "
-                        f"should be within [{now_ms - before}, {now_ms + after}]")
+            if before < _LONG_MAX:
+                stamps = [r.timestamp for r in decode_batch(buf, pos, verify_crc=False)[1]]
+            else:
+                stamps = [h.max_timestamp]
+            for i, ts in enumerate(stamps):
+                if ts >= 0 and (now_ms - ts > before or ts - now_ms > after):
+                    err = InvalidTimestampError(
+                        f"Timestamp {ts} of message with offset {h.base_offset + i} is out of range. The "
+                        f"timestamp should be within [{now_ms - before}, {now_ms + after}]")
+                    if before < _LONG_MAX:
+                        err.record_errors = [(i, str(err))]
+                    raise err
+            pos += h.batch_length + LOG_OVERHEAD
 
     def _append(self, records, origin: str, assign_offsets: bool, leader_epoch: int, now_ms: int,
                 ignore_record_size: bool, validated_headers: list[BatchHeader] | None = None) -> LogAppendInfo:
@@ -634,7 +642,7 @@ class Log:
             if origin == ORIGIN_CLIENT and config.message_timestamp_type == "CreateTime" and (
                     config.message_timestamp_before_max_ms < _LONG_MAX
                     or config.message_timestamp_after_max_ms < _LONG_MAX):
-                self._validate_timestamps(headers, now_ms)  # LogValidator checks CreateTime only
+                self._validate_timestamps(buf, headers, now_ms)  # LogValidator checks CreateTime only
             offset = first = self.local_log.next_offset_metadata.message_offset
             log_append = config.message_timestamp_type == "LogAppendTime"
             pos = 0

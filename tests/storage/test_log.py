@@ -463,3 +463,20 @@ def test_read_only_view_is_copied_not_stamped(tmp_path):
     assert parse_header(data, 0).base_offset == 0  # the caller's bytes are untouched
     lg.update_high_watermark(3)
     assert [o for o, _, _ in all_records(lg)] == [0, 1, 2]
+
+
+def test_bound_on_old_timestamps_checks_every_record(tmp_path):
+    """The first record's timestamp is not the smallest: with message.timestamp.before.max.ms set, every record
+    is checked (LogValidator), and the error names the record (Produce v8+ record_errors)."""
+    from protocol.record_codec import Record, build_batch
+    now = 1_800_000_000_000
+    lg = open_log(str(tmp_path), LogConfig(message_timestamp_before_max_ms=60_000))
+    for codec in (0, 1, 4):
+        recs = [Record(b"k", b"a", timestamp=now - 1000), Record(b"k", b"b", timestamp=now - 120_000),
+                Record(b"k", b"c", timestamp=now)]
+        with pytest.raises(InvalidTimestampError) as exc:
+            lg.append_as_leader(bytearray(build_batch(recs, compression=codec)), 0, now_ms=now)
+        assert exc.value.record_errors[0][0] == 1 and str(now - 120_000) in exc.value.record_errors[0][1]
+    assert lg.log_end_offset == 0
+    ok = [Record(b"k", b"a", timestamp=now - 59_000), Record(b"k", b"b", timestamp=now + 10)]
+    assert lg.append_as_leader(bytearray(build_batch(ok, compression=1)), 0, now_ms=now).last_offset == 1
