@@ -550,9 +550,9 @@ class LogCleaner:
                      ltc.first_dirty_offset, end, stats.bytes_read / 1e6, stats.bytes_written / 1e6,
                      stats.elapsed_secs)
         except CleaningAborted:
-            pass
-        except KafkaStorageError:
-            pass
+            pass  # abort_cleaning asked for it (a truncation, a deletion): the log is left as it was
+        except KafkaStorageError as e:
+            log.warning("Failed to clean up log for %s: %s (the partition is offline)", ltc.tp, e)
         except (OSError, ProtocolError) as e:
             log.error("Failed to clean up log for %s: %s; marking it uncleanable", ltc.tp, e)
             self.uncleanable.add(ltc.tp)
@@ -574,7 +574,7 @@ class LogCleaner:
                 try:
                     lg.delete_old_segments(now_ms)
                 except KafkaStorageError:
-                    pass
+                    pass  # the log took itself offline and logged why; the other logs go on
         finally:
             self._done(tp for tp, _ in deletable)
         return ltc is not None

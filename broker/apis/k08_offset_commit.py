@@ -36,10 +36,8 @@ def _error_response(req: OffsetCommitRequest, code: int) -> OffsetCommitResponse
 
 async def handle(ctx, req: OffsetCommitRequest) -> OffsetCommitResponse:
     image = ctx.broker.image
-    if ctx.version < 5:
-        pass  # retention_time_ms is honoured for v2-4
-    else:
-        req.retention_time_ms = -1
+    if ctx.version >= 5:
+        req.retention_time_ms = -1  # only v2-4 carry retention_time_ms; later versions use offsets.retention.minutes
     if req.group_id is None:
         return _error_response(req, ErrorCode.INVALID_GROUP_ID)
     answered: dict[int, OffsetCommitResponseTopic] = {}
