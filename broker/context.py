@@ -1,24 +1,54 @@
-"""What a handler gets besides its request: the broker's state and the request's header fields."""
+"""What a handler gets besides its request: narrow handles to the node's parts, and the request's fields.
+
+Handlers never see the whole node. ``BrokerHandles`` is built once when the node starts and shared by
+every request; ``RequestContext`` adds what belongs to one request (header, connection, peer, time).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from protocol.connection import Request
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.clock import Clock
+    from broker.config import BrokerConfig, Listener
+    from broker.controller_channel import ControllerChannel
+    from broker.group_service import GroupService
+    from broker.metadata_publisher import MetadataPublisher
+    from broker.metrics import BrokerMetrics
+    from broker.replica_manager import ReplicaManager
+    from cluster.metadata_image import MetadataImage
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class BrokerHandles:
+    """The parts of a node that request handlers may use, and nothing else."""
+
+    node_id: int
+    cluster_id: str
+    config: "BrokerConfig"
+    clock: "Clock"
+    metadata: "MetadataPublisher"  # the latest committed metadata image
+    replicas: "ReplicaManager"
+    groups: "GroupService"
+    controller: "ControllerChannel"  # the one way to ask for a metadata change
+    metrics: "BrokerMetrics"
+    advertised_endpoint: Callable[[str], "Listener"]  # listener name -> advertised host:port
+    next_producer_id: Callable[[], Any]  # awaitable: a producer id from this node's block
 
 
 @dataclasses.dataclass(slots=True)
 class RequestContext:
-    broker: "Broker"
+    handles: BrokerHandles
+    broker: Any  # transitional: being removed; use the narrow handles below
     request: Request
     connection_id: str
     listener: str
+    client_host: str  # the peer's address, as Kafka's RequestContext.clientAddress
     now_ms: int
-    received: float = 0.0  # time.monotonic() when the frame was read (RequestQueueTimeMs)
+    received: float = 0.0  # clock.monotonic() when the frame was read (RequestQueueTimeMs)
 
     @property
     def version(self) -> int:
@@ -27,3 +57,40 @@ class RequestContext:
     @property
     def client_id(self) -> Any:
         return self.request.client_id
+
+    # ---- narrow handles --------------------------------------------------------------------------
+    @property
+    def image(self) -> "MetadataImage":
+        return self.handles.metadata.image
+
+    @property
+    def node_id(self) -> int:
+        return self.handles.node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self.handles.cluster_id
+
+    @property
+    def config(self) -> "BrokerConfig":
+        return self.handles.config
+
+    @property
+    def clock(self) -> "Clock":
+        return self.handles.clock
+
+    @property
+    def replicas(self) -> "ReplicaManager":
+        return self.handles.replicas
+
+    @property
+    def groups(self) -> "GroupService":
+        return self.handles.groups
+
+    @property
+    def controller(self) -> "ControllerChannel":
+        return self.handles.controller
+
+    @property
+    def metrics(self) -> "BrokerMetrics":
+        return self.handles.metrics

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Callable
 
 from broker.config import BrokerConfig, Listener
-from broker.context import RequestContext
+from broker.clock import SYSTEM_CLOCK, Clock
+from broker.context import BrokerHandles, RequestContext
 from broker.dispatch import dispatch
 from broker.errors import CloseConnection
 from broker.log_dirs import ensure_meta_properties
@@ -40,10 +41,12 @@ MAX_IN_FLIGHT = 16  # requests read ahead per connection (clients pipeline up to
 class Broker:
     """One broker process: listeners, the metadata log and image, the partitions it hosts."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
         for warning in config.validate():  # raises ConfigException on an invalid value
             log.warning(warning)
         self.config = config
+        self.clock = clock
+        self.handles: BrokerHandles | None = None
         self.node_id = config.node_id
         self.log_dirs: list[Path] = config.log_dirs
         self.cluster_id: str | None = None
@@ -90,6 +93,10 @@ class Broker:
         self.replicas = ReplicaManager(self.node_id, self.log_manager, now_ms)
         self.replicas.loading = True
         self.image = image
+        self.handles = BrokerHandles(
+            node_id=self.node_id, cluster_id=self.cluster_id, config=self.config, clock=self.clock, metadata=self,
+            replicas=self.replicas, groups=self.groups, controller=None, metrics=self.metrics,
+            advertised_endpoint=self.advertised_endpoint, next_producer_id=self.next_producer_id)
         for lst in self.config.listeners:
             server = await asyncio.start_server(
                 lambda r, w, name=lst.name: self._on_connection(r, w, name),
@@ -265,6 +272,8 @@ class Broker:
         reading (backpressure), as does a writer whose peer is not draining responses.
         """
         idle_s = self.idle_ms / 1000.0
+        peer = writer.get_extra_info("peername")
+        peer_host = peer[0] if isinstance(peer, tuple) and peer else "unknown"
         pending: asyncio.Queue = asyncio.Queue(MAX_IN_FLIGHT)
         part_writer = PartWriter(writer, self.send_stats, zero_copy=self.zero_copy)
         writer_task = asyncio.ensure_future(self._write_responses(pending, part_writer))
@@ -289,7 +298,8 @@ class Broker:
                             await pending.put(None)
                         await writer_task
                         return
-                    ctx = RequestContext(self, event, conn_id, listener, int(time.time() * 1000), time.monotonic())
+                    ctx = RequestContext(self.handles, self, event, conn_id, listener, peer_host,
+                                         self.clock.now_ms(), self.clock.monotonic())
                     # the task starts running handlers in arrival order; side effects that must stay
                     # ordered (appends) happen before a handler's first await
                     task = asyncio.ensure_future(dispatch(ctx))
