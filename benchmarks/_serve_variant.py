@@ -2,7 +2,7 @@
 
     python benchmarks/_serve_variant.py [--zero-copy on|off] [--profile PREFIX] -- serve --config ... --override ...
 
-* ``--zero-copy off`` sets ``Broker.zero_copy = False`` after construction, so fetch responses read
+* ``--zero-copy off`` sets ``Broker.server.zero_copy = False`` after construction, so fetch responses read
   file slices into memory and write bytes (the comparison path of broker/sendfile.py's PartWriter).
 * ``--profile PREFIX`` runs the event-loop thread (where every handler runs) under cProfile, timed
   with the thread's CPU clock (``time.thread_time``: time spent preempted by other processes on a
@@ -26,7 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from broker import cli, server  # noqa: E402
+from broker import cli, node  # noqa: E402
 
 
 def main() -> int:
@@ -56,19 +56,19 @@ def main() -> int:
         state["prof"] = new_profile()
         state["prof"].enable()
 
-    orig_init = server.Broker.__init__
-    orig_start = server.Broker.start
-    orig_stop = server.Broker.stop
+    orig_init = node.Broker.__init__
+    orig_start = node.Broker.start
+    orig_stop = node.Broker.stop
 
     def __init__(self, config) -> None:
         orig_init(self, config)
-        self.zero_copy = zero_copy
+        self.server.zero_copy = zero_copy
 
     async def start(self) -> None:
         await orig_start(self)
         if args.profile:
             asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, dump_segment)
-        print(f"VARIANT zero_copy={self.zero_copy} profile={bool(args.profile)}", flush=True)
+        print(f"VARIANT zero_copy={self.server.zero_copy} profile={bool(args.profile)}", flush=True)
 
     async def stop(self) -> None:
         st = self.send_stats
@@ -76,9 +76,9 @@ def main() -> int:
                                          "copied_bytes": st.copied_bytes}), flush=True)
         await orig_stop(self)
 
-    server.Broker.__init__ = __init__
-    server.Broker.start = start
-    server.Broker.stop = stop
+    node.Broker.__init__ = __init__
+    node.Broker.start = start
+    node.Broker.stop = stop
 
     if args.profile:
         state["prof"] = new_profile()

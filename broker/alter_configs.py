@@ -7,6 +7,7 @@ log through the image); logger levels change in place, as Kafka's BROKER_LOGGER 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from protocol.errors import ErrorCode
 from storage.config import TOPIC_CONFIGS
@@ -61,15 +62,29 @@ def check_duplicates(names: list[str]) -> None:
         raise ResourceError(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys : {dup}")
 
 
-async def commit_topic(ctx, name: str, overrides: dict[str, str], validate_only: bool) -> None:
-    broker = ctx.broker
-    if validate_only:
-        res = broker.controller.alter_topic_configs(broker.image, name, overrides)
-    else:
-        res = await broker.decide(lambda image: broker.controller.alter_topic_configs(image, name, overrides))
+def topic_config_records(cctx, name: str, overrides: dict[str, str], validate_only: bool) -> list:
+    """The controller's ConfigRecords for a topic's new overrides; raises ResourceError when invalid."""
+    res = cctx.controller.alter_topic_configs(cctx.image, name, overrides)
     code, message = res.response
     if code:
         raise ResourceError(code, message)
+    return [] if validate_only else res.records
+
+
+async def forward_remaining(ctx, req, local: dict[int, Any], response_type) -> Any:
+    """Kafka's ConfigAdminManager split: resources answered on this broker are in ``local`` (by position),
+    the rest go to the controller in a copy of the request; the answers are merged in request order."""
+    resources = req.resources
+    remaining = [r for i, r in enumerate(resources) if i not in local]
+    forwarded: list = []
+    if remaining:
+        req.resources = remaining
+        try:
+            forwarded = list((await ctx.controller.forward(ctx, req)).responses)
+        finally:
+            req.resources = resources
+    it = iter(forwarded)
+    return response_type(responses=[local[i] if i in local else next(it) for i in range(len(resources))])
 
 
 def set_logger_levels(ops: list[tuple[str, int, str | None]], validate_only: bool) -> None:

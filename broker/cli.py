@@ -12,7 +12,7 @@ import sys
 from broker.alter_configs import LEVELS
 from broker.config import BrokerConfig, ConfigException
 from broker.log_dirs import ensure_meta_properties
-from broker.server import Broker, new_event_loop
+from broker.node import Broker, new_event_loop
 
 
 def _config(args) -> BrokerConfig:
@@ -68,7 +68,7 @@ async def _serve(config: BrokerConfig, config_path: str | None = None) -> None:
     loop.add_signal_handler(signal.SIGHUP, _reload_log_levels, config_path)
     broker = Broker(config)
     await broker.start()
-    for name in broker._bound:
+    for name in broker.bound_listeners:
         ep = broker.advertised_endpoint(name)
         print(f"odradek node {broker.node_id}: listening on {name}://{ep.host}:{broker.bound_port(name)}", flush=True)
     print(f"odradek node {broker.node_id}: data in {', '.join(map(str, broker.log_dirs))}", flush=True)

@@ -42,7 +42,6 @@ class BrokerHandles:
 @dataclasses.dataclass(slots=True)
 class RequestContext:
     handles: BrokerHandles
-    broker: Any  # transitional: being removed; use the narrow handles below
     request: Request
     connection_id: str
     listener: str

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import logging
-import time
 
 from broker.apis import HANDLERS, k18_api_versions
 from broker.context import RequestContext
@@ -36,9 +35,9 @@ async def dispatch(ctx: RequestContext) -> list | None:
         body = req.decode_body()
     except (DecodeError, ProtocolError) as exc:
         raise CloseConnection(f"malformed {handler.spec.name} v{req.api_version}: {exc}") from None
-    started = time.monotonic()
+    started = ctx.clock.monotonic()
     response = await handler.handle(ctx, body)
-    ctx.broker.metrics.request_done(handler.spec.name, req.api_version, ctx.received or started, started,
+    ctx.metrics.request_done(handler.spec.name, req.api_version, ctx.received or started, started,
                                     getattr(response, "error_code", 0) or 0)
     if response is None:
         return None

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.config import BrokerConfig
-from broker.server import Broker, new_event_loop
+from broker.node import Broker, new_event_loop
 
 
 class EmbeddedBroker:

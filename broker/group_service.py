@@ -18,32 +18,42 @@ GroupCoordinatorService + CoordinatorRuntime for one broker).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import itertools
 import logging
-import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cluster.controller import NewTopic
 from cluster.group_classic import GroupError
 from cluster.group_coordinator import GroupConfig, GroupCoordinatorShard, ReqCtx, Result
 from cluster.group_records import GROUP_METADATA_TOPIC, UnknownRecordType, decode_record, partition_for
 from protocol.errors import ErrorCode
+from protocol.generated.messages import CreateTopicsRequest
+from protocol.generated.messages.create_topics_request import CreatableTopic, CreatableTopicConfig
 from protocol.record_codec import Record, build_batch, decode_batch
 from storage.log import ORIGIN_COORDINATOR
+
+if TYPE_CHECKING:
+    from broker.clock import Clock
+    from broker.config import BrokerConfig
+    from broker.controller_channel import ControllerChannel
+    from broker.metadata_publisher import MetadataPublisher
+    from broker.replica_manager import ReplicaManager
 
 log = logging.getLogger("odradek.groups")
 
 LEADERSHIP_CHECK_MS = 1000
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class GroupService:
-    def __init__(self, broker) -> None:
-        self.broker = broker
-        self.config = GroupConfig.from_props(broker.config.values)
+    def __init__(self, node_id: int, config: "BrokerConfig", metadata: "MetadataPublisher",
+                 replicas: "ReplicaManager", controller: "ControllerChannel", clock: "Clock") -> None:
+        self.node_id = node_id
+        self.broker_config = config
+        self.metadata = metadata
+        self.replicas = replicas
+        self.controller = controller
+        self.clock = clock
+        self.config = GroupConfig.from_props(config.values)
         self.shards: dict[int, GroupCoordinatorShard] = {}
         self._loading: dict[int, asyncio.Future] = {}
         self._waiters: dict[int, asyncio.Future] = {}
@@ -59,7 +69,7 @@ class GroupService:
         self._wake = asyncio.Event()
         self._create_lock = asyncio.Lock()
         self.active = True
-        if self.broker.image.topic(GROUP_METADATA_TOPIC) is not None:
+        if self.metadata.image.topic(GROUP_METADATA_TOPIC) is not None:
             await self._sync_leadership()
         self._task = asyncio.ensure_future(self._timers())
 
@@ -78,35 +88,36 @@ class GroupService:
 
     # ---- partitions ------------------------------------------------------------------------------
     def num_partitions(self) -> int:
-        topic = self.broker.image.topic(GROUP_METADATA_TOPIC)
+        topic = self.metadata.image.topic(GROUP_METADATA_TOPIC)
         if topic is not None and topic.partitions:
             return len(topic.partitions)
-        return int(self.broker.config.get("offsets.topic.num.partitions", 50))
+        return int(self.broker_config.get("offsets.topic.num.partitions", 50))
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions())
 
     async def ensure_topic(self) -> None:
         """Create ``__consumer_offsets`` as Kafka's AutoTopicCreationManager does for the coordinator."""
-        broker = self.broker
-        if broker.image.topic(GROUP_METADATA_TOPIC) is not None:
+        if self.metadata.image.topic(GROUP_METADATA_TOPIC) is not None:
             return
         async with self._create_lock:
-            if broker.image.topic(GROUP_METADATA_TOPIC) is not None:
+            if self.metadata.image.topic(GROUP_METADATA_TOPIC) is not None:
                 return
-            live = sum(1 for b in broker.image.brokers.values() if not b.fenced) or 1
-            rf = max(1, min(int(broker.config.get("offsets.topic.replication.factor", 3)), live))
+            config = self.broker_config
+            live = sum(1 for b in self.metadata.image.brokers.values() if not b.fenced) or 1
+            rf = max(1, min(int(config.get("offsets.topic.replication.factor", 3)), live))
             # max.message.bytes: a group's metadata record holds every member's assignment; Kafka caps
             # it at 1 MiB (SyncGroup then fails), odradek lets it grow to the request size limit
             configs = {"cleanup.policy": "compact", "compression.type": "producer",
-                       "segment.bytes": str(int(broker.config.get("offsets.topic.segment.bytes", 104857600))),
-                       "max.message.bytes": str(max(int(broker.config.get("message.max.bytes", 1048588)),
-                                                    int(broker.config.get("socket.request.max.bytes",
-                                                                          104857600))))}
-            new_topic = NewTopic(GROUP_METADATA_TOPIC, int(broker.config.get("offsets.topic.num.partitions", 50)), rf,
-                                 configs=configs)
-            res = await broker.decide(lambda image: broker.controller.create_topics(image, [new_topic]))
-            err = res.response[0]
+                       "segment.bytes": str(int(config.get("offsets.topic.segment.bytes", 104857600))),
+                       "max.message.bytes": str(max(int(config.get("message.max.bytes", 1048588)),
+                                                    int(config.get("socket.request.max.bytes", 104857600))))}
+            request = CreateTopicsRequest(topics=[CreatableTopic(
+                name=GROUP_METADATA_TOPIC, num_partitions=int(config.get("offsets.topic.num.partitions", 50)),
+                replication_factor=rf, assignments=[],
+                configs=[CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])])
+            res = await self.controller.call(request)
+            err = res.topics[0]
             if err.error_code and err.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 log.error("could not create %s: %s", GROUP_METADATA_TOPIC, err.error_message)
                 raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -114,14 +125,14 @@ class GroupService:
         await self._sync_leadership()
 
     def _led_partitions(self) -> set[int]:
-        topic = self.broker.image.topic(GROUP_METADATA_TOPIC)
+        topic = self.metadata.image.topic(GROUP_METADATA_TOPIC)
         if topic is None:
             return set()
-        return {p for p, info in topic.partitions.items() if info.leader == self.broker.node_id}
+        return {p for p, info in topic.partitions.items() if info.leader == self.node_id}
 
     async def _sync_leadership(self) -> None:
         """Load the partitions this broker leads, unload the ones it lost (leadership changes)."""
-        image = self.broker.image
+        image = self.metadata.image
         if image is self._image_seen:
             return
         self._image_seen = image
@@ -141,19 +152,19 @@ class GroupService:
         fut = asyncio.get_running_loop().create_future()
         self._loading[p] = fut
         try:
-            part = self.broker.replicas.get(GROUP_METADATA_TOPIC, p)
+            part = self.replicas.get(GROUP_METADATA_TOPIC, p)
             if part is None:
                 raise GroupError(ErrorCode.NOT_COORDINATOR)
             shard = GroupCoordinatorShard(p, self.config)
-            shard.image = self.broker.image
-            start = time.monotonic()
+            shard.image = self.metadata.image
+            start = self.clock.monotonic()
             n = await asyncio.to_thread(_replay_log, shard, part.log)
-            res = shard.on_loaded(now_ms())
+            res = shard.on_loaded(self.clock.now_ms())
             self.shards[p] = shard
             self._apply(p, res)
             if n:
                 log.info("loaded %s-%d: %d records, %d groups in %.0f ms", GROUP_METADATA_TOPIC, p, n,
-                         len(shard.groups), (time.monotonic() - start) * 1000)
+                         len(shard.groups), (self.clock.monotonic() - start) * 1000)
             fut.set_result(shard)
             self._poke()
             return shard
@@ -173,7 +184,7 @@ class GroupService:
 
     async def shard_for(self, group_id: str) -> tuple[int, GroupCoordinatorShard]:
         if not self.active:
-            raise GroupError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.broker.loading
+            raise GroupError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.replicas.loading
                              else ErrorCode.COORDINATOR_NOT_AVAILABLE)
         await self.ensure_topic()
         p = self.partition_for(group_id)
@@ -220,20 +231,17 @@ class GroupService:
         return res
 
     def _write(self, p: int, records) -> None:
-        part = self.broker.replicas.get(GROUP_METADATA_TOPIC, p)
-        if part is None or not part.is_leader(self.broker.node_id):
+        part = self.replicas.get(GROUP_METADATA_TOPIC, p)
+        if part is None or not part.is_leader(self.node_id):
             raise GroupError(ErrorCode.NOT_COORDINATOR)
-        ts = now_ms()
+        ts = self.clock.now_ms()
         batch = build_batch([Record(k, v, timestamp=ts) for k, v in (r.encode() for r in records)])
-        part.log.append_as_leader(bytearray(batch), part.leader_epoch, ts, origin=ORIGIN_COORDINATOR)
-        replicas = self.broker.replicas
-        replicas.maybe_advance_high_watermark(part)
-        replicas.fetch_waiters.wake((part.topic, part.index))
+        self.replicas.append(part, bytearray(batch), ts, origin=ORIGIN_COORDINATOR)
 
     async def run(self, group_id: str, op: str, *args) -> Result:
         """Run ``shard.<op>(*args, now_ms, image)`` for the group's shard and apply the result."""
         p, shard = await self.shard_for(group_id)
-        res = getattr(shard, op)(*args, now_ms(), image=self.broker.image)
+        res = getattr(shard, op)(*args, self.clock.now_ms(), image=self.metadata.image)
         return self._apply(p, res)
 
     async def run_delayed(self, group_id: str, op: str, ctx: ReqCtx, req) -> Any:
@@ -241,7 +249,7 @@ class GroupService:
         p, shard = await self.shard_for(group_id)
         token, fut = self.new_waiter()
         try:
-            res = getattr(shard, op)(ctx, req, token, now_ms(), image=self.broker.image)
+            res = getattr(shard, op)(ctx, req, token, self.clock.now_ms(), image=self.metadata.image)
             self._apply(p, res)
             if res.error is not None and not fut.done():
                 raise res.error
@@ -254,7 +262,7 @@ class GroupService:
         shard = self.shards.get(p)
         if shard is None:
             raise GroupError(ErrorCode.NOT_COORDINATOR)
-        return self._apply(p, fn(shard, now_ms()))
+        return self._apply(p, fn(shard, self.clock.now_ms()))
 
     def all_shards(self) -> list[tuple[int, GroupCoordinatorShard]]:
         return sorted(self.shards.items())
@@ -270,7 +278,7 @@ class GroupService:
             try:
                 self._wake.clear()
                 deadlines = [d for d in (s.next_deadline() for s in self.shards.values()) if d is not None]
-                now = now_ms()
+                now = self.clock.now_ms()
                 timeout = LEADERSHIP_CHECK_MS
                 if deadlines:
                     timeout = min(timeout, max(0, min(deadlines) - now))
@@ -279,11 +287,11 @@ class GroupService:
                     await self._wake.wait()
                 finally:
                     handle.cancel()
-                now = now_ms()
+                now = self.clock.now_ms()
                 for p, shard in list(self.shards.items()):
                     d = shard.next_deadline()
                     if d is not None and d <= now and self.shards.get(p) is shard:
-                        self._apply(p, shard.poll(now, image=self.broker.image))
+                        self._apply(p, shard.poll(now, image=self.metadata.image))
                 if now - last_check >= LEADERSHIP_CHECK_MS:
                     last_check = now
                     await self._sync_leadership()
@@ -335,15 +343,11 @@ def req_ctx(ctx) -> ReqCtx:
 
 
 def client_host(ctx) -> str:
-    """Kafka reports ``InetAddress.toString()`` ("/127.0.0.1"). The request context does not carry the
-    peer address yet; a listener bound to loopback can only have local clients."""
-    peer = getattr(ctx, "client_host", None) or getattr(ctx, "peer_host", None)
-    if peer:
-        return peer if peer.startswith("/") else "/" + peer
+    """Kafka reports the client's ``InetAddress.toString()``: "/127.0.0.1", "/0:0:0:0:0:0:0:1"."""
     try:
-        bound = ctx.broker._bound.get(ctx.listener)
-        if bound is not None and bound.host in ("127.0.0.1", "localhost", "::1"):
-            return "/127.0.0.1" if bound.host != "::1" else "/0:0:0:0:0:0:0:1"
-    except AttributeError:
-        pass
-    return "/unknown"
+        addr = ipaddress.ip_address(ctx.client_host)
+    except ValueError:
+        return "/" + ctx.client_host
+    if addr.version == 6:
+        return "/" + ":".join(format(int(g, 16), "x") for g in addr.exploded.split(":"))
+    return "/" + str(addr)

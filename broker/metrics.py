@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.replica_manager import ReplicaManager
+    from broker.sendfile import SendStats
 
 log = logging.getLogger("odradek.metrics")
 
@@ -25,8 +26,9 @@ _MS_BUCKETS = (0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000,
 
 
 class BrokerMetrics:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    """``replicas`` returns the node's ReplicaManager (None before the logs are opened); read at scrape time."""
+
+    def __init__(self, replicas: Callable[[], "ReplicaManager | None"], send_stats: "SendStats") -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.messages_in = Counter("kafka_server_brokertopicmetrics_messagesin", "Records appended (MessagesInPerSec)",
@@ -54,7 +56,7 @@ class BrokerMetrics:
                               "Event loop scheduling lag (stands in for NetworkProcessorAvgIdlePercent)", registry=r)
         self.loop_idle = Gauge("kafka_network_socketserver_networkprocessoravgidlepercent",
                                "Share of the last interval the event loop was not late (1.0 = idle)", registry=r)
-        r.register(_LogCollector(broker))
+        r.register(_LogCollector(replicas, send_stats))
         self._request_children: dict = {}
         self._topic_children: dict = {}
         self._http = None
@@ -127,8 +129,9 @@ class _LogCollector:
     """Per-partition gauges (kafka.log:type=Log,name=Size|LogStartOffset|LogEndOffset) and
     kafka.server:type=ReplicaManager / DelayedOperationPurgatory, computed at scrape time."""
 
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    def __init__(self, replicas: Callable[[], "ReplicaManager | None"], send_stats: "SendStats") -> None:
+        self.replicas = replicas
+        self.send_stats = send_stats
 
     def describe(self):
         return []
@@ -137,7 +140,7 @@ class _LogCollector:
         size = GaugeMetricFamily("kafka_log_log_size", "Log size in bytes", labels=["topic", "partition"])
         start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start offset", labels=["topic", "partition"])
         end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset", labels=["topic", "partition"])
-        replicas = self.broker.replicas
+        replicas = self.replicas()
         parts = dict(replicas.partitions) if replicas is not None else {}
         under = 0
         for (topic, p), part in sorted(parts.items()):
@@ -160,9 +163,9 @@ class _LogCollector:
         purg = GaugeMetricFamily("kafka_server_delayedoperationpurgatory_purgatorysize", "Delayed operations waiting",
                                  labels=["delayedOperation"])
         purg.add_metric(["Fetch"], len(replicas.fetch_waiters) if replicas is not None else 0)
-        purg.add_metric(["Produce"], 0)
+        purg.add_metric(["Produce"], len(replicas.commit_waiters) if replicas is not None else 0)
         yield purg
-        stats = self.broker.send_stats
+        stats = self.send_stats
         sf = GaugeMetricFamily("odradek_network_sendfile_bytes", "Record bytes sent with sendfile(2)")
         sf.add_metric([], stats.bytes)
         yield sf

@@ -22,7 +22,8 @@ class Handler:
     module: ModuleType
 
 
-def build_table(modules: list[ModuleType]) -> dict[int, Handler]:
+def build_table(modules: list[ModuleType], listener: str = "broker") -> dict[int, Handler]:
+    """The table for one listener kind (the schema's ``listeners``: "broker" or "controller")."""
     table: dict[int, Handler] = {}
     for mod in modules:
         key = mod.API_KEY
@@ -37,7 +38,7 @@ def build_table(modules: list[ModuleType]) -> dict[int, Handler]:
             raise ValueError(f"{mod.__name__}: bad version range {mod.VERSIONS} / {adv}")
         if not (spec.min_version <= adv[0] and adv[1] <= spec.stable_max):
             raise ValueError(f"{mod.__name__}: {adv} is outside the schema's stable versions")
-        if "broker" not in spec.listeners:
-            raise ValueError(f"{mod.__name__}: {spec.name} is not a broker-listener API")
+        if listener not in spec.listeners:
+            raise ValueError(f"{mod.__name__}: {spec.name} is not a {listener}-listener API")
         table[key] = Handler(key, spec, (lo, hi), tuple(adv), mod.handle, mod)
     return dict(sorted(table.items()))

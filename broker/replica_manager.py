@@ -10,14 +10,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from cluster.metadata_image import MetadataImage, PartitionInfo, TopicInfo
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from storage.config import ConfigError, LogConfig
 from storage.errors import InconsistentTopicIdError
-from storage.log import Log
+from storage.log import ORIGIN_CLIENT, Log, LogAppendInfo
 from storage.log_manager import LogManager
+
+if TYPE_CHECKING:
+    from broker.metrics import BrokerMetrics
 
 log = logging.getLogger("odradek.replica_manager")
 
@@ -87,14 +90,81 @@ class FetchWaiters:
                 fut.set_result(None)
 
 
+class CommitWaiters:
+    """Appends waiting for the high watermark to pass them (Kafka's DelayedProduce purgatory, keyed by offset)."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(w) for w in self._waiters.values())
+
+    def register(self, key: tuple[str, int], last_offset: int) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(key, []).append((last_offset, fut))
+        return fut
+
+    def advance(self, key: tuple[str, int], high_watermark: int) -> None:
+        waiting = self._waiters.get(key)
+        if not waiting:
+            return
+        keep = []
+        for last_offset, fut in waiting:
+            if last_offset < high_watermark:
+                if not fut.done():
+                    fut.set_result(None)
+            elif not fut.done():
+                keep.append((last_offset, fut))
+        if keep:
+            self._waiters[key] = keep
+        else:
+            del self._waiters[key]
+
+    def fail(self, key: tuple[str, int], code: int) -> None:
+        """The partition moved away (deleted, or led elsewhere): its waiters get ``code``."""
+        for _, fut in self._waiters.pop(key, ()):
+            if not fut.done():
+                fut.set_exception(KafkaError("partition is no longer led here", code))
+
+
+class AppendResult(NamedTuple):
+    info: LogAppendInfo
+    committed: asyncio.Future | None  # None: already below the high watermark; else done when it is
+
+
 class ReplicaManager:
-    def __init__(self, node_id: int, log_manager: LogManager, now_ms: Callable[[], int]) -> None:
+    def __init__(self, node_id: int, log_manager: LogManager, now_ms: Callable[[], int],
+                 metrics: "BrokerMetrics | None" = None) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.now_ms = now_ms
+        self.metrics = metrics
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetch_waiters = FetchWaiters()
+        self.commit_waiters = CommitWaiters()
         self.loading = False  # partition logs still being loaded / recovered at start-up
+
+    def append(self, part: Partition, records, now_ms: int, origin: str = ORIGIN_CLIENT) -> AppendResult:
+        """The one append path (Produce and the group coordinator): append as leader, count it, move the
+        high watermark as the replication policy allows, wake long-poll fetches.
+
+        Synchronous, so callers keep their own arrival order. ``committed`` is what acks=all waits on:
+        the high-watermark policy alone decides when it completes.
+        """
+        try:
+            info = part.log.append_as_leader(records, part.leader_epoch, now_ms, origin=origin)
+        except KafkaError:
+            if self.metrics is not None and origin == ORIGIN_CLIENT:
+                self.metrics.rejected(part.topic, len(records))
+            raise
+        if self.metrics is not None and origin == ORIGIN_CLIENT and not info.duplicate:
+            self.metrics.produced(part.topic, info.last_offset - info.first_offset + 1, info.valid_bytes)
+        self.maybe_advance_high_watermark(part)
+        key = (part.topic, part.index)
+        self.fetch_waiters.wake(key)
+        if part.log.high_watermark > info.last_offset:
+            return AppendResult(info, None)
+        return AppendResult(info, self.commit_waiters.register(key, info.last_offset))
 
     def missing_error(self) -> int:
         """The error for a partition not hosted here: retriable NOT_LEADER_OR_FOLLOWER while logs load."""
@@ -115,6 +185,7 @@ class ReplicaManager:
                     wanted[(topic.name, p.partition)] = (topic, p)
         for tp in [tp for tp in self.partitions if tp not in wanted]:
             self.partitions.pop(tp)
+            self.commit_waiters.fail(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             self.log_manager.delete_log(*tp)
             log.info("deleted partition %s-%d", *tp)
         now = self.now_ms()
@@ -175,6 +246,8 @@ class ReplicaManager:
         return self.log_manager.config_for(topic)
 
     def maybe_advance_high_watermark(self, part: Partition) -> None:
-        """With this broker as the only ISR member the high watermark follows the log end offset."""
+        """The high-watermark policy: with this broker as the only ISR member it follows the log end offset
+        (replication replaces this with the ISR's minimum log end offset). Completes waiting appends."""
         if part.info.isr == (self.node_id,):
             part.log.update_high_watermark(part.log.log_end_offset)
+        self.commit_waiters.advance((part.topic, part.index), part.log.high_watermark)

@@ -44,10 +44,9 @@ def _error(index: int, code: int, message: str | None = None) -> PartitionProduc
 
 
 async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
-    broker = ctx.broker
     version = ctx.version
-    image = broker.image
-    replicas = broker.replicas
+    image = ctx.image
+    replicas = ctx.replicas
     topics_out: list[TopicProduceResponse] = []
     # take every partition's append ticket before the first await: arrival order is append order
     work = []
@@ -78,7 +77,7 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
             if req.acks not in (-1, 0, 1):
                 out.partition_responses.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
                 continue
-            if not part.is_leader(broker.node_id):
+            if not part.is_leader(ctx.node_id):
                 resp = _error(pd.index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 resp.current_leader = LeaderIdAndEpoch(part.info.leader, part.info.leader_epoch)
                 out.partition_responses.append(resp)
@@ -87,12 +86,15 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
             out.partition_responses.append(slot)
             work.append((part, pd.records, slot, part.appends.ticket()))
     errors = False
+    waiting: list[tuple[PartitionProduceResponse, asyncio.Future]] = []  # acks=all: until committed
     try:
         for part, records, slot, (prev, me) in work:
             try:
                 if prev is not None:
                     await prev
-                await _append(ctx, part, records, slot, req)
+                committed = await _append(ctx, part, records, slot, req)
+                if committed is not None and req.acks == -1:
+                    waiting.append((slot, committed))
             except KafkaError as exc:
                 _fill_error(slot, exc, version)
             except Exception:
@@ -107,6 +109,11 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
         for _, _, _, (_, me) in work:
             if not me.done():
                 me.set_result(None)
+    for slot, committed in waiting:  # Kafka's DelayedProduce: the request completes when every partition has
+        try:
+            await committed
+        except KafkaError as exc:
+            _fill_error(slot, exc, version)
     if req.acks == 0:
         if errors or any(p.error_code for t in topics_out for p in t.partition_responses):
             raise CloseConnection("acks=0 produce failed; closing the connection as Kafka does")
@@ -114,7 +121,8 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
     return ProduceResponse(responses=topics_out)
 
 
-async def _append(ctx, part, records, slot: PartitionProduceResponse, req: ProduceRequest) -> None:
+async def _append(ctx, part, records, slot: PartitionProduceResponse, req: ProduceRequest) -> asyncio.Future | None:
+    """Append one partition's batch; the result is what acks=all waits on (None: committed already)."""
     if req.transactional_id is not None:
         raise KafkaError("Transactions are not supported yet", ErrorCode.INVALID_TXN_STATE)
     cfg = part.log.config
@@ -130,18 +138,11 @@ async def _append(ctx, part, records, slot: PartitionProduceResponse, req: Produ
         buf = records  # a slice of the request frame: offsets are stamped in place, no copy
     else:
         buf = bytearray(records)
-    try:
-        info = part.log.append_as_leader(buf, part.leader_epoch, ctx.now_ms)
-    except KafkaError:
-        ctx.broker.metrics.rejected(part.topic, len(buf))
-        raise
-    if not info.duplicate:
-        ctx.broker.metrics.produced(part.topic, info.last_offset - info.first_offset + 1, info.valid_bytes)
-    ctx.broker.replicas.maybe_advance_high_watermark(part)
-    ctx.broker.replicas.fetch_waiters.wake((part.topic, part.index))
+    info, committed = ctx.replicas.append(part, buf, ctx.now_ms)
     slot.base_offset = info.first_offset
     slot.log_append_time_ms = info.log_append_time if info.log_append_time >= 0 else -1
     slot.log_start_offset = part.log.log_start_offset
+    return committed
 
 
 def _fill_error(slot: PartitionProduceResponse, exc: KafkaError, version: int) -> None:

@@ -39,44 +39,43 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
     if req.session_id != 0 or req.session_epoch not in (0, -1):
         code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND if req.session_id != 0 else ErrorCode.INVALID_FETCH_SESSION_EPOCH
         return FetchResponse(error_code=code, session_id=0, responses=[])
-    broker = ctx.broker
     deadline = time.monotonic() + max(0, req.max_wait_ms) / 1000.0
-    keys = _partition_keys(broker, req, version)
+    keys = _partition_keys(ctx, req, version)
     while True:
-        responses, total, errors = _read_all(broker, req, version)
+        responses, total, errors = _read_all(ctx, req, version)
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or errors or remaining <= 0 or not keys:
-            metrics = broker.metrics
+            metrics = ctx.metrics
             for tr, ft in zip(responses, req.topics):
                 served = sum(len(pd.records) for pd in tr.partitions)
                 if served:
-                    t = _topic_of(broker.image, ft, version)
+                    t = _topic_of(ctx.image, ft, version)
                     metrics.fetched(t.name if t is not None else ft.topic, served)
             return FetchResponse(error_code=0, session_id=0, responses=responses)
-        waiter = broker.replicas.fetch_waiters.register(keys)
+        waiter = ctx.replicas.fetch_waiters.register(keys)
         try:
             await asyncio.wait_for(asyncio.shield(waiter), remaining)
         except asyncio.TimeoutError:
             pass
         finally:
-            broker.replicas.fetch_waiters.unregister(keys, waiter)
+            ctx.replicas.fetch_waiters.unregister(keys, waiter)
 
 
 def _topic_of(image, ft, version):
     return image.topics_by_id.get(ft.topic_id) if version >= 13 else image.topic(ft.topic)
 
 
-def _partition_keys(broker, req: FetchRequest, version: int) -> list[tuple[str, int]]:
+def _partition_keys(ctx, req: FetchRequest, version: int) -> list[tuple[str, int]]:
     keys = []
     for ft in req.topics:
-        t = _topic_of(broker.image, ft, version)
+        t = _topic_of(ctx.image, ft, version)
         if t is not None:
             keys.extend((t.name, p.partition) for p in ft.partitions)
     return keys
 
 
-def _read_all(broker, req: FetchRequest, version: int) -> tuple[list[FetchableTopicResponse], int, bool]:
-    image = broker.image
+def _read_all(ctx, req: FetchRequest, version: int) -> tuple[list[FetchableTopicResponse], int, bool]:
+    image = ctx.image
     isolation = FetchIsolation.TXN_COMMITTED if req.isolation_level == READ_COMMITTED else FetchIsolation.HIGH_WATERMARK
     limit = req.max_bytes
     min_one = True
@@ -96,7 +95,7 @@ def _read_all(broker, req: FetchRequest, version: int) -> tuple[list[FetchableTo
                 pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 errors = True
                 continue
-            part, pd.error_code = broker.replicas.leader_partition(topic.name, fp.partition, fp.current_leader_epoch)
+            part, pd.error_code = ctx.replicas.leader_partition(topic.name, fp.partition, fp.current_leader_epoch)
             if pd.error_code:
                 if pd.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and part is not None:
                     pd.current_leader = LeaderIdAndEpoch(part.info.leader, part.info.leader_epoch)

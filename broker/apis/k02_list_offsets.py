@@ -20,8 +20,7 @@ EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4,
 
 
 async def handle(ctx, req: ListOffsetsRequest) -> ListOffsetsResponse:
-    broker = ctx.broker
-    image = broker.image
+    image = ctx.image
     topics = []
     for t in req.topics:
         tr = ListOffsetsTopicResponse(name=t.name)
@@ -34,7 +33,7 @@ async def handle(ctx, req: ListOffsetsRequest) -> ListOffsetsResponse:
             if info is None:
                 pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            part, pr.error_code = broker.replicas.leader_partition(t.name, p.partition_index, p.current_leader_epoch)
+            part, pr.error_code = ctx.replicas.leader_partition(t.name, p.partition_index, p.current_leader_epoch)
             if pr.error_code:
                 continue
             try:

@@ -13,10 +13,11 @@ Behaviour (KafkaApis.handleTopicMetadataRequest, KRaft):
 
 from __future__ import annotations
 
-from cluster.controller import NewTopic, validate_topic_name
+from cluster.controller import validate_topic_name
 from cluster.metadata_image import INTERNAL_TOPICS, MetadataImage, TopicInfo
 from protocol.errors import ErrorCode
-from protocol.generated.messages import MetadataRequest, MetadataResponse
+from protocol.generated.messages import CreateTopicsRequest, MetadataRequest, MetadataResponse
+from protocol.generated.messages.create_topics_request import CreatableTopic
 from protocol.generated.messages.metadata_response import (
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 )
@@ -53,25 +54,24 @@ def topic_response(image: MetadataImage, t: TopicInfo, node_id: int = -1, loadin
 
 
 async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
-    broker = ctx.broker
-    image = broker.image
+    image = ctx.image
     version = ctx.version
     all_topics = req.topics is None or (version == 0 and not req.topics)
     topics: list[MetadataResponseTopic] = []
     if all_topics:
-        topics = [topic_response(image, t, broker.node_id, broker.loading) for t in image.topics_by_name.values()]
+        topics = [topic_response(image, t, ctx.node_id, ctx.replicas.loading) for t in image.topics_by_name.values()]
     else:
-        auto = bool(broker.config.get("auto.create.topics.enable")) and (version < 4 or req.allow_auto_topic_creation)
+        auto = bool(ctx.config.get("auto.create.topics.enable")) and (version < 4 or req.allow_auto_topic_creation)
         to_create = []
         for rt in req.topics:
             if rt.name is None:
                 t = image.topics_by_id.get(rt.topic_id)
-                topics.append(topic_response(image, t, broker.node_id, broker.loading) if t is not None else MetadataResponseTopic(
+                topics.append(topic_response(image, t, ctx.node_id, ctx.replicas.loading) if t is not None else MetadataResponseTopic(
                     error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=rt.topic_id))
                 continue
             t = image.topic(rt.name)
             if t is not None:
-                topics.append(topic_response(image, t, broker.node_id, broker.loading))
+                topics.append(topic_response(image, t, ctx.node_id, ctx.replicas.loading))
             elif validate_topic_name(rt.name) is not None:
                 topics.append(MetadataResponseTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=rt.name,
                                                     topic_id=ZERO_UUID, is_internal=False))
@@ -83,11 +83,12 @@ async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
                 topics.append(MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=rt.name,
                                                     topic_id=ZERO_UUID, is_internal=False))
         if to_create:
-            new = [NewTopic(n) for n in dict.fromkeys(to_create)]
-            await broker.decide(lambda latest: broker.controller.create_topics(latest, new))
+            # AutoTopicCreationManager: a CreateTopics to the controller with the broker defaults (-1)
+            await ctx.controller.call(CreateTopicsRequest(topics=[
+                CreatableTopic(name=n, num_partitions=-1, replication_factor=-1) for n in dict.fromkeys(to_create)]))
     return MetadataResponse(
         brokers=brokers_for(image, ctx.listener),
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        cluster_id=ctx.cluster_id,
+        controller_id=ctx.node_id,
         topics=topics,
     )

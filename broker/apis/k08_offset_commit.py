@@ -35,7 +35,7 @@ def _error_response(req: OffsetCommitRequest, code: int) -> OffsetCommitResponse
 
 
 async def handle(ctx, req: OffsetCommitRequest) -> OffsetCommitResponse:
-    image = ctx.broker.image
+    image = ctx.image
     if ctx.version >= 5:
         req.retention_time_ms = -1  # only v2-4 carry retention_time_ms; later versions use offsets.retention.minutes
     if req.group_id is None:
@@ -65,7 +65,7 @@ async def handle(ctx, req: OffsetCommitRequest) -> OffsetCommitResponse:
                                   member_id=req.member_id, group_instance_id=req.group_instance_id,
                                   retention_time_ms=req.retention_time_ms, topics=[t for _, t in valid])
         try:
-            res = await ctx.broker.groups.run(req.group_id, "commit_offsets", req_ctx(ctx), sub)
+            res = await ctx.groups.run(req.group_id, "commit_offsets", req_ctx(ctx), sub)
             if res.error is not None:
                 raise res.error
             for (i, t), rt in zip(valid, res.response.topics):

@@ -25,8 +25,8 @@ VERSIONS = (1, 10)
 
 
 async def fetch_group(ctx, g: OffsetFetchRequestGroup, require_stable: bool) -> OffsetFetchResponseGroup:
-    groups = ctx.broker.groups
-    image = ctx.broker.image
+    groups = ctx.groups
+    image = ctx.image
     unknown_ids: list[OffsetFetchResponseTopics] = []
     if ctx.version >= 10 and g.topics is not None:
         named = []

@@ -20,8 +20,8 @@ GROUP, TRANSACTION = 0, 1
 
 def _coordinator(ctx, key: str, key_type: int) -> Coordinator:
     if key_type == GROUP:
-        ep = ctx.broker.advertised_endpoint(ctx.listener)
-        return Coordinator(key=key, node_id=ctx.broker.node_id, host=ep.host, port=ep.port, error_code=0)
+        ep = ctx.handles.advertised_endpoint(ctx.listener)
+        return Coordinator(key=key, node_id=ctx.node_id, host=ep.host, port=ep.port, error_code=0)
     code = ErrorCode.COORDINATOR_NOT_AVAILABLE if key_type == TRANSACTION else ErrorCode.INVALID_REQUEST
     return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code,
                        error_message="The coordinator is not available." if key_type == TRANSACTION else

@@ -35,7 +35,7 @@ def _finish(resp: JoinGroupResponse, version: int) -> JoinGroupResponse:
 
 
 async def handle(ctx, req: JoinGroupRequest) -> JoinGroupResponse:
-    groups = ctx.broker.groups
+    groups = ctx.groups
     if ctx.version == 0:
         req.rebalance_timeout_ms = req.session_timeout_ms
     if not req.group_id:

@@ -18,7 +18,7 @@ VERSIONS = (0, 6)
 
 
 async def handle(ctx, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    groups = ctx.broker.groups
+    groups = ctx.groups
     out = []
     for gid in req.groups:
         if gid is None:

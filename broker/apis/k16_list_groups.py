@@ -15,7 +15,7 @@ VERSIONS = (0, 5)
 
 
 async def handle(ctx, req: ListGroupsRequest) -> ListGroupsResponse:
-    groups = ctx.broker.groups
+    groups = ctx.groups
     states = set(req.states_filter or []) if ctx.version >= 4 else set()
     types = set(req.types_filter or []) if ctx.version >= 5 else set()
     out = []

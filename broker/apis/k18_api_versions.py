@@ -37,7 +37,7 @@ async def handle(ctx, req: ApiVersionsRequest) -> ApiVersionsResponse:
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=advertised(HANDLERS))
     resp = ApiVersionsResponse(error_code=0, api_keys=advertised(HANDLERS))
     if ctx.version >= 3:
-        image = ctx.broker.image
+        image = ctx.image
         resp.supported_features = [SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
                                    for n, (lo, hi) in sorted(SUPPORTED_FEATURES.items())]
         resp.finalized_features_epoch = image.offset

@@ -4,41 +4,17 @@ Behaviour (ControllerApis.createTopics / ReplicationControlManager): per-topic e
 (TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
 INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, INVALID_REQUEST for duplicates); validate_only answers
 without writing; v5+ return topic id, partitions, replication factor and the topic's configs.
+
+Forwarded whole to the controller (broker/controller_apis/), as Kafka's ForwardingManager does.
 """
 
 from __future__ import annotations
 
-from cluster.controller import NewTopic
 from protocol.generated.messages import CreateTopicsRequest, CreateTopicsResponse
-from protocol.generated.messages.create_topics_response import CreatableTopicConfigs, CreatableTopicResult
-from storage.config import LogConfig
 
 API_KEY = 19
 VERSIONS = (2, 7)
 
-CONFIG_SOURCE_DYNAMIC_TOPIC = 1
-CONFIG_SOURCE_STATIC_BROKER = 4
-CONFIG_SOURCE_DEFAULT = 5
-
 
 async def handle(ctx, req: CreateTopicsRequest) -> CreateTopicsResponse:
-    broker = ctx.broker
-    new = [NewTopic(t.name, t.num_partitions, t.replication_factor,
-                    {a.partition_index: list(a.broker_ids) for a in t.assignments} or None,
-                    {c.name: c.value for c in t.configs})
-           for t in req.topics]
-    res = await broker.decide(lambda image: broker.controller.create_topics(image, new, req.validate_only))
-    out = []
-    for r in res.response:
-        item = CreatableTopicResult(name=r.name, topic_id=r.topic_id, error_code=r.error_code,
-                                    error_message=r.error_message)
-        if r.error_code == 0 and ctx.version >= 5:
-            item.num_partitions = r.num_partitions
-            item.replication_factor = r.replication_factor
-            cfg = LogConfig.from_props(r.configs, broker.config.values)
-            item.configs = [CreatableTopicConfigs(name=k, value=v, read_only=False,
-                                                  config_source=CONFIG_SOURCE_DYNAMIC_TOPIC if k in r.configs
-                                                  else CONFIG_SOURCE_DEFAULT, is_sensitive=False)
-                            for k, v in sorted(cfg.to_topic_props().items())]
-        out.append(item)
-    return CreateTopicsResponse(topics=out)
+    return await ctx.controller.forward(ctx, req)

@@ -18,7 +18,6 @@ HIGH_WATERMARK = -1
 
 
 async def handle(ctx, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
-    broker = ctx.broker
     topics = []
     for t in req.topics:
         tr = DeleteRecordsTopicResult(name=t.name)
@@ -26,7 +25,7 @@ async def handle(ctx, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
         for p in t.partitions:
             pr = DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1, error_code=0)
             tr.partitions.append(pr)
-            part, pr.error_code = broker.replicas.leader_partition(t.name, p.partition_index)
+            part, pr.error_code = ctx.replicas.leader_partition(t.name, p.partition_index)
             if pr.error_code:
                 continue
             lg = part.log

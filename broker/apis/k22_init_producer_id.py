@@ -19,5 +19,5 @@ async def handle(ctx, req: InitProducerIdRequest) -> InitProducerIdResponse:
     if req.transactional_id is not None:
         return InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1,
                                       producer_epoch=-1)
-    pid = await ctx.broker.next_producer_id()
+    pid = await ctx.handles.next_producer_id()
     return InitProducerIdResponse(error_code=0, producer_id=pid, producer_epoch=0)

@@ -16,7 +16,6 @@ VERSIONS = (2, 4)
 
 
 async def handle(ctx, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
-    broker = ctx.broker
     topics = []
     for t in req.topics:
         tr = OffsetForLeaderTopicResult(topic=t.topic)
@@ -24,7 +23,7 @@ async def handle(ctx, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochR
         for p in t.partitions:
             r = EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1)
             tr.partitions.append(r)
-            part, r.error_code = broker.replicas.leader_partition(t.topic, p.partition, p.current_leader_epoch)
+            part, r.error_code = ctx.replicas.leader_partition(t.topic, p.partition, p.current_leader_epoch)
             if r.error_code:
                 continue
             found = part.log.end_offset_for_epoch(p.leader_epoch)

@@ -23,7 +23,6 @@ TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 
 
 async def handle(ctx, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
-    broker = ctx.broker
     results = []
     for r in req.resources:
         res = DescribeConfigsResult(error_code=0, resource_type=r.resource_type, resource_name=r.resource_name)
@@ -31,32 +30,32 @@ async def handle(ctx, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
         keys = r.configuration_keys or None
         if r.resource_type == TOPIC:
             err = validate_topic_name(r.resource_name)
-            topic = broker.image.topic(r.resource_name)
+            topic = ctx.image.topic(r.resource_name)
             if err:
                 res.error_code, res.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, err
             elif topic is None:
                 res.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 res.error_message = f"Topic {r.resource_name} does not exist"
             else:
-                overrides = dict(broker.image.topic_config(r.resource_name))
-                cfg = broker.replicas.topic_log_config(r.resource_name)
-                res.configs = topic_entries(cfg, overrides, broker.config.values, broker.config.explicit, keys,
+                overrides = dict(ctx.image.topic_config(r.resource_name))
+                cfg = ctx.replicas.topic_log_config(r.resource_name)
+                res.configs = topic_entries(cfg, overrides, ctx.config.values, ctx.config.explicit, keys,
                                             req.include_synonyms, req.include_documentation)
         elif r.resource_type == BROKER:
             if r.resource_name == "":
                 res.configs = []
-            elif r.resource_name == str(broker.node_id):
-                res.configs = broker_entries(broker.config.values, broker.config.explicit, keys,
+            elif r.resource_name == str(ctx.node_id):
+                res.configs = broker_entries(ctx.config.values, ctx.config.explicit, keys,
                                              req.include_synonyms, dynamic=set(),
                                              include_documentation=req.include_documentation)
             else:
                 res.error_code = ErrorCode.INVALID_REQUEST
-                res.error_message = (f"Unexpected broker id, expected {broker.node_id} or empty string, but received "
+                res.error_message = (f"Unexpected broker id, expected {ctx.node_id} or empty string, but received "
                                      f"{r.resource_name}")
         elif r.resource_type == BROKER_LOGGER:
-            if r.resource_name != str(broker.node_id):
+            if r.resource_name != str(ctx.node_id):
                 res.error_code = ErrorCode.INVALID_REQUEST
-                res.error_message = f"Unexpected broker id, expected {broker.node_id}, but received {r.resource_name}"
+                res.error_message = f"Unexpected broker id, expected {ctx.node_id}, but received {r.resource_name}"
             else:
                 res.configs = logger_entries(keys)
         else:

@@ -1,13 +1,15 @@
 """AlterConfigs: v0-2 (deprecated by Kafka in favour of IncrementalAlterConfigs, still served).
 
-Behaviour: a TOPIC resource's overrides are replaced by exactly the given set (keys not named are
+BROKER_LOGGER is answered here (not allowed: INVALID_REQUEST); every other resource is forwarded to the
+controller (broker/controller_apis/k33_alter_configs.py), as Kafka's ConfigAdminManager splits it.
+Behaviour there: a TOPIC resource's overrides are replaced by exactly the given set (keys not named are
 removed), validated like IncrementalAlterConfigs; per-resource errors; validate_only.
 BROKER_LOGGER is not allowed here (INVALID_REQUEST), dynamic BROKER configs are not implemented.
 """
 
 from __future__ import annotations
 
-from broker.alter_configs import BROKER, BROKER_LOGGER, TOPIC, ResourceError, check_duplicates, commit_topic
+from broker.alter_configs import BROKER_LOGGER, forward_remaining
 from protocol.errors import ErrorCode
 from protocol.generated.messages import AlterConfigsRequest, AlterConfigsResponse
 from protocol.generated.messages.alter_configs_response import AlterConfigsResourceResponse
@@ -17,28 +19,8 @@ VERSIONS = (0, 2)
 
 
 async def handle(ctx, req: AlterConfigsRequest) -> AlterConfigsResponse:
-    broker = ctx.broker
-    out = []
-    for r in req.resources:
-        resp = AlterConfigsResourceResponse(error_code=0, error_message=None, resource_type=r.resource_type,
-                                            resource_name=r.resource_name)
-        out.append(resp)
-        try:
-            check_duplicates([c.name for c in r.configs])
-            if r.resource_type == TOPIC:
-                if broker.image.topic(r.resource_name) is None:
-                    raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                        f"The topic '{r.resource_name}' does not exist.")
-                if any(c.value is None for c in r.configs):
-                    raise ResourceError(ErrorCode.INVALID_REQUEST, "Null value not supported")
-                await commit_topic(ctx, r.resource_name, {c.name: c.value for c in r.configs}, req.validate_only)
-            elif r.resource_type == BROKER_LOGGER:
-                raise ResourceError(ErrorCode.INVALID_REQUEST, "AlterConfigs does not support BROKER_LOGGER")
-            elif r.resource_type == BROKER:
-                raise ResourceError(ErrorCode.INVALID_CONFIG, "Cannot update these configs dynamically: "
-                                    + ", ".join(sorted(c.name for c in r.configs)))
-            else:
-                raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}")
-        except ResourceError as exc:
-            resp.error_code, resp.error_message = exc.code, exc.message
-    return AlterConfigsResponse(responses=out)
+    local = {i: AlterConfigsResourceResponse(error_code=ErrorCode.INVALID_REQUEST,
+                                             error_message="AlterConfigs does not support BROKER_LOGGER",
+                                             resource_type=r.resource_type, resource_name=r.resource_name)
+             for i, r in enumerate(req.resources) if r.resource_type == BROKER_LOGGER}
+    return await forward_remaining(ctx, req, local, AlterConfigsResponse)

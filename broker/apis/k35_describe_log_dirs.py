@@ -19,10 +19,9 @@ VERSIONS = (1, 5)
 
 
 async def handle(ctx, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
-    broker = ctx.broker
     wanted = None if req.topics is None else {(t.topic, p) for t in req.topics for p in t.partitions}
-    by_dir: dict[str, dict[str, list[DescribeLogDirsPartition]]] = {str(d): {} for d in broker.log_dirs}
-    for (topic, index), part in sorted(broker.replicas.partitions.items()):
+    by_dir: dict[str, dict[str, list[DescribeLogDirsPartition]]] = {str(d): {} for d in ctx.config.log_dirs}
+    for (topic, index), part in sorted(ctx.replicas.partitions.items()):
         if wanted is not None and (topic, index) not in wanted:
             continue
         lg = part.log

@@ -18,7 +18,7 @@ VERSIONS = (0, 2)
 
 
 async def handle(ctx, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
-    groups = ctx.broker.groups
+    groups = ctx.groups
     out = []
     for gid in req.groups_names:
         if gid is None:

@@ -24,7 +24,7 @@ VERSIONS = (0, 0)
 async def handle(ctx, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
     if not req.group_id:
         return OffsetDeleteResponse(error_code=ErrorCode.INVALID_GROUP_ID, topics=[])
-    image = ctx.broker.image
+    image = ctx.image
     unknown, known = [], []
     for t in req.topics:
         topic = image.topic(t.name)
@@ -37,7 +37,7 @@ async def handle(ctx, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
         if good:
             known.append(OffsetDeleteRequestTopic(name=t.name, partitions=good))
     try:
-        res = await ctx.broker.groups.run(req.group_id, "delete_offsets",
+        res = await ctx.groups.run(req.group_id, "delete_offsets",
                                           OffsetDeleteRequest(group_id=req.group_id, topics=known))
         if res.error is not None:
             raise res.error

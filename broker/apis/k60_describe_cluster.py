@@ -18,17 +18,16 @@ BROKERS, CONTROLLERS = 1, 2
 
 
 async def handle(ctx, req: DescribeClusterRequest) -> DescribeClusterResponse:
-    broker = ctx.broker
     if ctx.version >= 1 and req.endpoint_type != BROKERS:
         return DescribeClusterResponse(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                                        error_message="The broker only handles broker endpoint types",
-                                       endpoint_type=req.endpoint_type, cluster_id=broker.cluster_id or "")
+                                       endpoint_type=req.endpoint_type, cluster_id=ctx.cluster_id or "")
     brokers = []
-    for b in broker.image.brokers.values():
+    for b in ctx.image.brokers.values():
         ep = b.endpoint(ctx.listener)
         if ep is None or (b.fenced and not req.include_fenced_brokers):
             continue
         brokers.append(DescribeClusterBroker(broker_id=b.node_id, host=ep.host, port=ep.port, rack=b.rack,
                                              is_fenced=b.fenced))
-    return DescribeClusterResponse(error_code=0, endpoint_type=BROKERS, cluster_id=broker.cluster_id or "",
-                                   controller_id=broker.node_id, brokers=brokers)
+    return DescribeClusterResponse(error_code=0, endpoint_type=BROKERS, cluster_id=ctx.cluster_id or "",
+                                   controller_id=ctx.node_id, brokers=brokers)

@@ -15,7 +15,6 @@ VERSIONS = (0, 0)
 
 
 async def handle(ctx, req: DescribeProducersRequest) -> DescribeProducersResponse:
-    broker = ctx.broker
     topics = []
     for t in req.topics:
         tr = TopicResponse(name=t.name)
@@ -23,7 +22,7 @@ async def handle(ctx, req: DescribeProducersRequest) -> DescribeProducersRespons
         for index in t.partition_indexes:
             pr = PartitionResponse(partition_index=index, error_code=0)
             tr.partitions.append(pr)
-            part, pr.error_code = broker.replicas.leader_partition(t.name, index)
+            part, pr.error_code = ctx.replicas.leader_partition(t.name, index)
             if pr.error_code:
                 continue
             for pid, e in sorted(part.log.producer_state.producers.items()):

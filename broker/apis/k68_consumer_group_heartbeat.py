@@ -28,7 +28,7 @@ VERSIONS = (0, 1)
 
 
 async def handle(ctx, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
-    protocols = str(ctx.broker.config.get("group.coordinator.rebalance.protocols", "classic,consumer"))
+    protocols = str(ctx.config.get("group.coordinator.rebalance.protocols", "classic,consumer"))
     if "consumer" not in {p.strip().lower() for p in protocols.split(",")}:
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
                                               error_message="The consumer group protocol is disabled "
@@ -37,7 +37,7 @@ async def handle(ctx, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartb
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.INVALID_REQUEST,
                                               error_message="GroupId can't be empty.")
     try:
-        res = await ctx.broker.groups.run(req.group_id, "consumer_group_heartbeat", req_ctx(ctx), req)
+        res = await ctx.groups.run(req.group_id, "consumer_group_heartbeat", req_ctx(ctx), req)
         if res.error is not None:
             raise res.error
         return res.response

@@ -18,7 +18,7 @@ VERSIONS = (0, 0)
 
 
 async def handle(ctx, req: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
-    groups = ctx.broker.groups
+    groups = ctx.groups
     out = []
     for gid in req.group_ids:
         if not gid:
@@ -26,7 +26,7 @@ async def handle(ctx, req: ConsumerGroupDescribeRequest) -> ConsumerGroupDescrib
             continue
         try:
             _, shard = await groups.shard_for(gid)
-            d = shard.consumer_group_describe([gid], ctx.broker.image)[0]
+            d = shard.consumer_group_describe([gid], ctx.image)[0]
         except GroupError as exc:
             d = DescribedGroup(group_id=gid, error_code=exc.code, members=[])
         if req.include_authorized_operations:

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from broker.sendfile import PartWriter, SendStats
-from broker.server import new_event_loop
+from broker.node import new_event_loop
 from storage.file_records import FileSlice
 from tests.broker import test_metrics
 

@@ -97,9 +97,9 @@ def test_serves_retriable_errors_while_partitions_load(tmp_path):
     import threading
 
     from broker.config import BrokerConfig
-    from broker.server import Broker
-    from cluster.controller import NewTopic
-    from protocol.generated.messages import MetadataRequest, ProduceRequest
+    from broker.node import Broker
+    from protocol.generated.messages import CreateTopicsRequest, MetadataRequest, ProduceRequest
+    from protocol.generated.messages.create_topics_request import CreatableTopic
     from storage.log_manager import LogManager
     from protocol.generated.messages.metadata_request import MetadataRequestTopic
     from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData
@@ -113,8 +113,8 @@ def test_serves_retriable_errors_while_partitions_load(tmp_path):
     async def scenario():
         b = Broker(BrokerConfig(values))
         await b.start()
-        await b.decide(lambda image: b.controller.create_topics(
-            image, [NewTopic("slow", 1, 1)]))
+        await b.controller.call(CreateTopicsRequest(topics=[CreatableTopic(
+            name="slow", num_partitions=1, replication_factor=1)]))
         await b.stop()
 
         def probe(port):

@@ -11,7 +11,6 @@ import time
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from cluster.controller import ControllerResult
 from cluster.group_records import GROUP_METADATA_TOPIC, partition_for
 from protocol.generated.coordinator import GroupMetadataKey, OffsetCommitKey
 from protocol.generated.metadata import PartitionChangeRecord
@@ -150,7 +149,7 @@ def test_partition_is_unloaded_and_reloaded_when_leadership_moves(gbroker):
 
     def change(leader):
         rec = PartitionChangeRecord(partition_id=p, topic_id=topic.topic_id, leader=leader)
-        asyncio.run_coroutine_threadsafe(broker.decide(lambda image: ControllerResult([rec])), gbroker._loop).result(10)
+        asyncio.run_coroutine_threadsafe(broker.quorum.commit([rec]), gbroker._loop).result(10)
 
     change(-1)  # this broker no longer leads the group's partition
     wait_until(lambda: p not in broker.groups.shards, timeout=5, what="the partition to be unloaded")

@@ -1,0 +1,25 @@
+"""The controller's handlers, one module per API key (Kafka's ControllerApis): pure decisions against the
+latest committed image, each returning the records to commit and the response to send once they are.
+
+Brokers reach them only through the controller channel (broker/controller_channel.py): client admin
+requests forwarded whole in an Envelope, and the broker's own controller RPCs.
+"""
+
+from broker.controller_apis import k19_create_topics
+from broker.controller_apis import k20_delete_topics
+from broker.controller_apis import k33_alter_configs
+from broker.controller_apis import k37_create_partitions
+from broker.controller_apis import k44_incremental_alter_configs
+from broker.controller_apis import k62_broker_registration
+from broker.controller_apis import k67_allocate_producer_ids
+from broker.registry import build_table
+
+CONTROLLER_HANDLERS = build_table([
+    k19_create_topics,
+    k20_delete_topics,
+    k33_alter_configs,
+    k37_create_partitions,
+    k44_incremental_alter_configs,
+    k62_broker_registration,
+    k67_allocate_producer_ids,
+], listener="controller")

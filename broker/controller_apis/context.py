@@ -1,0 +1,20 @@
+"""What a controller-side handler gets: the latest committed image, the pure controller, the caller."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+from cluster.controller import Controller
+from cluster.metadata_image import MetadataImage
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class ControllerContext:
+    image: MetadataImage
+    controller: Controller
+    config: Mapping[str, Any]  # the controller node's properties (Kafka names)
+    version: int  # the request's API version
+    next_offset: int  # the metadata log offset the next committed record gets (a new broker epoch)
+    principal: str | None = None  # "User:ANONYMOUS" for a forwarded client request; None for a broker RPC
+    client_host: str | None = None

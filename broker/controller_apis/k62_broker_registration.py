@@ -1,0 +1,26 @@
+"""BrokerRegistration on the controller (ClusterControlManager.registerBroker): the broker's listeners,
+rack, incarnation and log dirs become a RegisterBrokerRecord; its broker epoch is that record's offset."""
+
+from __future__ import annotations
+
+from broker.controller_apis.context import ControllerContext
+from cluster.controller import ControllerResult
+from protocol.errors import ErrorCode
+from protocol.generated.messages import BrokerRegistrationRequest, BrokerRegistrationResponse
+
+API_KEY = 62
+VERSIONS = (0, 4)
+
+
+def handle(cctx: ControllerContext, req: BrokerRegistrationRequest) -> ControllerResult:
+    cluster_id = cctx.config.get("cluster.id")
+    if cluster_id and req.cluster_id != cluster_id:
+        return ControllerResult([], BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID))
+    res = cctx.controller.register_broker(
+        cctx.image, req.broker_id, req.incarnation_id, [(l.name, l.host, l.port) for l in req.listeners],
+        req.rack, cctx.next_offset, list(req.log_dirs))
+    if res.records:
+        epoch = cctx.next_offset
+    else:  # the same registration again: the broker keeps its epoch
+        epoch = cctx.image.brokers[req.broker_id].broker_epoch
+    return ControllerResult(res.records, BrokerRegistrationResponse(error_code=0, broker_epoch=epoch))

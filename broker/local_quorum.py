@@ -1,0 +1,33 @@
+"""The metadata quorum with one voter: a batch is committed once fsynced, then published to the node.
+
+The Raft quorum replaces this behind the same ``commit`` / ``image`` / ``end_offset`` surface that the
+controller channel uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.metadata_log import MetadataLog
+from broker.metadata_publisher import MetadataPublisher
+from cluster.metadata_image import MetadataImage
+from protocol.message import Message
+
+
+class LocalQuorum:
+    def __init__(self, log: MetadataLog, publisher: MetadataPublisher) -> None:
+        self.log = log
+        self.publisher = publisher
+
+    @property
+    def end_offset(self) -> int:
+        return self.log.end_offset
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.log.image
+
+    async def commit(self, records: list[Message]) -> MetadataImage:
+        image = await asyncio.to_thread(self.log.append, records)
+        await self.publisher.publish(image)
+        return image

@@ -1,0 +1,243 @@
+"""One node's wiring: the metadata log and quorum, the controller channel, the partition logs, the group
+coordinator, metrics and the network server, started and stopped in order.
+
+Nothing here answers requests: handlers get ``BrokerHandles`` (broker/context.py), never this object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from pathlib import Path
+
+from broker.clock import SYSTEM_CLOCK, Clock
+from broker.config import BrokerConfig, Listener
+from broker.context import BrokerHandles
+from broker.controller_channel import LocalControllerChannel
+from broker.group_service import GroupService
+from broker.local_quorum import LocalQuorum
+from broker.log_dirs import ensure_meta_properties
+from broker.metadata_log import MetadataLog, metadata_log_dir
+from broker.metadata_publisher import MetadataPublisher
+from broker.metrics import BrokerMetrics
+from broker.replica_manager import ReplicaManager
+from broker.sendfile import SendStats
+from broker.server import NetworkServer
+from cluster.controller import Controller
+from cluster.metadata_image import MetadataImage
+from protocol.generated.messages import AllocateProducerIdsRequest, BrokerRegistrationRequest
+from protocol.generated.messages.broker_registration_request import Listener as RegistrationListener
+from storage.checkpoints import MetaProperties, random_uuid
+from storage.config import ConfigError, LogConfig, LogManagerConfig
+from storage.log_manager import LogManager
+
+log = logging.getLogger("odradek.node")
+
+SECURITY_PROTOCOL_PLAINTEXT = 0
+
+
+class Broker:
+    """One broker process (combined broker and controller while the quorum has one voter)."""
+
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+        for warning in config.validate():  # raises ConfigException on an invalid value
+            log.warning(warning)
+        self.config = config
+        self.clock = clock
+        self.node_id = config.node_id
+        self.log_dirs: list[Path] = config.log_dirs
+        self.cluster_id: str | None = None
+        self.replicas: ReplicaManager | None = None
+        send_stats = SendStats()
+        self.metrics = BrokerMetrics(lambda: self.replicas, send_stats)
+        self.server = NetworkServer(config.listeners, int(config["socket.request.max.bytes"]),
+                                    int(config["connections.max.idle.ms"]), self.metrics, send_stats)
+        self.metadata = MetadataPublisher()
+        self.metadata_log = MetadataLog(metadata_log_dir(self.log_dirs, config.get("metadata.log.dir")))
+        self.quorum = LocalQuorum(self.metadata_log, self.metadata)
+        self.controller = LocalControllerChannel(
+            Controller(self.node_id, config.values, validate_topic_configs=self._validate_topic_configs),
+            self.quorum, {**config.values, "cluster.id": None})
+        self.groups: GroupService | None = None
+        self.log_manager: LogManager | None = None
+        self.logs_loaded: asyncio.Future | None = None
+        self.producer_ids = ProducerIdBlock()
+        self._producer_id_lock = asyncio.Lock()
+        self.incarnation_id = random_uuid()
+        self.broker_epoch = -1
+
+    # ---- what tests and the CLI look at ------------------------------------------------------------
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.metadata.image
+
+    @property
+    def send_stats(self) -> SendStats:
+        return self.server.send_stats
+
+    @property
+    def loading(self) -> bool:
+        return self.replicas is None or self.replicas.loading
+
+    def bound_port(self, listener: str | None = None) -> int:
+        if listener is None:
+            listener = next(iter(self.server.bound))
+        return self.server.bound[listener].port
+
+    @property
+    def bound_listeners(self) -> list[str]:
+        return list(self.server.bound)
+
+    def advertised_endpoint(self, listener: str) -> Listener:
+        """The advertised host:port for a listener; port 0 in config means the port actually bound."""
+        bound = self.server.bound
+        for adv in self.config.advertised_listeners:
+            if adv.name == listener:
+                port = adv.port or bound[listener].port
+                host = adv.host or bound[listener].host or socket.getfqdn()
+                return Listener(listener, host, port)
+        b = bound[listener]
+        return Listener(listener, b.host or socket.getfqdn(), b.port)
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self, wait_for_logs: bool = True) -> None:
+        """Open the metadata log, register, start serving, and load the partition logs in the background.
+
+        While logs load (slow after an unclean shutdown: recovery runs in worker threads, never on the
+        event loop) the broker already answers: partitions it hosts are NOT_LEADER_OR_FOLLOWER /
+        LEADER_NOT_AVAILABLE and groups COORDINATOR_LOAD_IN_PROGRESS, Kafka's retriable errors.
+        ``wait_for_logs`` returns only once loading finished (the embedded broker's default).
+        """
+        self.cluster_id = ensure_meta_properties(self.log_dirs, self.node_id, self.config.get("cluster.id"))
+        self.controller.config["cluster.id"] = self.cluster_id
+        image = await asyncio.to_thread(self.metadata_log.open)
+        self.metadata.image = image
+        lm_config = LogManagerConfig.from_props({**self.config.values, "log.dirs": ",".join(map(str, self.log_dirs)),
+                                                 "cluster.id": self.cluster_id})
+        topic_configs = {name: dict(image.topic_config(name)) for name in image.topics_by_name}
+        self.log_manager = LogManager(lm_config, broker_props=self.config.values, topic_configs=topic_configs,
+                                      broker_epoch=image.brokers[self.node_id].broker_epoch
+                                      if self.node_id in image.brokers else -1)
+        self.replicas = ReplicaManager(self.node_id, self.log_manager, self.clock.now_ms, self.metrics)
+        self.replicas.loading = True
+        self.metadata.add(self._publish_to_replicas)
+        self.groups = GroupService(self.node_id, self.config, self.metadata, self.replicas, self.controller,
+                                   self.clock)
+        self.server.handles = BrokerHandles(
+            node_id=self.node_id, cluster_id=self.cluster_id, config=self.config, clock=self.clock,
+            metadata=self.metadata, replicas=self.replicas, groups=self.groups, controller=self.controller,
+            metrics=self.metrics, advertised_endpoint=self.advertised_endpoint,
+            next_producer_id=self.next_producer_id)
+        await self.server.bind()
+        await self.controller.bootstrap()
+        await self._register()
+        self.metrics.start(self.config.get("metrics.prometheus.listener"))
+        await self.server.start_serving()
+        self.logs_loaded = asyncio.ensure_future(self._load_partitions())
+        if wait_for_logs:
+            await self.logs_loaded
+
+    async def _register(self) -> None:
+        """BrokerRegistration through the controller channel (BrokerLifecycleManager)."""
+        listeners = [RegistrationListener(name=name, host=ep.host, port=ep.port,
+                                          security_protocol=SECURITY_PROTOCOL_PLAINTEXT)
+                     for name, ep in ((n, self.advertised_endpoint(n)) for n in self.server.bound)]
+        dir_ids = [m.directory_id for m in (MetaProperties.read(str(d / "meta.properties")) for d in self.log_dirs)
+                   if m.directory_id]
+        response = await self.controller.call(BrokerRegistrationRequest(
+            broker_id=self.node_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation_id,
+            listeners=listeners, features=[], rack=self.config.get("broker.rack"), log_dirs=dir_ids,
+            previous_broker_epoch=self.broker_epoch))
+        if response.error_code:
+            raise RuntimeError(f"broker registration failed with error {response.error_code}")
+        self.broker_epoch = response.broker_epoch
+
+    async def _publish_to_replicas(self, image: MetadataImage) -> None:
+        """Open/close partitions for a committed image (off the event loop); while logs load, the loader
+        applies the latest image when it is done."""
+        assert self.replicas is not None
+        if not self.replicas.loading:
+            await asyncio.to_thread(self.replicas.apply_image, image)
+
+    async def _load_partitions(self) -> None:
+        started = self.clock.monotonic()
+        assert self.log_manager is not None and self.replicas is not None and self.groups is not None
+        await asyncio.to_thread(self.log_manager.startup, self.clock.now_ms())
+        for d, clean in self.log_manager._had_clean_shutdown.items():
+            log.info("log dir %s: %s", d, "clean shutdown, recovery skipped" if clean
+                     else "no clean-shutdown marker, logs recovered from their recovery points")
+        async with self.metadata.lock:
+            await asyncio.to_thread(self.replicas.apply_image, self.metadata.image)
+            self.replicas.loading = False
+        self.log_manager.start_background(clock=self.clock.now_ms)
+        await self.groups.start()
+        log.info("loaded %d partitions in %.2f s", len(self.replicas.partitions), self.clock.monotonic() - started)
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Graceful shutdown: stop accepting, answer requests already read, then flush and checkpoint
+        (LogManager writes the clean-shutdown marker, so the next start skips recovery)."""
+        log.info("shutting down: stop accepting, finishing in-flight requests")
+        if self.groups is not None:  # group coordinator: answer parked JoinGroups first
+            await self.groups.stop()
+        await self.server.stop(grace_s)
+        self.metrics.stop()
+        if self.logs_loaded is not None and not self.logs_loaded.done():
+            await asyncio.wait([self.logs_loaded])  # recovery runs in threads: let it finish, then close
+        if self.log_manager is not None:
+            await asyncio.to_thread(self.log_manager.shutdown, self.clock.now_ms())
+            self.log_manager = None
+        await asyncio.to_thread(self.metadata_log.close)
+
+    # ---- producer ids ------------------------------------------------------------------------------
+
+    def _validate_topic_configs(self, configs: dict) -> str | None:
+        try:
+            LogConfig.from_props({k: v for k, v in configs.items() if v is not None}, self.config.values)
+        except ConfigError as exc:
+            return str(exc)
+        return None
+
+    async def next_producer_id(self) -> int:
+        """A producer id from this broker's block; a new block is committed through the controller first."""
+        pid = self.producer_ids.take()
+        if pid is None:
+            async with self._producer_id_lock:
+                pid = self.producer_ids.take()
+                if pid is None:
+                    response = await self.controller.call(AllocateProducerIdsRequest(
+                        broker_id=self.node_id, broker_epoch=self.broker_epoch))
+                    if response.error_code:
+                        raise RuntimeError(f"producer id allocation failed with error {response.error_code}")
+                    self.producer_ids.refill(response.producer_id_start, response.producer_id_len)
+                    pid = self.producer_ids.take()
+        assert pid is not None
+        return pid
+
+
+class ProducerIdBlock:
+    """The range of producer ids this broker may hand out (Kafka's ProducerIdManager)."""
+
+    def __init__(self) -> None:
+        self.next = 0
+        self.end = 0
+
+    def take(self) -> int | None:
+        if self.next >= self.end:
+            return None
+        pid = self.next
+        self.next += 1
+        return pid
+
+    def refill(self, start: int, size: int) -> None:
+        self.next, self.end = start, start + size
+
+
+def new_event_loop(kind: str) -> asyncio.AbstractEventLoop:
+    if kind == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
