@@ -37,6 +37,7 @@ class BrokerHandles:
     metrics: "BrokerMetrics"
     advertised_endpoint: Callable[[str], "Listener"]  # listener name -> advertised host:port
     next_producer_id: Callable[[], Any]  # awaitable: a producer id from this node's block
+    advertised_apis: tuple  # ApiVersion entries of the handler table, for ApiVersions
 
 
 @dataclasses.dataclass(slots=True)

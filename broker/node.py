@@ -11,6 +11,7 @@ import logging
 import socket
 from pathlib import Path
 
+from broker.apis import HANDLERS
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig, Listener
 from broker.context import BrokerHandles
@@ -21,12 +22,14 @@ from broker.log_dirs import ensure_meta_properties
 from broker.metadata_log import MetadataLog, metadata_log_dir
 from broker.metadata_publisher import MetadataPublisher
 from broker.metrics import BrokerMetrics
+from broker.registry import advertised
 from broker.replica_manager import ReplicaManager
 from broker.sendfile import SendStats
 from broker.server import NetworkServer
 from cluster.controller import Controller
 from cluster.metadata_image import MetadataImage
 from protocol.generated.messages import AllocateProducerIdsRequest, BrokerRegistrationRequest
+from protocol.generated.messages.api_versions_response import ApiVersion
 from protocol.generated.messages.broker_registration_request import Listener as RegistrationListener
 from storage.checkpoints import MetaProperties, random_uuid
 from storage.config import ConfigError, LogConfig, LogManagerConfig
@@ -130,7 +133,8 @@ class Broker:
             node_id=self.node_id, cluster_id=self.cluster_id, config=self.config, clock=self.clock,
             metadata=self.metadata, replicas=self.replicas, groups=self.groups, controller=self.controller,
             metrics=self.metrics, advertised_endpoint=self.advertised_endpoint,
-            next_producer_id=self.next_producer_id)
+            next_producer_id=self.next_producer_id,
+            advertised_apis=tuple(ApiVersion(*entry) for entry in advertised(HANDLERS)))
         await self.server.bind()
         await self.controller.bootstrap()
         await self._register()

@@ -42,3 +42,8 @@ def build_table(modules: list[ModuleType], listener: str = "broker") -> dict[int
             raise ValueError(f"{mod.__name__}: {spec.name} is not a {listener}-listener API")
         table[key] = Handler(key, spec, (lo, hi), tuple(adv), mod.handle, mod)
     return dict(sorted(table.items()))
+
+
+def advertised(table: dict[int, Handler]) -> list[tuple[int, int, int]]:
+    """(api key, min, max) for every handler: what ApiVersions lists."""
+    return [(h.api_key, h.advertised[0], h.advertised[1]) for h in table.values()]

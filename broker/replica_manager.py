@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import Callable, NamedTuple, Protocol
 
 from cluster.metadata_image import MetadataImage, PartitionInfo, TopicInfo
 from protocol.errors import ErrorCode, KafkaError
@@ -19,8 +19,13 @@ from storage.errors import InconsistentTopicIdError
 from storage.log import ORIGIN_CLIENT, Log, LogAppendInfo
 from storage.log_manager import LogManager
 
-if TYPE_CHECKING:
-    from broker.metrics import BrokerMetrics
+
+class AppendMetrics(Protocol):
+    """What the append path counts (BrokerTopicMetrics: MessagesIn, BytesIn, BytesRejected, FailedProduce)."""
+
+    def produced(self, topic: str, records: int, size: int) -> None: ...
+
+    def rejected(self, topic: str, size: int) -> None: ...
 
 log = logging.getLogger("odradek.replica_manager")
 
@@ -134,7 +139,7 @@ class AppendResult(NamedTuple):
 
 class ReplicaManager:
     def __init__(self, node_id: int, log_manager: LogManager, now_ms: Callable[[], int],
-                 metrics: "BrokerMetrics | None" = None) -> None:
+                 metrics: AppendMetrics | None = None) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.now_ms = now_ms

@@ -1,7 +1,8 @@
 """ApiVersions: v0-4.
 
 Behaviour (Kafka's ApiVersionsRequest / KafkaApis.handleApiVersionsRequest):
-* the list is built from the handler table, so it advertises exactly what is implemented;
+* the list is built from the handler table (``BrokerHandles.advertised_apis``, made by the node from
+  ``broker.apis.HANDLERS``), so it advertises exactly what is implemented;
 * a request version above the maximum is answered by dispatch with UNSUPPORTED_VERSION in a v0 body
   listing ApiVersions' own range (KIP-511), always with response header v0;
 * v3+: ClientSoftwareName/Version must match Kafka's pattern, else INVALID_REQUEST.
@@ -24,18 +25,13 @@ VERSIONS = (0, 4)
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-def advertised(table) -> list[ApiVersion]:
-    return [ApiVersion(h.api_key, h.advertised[0], h.advertised[1]) for h in table.values()]
-
-
 async def handle(ctx, req: ApiVersionsRequest) -> ApiVersionsResponse:
-    from broker.apis import HANDLERS
-
+    apis = ctx.handles.advertised_apis
     if ctx.version >= 3 and not (
         _SOFTWARE.fullmatch(req.client_software_name or "") and _SOFTWARE.fullmatch(req.client_software_version or "")
     ):
-        return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=advertised(HANDLERS))
-    resp = ApiVersionsResponse(error_code=0, api_keys=advertised(HANDLERS))
+        return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=list(apis))
+    resp = ApiVersionsResponse(error_code=0, api_keys=list(apis))
     if ctx.version >= 3:
         image = ctx.image
         resp.supported_features = [SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
