@@ -38,7 +38,7 @@ async def dispatch(ctx: RequestContext) -> list | None:
     started = ctx.clock.monotonic()
     response = await handler.handle(ctx, body)
     ctx.metrics.request_done(handler.spec.name, req.api_version, ctx.received or started, started,
-                                    getattr(response, "error_code", 0) or 0)
+                             ctx.clock.monotonic(), getattr(response, "error_code", 0) or 0)
     if response is None:
         return None
     return encode_response(req, response)

@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from cluster.group_classic import GroupError
 from cluster.group_coordinator import GroupConfig, GroupCoordinatorShard, ReqCtx, Result
-from cluster.group_records import GROUP_METADATA_TOPIC, UnknownRecordType, decode_record, partition_for
+from cluster.group_records import UnknownRecordType, decode_record, partition_for
 from protocol.errors import ErrorCode
 from protocol.generated.messages import CreateTopicsRequest
 from protocol.generated.messages.create_topics_request import CreatableTopic, CreatableTopicConfig
 from protocol.record_codec import Record, build_batch, decode_batch
+from protocol.topics import GROUP_METADATA_TOPIC
 from storage.log import ORIGIN_COORDINATOR
 
 if TYPE_CHECKING:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.clock import Clock
 from broker.metadata_log import MetadataLog
 from broker.metadata_publisher import MetadataPublisher
 from cluster.metadata_image import MetadataImage
@@ -15,9 +16,10 @@ from protocol.message import Message
 
 
 class LocalQuorum:
-    def __init__(self, log: MetadataLog, publisher: MetadataPublisher) -> None:
+    def __init__(self, log: MetadataLog, publisher: MetadataPublisher, clock: Clock) -> None:
         self.log = log
         self.publisher = publisher
+        self.clock = clock
 
     @property
     def end_offset(self) -> int:
@@ -28,6 +30,6 @@ class LocalQuorum:
         return self.log.image
 
     async def commit(self, records: list[Message]) -> MetadataImage:
-        image = await asyncio.to_thread(self.log.append, records)
+        image = await asyncio.to_thread(self.log.append, records, self.clock.now_ms())
         await self.publisher.publish(image)
         return image

@@ -13,21 +13,19 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from pathlib import Path
 
 from cluster.metadata_image import MetadataImage
 from cluster.metadata_serde import decode_record, encode_record
 from protocol.message import Message
+from protocol.topics import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 from protocol.record_codec import Record, build_batch, decode_batch
 from storage.config import LogConfig
 from storage.log import FetchIsolation, Log
 
 log = logging.getLogger("odradek.metadata_log")
 
-METADATA_TOPIC = "__cluster_metadata"
-METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
-METADATA_TOPIC_ID = bytes(15) + b"\x01"  # Kafka's Uuid.METADATA_TOPIC_ID
+METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-{METADATA_PARTITION}"
 
 
 class MetadataLog:
@@ -37,9 +35,9 @@ class MetadataLog:
         self.epoch = 0
         self.image = MetadataImage()
 
-    def open(self, had_clean_shutdown: bool = False) -> MetadataImage:
+    def open(self, now_ms: int, had_clean_shutdown: bool = False) -> MetadataImage:
         """Load the log (recovering a torn tail) and rebuild the image by replaying every batch."""
-        now = _now_ms()
+        now = now_ms
         config = LogConfig.from_props({"retention.ms": -1, "retention.bytes": -1, "segment.bytes": 104857600})
         self.log = Log.open(str(self.dir), config, now_ms=now, had_clean_shutdown=had_clean_shutdown,
                             topic_id=METADATA_TOPIC_ID)
@@ -64,12 +62,12 @@ class MetadataLog:
         assert self.log is not None
         return self.log.log_end_offset
 
-    def append(self, records: list[Message]) -> MetadataImage:
+    def append(self, records: list[Message], now_ms: int) -> MetadataImage:
         """Commit ``records`` as one batch and return the image with them applied."""
         if not records:
             return self.image
         assert self.log is not None
-        now = _now_ms()
+        now = now_ms
         batch = bytearray(build_batch([Record(value=encode_record(r), timestamp=now) for r in records]))
         info = self.log.append_as_leader(batch, self.epoch, now)
         self.log.flush(now)
@@ -81,10 +79,6 @@ class MetadataLog:
         if self.log is not None:
             self.log.close()
             self.log = None
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def metadata_log_dir(config_dirs: list[Path], metadata_log_dir: str | None) -> Path:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import socket
 from pathlib import Path
 
@@ -58,9 +59,10 @@ class Broker:
                                     int(config["connections.max.idle.ms"]), self.metrics, send_stats)
         self.metadata = MetadataPublisher()
         self.metadata_log = MetadataLog(metadata_log_dir(self.log_dirs, config.get("metadata.log.dir")))
-        self.quorum = LocalQuorum(self.metadata_log, self.metadata)
+        self.quorum = LocalQuorum(self.metadata_log, self.metadata, clock)
         self.controller = LocalControllerChannel(
-            Controller(self.node_id, config.values, validate_topic_configs=self._validate_topic_configs),
+            Controller(self.node_id, config.values, random.SystemRandom(),
+                       validate_topic_configs=self._validate_topic_configs),
             self.quorum, {**config.values, "cluster.id": None})
         self.groups: GroupService | None = None
         self.log_manager: LogManager | None = None
@@ -116,7 +118,7 @@ class Broker:
         """
         self.cluster_id = ensure_meta_properties(self.log_dirs, self.node_id, self.config.get("cluster.id"))
         self.controller.config["cluster.id"] = self.cluster_id
-        image = await asyncio.to_thread(self.metadata_log.open)
+        image = await asyncio.to_thread(self.metadata_log.open, self.clock.now_ms())
         self.metadata.image = image
         lm_config = LogManagerConfig.from_props({**self.config.values, "log.dirs": ",".join(map(str, self.log_dirs)),
                                                  "cluster.id": self.cluster_id})

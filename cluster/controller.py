@@ -9,9 +9,8 @@ ReplicationControlManager and ConfigurationControlManager.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
 from cluster.metadata_image import RESOURCE_TOPIC, MetadataImage
 from protocol.errors import ErrorCode
@@ -21,6 +20,7 @@ from protocol.generated.metadata import (
 )
 from protocol.generated.metadata.register_broker_record import BrokerEndpoint
 from protocol.message import Message, ZERO_UUID
+from protocol.topics import METADATA_TOPIC_ID
 
 MAX_TOPIC_NAME = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
@@ -65,11 +65,18 @@ class NewTopic:
     configs: dict[str, str | None] = dataclasses.field(default_factory=dict)
 
 
-def random_topic_id() -> bytes:
+class Randomness(Protocol):
+    """Where the controller's random ids come from: ``random.SystemRandom()`` in a broker, a seeded
+    ``random.Random`` in a simulation."""
+
+    def randbytes(self, n: int) -> bytes: ...
+
+
+def random_topic_id(rng: Randomness) -> bytes:
     """A fresh topic id; never the zero uuid or Kafka's reserved METADATA_TOPIC_ID (0,1)."""
     while True:
-        raw = os.urandom(16)
-        if raw not in (ZERO_UUID, bytes(15) + b"\x01") and raw[0] & 0x80 == 0:
+        raw = rng.randbytes(16)
+        if raw not in (ZERO_UUID, METADATA_TOPIC_ID) and raw[0] & 0x80 == 0:
             return raw
 
 
@@ -99,10 +106,11 @@ def _collides(name: str, existing: Iterable[str]) -> str | None:
 class Controller:
     """Decisions for one cluster; ``config`` is the controller's broker config (Kafka property names)."""
 
-    def __init__(self, node_id: int, config: dict[str, Any],
+    def __init__(self, node_id: int, config: dict[str, Any], rng: Randomness,
                  validate_topic_configs: Callable[[dict[str, str | None]], str | None] | None = None) -> None:
         self.node_id = node_id
         self.config = config
+        self.rng = rng
         self.validate_topic_configs = validate_topic_configs
 
     # ---- bootstrap and registration ---------------------------------------------------------------
@@ -204,7 +212,7 @@ class Controller:
             res.configs = {k: v for k, v in t.configs.items() if v is not None}
             if validate_only:
                 continue
-            topic_id = random_topic_id()
+            topic_id = random_topic_id(self.rng)
             res.topic_id = topic_id
             names.add(t.name)
             records.append(TopicRecord(name=t.name, topic_id=topic_id))

@@ -25,7 +25,6 @@ from protocol.generated.coordinator import (
     GroupMetadataValue, OffsetCommitKey, OffsetCommitValue,
 )
 
-GROUP_METADATA_TOPIC = "__consumer_offsets"
 
 # key version -> (key class, value class, value version written)
 RECORD_TYPES: dict[int, tuple[type, type, int]] = {

@@ -16,6 +16,7 @@ from protocol.generated.metadata import (
     UnregisterBrokerRecord,
 )
 from protocol.message import Message
+from protocol.topics import INTERNAL_TOPICS
 
 # ConfigResource.Type codes as used by ConfigRecord and DescribeConfigs
 RESOURCE_TOPIC = 2
@@ -46,7 +47,6 @@ class TopicInfo:
         return self.name in INTERNAL_TOPICS
 
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

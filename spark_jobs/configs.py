@@ -20,6 +20,7 @@ from typing import Iterable, Mapping
 from cluster.metadata_serde import MetadataParseError as MetadataLogError
 from cluster.metadata_serde import decode_record
 from protocol.generated import metadata as _md
+from protocol.topics import METADATA_TOPIC
 from storage.checkpoints import OffsetCheckpointFile
 from storage.config import TOPIC_CONFIGS, LogConfig
 
@@ -29,7 +30,6 @@ from .scan import read_slice
 __all__ = ["TopicConfigs", "load_topic_configs", "parse_config_args", "read_checkpoints", "Checkpoints",
            "METADATA_TOPIC"]
 
-METADATA_TOPIC = "__cluster_metadata"
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 _TOPIC_KEYS = {d.name for d in TOPIC_CONFIGS}

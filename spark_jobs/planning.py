@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from protocol.errors import CorruptRecordError
+from protocol.topics import INTERNAL_TOPICS as KAFKA_INTERNAL_TOPICS
+from protocol.topics import METADATA_TOPIC
 from protocol.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -42,7 +44,7 @@ __all__ = [
     "list_partition_dirs", "list_segments", "plan_slices", "INTERNAL_TOPICS",
 ]
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__cluster_metadata", "__transaction_state"})
+INTERNAL_TOPICS = KAFKA_INTERNAL_TOPICS | {METADATA_TOPIC}  # analysed only with includeInternal
 SKIPPED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
 LOG_DIR_MARKERS = ("meta.properties", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                    "replication-offset-checkpoint", "cleaner-offset-checkpoint", ".kafka_cleanshutdown")

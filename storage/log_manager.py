@@ -26,6 +26,8 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
+from protocol.topics import METADATA_TOPIC
+
 from . import files, fileio
 from .checkpoints import CleanShutdownFile, MetaProperties, OffsetCheckpointFile, random_uuid
 from .cleaner import LogCleaner
@@ -38,7 +40,6 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
-METADATA_TOPIC = "__cluster_metadata"  # KafkaRaftServer.MetadataTopic, skipped when loading (LogManager.loadLogs)
 
 __all__ = ["LogManager"]
 

@@ -20,7 +20,6 @@ for ``last_fetched_epoch``.
 from __future__ import annotations
 
 import asyncio
-import time
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.generated.messages import FetchRequest, FetchResponse
@@ -39,11 +38,11 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
     if req.session_id != 0 or req.session_epoch not in (0, -1):
         code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND if req.session_id != 0 else ErrorCode.INVALID_FETCH_SESSION_EPOCH
         return FetchResponse(error_code=code, session_id=0, responses=[])
-    deadline = time.monotonic() + max(0, req.max_wait_ms) / 1000.0
+    deadline = ctx.clock.monotonic() + max(0, req.max_wait_ms) / 1000.0
     keys = _partition_keys(ctx, req, version)
     while True:
         responses, total, errors = _read_all(ctx, req, version)
-        remaining = deadline - time.monotonic()
+        remaining = deadline - ctx.clock.monotonic()
         if total >= req.min_bytes or errors or remaining <= 0 or not keys:
             metrics = ctx.metrics
             for tr, ft in zip(responses, req.topics):

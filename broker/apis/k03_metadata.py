@@ -14,7 +14,7 @@ Behaviour (KafkaApis.handleTopicMetadataRequest, KRaft):
 from __future__ import annotations
 
 from cluster.controller import validate_topic_name
-from cluster.metadata_image import INTERNAL_TOPICS, MetadataImage, TopicInfo
+from cluster.metadata_image import MetadataImage, TopicInfo
 from protocol.errors import ErrorCode
 from protocol.generated.messages import CreateTopicsRequest, MetadataRequest, MetadataResponse
 from protocol.generated.messages.create_topics_request import CreatableTopic
@@ -22,6 +22,7 @@ from protocol.generated.messages.metadata_response import (
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 )
 from protocol.message import ZERO_UUID
+from protocol.topics import INTERNAL_TOPICS
 
 API_KEY = 3
 VERSIONS = (0, 13)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given, strategies as st
 
@@ -38,7 +40,7 @@ def test_serde_frame_layout():
 
 
 def test_create_and_delete_topics():
-    c = Controller(1, {"num.partitions": 3, "default.replication.factor": 1})
+    c = Controller(1, {"num.partitions": 3, "default.replication.factor": 1}, random.Random(1))
     image = registered(c, MetadataImage())
     res = c.create_topics(image, [NewTopic("a"), NewTopic("b.c", 2, 1, configs={"cleanup.policy": "compact"}),
                                   NewTopic("bad name"), NewTopic("x", 0), NewTopic("y", 1, 3)])
@@ -62,14 +64,14 @@ def test_create_and_delete_topics():
 
 
 def test_validate_only_writes_nothing():
-    c = Controller(1, {})
+    c = Controller(1, {}, random.Random(1))
     image = registered(c, MetadataImage())
     res = c.create_topics(image, [NewTopic("t", 4, 1)], validate_only=True)
     assert res.records == [] and res.response[0].error_code == 0 and res.response[0].num_partitions == 4
 
 
 def test_producer_id_blocks_never_repeat():
-    c = Controller(1, {})
+    c = Controller(1, {}, random.Random(1))
     image = registered(c, MetadataImage())
     seen = set()
     for _ in range(5):

@@ -11,7 +11,8 @@ import time
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from cluster.group_records import GROUP_METADATA_TOPIC, partition_for
+from cluster.group_records import partition_for
+from protocol.topics import GROUP_METADATA_TOPIC
 from protocol.generated.coordinator import GroupMetadataKey, OffsetCommitKey
 from protocol.generated.metadata import PartitionChangeRecord
 from tests.groups.conftest import make_broker

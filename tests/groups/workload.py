@@ -8,10 +8,9 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster.group_records import (
-    GROUP_METADATA_TOPIC, UnknownRecordType, decode_record, parse_assignment,
-)
+from cluster.group_records import UnknownRecordType, decode_record, parse_assignment
 from protocol.generated.coordinator import GroupMetadataKey, OffsetCommitKey
+from protocol.topics import GROUP_METADATA_TOPIC
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
