@@ -34,7 +34,8 @@ class SendStats:
 class PartWriter:
     """One per connection; ``zero_copy=False`` reads slices into memory instead (TLS, or for comparison)."""
 
-    def __init__(self, writer: asyncio.StreamWriter, stats: SendStats, zero_copy: bool = True) -> None:
+    def __init__(self, writer, stats: SendStats, zero_copy: bool = True) -> None:
+        """``writer``: write(), drain(), get_extra_info() and transport, as a StreamWriter has."""
         self.writer = writer
         self.transport = writer.transport
         self.stats = stats

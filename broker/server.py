@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("odradek.server")
 
-READ_CHUNK = 256 * 1024
 MAX_IN_FLIGHT = 16  # requests read ahead per connection (clients pipeline up to 5)
 
 
@@ -44,15 +43,17 @@ class NetworkServer:
         self.bound: dict[str, Listener] = {}
         self._servers: list[asyncio.base_events.Server] = []
         self._conn_ids = itertools.count()
-        self._connections: set[asyncio.Task] = set()
-        self._stopping = asyncio.Event()
+        self.connections: set[KafkaConnection] = set()
+        self._stopping = False
+        self._sweeper: asyncio.Task | None = None
 
     async def bind(self) -> None:
         """Bind every listener (ports known from here on), without accepting yet."""
+        loop = asyncio.get_running_loop()
         for lst in self.listeners:
-            server = await asyncio.start_server(
-                lambda r, w, name=lst.name: self._on_connection(r, w, name),
-                host=lst.host or None, port=lst.port, reuse_address=True, limit=READ_CHUNK, start_serving=False,
+            server = await loop.create_server(
+                lambda name=lst.name: KafkaConnection(self, name),
+                host=lst.host or None, port=lst.port, reuse_address=True, start_serving=False,
             )
             self._servers.append(server)
             port = server.sockets[0].getsockname()[1]
@@ -63,139 +64,245 @@ class NetworkServer:
         assert handles is not None, "the node sets the handlers' handles before serving"
         for server in self._servers:
             await server.start_serving()
+        self._sweeper = asyncio.ensure_future(self._close_idle_connections())
         log.info("odradek node %s listening on %s; data in %s; cluster id %s", handles.node_id,
                  ", ".join(f"{b.name}://{b.host}:{b.port}" for b in self.bound.values()),
                  ", ".join(map(str, handles.config.log_dirs)), handles.cluster_id)
 
     async def stop(self, grace_s: float) -> None:
-        """Stop accepting, answer the requests already read, then close every connection."""
-        self._stopping.set()
+        """Stop accepting and reading, answer the requests already read, then close every connection."""
+        self._stopping = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         for s in self._servers:
             s.close()
-        if self._connections:
-            _, pending = await asyncio.wait(list(self._connections), timeout=grace_s)
+        writers = [c.finish() for c in list(self.connections)]
+        if writers:
+            _, pending = await asyncio.wait(writers, timeout=grace_s)
             for t in pending:
                 t.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=5)
+        for c in list(self.connections):
+            c.transport.abort()
         for s in self._servers:
             await s.wait_closed()
         self._servers.clear()
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: str) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        peer = writer.get_extra_info("peername")
-        conn_id = f"{listener}-{next(self._conn_ids)}"
-        sock = writer.get_extra_info("socket")
+    async def _close_idle_connections(self) -> None:
+        """connections.max.idle.ms: a connection with nothing read, written or in flight that long is closed."""
+        idle_s = self.idle_ms / 1000.0
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(max(idle_s / 4, 0.01), 30.0))
+            now = loop.time()
+            for c in list(self.connections):
+                if not c.in_flight and now - c.last_active > idle_s:
+                    log.info("closing idle connection %s", c.conn_id)
+                    c.transport.close()
+
+
+class _FlowControl:
+    """The transport's write-side backpressure as an awaitable ``drain`` (what StreamWriter offers)."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        self._paused = False
+        self._waiters: list[asyncio.Future] = []
+        self._lost = False
+
+    def get_extra_info(self, name: str, default=None):
+        return self.transport.get_extra_info(name, default)
+
+    def write(self, data) -> None:
+        self.transport.write(data)
+
+    async def drain(self) -> None:
+        if self._lost:
+            raise ConnectionResetError("connection lost")
+        if not self._paused:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        await fut
+
+    def pause(self) -> None:
+        self._paused = True
+
+    def resume(self, exc: BaseException | None = None) -> None:
+        self._paused = False
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if fut.done():
+                continue
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(None)
+
+    def lost(self) -> None:
+        self._lost = True
+        self.resume(ConnectionResetError("connection lost"))
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
+    """One client connection: bytes are received straight into frame buffers (protocol.connection,
+    sans-IO), each request runs as its own task, and one writer task answers them strictly in order.
+
+    At most MAX_IN_FLIGHT requests are outstanding: past that reading pauses (backpressure), as it
+    does when the peer does not read its responses (the writer awaits the transport's drain).
+    """
+
+    def __init__(self, server: NetworkServer, listener: str) -> None:
+        self.server = server
+        self.listener = listener
+        self.conn = ServerConnection(server.max_frame)
+        self.conn_id = f"{listener}-{next(server._conn_ids)}"
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]
+        self.peer = None
+        self.peer_host = "unknown"
+        self.pending: asyncio.Queue = asyncio.Queue()
+        self.in_flight = 0
+        self.last_active = 0.0
+        self._reading_paused = False
+        self._closing = False
+        self._writer_task: asyncio.Task | None = None
+        self._flow: _FlowControl | None = None
+        self._part_writer: PartWriter | None = None
+
+    # ---- asyncio protocol callbacks ------------------------------------------------------------
+
+    def connection_made(self, transport) -> None:  # uvloop transports are not asyncio.Transport subclasses
+        server = self.server
+        self.transport = transport
+        self.peer = transport.get_extra_info("peername")
+        self.peer_host = self.peer[0] if isinstance(self.peer, tuple) and self.peer else "unknown"
+        sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-        conn = ServerConnection(self.max_frame)
-        self.metrics.connections.labels(listener).inc()
-        try:
-            await self._serve(conn, reader, writer, conn_id, listener, peer)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except CloseConnection as exc:
-            log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
-        except DecodeError as exc:
-            log.warning("closing connection %s from %s: bad frame: %s", conn_id, peer, exc)
-        except asyncio.CancelledError:
-            pass
-        except Exception:
-            log.exception("closing connection %s from %s after an internal error", conn_id, peer)
-        finally:
-            self.metrics.connections.labels(listener).dec()
-            self._connections.discard(task)
-            writer.close()
+        self.last_active = asyncio.get_running_loop().time()
+        self._flow = _FlowControl(transport)
+        self._part_writer = PartWriter(self._flow, server.send_stats, zero_copy=server.zero_copy)
+        server.connections.add(self)
+        server.metrics.connections.labels(self.listener).inc()
+        self._writer_task = asyncio.ensure_future(self._write_responses())
+        if server._stopping:
+            self.finish()
 
-    async def _serve(self, conn: ServerConnection, reader, writer, conn_id: str, listener: str, peer) -> None:
-        """Read and dispatch requests concurrently; a writer task answers them strictly in order.
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.conn.get_buffer()
 
-        At most MAX_IN_FLIGHT requests per connection are outstanding: past that the reader stops
-        reading (backpressure), as does a writer whose peer is not draining responses.
-        """
-        idle_s = self.idle_ms / 1000.0
-        peer_host = peer[0] if isinstance(peer, tuple) and peer else "unknown"
-        handles = self.handles
+    def buffer_updated(self, nbytes: int) -> None:
+        self.conn.buffer_updated(nbytes)
+        self.last_active = asyncio.get_running_loop().time()
+        self._dispatch_ready()
+
+    def eof_received(self) -> bool:
+        self.conn.receive_eof()
+        self._dispatch_ready()
+        return True  # keep the transport open to answer what was read; the writer closes it
+
+    def pause_writing(self) -> None:
+        if self._flow is not None:
+            self._flow.pause()
+
+    def resume_writing(self) -> None:
+        if self._flow is not None:
+            self._flow.resume()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        server = self.server
+        if self in server.connections:
+            server.connections.discard(self)
+            server.metrics.connections.labels(self.listener).dec()
+        if self._flow is not None:
+            self._flow.lost()
+        if self._writer_task is not None and not self._writer_task.done():
+            self._writer_task.cancel()
+        while not self.pending.empty():
+            task = self.pending.get_nowait()
+            if task is not None and not task.done():
+                task.cancel()
+        if self._part_writer is not None:
+            self._part_writer.close()
+
+    # ---- requests in, responses out ------------------------------------------------------------
+
+    def _dispatch_ready(self) -> None:
+        if self._closing:
+            return
+        handles = self.server.handles
         clock = handles.clock
-        pending: asyncio.Queue = asyncio.Queue(MAX_IN_FLIGHT)
-        part_writer = PartWriter(writer, self.send_stats, zero_copy=self.zero_copy)
-        writer_task = asyncio.ensure_future(self._write_responses(pending, part_writer))
-        try:
-            while not writer_task.done():
-                data = await self._read_or_stop(reader, idle_s)
-                if data is None:
-                    if self._stopping.is_set():  # shutting down: answer what was read, then close
-                        if not writer_task.done():
-                            await pending.put(None)
-                        await writer_task
-                    else:
-                        log.info("closing idle connection %s", conn_id)
-                    return
-                conn.receive_data(data)
-                while True:
-                    event = conn.next_event()
-                    if event is NEED_DATA:
-                        break
-                    if event is CONNECTION_CLOSED:
-                        if not writer_task.done():
-                            await pending.put(None)
-                        await writer_task
-                        return
-                    ctx = RequestContext(handles, event, conn_id, listener, peer_host, clock.now_ms(),
-                                         clock.monotonic())
-                    # the task starts running handlers in arrival order; side effects that must stay
-                    # ordered (appends) happen before a handler's first await
-                    task = asyncio.ensure_future(dispatch(ctx))
-                    if writer_task.done():
-                        task.cancel()
-                        break
-                    await pending.put(task)
-            writer_task.result()  # re-raise CloseConnection and friends
-        finally:
-            if not writer_task.done():
-                writer_task.cancel()
+        while True:
+            try:
+                event = self.conn.next_event()
+            except DecodeError as exc:
+                log.warning("closing connection %s from %s: bad frame: %s", self.conn_id, self.peer, exc)
+                self._abort()
+                return
+            if event is NEED_DATA:
+                return
+            if event is CONNECTION_CLOSED:
+                self.finish()
+                return
+            ctx = RequestContext(handles, event, self.conn_id, self.listener, self.peer_host, clock.now_ms(),
+                                 clock.monotonic())
+            # the task starts running handlers in arrival order; side effects that must stay ordered
+            # (appends) happen before a handler's first await
+            self.pending.put_nowait(asyncio.ensure_future(dispatch(ctx)))
+            self.in_flight += 1
+            if self.in_flight >= MAX_IN_FLIGHT and not self._reading_paused:
+                self._reading_paused = True
+                self.transport.pause_reading()
+
+    def finish(self) -> asyncio.Task:
+        """Read nothing more; answer what was read, then close (the writer task, to await)."""
+        assert self._writer_task is not None
+        if not self._closing:
+            self._closing = True
+            if not self._reading_paused:
+                self._reading_paused = True
                 try:
-                    await writer_task
-                except (asyncio.CancelledError, Exception):
+                    self.transport.pause_reading()
+                except RuntimeError:  # already closing
                     pass
-            while not pending.empty():
-                t = pending.get_nowait()
-                if t is not None and not t.done():
-                    t.cancel()
-            part_writer.close()
+            self.pending.put_nowait(None)
+        return self._writer_task
 
-    async def _read_or_stop(self, reader: asyncio.StreamReader, idle_s: float) -> bytes | None:
-        """The next chunk; None when idle for connections.max.idle.ms or the broker is stopping."""
-        if self._stopping.is_set():
-            return None
-        read = asyncio.ensure_future(reader.read(READ_CHUNK))
-        stop = asyncio.ensure_future(self._stopping.wait())
-        try:
-            done, _ = await asyncio.wait({read, stop}, timeout=idle_s, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-        if read in done:
-            return read.result()
-        read.cancel()
-        return None
+    def _abort(self) -> None:
+        self._closing = True
+        self.transport.abort()
 
-    async def _write_responses(self, pending: asyncio.Queue, part_writer: PartWriter) -> None:
+    async def _write_responses(self) -> None:
+        assert self._part_writer is not None
+        part_writer = self._part_writer
+        loop = asyncio.get_running_loop()
         try:
             while True:
-                task = await pending.get()
+                task = await self.pending.get()
                 if task is None:
+                    self.transport.close()
                     return
-                parts = await task
+                try:
+                    parts = await task
+                finally:
+                    self.in_flight -= 1
                 if parts is not None:
                     await part_writer.write(parts)
-        except BaseException:
-            part_writer.writer.transport.abort()  # wakes the reader; Kafka closes the connection
+                self.last_active = loop.time()
+                if self._reading_paused and not self._closing and self.in_flight < MAX_IN_FLIGHT:
+                    self._reading_paused = False
+                    self.transport.resume_reading()
+        except asyncio.CancelledError:
             raise
-
-
+        except ConnectionError:
+            self._abort()
+        except CloseConnection as exc:
+            log.warning("closing connection %s from %s: %s", self.conn_id, self.peer, exc)
+            self._abort()
+        except Exception:
+            log.exception("closing connection %s from %s after an internal error", self.conn_id, self.peer)
+            self._abort()

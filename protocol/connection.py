@@ -85,6 +85,16 @@ class ServerConnection:
             return
         self._reader.feed(data)
 
+    def get_buffer(self) -> memoryview:
+        """Receive-into (asyncio's BufferedProtocol): a writable view for the socket to fill."""
+        return self._reader.get_buffer()
+
+    def buffer_updated(self, n: int) -> None:
+        self._reader.buffer_updated(n)
+
+    def receive_eof(self) -> None:
+        self._closed = True
+
     def next_event(self) -> Request | _Sentinel:
         """The next request, NEED_DATA, or CONNECTION_CLOSED. Raises DecodeError on a bad frame."""
         frame = self._reader.next_frame()

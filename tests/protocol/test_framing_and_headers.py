@@ -140,3 +140,32 @@ def test_records_pass_through_as_parts():
     assert struct.unpack_from(">i", parts[0])[0] == total - 4
     with pytest.raises(TypeError):
         resp.encode(12)  # a file slice cannot be flattened silently
+
+
+@given(st.lists(st.binary(max_size=200_000), max_size=8), st.data())
+def test_receive_into_yields_the_frames_sent(payloads, data):
+    """Frames of every size (small ones through the scratch buffer, large ones in place), split at
+    arbitrary points as a socket would deliver them, come out whole and in order."""
+    stream = b"".join(frame(p) for p in payloads)
+    r = FrameReader()
+    pos = 0
+    got = []
+    while pos < len(stream):
+        buf = r.get_buffer()
+        n = data.draw(st.integers(1, min(len(buf), len(stream) - pos)), label="chunk")
+        buf[:n] = stream[pos:pos + n]
+        buf.release()
+        r.buffer_updated(n)
+        pos += n
+        while (f := r.next_frame()) is not None:
+            got.append(bytes(f))
+    assert got == payloads
+    assert r.buffered == 0
+
+
+def test_bad_size_after_good_frames_is_reported_after_them():
+    r = FrameReader(max_frame_size=100)
+    r.feed(frame(b"a" * 10) + frame(b"b" * 50_000)[:4] + b"zz")
+    assert r.next_frame() == bytearray(b"a" * 10)
+    with pytest.raises(FrameTooLargeError):
+        r.next_frame()
