@@ -1,0 +1,106 @@
+"""The one append path: an append is counted, wakes fetchers, and its completion follows the
+high-watermark policy alone (what acks=all and the group coordinator wait on)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.replica_manager import Partition, ReplicaManager
+from cluster.metadata_image import PartitionInfo
+from protocol.errors import ErrorCode, KafkaError
+from protocol.record_codec import Record, build_batch
+from storage.config import LogConfig
+from storage.log import ORIGIN_COORDINATOR, Log
+
+NOW = 1_700_000_000_000
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.appended: list[tuple[str, int, int]] = []
+        self.refused: list[tuple[str, int]] = []
+
+    def produced(self, topic: str, records: int, size: int) -> None:
+        self.appended.append((topic, records, size))
+
+    def rejected(self, topic: str, size: int) -> None:
+        self.refused.append((topic, size))
+
+
+def _setup(tmp_path, isr=(1,)):
+    log = Log.open(str(tmp_path / "t-0"), LogConfig.from_props({}), now_ms=NOW)
+    metrics = _Counts()
+    rm = ReplicaManager(1, log_manager=None, now_ms=lambda: NOW, metrics=metrics)
+    part = Partition("t", 0, b"\x07" * 16, log, PartitionInfo(0, (1, 2), isr, 1, 0, 0))
+    rm.partitions[("t", 0)] = part
+    return rm, part, metrics
+
+
+def _batch(n: int) -> bytearray:
+    return bytearray(build_batch([Record(value=b"v%d" % i) for i in range(n)]))
+
+
+def test_single_replica_append_is_committed_at_once(tmp_path):
+    async def scenario():
+        rm, part, metrics = _setup(tmp_path)
+        woken = rm.fetch_waiters.register([("t", 0)])
+        info, committed = rm.append(part, _batch(3), NOW)
+        assert (info.first_offset, info.last_offset) == (0, 2)
+        assert committed is None and part.log.high_watermark == 3
+        assert woken.done()
+        assert metrics.appended == [("t", 3, info.valid_bytes)]
+        # the coordinator's own writes are not client produce traffic
+        rm.append(part, _batch(1), NOW, origin=ORIGIN_COORDINATOR)
+        assert len(metrics.appended) == 1
+        part.log.close()
+
+    asyncio.run(scenario())
+
+
+def test_completion_waits_for_the_high_watermark(tmp_path):
+    """With a follower in the ISR the policy holds the high watermark back; the completion follows it."""
+
+    async def scenario():
+        rm, part, _ = _setup(tmp_path, isr=(1, 2))
+        _, first = rm.append(part, _batch(2), NOW)
+        _, second = rm.append(part, _batch(2), NOW)
+        assert first is not None and second is not None and len(rm.commit_waiters) == 2
+        await asyncio.sleep(0)
+        assert not first.done()
+        part.log.update_high_watermark(2)  # the follower fetched past the first batch
+        rm.commit_waiters.advance(("t", 0), part.log.high_watermark)
+        assert first.done() and not second.done()
+        part.log.update_high_watermark(4)
+        rm.commit_waiters.advance(("t", 0), part.log.high_watermark)
+        assert second.done() and len(rm.commit_waiters) == 0
+        part.log.close()
+
+    asyncio.run(scenario())
+
+
+def test_waiters_fail_when_the_partition_leaves(tmp_path):
+    async def scenario():
+        rm, part, _ = _setup(tmp_path, isr=(1, 2))
+        _, committed = rm.append(part, _batch(1), NOW)
+        rm.commit_waiters.fail(("t", 0), ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        with pytest.raises(KafkaError) as exc:
+            await committed
+        assert exc.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        part.log.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_rejected_append_is_counted_and_raises(tmp_path):
+    async def scenario():
+        rm, part, metrics = _setup(tmp_path)
+        bad = _batch(1)
+        bad[17] ^= 0xFF  # inside the CRC-covered part
+        with pytest.raises(KafkaError):
+            rm.append(part, bad, NOW)
+        assert metrics.refused == [("t", len(bad))] and part.log.log_end_offset == 0
+        part.log.close()
+
+    asyncio.run(scenario())

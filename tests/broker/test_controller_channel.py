@@ -1,0 +1,156 @@
+"""The controller channel: client admin requests forwarded whole in an Envelope, the broker's own RPCs,
+answers only after their records are committed, and bad envelopes refused without a state change."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+
+from broker.clock import ManualClock
+from broker.controller_channel import LocalControllerChannel, envelope_for
+from broker.local_quorum import LocalQuorum
+from broker.metadata_log import MetadataLog
+from broker.metadata_publisher import MetadataPublisher
+from cluster.controller import Controller
+from protocol.connection import parse_request
+from protocol.errors import ErrorCode
+from protocol.generated.api_keys import APIS
+from protocol.generated.messages import (
+    AllocateProducerIdsRequest, BrokerRegistrationRequest, CreateTopicsRequest, EnvelopeRequest, RequestHeader,
+)
+from protocol.generated.messages.broker_registration_request import Listener
+from protocol.generated.messages.create_topics_request import CreatableTopic
+
+CLUSTER_ID = "q1-cluster-id-000000"
+
+
+@dataclasses.dataclass
+class _Ctx:
+    """The parts of a RequestContext that forwarding reads."""
+
+    request: object
+    client_host: str
+
+    @property
+    def version(self) -> int:
+        return self.request.api_version
+
+    @property
+    def client_id(self):
+        return self.request.client_id
+
+
+def _client_request(message, version: int, client_host: str = "127.0.0.1") -> _Ctx:
+    spec = APIS[message.API_KEY]
+    frame = RequestHeader(message.API_KEY, version, 7, "admin-1").encode(spec.request_header_version(version))
+    return _Ctx(parse_request(frame + message.encode(version)), client_host)
+
+
+async def _channel(tmp_path):
+    clock = ManualClock()
+    publisher = MetadataPublisher()
+    published = []
+
+    async def record(image):
+        published.append(image.offset)
+
+    publisher.add(record)
+    log = MetadataLog(tmp_path)
+    publisher.image = log.open(clock.now_ms())
+    channel = LocalControllerChannel(Controller(1, {"num.partitions": 2}, random.Random(3)),
+                                     LocalQuorum(log, publisher, clock), {"cluster.id": CLUSTER_ID})
+    await channel.bootstrap()
+    return channel, publisher, published, log
+
+
+def _registration(epoch: int = -1) -> BrokerRegistrationRequest:
+    return BrokerRegistrationRequest(broker_id=1, cluster_id=CLUSTER_ID, incarnation_id=b"\x05" * 16,
+                                     listeners=[Listener(name="PLAINTEXT", host="h", port=9092)], features=[],
+                                     rack=None, log_dirs=[], previous_broker_epoch=epoch)
+
+
+def test_forwarded_create_topics_is_answered_after_its_records_are_published(tmp_path):
+    async def scenario():
+        channel, publisher, published, log = await _channel(tmp_path)
+        reg = await channel.call(_registration())
+        assert reg.error_code == 0 and reg.broker_epoch >= 0
+        before = len(published)
+        req = CreateTopicsRequest(topics=[CreatableTopic(name="orders", num_partitions=3, replication_factor=1)],
+                                  timeout_ms=1000)
+        resp = await channel.forward(_client_request(req, 7), req)
+        assert [t.name for t in resp.topics] == ["orders"] and resp.topics[0].error_code == 0
+        assert resp.topics[0].num_partitions == 3
+        # the answer came after the image with the topic was published to the node
+        assert len(published) == before + 1
+        assert publisher.image.topic("orders") is not None
+        assert publisher.image.topic("orders").topic_id == resp.topics[0].topic_id
+        again = await channel.forward(_client_request(req, 7), req)
+        assert again.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+        log.close()
+
+    asyncio.run(scenario())
+
+
+def test_validate_only_and_errors_commit_nothing(tmp_path):
+    async def scenario():
+        channel, publisher, published, log = await _channel(tmp_path)
+        await channel.call(_registration())
+        end = log.end_offset
+        req = CreateTopicsRequest(topics=[CreatableTopic(name="dry", num_partitions=1, replication_factor=1)],
+                                  validate_only=True)
+        resp = await channel.forward(_client_request(req, 5), req)
+        assert resp.topics[0].error_code == 0
+        bad = CreateTopicsRequest(topics=[CreatableTopic(name="bad/name", num_partitions=1, replication_factor=1)])
+        resp = await channel.forward(_client_request(bad, 5), bad)
+        assert resp.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+        assert log.end_offset == end and publisher.image.topic("dry") is None
+        log.close()
+
+    asyncio.run(scenario())
+
+
+def test_bad_envelopes_are_refused_without_a_state_change(tmp_path):
+    async def scenario():
+        channel, publisher, published, log = await _channel(tmp_path)
+        end, image = log.end_offset, publisher.image
+        good = envelope_for(_client_request(CreateTopicsRequest(topics=[CreatableTopic(
+            name="x", num_partitions=1, replication_factor=1)]), 7), CreateTopicsRequest(topics=[CreatableTopic(
+                name="x", num_partitions=1, replication_factor=1)]))
+        cases = [
+            EnvelopeRequest(request_data=b"\x00\x13", request_principal=good.request_principal),  # short header
+            EnvelopeRequest(request_data=good.request_data[:-3], request_principal=good.request_principal),
+            EnvelopeRequest(request_data=good.request_data, request_principal=b"\xff\xff\xff"),  # bad principal
+            # an API the controller does not serve (Produce)
+            EnvelopeRequest(request_data=RequestHeader(0, 9, 1, "c").encode(1) + b"\x00" * 8,
+                            request_principal=good.request_principal),
+        ]
+        for envelope in cases:
+            resp = await channel.handle_envelope(envelope)
+            assert resp.error_code == ErrorCode.INVALID_REQUEST
+        assert log.end_offset == end and publisher.image is image
+        log.close()
+
+    asyncio.run(scenario())
+
+
+def test_registration_epoch_and_producer_id_blocks(tmp_path):
+    async def scenario():
+        channel, publisher, published, log = await _channel(tmp_path)
+        first = await channel.call(_registration())
+        same = await channel.call(_registration(first.broker_epoch))
+        assert same.broker_epoch == first.broker_epoch  # nothing changed: no new record, same epoch
+        other = _registration()
+        other.cluster_id = "another-cluster-id-00"
+        assert (await channel.call(other)).error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+        a = await channel.call(AllocateProducerIdsRequest(broker_id=1, broker_epoch=first.broker_epoch))
+        b = await channel.call(AllocateProducerIdsRequest(broker_id=1, broker_epoch=first.broker_epoch))
+        assert a.error_code == b.error_code == 0
+        assert b.producer_id_start == a.producer_id_start + a.producer_id_len
+        stale = await channel.call(AllocateProducerIdsRequest(broker_id=1, broker_epoch=first.broker_epoch - 1))
+        assert stale.error_code == ErrorCode.STALE_BROKER_EPOCH
+        unknown = await channel.call(AllocateProducerIdsRequest(broker_id=9, broker_epoch=0))
+        assert unknown.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
+        log.close()
+
+    asyncio.run(scenario())
