@@ -12,6 +12,7 @@ import sys
 from broker.alter_configs import LEVELS
 from broker.config import BrokerConfig, ConfigException
 from broker.log_dirs import ensure_meta_properties
+from broker.malloc_tuning import keep_large_blocks_in_heap
 from broker.node import Broker, new_event_loop
 
 
@@ -60,6 +61,7 @@ def _reload_log_levels(path: str | None) -> None:
 
 async def _serve(config: BrokerConfig, config_path: str | None = None) -> None:
     apply_log_levels(config.values)
+    keep_large_blocks_in_heap()
     # signal handlers first: a SIGHUP or SIGTERM arriving while the broker starts must not kill it
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
