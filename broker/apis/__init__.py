@@ -30,6 +30,7 @@ from broker.apis import k60_describe_cluster
 from broker.apis import k61_describe_producers
 from broker.apis import k68_consumer_group_heartbeat
 from broker.apis import k69_consumer_group_describe
+from broker.apis import k75_describe_topic_partitions
 from broker.registry import build_table
 
 HANDLERS = build_table([
@@ -63,4 +64,5 @@ HANDLERS = build_table([
     k61_describe_producers,
     k68_consumer_group_heartbeat,
     k69_consumer_group_describe,
+    k75_describe_topic_partitions,
 ])
