@@ -21,6 +21,7 @@ import asyncio
 import ipaddress
 import itertools
 import logging
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from cluster.group_classic import GroupError
@@ -156,7 +157,7 @@ class GroupService:
             part = self.replicas.get(GROUP_METADATA_TOPIC, p)
             if part is None:
                 raise GroupError(ErrorCode.NOT_COORDINATOR)
-            shard = GroupCoordinatorShard(p, self.config)
+            shard = GroupCoordinatorShard(p, self.config, _random_uuid)
             shard.image = self.metadata.image
             start = self.clock.monotonic()
             n = await asyncio.to_thread(_replay_log, shard, part.log)
@@ -301,6 +302,10 @@ class GroupService:
             except Exception:  # noqa: BLE001 - the timer task must survive a bad group
                 log.exception("group coordinator timer task error")
                 await asyncio.sleep(0.1)
+
+
+def _random_uuid() -> str:
+    return str(uuid.uuid4())
 
 
 def _append_error(exc: Exception) -> int:

@@ -8,7 +8,6 @@ I/O or reads a clock.
 from __future__ import annotations
 
 import enum
-import uuid
 from typing import Callable
 
 from cluster.group_records import CONSUMER_PROTOCOL_TYPE, SchemaError, parse_subscription
@@ -426,5 +425,6 @@ class ClassicGroup:
         return str(self.state)
 
 
-def generate_member_id(client_id: str, group_instance_id: str | None) -> str:
-    return f"{group_instance_id if group_instance_id is not None else client_id}-{uuid.uuid4()}"
+def generate_member_id(client_id: str, group_instance_id: str | None, unique: str) -> str:
+    """Kafka's ``clientId-UUID`` (or ``groupInstanceId-UUID``); ``unique`` is the caller's fresh UUID string."""
+    return f"{group_instance_id if group_instance_id is not None else client_id}-{unique}"

@@ -23,13 +23,13 @@ import copy
 import dataclasses
 import enum
 import re
-import uuid
 from collections import Counter
 
 from cluster.assignors import ASSIGNORS, GroupSpec, MemberSpec, PartitionAssignorError, subscription_is_homogeneous
 from cluster.group_classic import (
     UNKNOWN_MEMBER_ID, ClassicGroup, ClassicGroupMember, ClassicGroupState, GroupError,
 )
+from cluster.group_record_helpers import group_metadata_record
 from cluster.group_records import (
     CONSUMER_PROTOCOL_TYPE, CoordinatorRecord, SchemaError, consumer_protocol_version, parse_assignment,
     parse_subscription, serialize_assignment,
@@ -774,7 +774,7 @@ class ConsumerGroupManager:
         records: list[CoordinatorRecord] = []
         create = req.member_epoch == 0
         group = self.get_or_create_consumer_group(gid, create, records)
-        member_id = req.member_id or str(uuid.uuid4())
+        member_id = req.member_id or self.shard.new_uuid()
         self._throw_if_full(group, req.member_id)
         owned = req.topic_partitions
         member = self._get_member_for_heartbeat(group, member_id, req.member_epoch, req.instance_id, owned, create,
@@ -1010,7 +1010,6 @@ class ConsumerGroupManager:
             except SchemaError:
                 version = 0
             cm.assignment = serialize_assignment(parts, version)
-        from cluster.group_coordinator import group_metadata_record  # noqa: PLC0415 (cycle)
         records.append(group_metadata_record(cg, cg.group_assignment()))
         for mid in group.members:
             self.cancel_timers(group.group_id, mid)
@@ -1028,7 +1027,7 @@ class ConsumerGroupManager:
         member_id = req.member_id
         unknown = member_id == UNKNOWN_MEMBER_ID
         if unknown:
-            member_id = str(uuid.uuid4())
+            member_id = self.shard.new_uuid()
         try:
             self._throw_if_full(group, member_id)
             if not group.supports_classic_protocols(req.protocol_type, {p.name for p in req.protocols}):

@@ -31,13 +31,16 @@ from cluster.group_classic import (
     EMPTY_ASSIGNMENT, UNKNOWN_MEMBER_ID, ClassicGroup, ClassicGroupMember, ClassicGroupState, GroupError,
     generate_member_id,
 )
+from cluster.group_consumer import ConsumerGroupManager
+from cluster.group_record_helpers import (
+    empty_group_metadata_record, group_metadata_record, offset_commit_record, offset_tombstone,
+)
 from cluster.group_records import CoordinatorRecord
 from cluster.offsets import NO_EXPIRE, OffsetAndMetadata, OffsetStore
 from protocol.errors import ErrorCode
 from protocol.generated.coordinator import (
     GroupMetadataKey, GroupMetadataValue, OffsetCommitKey,
 )
-from protocol.generated.coordinator.group_metadata_value import MemberMetadata
 from protocol.generated.messages import (
     HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse, OffsetDeleteResponse,
     SyncGroupResponse,
@@ -213,42 +216,14 @@ def join_reason(req) -> str:
     return req.reason if getattr(req, "reason", None) else "not provided"
 
 
-def group_metadata_record(group: ClassicGroup, assignment: dict[str, bytes]) -> CoordinatorRecord:
-    """GroupCoordinatorRecordHelpers.newGroupMetadataRecord (GroupMetadataValue v3)."""
-    members = []
-    for m in group.members.values():
-        if group.protocol_name is None:
-            raise AssertionError("Attempted to write non-empty group metadata with no defined protocol.")
-        members.append(MemberMetadata(
-            member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
-            client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.session_timeout_ms,
-            subscription=m.metadata(group.protocol_name), assignment=assignment.get(m.member_id, EMPTY_ASSIGNMENT)))
-    return CoordinatorRecord(GroupMetadataKey(group=group.group_id), GroupMetadataValue(
-        protocol_type=group.protocol_type or "", generation=group.generation_id, protocol=group.protocol_name,
-        leader=group.leader_id, current_state_timestamp=group.current_state_timestamp, members=members))
-
-
-def empty_group_metadata_record(group: ClassicGroup) -> CoordinatorRecord:
-    return CoordinatorRecord(GroupMetadataKey(group=group.group_id), GroupMetadataValue(
-        protocol_type=group.protocol_type or "", generation=0, protocol=None, leader=None,
-        current_state_timestamp=group.current_state_timestamp, members=[]))
-
-
-def offset_commit_record(group_id: str, topic: str, partition: int, om: OffsetAndMetadata) -> CoordinatorRecord:
-    return CoordinatorRecord(OffsetCommitKey(group=group_id, topic=topic, partition=partition), om.to_value(),
-                             om.value_version())
-
-
-def offset_tombstone(group_id: str, topic: str, partition: int) -> CoordinatorRecord:
-    return CoordinatorRecord(OffsetCommitKey(group=group_id, topic=topic, partition=partition), None)
-
-
 class GroupCoordinatorShard:
     """Groups and offsets of one ``__consumer_offsets`` partition."""
 
-    def __init__(self, partition: int, config: GroupConfig) -> None:
+    def __init__(self, partition: int, config: GroupConfig, new_uuid: Callable[[], str]) -> None:
+        """``new_uuid`` makes member ids: the adapter passes a random UUID source, a simulation a seeded one."""
         self.partition = partition
         self.config = config
+        self.new_uuid = new_uuid
         self.groups: dict[str, Any] = {}  # ClassicGroup | ConsumerGroup
         self.offsets = OffsetStore()
         self.timer = Timer()
@@ -256,7 +231,6 @@ class GroupCoordinatorShard:
         self.image = None  # the broker's metadata image, refreshed by the adapter with each call
         self._records: list[CoordinatorRecord] = []
         self._completions: list[tuple[Any, Any]] = []
-        from cluster.group_consumer import ConsumerGroupManager  # noqa: PLC0415 (cycle)
         self.consumer = ConsumerGroupManager(self)
 
     # ---- plumbing --------------------------------------------------------------------------------
@@ -380,7 +354,7 @@ class GroupCoordinatorShard:
             self._complete(token, JoinGroupResponse(member_id=UNKNOWN_MEMBER_ID,
                                                     error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
         else:
-            new_member_id = generate_member_id(ctx.client_id or "", req.group_instance_id)
+            new_member_id = generate_member_id(ctx.client_id or "", req.group_instance_id, self.new_uuid())
             if req.group_instance_id is not None:
                 existing = group.static_member_id(req.group_instance_id)
                 if existing is not None:

@@ -4,6 +4,7 @@ a mock clock, request builders with the same defaults, and futures resolved from
 from __future__ import annotations
 
 import itertools
+import uuid
 
 from cluster.group_coordinator import GroupConfig, GroupCoordinatorShard, ReqCtx
 from cluster.group_records import Subscription, serialize_subscription
@@ -68,7 +69,7 @@ class Ctx:
                         max_session_timeout_ms=10 * 60 * 1000)
         defaults.update(config)
         self.config = GroupConfig(**defaults)
-        self.shard = GroupCoordinatorShard(0, self.config)
+        self.shard = GroupCoordinatorShard(0, self.config, lambda: str(uuid.uuid4()))
         self.time = 0
         self.futures: dict[int, Future] = {}
         self._tokens = itertools.count(1)

@@ -12,7 +12,7 @@ import pytest
 
 from cluster.group_classic import ClassicGroupMember
 from cluster.group_classic import ClassicGroupState as S
-from cluster.group_coordinator import group_metadata_record
+from cluster.group_record_helpers import group_metadata_record
 from protocol.errors import ErrorCode as E
 from tests.groups.coordinator_ctx import (
     NEW_MEMBER_JOIN_TIMEOUT_MS, UNKNOWN_MEMBER_ID, Ctx, join_request, sync_request, to_protocols,

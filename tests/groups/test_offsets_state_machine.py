@@ -7,7 +7,7 @@ from __future__ import annotations
 from cluster.group_classic import ClassicGroupMember
 from cluster.group_classic import ClassicGroupState as S
 from cluster.group_consumer import ClassicMeta, ConsumerGroupMember, MemberState
-from cluster.group_coordinator import offset_tombstone
+from cluster.group_record_helpers import offset_tombstone
 from protocol.errors import ErrorCode as E
 from protocol.generated.messages import OffsetDeleteRequest
 from protocol.generated.messages.offset_delete_request import OffsetDeleteRequestPartition, OffsetDeleteRequestTopic
