@@ -33,6 +33,7 @@ java:  # the PySpark tests need a JVM
 
 ## create/update .venv with the test extras, install kcat (and a JVM for Spark) if missing, run the suite
 test: venv-test kcat java
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ## regenerate the protocol codec from ../shared/kafka-spec

@@ -61,7 +61,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 TARGET = 1.0  # odradek / Tansu throughput, median over the run pairs, every case
 
 try:
-    from confluent_kafka import KafkaException, Producer, Consumer, TopicPartition
+    from confluent_kafka import Producer, Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 except ImportError:  # pragma: no cover
     sys.exit("confluent-kafka is needed: .venv/bin/pip install confluent-kafka (or pip install -e '.[bench]')")
@@ -579,11 +579,11 @@ def print_tables(results: list[CaseResult], paced_rate: float) -> list[dict]:
 
     print(f"\n== Produce: one librdkafka producer (linger.ms=5, no compression), median of {reps} runs; "
           f"MB/s of record values ==")
-    print(f"   p50/p99: delivery-report latency at full speed (includes the client's own queue);")
+    print("   p50/p99: delivery-report latency at full speed (includes the client's own queue);")
     print((f"   paced: at {paced_rate:,.0f} records/s with linger.ms=0 (the broker's answer time); " if paced_rate
            else "   paced: not run (--paced-rate); ") + "CPU: broker utime+stime summed over the runs;")
-    print(f"   busy: CPU-seconds per second of wall time of the broker / of the client process (2 = two cores);")
-    print(f"   runq: seconds per wall second their threads were runnable but waiting for a CPU (machine contention)")
+    print("   busy: CPU-seconds per second of wall time of the broker / of the client process (2 = two cores);")
+    print("   runq: seconds per wall second their threads were runnable but waiting for a CPU (machine contention)")
     print(f"{'case':<20}{'broker':<9}{'records/s':>11}{'MB/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'paced p50':>10}"
           f"{'p99':>7}{'CPU-s/GB':>9}{'CPU us/rec':>11}{'busy b/c':>10}{'runq b/c':>10}{'RSS MiB':>8}")
     for case in cases:
@@ -808,8 +808,8 @@ def log_problems(b: BrokerProc) -> tuple[list[str], list[str]]:
     except OSError:
         return [], []
     cut = b.term_mark if b.term_mark is not None else len(data)
-    pick = lambda blob: [l for l in blob.decode(errors="replace").splitlines()  # noqa: E731
-                         if re.search(r"\b(WARNING|ERROR|CRITICAL)\b|^Traceback", l)]
+    pick = lambda blob: [line for line in blob.decode(errors="replace").splitlines()  # noqa: E731
+                         if re.search(r"\b(WARNING|ERROR|CRITICAL)\b|^Traceback", line)]
     return pick(data[:cut]), pick(data[cut:])
 
 
@@ -820,7 +820,7 @@ def git_state() -> str:
         dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no", "--",
                                 "broker", "protocol", "storage", "cluster"], capture_output=True, text=True,
                                timeout=10).stdout.split("\n")
-        dirty = [l for l in dirty if l.strip()]
+        dirty = [line for line in dirty if line.strip()]
         return f"{head}" + (f" + uncommitted changes in {len(dirty)} broker/protocol/storage/cluster files"
                             if dirty else " (clean)")
     except (OSError, subprocess.SubprocessError):

@@ -17,7 +17,7 @@ def handle(cctx: ControllerContext, req: BrokerRegistrationRequest) -> Controlle
     if cluster_id and req.cluster_id != cluster_id:
         return ControllerResult([], BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID))
     res = cctx.controller.register_broker(
-        cctx.image, req.broker_id, req.incarnation_id, [(l.name, l.host, l.port) for l in req.listeners],
+        cctx.image, req.broker_id, req.incarnation_id, [(lst.name, lst.host, lst.port) for lst in req.listeners],
         req.rack, cctx.next_offset, list(req.log_dirs))
     if res.records:
         epoch = cctx.next_offset

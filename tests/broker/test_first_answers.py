@@ -6,12 +6,11 @@ import shutil
 import struct
 import subprocess
 
-import pytest
 
 from broker.apis import HANDLERS
 from protocol.generated.api_keys import APIS
 from protocol.generated.messages import (
-    ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse, RequestHeader,
+    ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, RequestHeader,
 )
 from protocol.generated.messages.metadata_request import MetadataRequestTopic
 

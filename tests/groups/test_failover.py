@@ -17,7 +17,6 @@ import sys
 import threading
 import time
 
-from confluent_kafka import Consumer
 
 from tests.groups.kclient import wait_until
 from tests.groups.runners import ConfluentRunner

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import struct
-import threading
 import time
 
 from confluent_kafka import Consumer, TopicPartition
@@ -13,11 +12,9 @@ from confluent_kafka.admin import AdminClient
 
 from cluster.group_records import partition_for
 from protocol.topics import GROUP_METADATA_TOPIC
-from protocol.generated.coordinator import GroupMetadataKey, OffsetCommitKey
 from protocol.generated.metadata import PartitionChangeRecord
 from tests.groups.conftest import make_broker
 from tests.groups.kclient import KClient, wait_until
-from tests.groups.runners import ConfluentRunner
 from tests.groups.test_edge_cases import commit, heartbeat, join_fully, sync
 from tests.groups.workload import create_topic, kp_committed, read_offsets_topic
 

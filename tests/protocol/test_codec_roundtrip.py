@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
 
 from tests.protocol.schema_strategies import all_messages, message_class, message_strategy
 
