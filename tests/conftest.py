@@ -8,3 +8,31 @@ settings.register_profile("ci", max_examples=15, deadline=None, suppress_health_
 settings.register_profile("dev", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("long", max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+# ---- skips must be on the allow-list (tests/skip_policy.py) ---------------------------------------
+_SKIPS: list[tuple[str, str]] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _SKIPS.append((report.nodeid, reason.removeprefix("Skipped: ")))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from tests.skip_policy import load_patterns, unexpected_skips
+
+    bad = unexpected_skips(_SKIPS, load_patterns())
+    if bad:
+        session.config._odradek_bad_skips = bad
+        if exitstatus == 0:
+            session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    bad = getattr(config, "_odradek_bad_skips", None)
+    if bad:
+        terminalreporter.section("skips not on tests/skip_allowlist.txt (the run fails)", red=True)
+        for nodeid, reason in bad:
+            terminalreporter.line(f"{nodeid}: {reason}")

@@ -14,8 +14,8 @@ TS = 1_700_000_000_000
 
 @pytest.fixture(scope="module")
 def broker_dir(tmp_path_factory):
-    confluent_kafka = pytest.importorskip("confluent_kafka")
-    kafka = pytest.importorskip("kafka")
+    import confluent_kafka
+    import kafka
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from broker.embedded import EmbeddedBroker

@@ -147,7 +147,6 @@ def _decode(b):
 
 
 def test_compaction_report_equals_storage_cleaner(spark, known, tmp_path):
-    pytest.importorskip("storage.cleaner")
     from spark_jobs import compaction_report
 
     d, produced = known
@@ -189,7 +188,6 @@ def test_compaction_report_equals_storage_cleaner(spark, known, tmp_path):
 def test_compaction_model_second_pass_removes_expired_tombstones(spark, known, tmp_path):
     """After a real cleaning pass sets delete horizons, the report on the cleaned directory predicts the second
     pass (tombstones past their horizon go) and storage's cleaner agrees."""
-    pytest.importorskip("storage.cleaner")
     from spark_jobs import compaction_report
     from storage.cleaner import LogCleaner
     from storage.config import LogConfig, LogManagerConfig
@@ -231,7 +229,6 @@ def test_compaction_model_second_pass_removes_expired_tombstones(spark, known, t
 def test_compaction_counts_empty_batches_left_by_earlier_cleanings(spark, tmp_path):
     """A record-less batch (as a cleaning pass leaves behind) is dropped by the next pass unless it is the round's
     last batch or an active producer's: the report sees it (``emptyBatches`` rows) and agrees with storage."""
-    pytest.importorskip("storage.cleaner")
     from spark_jobs import compaction_report
     from storage.cleaner import LogCleaner
     from storage.config import LogConfig, LogManagerConfig

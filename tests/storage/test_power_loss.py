@@ -41,12 +41,7 @@ def _run(root: str, seed: int, props: dict, rounds: int = 6) -> None:
         lm = LogManager(LogManagerConfig(log_dirs=(root,)), props)
         lm.startup(now)
         lg = lm.get_or_create_log("t", 0, now_ms=now)
-        survivors = _tags(lg)
-        # recovery yields a clean prefix of what was written, holding every fsynced append
-        assert survivors == written[: len(survivors)], f"round {r}: not a prefix"
-        if sync_every_append:
-            assert survivors == written  # every append returned, so every one must be there
-        assert lg.verify() == []
+        survivors = _check_recovered(lg, written, acked, sync_every_append, f"round {r}")
         written = written[: len(survivors)]
         acked = {t for t in acked if t in set(survivors)}
         for _ in range(rnd.randrange(5, 60)):
@@ -68,8 +63,21 @@ def _run(root: str, seed: int, props: dict, rounds: int = 6) -> None:
     lm = LogManager(LogManagerConfig(log_dirs=(root,)), props)
     lm.startup(now)
     lg = lm.get_log("t", 0)
-    assert _tags(lg) == written[: len(_tags(lg))]
+    _check_recovered(lg, written, acked, sync_every_append, "after the last round")
+    assert acked, "the workload appended nothing"
     lm.shutdown(now)
+
+
+def _check_recovered(lg, written: list[int], acked: set[int], sync_every_append: bool, when: str) -> list[int]:
+    """Recovery yields a clean prefix of what was written; with an fsync per append it holds every
+    acknowledged append."""
+    survivors = _tags(lg)
+    assert survivors == written[: len(survivors)], f"{when}: not a prefix"
+    if sync_every_append:
+        assert survivors == written, f"{when}: an fsynced append was lost"
+        assert acked <= set(survivors), f"{when}: acknowledged appends lost: {sorted(acked - set(survivors))[:10]}"
+    assert lg.verify() == []
+    return survivors
 
 
 @pytest.fixture(autouse=True)
