@@ -88,9 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         from storage.verify import main as verify_main
 
         return verify_main(argv[1:])
-    ap = argparse.ArgumentParser(prog="odradek", description="A Kafka-compatible broker "
-                                 "(also: odradek verify-log DIR...)")
+    ap = argparse.ArgumentParser(prog="odradek", description="A Kafka-compatible broker")
     sub = ap.add_subparsers(dest="cmd", required=True)
+    # listed for --help; its own arguments are parsed by storage.verify (handled above)
+    sub.add_parser("verify-log", help="check the CRCs and indexes of log directories (odradek verify-log --help)")
     for name, help_ in (("serve", "run a broker"), ("format", "write meta.properties into the log dirs")):
         p = sub.add_parser(name, help=help_)
         p.add_argument("--config", "-c", help="YAML file of Kafka properties")

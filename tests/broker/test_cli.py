@@ -118,3 +118,10 @@ def test_json_logging(tmp_path):
     lines = [json.loads(line) for line in proc.stderr.read().splitlines() if line.strip()]
     assert any(r["logger"] == "odradek.server" and "listening on" in r["message"] for r in lines)
     assert all({"ts", "level", "logger", "message"} <= set(r) for r in lines)
+
+
+def test_help_lists_every_subcommand():
+    exe = Path(sys.executable).parent / "odradek"
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60).stdout
+    for command in ("serve", "format", "verify-log"):
+        assert command in out
