@@ -22,7 +22,7 @@ import ipaddress
 import itertools
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from cluster.group_classic import GroupError
 from cluster.group_coordinator import GroupConfig, GroupCoordinatorShard, ReqCtx, Result
@@ -240,18 +240,19 @@ class GroupService:
         batch = build_batch([Record(k, v, timestamp=ts) for k, v in (r.encode() for r in records)])
         self.replicas.append(part, bytearray(batch), ts, origin=ORIGIN_COORDINATOR)
 
-    async def run(self, group_id: str, op: str, *args) -> Result:
-        """Run ``shard.<op>(*args, now_ms, image)`` for the group's shard and apply the result."""
+    async def run(self, group_id: str, op: Callable[..., Result], *args) -> Result:
+        """Run ``op(shard, *args, now_ms, image=...)`` (a GroupCoordinatorShard method) on the group's shard
+        and apply the result."""
         p, shard = await self.shard_for(group_id)
-        res = getattr(shard, op)(*args, self.clock.now_ms(), image=self.metadata.image)
+        res = op(shard, *args, self.clock.now_ms(), image=self.metadata.image)
         return self._apply(p, res)
 
-    async def run_delayed(self, group_id: str, op: str, ctx: ReqCtx, req) -> Any:
+    async def run_delayed(self, group_id: str, op: Callable[..., Result], ctx: ReqCtx, req) -> Any:
         """JoinGroup / SyncGroup: the answer arrives through a completion, maybe after a rebalance."""
         p, shard = await self.shard_for(group_id)
         token, fut = self.new_waiter()
         try:
-            res = getattr(shard, op)(ctx, req, token, self.clock.now_ms(), image=self.metadata.image)
+            res = op(shard, ctx, req, token, self.clock.now_ms(), image=self.metadata.image)
             self._apply(p, res)
             if res.error is not None and not fut.done():
                 raise res.error

@@ -27,7 +27,10 @@ from broker.log_validator import check_request_records, compression_level, needs
 from protocol.errors import ErrorCode, InvalidRecordError, KafkaError
 from protocol.generated.messages import ProduceRequest, ProduceResponse
 from protocol.generated.messages.produce_response import (
-    BatchIndexAndErrorMessage, LeaderIdAndEpoch, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage,
+    LeaderIdAndEpoch,
+    PartitionProduceResponse,
+    TopicProduceResponse,
 )
 
 API_KEY = 0

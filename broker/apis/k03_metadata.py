@@ -19,7 +19,9 @@ from protocol.errors import ErrorCode
 from protocol.generated.messages import CreateTopicsRequest, MetadataRequest, MetadataResponse
 from protocol.generated.messages.create_topics_request import CreatableTopic
 from protocol.generated.messages.metadata_response import (
-    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
 )
 from protocol.message import ZERO_UUID
 from protocol.topics import INTERNAL_TOPICS

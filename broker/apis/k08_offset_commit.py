@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from broker.group_service import req_ctx
 from cluster.group_classic import GroupError
+from cluster.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
 from protocol.generated.messages import OffsetCommitRequest, OffsetCommitResponse
 from protocol.generated.messages.offset_commit_request import OffsetCommitRequestTopic
 from protocol.generated.messages.offset_commit_response import (
-    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
 )
 
 API_KEY = 8
@@ -65,7 +67,7 @@ async def handle(ctx, req: OffsetCommitRequest) -> OffsetCommitResponse:
                                   member_id=req.member_id, group_instance_id=req.group_instance_id,
                                   retention_time_ms=req.retention_time_ms, topics=[t for _, t in valid])
         try:
-            res = await ctx.groups.run(req.group_id, "commit_offsets", req_ctx(ctx), sub)
+            res = await ctx.groups.run(req.group_id, GroupCoordinatorShard.commit_offsets, req_ctx(ctx), sub)
             if res.error is not None:
                 raise res.error
             for (i, t), rt in zip(valid, res.response.topics):

@@ -16,7 +16,10 @@ from protocol.errors import ErrorCode
 from protocol.generated.messages import OffsetFetchRequest, OffsetFetchResponse
 from protocol.generated.messages.offset_fetch_request import OffsetFetchRequestGroup, OffsetFetchRequestTopics
 from protocol.generated.messages.offset_fetch_response import (
-    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
     OffsetFetchResponseTopics,
 )
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from broker.group_service import req_ctx
 from cluster.group_classic import GroupError
+from cluster.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
 from protocol.generated.messages import JoinGroupRequest, JoinGroupResponse
 
@@ -45,7 +46,7 @@ async def handle(ctx, req: JoinGroupRequest) -> JoinGroupResponse:
         return _finish(JoinGroupResponse(member_id=req.member_id, error_code=ErrorCode.INVALID_SESSION_TIMEOUT),
                        ctx.version)
     try:
-        resp = await groups.run_delayed(req.group_id, "join_group", req_ctx(ctx), req)
+        resp = await groups.run_delayed(req.group_id, GroupCoordinatorShard.join_group, req_ctx(ctx), req)
     except GroupError as exc:
         resp = JoinGroupResponse(member_id=req.member_id, error_code=exc.code)
     return _finish(resp, ctx.version)

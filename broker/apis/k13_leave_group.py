@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from broker.group_service import req_ctx
 from cluster.group_classic import GroupError
+from cluster.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
 from protocol.generated.messages import LeaveGroupRequest, LeaveGroupResponse
 from protocol.generated.messages.leave_group_request import MemberIdentity
@@ -25,7 +26,7 @@ async def handle(ctx, req: LeaveGroupRequest) -> LeaveGroupResponse:
     if not req.group_id:
         return LeaveGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID, members=[])
     try:
-        res = await ctx.groups.run(req.group_id, "leave_group", req_ctx(ctx), req)
+        res = await ctx.groups.run(req.group_id, GroupCoordinatorShard.leave_group, req_ctx(ctx), req)
         if res.error is not None:
             raise res.error
         resp = res.response

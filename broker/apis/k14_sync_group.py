@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from broker.group_service import req_ctx
 from cluster.group_classic import GroupError
+from cluster.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
 from protocol.generated.messages import SyncGroupRequest, SyncGroupResponse
 
@@ -24,7 +25,7 @@ async def handle(ctx, req: SyncGroupRequest) -> SyncGroupResponse:
     if not req.group_id:
         return SyncGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID)
     try:
-        resp = await ctx.groups.run_delayed(req.group_id, "sync_group", req_ctx(ctx), req)
+        resp = await ctx.groups.run_delayed(req.group_id, GroupCoordinatorShard.sync_group, req_ctx(ctx), req)
     except GroupError as exc:
         resp = SyncGroupResponse(error_code=exc.code)
     if resp.assignment is None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 
+from cluster.controller import SUPPORTED_FEATURES
 from protocol.errors import ErrorCode
 from protocol.generated.messages import ApiVersionsRequest, ApiVersionsResponse
-from cluster.controller import SUPPORTED_FEATURES
 from protocol.generated.messages.api_versions_response import ApiVersion, FinalizedFeatureKey, SupportedFeatureKey
 
 API_KEY = 18

@@ -11,7 +11,9 @@ import os
 
 from protocol.generated.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
 from protocol.generated.messages.describe_log_dirs_response import (
-    DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
+    DescribeLogDirsPartition,
+    DescribeLogDirsResult,
+    DescribeLogDirsTopic,
 )
 
 API_KEY = 35

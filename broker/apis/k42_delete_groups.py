@@ -9,6 +9,7 @@ them from __consumer_offsets.
 from __future__ import annotations
 
 from cluster.group_classic import GroupError
+from cluster.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
 from protocol.generated.messages import DeleteGroupsRequest, DeleteGroupsResponse
 from protocol.generated.messages.delete_groups_response import DeletableGroupResult
@@ -25,7 +26,7 @@ async def handle(ctx, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
             out.append(DeletableGroupResult(group_id=gid, error_code=ErrorCode.INVALID_GROUP_ID))
             continue
         try:
-            res = await groups.run(gid, "delete_groups", [gid])
+            res = await groups.run(gid, GroupCoordinatorShard.delete_groups, [gid])
             if res.error is not None:
                 raise res.error
             out.extend(DeletableGroupResult(group_id=g, error_code=code) for g, code in res.response)

@@ -10,11 +10,13 @@ offsets get tombstones.
 from __future__ import annotations
 
 from cluster.group_classic import GroupError
+from cluster.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
 from protocol.generated.messages import OffsetDeleteRequest, OffsetDeleteResponse
 from protocol.generated.messages.offset_delete_request import OffsetDeleteRequestTopic
 from protocol.generated.messages.offset_delete_response import (
-    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
 )
 
 API_KEY = 47
@@ -37,7 +39,7 @@ async def handle(ctx, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
         if good:
             known.append(OffsetDeleteRequestTopic(name=t.name, partitions=good))
     try:
-        res = await ctx.groups.run(req.group_id, "delete_offsets",
+        res = await ctx.groups.run(req.group_id, GroupCoordinatorShard.delete_offsets,
                                           OffsetDeleteRequest(group_id=req.group_id, topics=known))
         if res.error is not None:
             raise res.error

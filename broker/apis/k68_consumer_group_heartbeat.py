@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from broker.group_service import req_ctx
 from cluster.group_classic import GroupError
+from cluster.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
 from protocol.generated.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 
@@ -37,7 +38,7 @@ async def handle(ctx, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartb
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.INVALID_REQUEST,
                                               error_message="GroupId can't be empty.")
     try:
-        res = await ctx.groups.run(req.group_id, "consumer_group_heartbeat", req_ctx(ctx), req)
+        res = await ctx.groups.run(req.group_id, GroupCoordinatorShard.consumer_group_heartbeat, req_ctx(ctx), req)
         if res.error is not None:
             raise res.error
         return res.response

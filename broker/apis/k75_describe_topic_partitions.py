@@ -40,7 +40,9 @@ from cluster.metadata_image import INTERNAL_TOPICS, MetadataImage, TopicInfo
 from protocol.errors import ErrorCode
 from protocol.generated.messages import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 from protocol.generated.messages.describe_topic_partitions_response import (
-    Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
+    Cursor,
+    DescribeTopicPartitionsResponsePartition,
+    DescribeTopicPartitionsResponseTopic,
 )
 from protocol.message import ZERO_UUID
 
