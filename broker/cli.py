@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"odradek: {exc}", file=sys.stderr)
         return 1
     handler = logging.StreamHandler(sys.stderr)
-    if str(config.get("logging.format", "text")).lower() == "json":
+    if str(config.get("logging.format")).lower() == "json":
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         cid = ensure_meta_properties(config.log_dirs, config.node_id, args.cluster_id or config.get("cluster.id"))
         print(f"formatted {', '.join(map(str, config.log_dirs))} with cluster.id {cid}")
         return 0
-    loop = new_event_loop(str(config.get("event.loop", "uvloop")))
+    loop = new_event_loop(str(config.get("event.loop")))
     asyncio.set_event_loop(loop)
     try:
         loop.run_until_complete(_serve(config, args.config))

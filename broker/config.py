@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from cluster.group_coordinator import GROUP_CONFIG_DEFAULTS
+
 # Kafka 4.x defaults for the properties this broker reads (KafkaConfig / ServerLogConfigs / SocketServerConfigs).
 DEFAULTS: dict[str, Any] = {
     "process.roles": "broker,controller",
@@ -51,23 +53,8 @@ DEFAULTS: dict[str, Any] = {
     "controller.listener.names": None,
     "inter.broker.listener.name": None,
     "listener.security.protocol.map": None,
-    "group.initial.rebalance.delay.ms": 3000,
-    "group.min.session.timeout.ms": 6000,
-    "group.max.session.timeout.ms": 1800000,
-    "group.max.size": 2147483647,
-    "group.consumer.heartbeat.interval.ms": 5000,
-    "group.consumer.min.heartbeat.interval.ms": 5000,
-    "group.consumer.max.heartbeat.interval.ms": 15000,
-    "group.consumer.session.timeout.ms": 45000,
-    "group.consumer.min.session.timeout.ms": 45000,
-    "group.consumer.max.session.timeout.ms": 60000,
-    "group.consumer.max.size": 2147483647,
-    "group.consumer.assignors": "uniform,range",
-    "group.consumer.migration.policy": "bidirectional",
+    **GROUP_CONFIG_DEFAULTS,  # the group coordinator's own table (cluster/group_coordinator.py)
     "group.coordinator.rebalance.protocols": "classic,consumer",
-    "offsets.retention.minutes": 10080,
-    "offsets.retention.check.interval.ms": 600000,
-    "offset.metadata.max.bytes": 4096,
     "offsets.topic.segment.bytes": 104857600,
     "transaction.state.log.replication.factor": 3,
     "transaction.state.log.min.isr": 2,

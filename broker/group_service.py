@@ -93,7 +93,7 @@ class GroupService:
         topic = self.metadata.image.topic(GROUP_METADATA_TOPIC)
         if topic is not None and topic.partitions:
             return len(topic.partitions)
-        return int(self.broker_config.get("offsets.topic.num.partitions", 50))
+        return int(self.broker_config.get("offsets.topic.num.partitions"))
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions())
@@ -107,15 +107,15 @@ class GroupService:
                 return
             config = self.broker_config
             live = sum(1 for b in self.metadata.image.brokers.values() if not b.fenced) or 1
-            rf = max(1, min(int(config.get("offsets.topic.replication.factor", 3)), live))
+            rf = max(1, min(int(config.get("offsets.topic.replication.factor")), live))
             # max.message.bytes: a group's metadata record holds every member's assignment; Kafka caps
             # it at 1 MiB (SyncGroup then fails), odradek lets it grow to the request size limit
             configs = {"cleanup.policy": "compact", "compression.type": "producer",
-                       "segment.bytes": str(int(config.get("offsets.topic.segment.bytes", 104857600))),
-                       "max.message.bytes": str(max(int(config.get("message.max.bytes", 1048588)),
-                                                    int(config.get("socket.request.max.bytes", 104857600))))}
+                       "segment.bytes": str(int(config.get("offsets.topic.segment.bytes"))),
+                       "max.message.bytes": str(max(int(config.get("message.max.bytes")),
+                                                    int(config.get("socket.request.max.bytes"))))}
             request = CreateTopicsRequest(topics=[CreatableTopic(
-                name=GROUP_METADATA_TOPIC, num_partitions=int(config.get("offsets.topic.num.partitions", 50)),
+                name=GROUP_METADATA_TOPIC, num_partitions=int(config.get("offsets.topic.num.partitions")),
                 replication_factor=rf, assignments=[],
                 configs=[CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])])
             res = await self.controller.call(request)

@@ -29,7 +29,7 @@ VERSIONS = (0, 1)
 
 
 async def handle(ctx, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
-    protocols = str(ctx.config.get("group.coordinator.rebalance.protocols", "classic,consumer"))
+    protocols = str(ctx.config.get("group.coordinator.rebalance.protocols"))
     if "consumer" not in {p.strip().lower() for p in protocols.split(",")}:
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
                                               error_message="The consumer group protocol is disabled "
