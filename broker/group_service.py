@@ -163,7 +163,7 @@ class GroupService:
             n = await asyncio.to_thread(_replay_log, shard, part.log)
             res = shard.on_loaded(self.clock.now_ms())
             self.shards[p] = shard
-            self._apply(p, res)
+            await self._apply(p, res)
             if n:
                 log.info("loaded %s-%d: %d records, %d groups in %.0f ms", GROUP_METADATA_TOPIC, p, n,
                          len(shard.groups), (self.clock.monotonic() - start) * 1000)
@@ -214,11 +214,14 @@ class GroupService:
             if fut is not None and not fut.done():
                 fut.set_result(resp)
 
-    def _apply(self, p: int, res: Result) -> Result:
-        """Write the result's records, then release its delayed answers."""
+    async def _apply(self, p: int, res: Result) -> Result:
+        """Write the result's records, then release its answers once the write is committed
+        (CoordinatorRuntime: a response waits for the high watermark to pass its records)."""
         if res.records:
             try:
-                self._write(p, res.records)
+                committed = self._write(p, res.records)
+                if committed is not None:
+                    await committed
             except Exception as exc:  # noqa: BLE001 - any storage failure becomes a coordinator error
                 code = _append_error(exc)
                 log.error("writing %d group records to %s-%d failed: %s", len(res.records),
@@ -232,20 +235,20 @@ class GroupService:
         self._poke()
         return res
 
-    def _write(self, p: int, records) -> None:
+    def _write(self, p: int, records) -> asyncio.Future | None:
         part = self.replicas.get(GROUP_METADATA_TOPIC, p)
         if part is None or not part.is_leader(self.node_id):
             raise GroupError(ErrorCode.NOT_COORDINATOR)
         ts = self.clock.now_ms()
         batch = build_batch([Record(k, v, timestamp=ts) for k, v in (r.encode() for r in records)])
-        self.replicas.append(part, bytearray(batch), ts, origin=ORIGIN_COORDINATOR)
+        return self.replicas.append(part, bytearray(batch), ts, origin=ORIGIN_COORDINATOR).committed
 
     async def run(self, group_id: str, op: Callable[..., Result], *args) -> Result:
         """Run ``op(shard, *args, now_ms, image=...)`` (a GroupCoordinatorShard method) on the group's shard
         and apply the result."""
         p, shard = await self.shard_for(group_id)
         res = op(shard, *args, self.clock.now_ms(), image=self.metadata.image)
-        return self._apply(p, res)
+        return await self._apply(p, res)
 
     async def run_delayed(self, group_id: str, op: Callable[..., Result], ctx: ReqCtx, req) -> Any:
         """JoinGroup / SyncGroup: the answer arrives through a completion, maybe after a rebalance."""
@@ -253,7 +256,7 @@ class GroupService:
         token, fut = self.new_waiter()
         try:
             res = op(shard, ctx, req, token, self.clock.now_ms(), image=self.metadata.image)
-            self._apply(p, res)
+            await self._apply(p, res)
             if res.error is not None and not fut.done():
                 raise res.error
             return await fut
@@ -265,7 +268,7 @@ class GroupService:
         shard = self.shards.get(p)
         if shard is None:
             raise GroupError(ErrorCode.NOT_COORDINATOR)
-        return self._apply(p, fn(shard, self.clock.now_ms()))
+        return await self._apply(p, fn(shard, self.clock.now_ms()))
 
     def all_shards(self) -> list[tuple[int, GroupCoordinatorShard]]:
         return sorted(self.shards.items())
@@ -294,7 +297,7 @@ class GroupService:
                 for p, shard in list(self.shards.items()):
                     d = shard.next_deadline()
                     if d is not None and d <= now and self.shards.get(p) is shard:
-                        self._apply(p, shard.poll(now, image=self.metadata.image))
+                        await self._apply(p, shard.poll(now, image=self.metadata.image))
                 if now - last_check >= LEADERSHIP_CHECK_MS:
                     last_check = now
                     await self._sync_leadership()
