@@ -126,6 +126,11 @@ class GroupService:
             log.info("created %s with %d partitions", GROUP_METADATA_TOPIC, self.num_partitions())
         await self._sync_leadership()
 
+    async def on_new_metadata_image(self, image) -> None:
+        """Publisher step: every loaded shard sees the committed image before handlers do."""
+        for shard in self.shards.values():
+            shard.on_new_metadata_image(image)
+
     def _led_partitions(self) -> set[int]:
         topic = self.metadata.image.topic(GROUP_METADATA_TOPIC)
         if topic is None:
@@ -158,7 +163,7 @@ class GroupService:
             if part is None:
                 raise GroupError(ErrorCode.NOT_COORDINATOR)
             shard = GroupCoordinatorShard(p, self.config, _random_uuid)
-            shard.image = self.metadata.image
+            shard.on_new_metadata_image(self.metadata.image)
             start = self.clock.monotonic()
             n = await asyncio.to_thread(_replay_log, shard, part.log)
             res = shard.on_loaded(self.clock.now_ms())
@@ -244,10 +249,10 @@ class GroupService:
         return self.replicas.append(part, bytearray(batch), ts, origin=ORIGIN_COORDINATOR).committed
 
     async def run(self, group_id: str, op: Callable[..., Result], *args) -> Result:
-        """Run ``op(shard, *args, now_ms, image=...)`` (a GroupCoordinatorShard method) on the group's shard
+        """Run ``op(shard, *args, now_ms)`` (a GroupCoordinatorShard method) on the group's shard
         and apply the result."""
         p, shard = await self.shard_for(group_id)
-        res = op(shard, *args, self.clock.now_ms(), image=self.metadata.image)
+        res = op(shard, *args, self.clock.now_ms())
         return await self._apply(p, res)
 
     async def run_delayed(self, group_id: str, op: Callable[..., Result], ctx: ReqCtx, req) -> Any:
@@ -255,7 +260,7 @@ class GroupService:
         p, shard = await self.shard_for(group_id)
         token, fut = self.new_waiter()
         try:
-            res = op(shard, ctx, req, token, self.clock.now_ms(), image=self.metadata.image)
+            res = op(shard, ctx, req, token, self.clock.now_ms())
             await self._apply(p, res)
             if res.error is not None and not fut.done():
                 raise res.error
@@ -297,7 +302,7 @@ class GroupService:
                 for p, shard in list(self.shards.items()):
                     d = shard.next_deadline()
                     if d is not None and d <= now and self.shards.get(p) is shard:
-                        await self._apply(p, shard.poll(now, image=self.metadata.image))
+                        await self._apply(p, shard.poll(now))
                 if now - last_check >= LEADERSHIP_CHECK_MS:
                     last_check = now
                     await self._sync_leadership()

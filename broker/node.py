@@ -131,6 +131,7 @@ class Broker:
         self.metadata.add(self._publish_to_replicas)
         self.groups = GroupService(self.node_id, self.config, self.metadata, self.replicas, self.controller,
                                    self.clock)
+        self.metadata.add(self.groups.on_new_metadata_image)
         self.server.handles = BrokerHandles(
             node_id=self.node_id, cluster_id=self.cluster_id, config=self.config, clock=self.clock,
             metadata=self.metadata, replicas=self.replicas, groups=self.groups, controller=self.controller,

@@ -244,7 +244,7 @@ class GroupCoordinatorShard:
         self.offsets = OffsetStore()
         self.timer = Timer()
         self.now_ms = 0
-        self.image = None  # the broker's metadata image, refreshed by the adapter with each call
+        self.image = None  # the latest committed metadata image (on_new_metadata_image)
         self._records: list[CoordinatorRecord] = []
         self._completions: list[tuple[Any, Any]] = []
         self.consumer = ConsumerGroupManager(self)
@@ -262,10 +262,13 @@ class GroupCoordinatorShard:
             if replay:
                 self.replay(r, -1)
 
-    def _run(self, now_ms: int, fn: Callable, *args, image=None) -> Result:
+    def on_new_metadata_image(self, image) -> None:
+        """A newly committed metadata image (Kafka's GroupMetadataManager.onNewMetadataImage): topic names,
+        ids and partition counts that consumer-group assignments are computed from."""
+        self.image = image
+
+    def _run(self, now_ms: int, fn: Callable, *args) -> Result:
         self.now_ms = now_ms
-        if image is not None:
-            self.image = image
         error = None
         response = None
         try:
@@ -279,7 +282,7 @@ class GroupCoordinatorShard:
     def next_deadline(self) -> int | None:
         return self.timer.next_deadline()
 
-    def poll(self, now_ms: int, image=None) -> Result:
+    def poll(self, now_ms: int) -> Result:
         """Run every timer due at ``now_ms``."""
         def run():
             while True:
@@ -290,7 +293,7 @@ class GroupCoordinatorShard:
                     fn()
                 except GroupError as exc:
                     log.debug("timer task failed: %s", exc)
-        return self._run(now_ms, run, image=image)
+        return self._run(now_ms, run)
 
     # ---- group lookup ----------------------------------------------------------------------------
     def group(self, group_id: str):
@@ -315,8 +318,8 @@ class GroupCoordinatorShard:
         self.groups.pop(group_id, None)
 
     # ==== JoinGroup ==============================================================================
-    def join_group(self, ctx: ReqCtx, req, token, now_ms: int, image=None) -> Result:
-        return self._run(now_ms, self._join_group, ctx, req, token, image=image)
+    def join_group(self, ctx: ReqCtx, req, token, now_ms: int) -> Result:
+        return self._run(now_ms, self._join_group, ctx, req, token)
 
     def _join_group(self, ctx: ReqCtx, req, token) -> None:
         group = self.groups.get(req.group_id)
@@ -685,8 +688,8 @@ class GroupCoordinatorShard:
             self.timer.cancel(sync_key(group.group_id))
 
     # ==== SyncGroup ==============================================================================
-    def sync_group(self, ctx: ReqCtx, req, token, now_ms: int, image=None) -> Result:
-        return self._run(now_ms, self._sync_group, ctx, req, token, image=image)
+    def sync_group(self, ctx: ReqCtx, req, token, now_ms: int) -> Result:
+        return self._run(now_ms, self._sync_group, ctx, req, token)
 
     def _sync_group(self, ctx: ReqCtx, req, token) -> None:
         group = self.groups.get(req.group_id)
@@ -742,8 +745,8 @@ class GroupCoordinatorShard:
         return None
 
     # ==== Heartbeat ==============================================================================
-    def heartbeat(self, ctx: ReqCtx, req, now_ms: int, image=None) -> Result:
-        return self._run(now_ms, self._heartbeat, ctx, req, image=image)
+    def heartbeat(self, ctx: ReqCtx, req, now_ms: int) -> Result:
+        return self._run(now_ms, self._heartbeat, ctx, req)
 
     def _heartbeat(self, ctx: ReqCtx, req) -> HeartbeatResponse:
         group = self.groups.get(req.group_id)
@@ -764,8 +767,8 @@ class GroupCoordinatorShard:
         return HeartbeatResponse(error_code=0)
 
     # ==== LeaveGroup =============================================================================
-    def leave_group(self, ctx: ReqCtx, req, now_ms: int, image=None) -> Result:
-        return self._run(now_ms, self._leave_group, ctx, req, image=image)
+    def leave_group(self, ctx: ReqCtx, req, now_ms: int) -> Result:
+        return self._run(now_ms, self._leave_group, ctx, req)
 
     def _leave_group(self, ctx: ReqCtx, req) -> LeaveGroupResponse:
         group = self.groups.get(req.group_id)
@@ -820,18 +823,16 @@ class GroupCoordinatorShard:
         group.remove(member_id)
 
     # ==== ConsumerGroupHeartbeat / ConsumerGroupDescribe (KIP-848) ==============================
-    def consumer_group_heartbeat(self, ctx: ReqCtx, req, now_ms: int, image=None) -> Result:
-        return self._run(now_ms, self.consumer.heartbeat, ctx, req, image=image)
+    def consumer_group_heartbeat(self, ctx: ReqCtx, req, now_ms: int) -> Result:
+        return self._run(now_ms, self.consumer.heartbeat, ctx, req)
 
-    def consumer_group_describe(self, group_ids: list[str], image=None) -> list:
-        if image is not None:
-            self.image = image
+    def consumer_group_describe(self, group_ids: list[str]) -> list:
         return [self.consumer.describe(gid, self.config.consumer_assignors[0]) for gid in group_ids]
 
     # ==== offsets ================================================================================
-    def commit_offsets(self, ctx: ReqCtx, req, now_ms: int, image=None) -> Result:
+    def commit_offsets(self, ctx: ReqCtx, req, now_ms: int) -> Result:
         """``req`` is an OffsetCommitRequest whose topics all exist (the handler answers unknown topics)."""
-        return self._run(now_ms, self._commit_offsets, ctx, req, image=image)
+        return self._run(now_ms, self._commit_offsets, ctx, req)
 
     def _commit_offsets(self, ctx: ReqCtx, req) -> OffsetCommitResponse:
         group = self.groups.get(req.group_id)
@@ -897,8 +898,8 @@ class GroupCoordinatorShard:
                     _fetched(p, parts.get(p)) for p in t.partition_indexes]))
         return OffsetFetchResponseGroup(group_id=gid, topics=topics, error_code=0)
 
-    def delete_offsets(self, req, now_ms: int, image=None) -> Result:
-        return self._run(now_ms, self._delete_offsets, req, image=image)
+    def delete_offsets(self, req, now_ms: int) -> Result:
+        return self._run(now_ms, self._delete_offsets, req)
 
     def _delete_offsets(self, req) -> OffsetDeleteResponse:
         group = self.group(req.group_id)
@@ -924,7 +925,7 @@ class GroupCoordinatorShard:
         return [offset_tombstone(group_id, t, p) for t, ps in self.offsets.group(group_id).items() for p in ps]
 
     # ==== admin ==================================================================================
-    def delete_groups(self, group_ids: list[str], now_ms: int, image=None) -> Result:
+    def delete_groups(self, group_ids: list[str], now_ms: int) -> Result:
         """Results are (group_id, error_code) pairs."""
         def run():
             results = []
@@ -939,7 +940,7 @@ class GroupCoordinatorShard:
                 self._append(records, replay=True)
                 results.append((gid, 0))
             return results
-        return self._run(now_ms, run, image=image)
+        return self._run(now_ms, run)
 
     def group_tombstones(self, group) -> list[CoordinatorRecord]:
         if group.type == "classic":

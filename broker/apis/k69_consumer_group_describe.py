@@ -26,7 +26,7 @@ async def handle(ctx, req: ConsumerGroupDescribeRequest) -> ConsumerGroupDescrib
             continue
         try:
             _, shard = await groups.shard_for(gid)
-            d = shard.consumer_group_describe([gid], ctx.image)[0]
+            d = shard.consumer_group_describe([gid])[0]
         except GroupError as exc:
             d = DescribedGroup(group_id=gid, error_code=exc.code, members=[])
         if req.include_authorized_operations:

@@ -105,28 +105,37 @@ class Ctx:
             if d is None or d > self.time:
                 break
             fn = self.shard.timer.pop_expired(self.time)
-            res = self.shard._run(self.time, fn, image=self.image)
+            res = self.shard._run(self.time, fn)
             self._resolve(res)
             results.append(res)
         return results
 
+    @property
+    def image(self):
+        return self.shard.image
+
+    @image.setter
+    def image(self, value) -> None:
+        """A test's new metadata image reaches the shard as a published image does."""
+        self.shard.on_new_metadata_image(value)
+
     # ---- requests
     def join(self, req, version: int = 3, client_id: str = "client") -> Outcome:
         token, fut = self._token()
-        res = self.shard.join_group(ReqCtx(client_id, "/127.0.0.1", version), req, token, self.time, self.image)
+        res = self.shard.join_group(ReqCtx(client_id, "/127.0.0.1", version), req, token, self.time)
         self._resolve(res)
         return Outcome(res, fut)
 
     def sync(self, req, version: int = 5) -> Outcome:
         token, fut = self._token()
-        res = self.shard.sync_group(ReqCtx("client", "/127.0.0.1", version), req, token, self.time, self.image)
+        res = self.shard.sync_group(ReqCtx("client", "/127.0.0.1", version), req, token, self.time)
         self._resolve(res)
         return Outcome(res, fut)
 
     def heartbeat(self, group_id, member_id, generation_id, instance_id=None) -> Outcome:
         res = self.shard.heartbeat(ReqCtx("client", "/127.0.0.1", 4), HeartbeatRequest(
             group_id=group_id, member_id=member_id, generation_id=generation_id, group_instance_id=instance_id),
-            self.time, self.image)
+            self.time)
         self._resolve(res)
         return Outcome(res, None)
 
@@ -137,7 +146,7 @@ class Ctx:
     def leave(self, group_id, members: list[tuple[str, str | None]]) -> Outcome:
         req = LeaveGroupRequest(group_id=group_id, members=[MemberIdentity(member_id=m, group_instance_id=i)
                                                             for m, i in members])
-        res = self.shard.leave_group(ReqCtx("client", "/127.0.0.1", 5), req, self.time, self.image)
+        res = self.shard.leave_group(ReqCtx("client", "/127.0.0.1", 5), req, self.time)
         self._resolve(res)
         return Outcome(res, None)
 
@@ -149,7 +158,7 @@ class Ctx:
         req = OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=generation, member_id=member_id,
                                   group_instance_id=instance_id,
                                   topics=[OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()])
-        res = self.shard.commit_offsets(ReqCtx("client", "/127.0.0.1", version), req, self.time, self.image)
+        res = self.shard.commit_offsets(ReqCtx("client", "/127.0.0.1", version), req, self.time)
         self._resolve(res)
         return Outcome(res, None)
 

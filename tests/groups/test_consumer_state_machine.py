@@ -55,11 +55,10 @@ class CCtx(Ctx):
         self.image = img if img is not None else image()
         self.assignor = MockAssignor()
         self.shard.consumer.assignors = {"range": self.assignor}
-        self.shard.image = self.image
 
     def hb(self, version=1, **fields):
         req = ConsumerGroupHeartbeatRequest(**fields)
-        res = self.shard.consumer_group_heartbeat(ReqCtx("client", "/127.0.0.1", version), req, self.time, self.image)
+        res = self.shard.consumer_group_heartbeat(ReqCtx("client", "/127.0.0.1", version), req, self.time)
         self._resolve(res)
         if res.error is not None:
             raise res.error
