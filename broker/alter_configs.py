@@ -6,9 +6,11 @@ log through the image); logger levels change in place, as Kafka's BROKER_LOGGER 
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any
 
+from cluster.controller import ControllerResult
 from protocol.errors import ErrorCode
 from storage.config import TOPIC_CONFIGS
 
@@ -71,6 +73,34 @@ def topic_config_records(cctx, name: str, overrides: dict[str, str], validate_on
     return [] if validate_only else res.records
 
 
+def alter_resources(cctx, req, response_type, item_type, new_topic_overrides) -> ControllerResult:
+    """The controller's per-resource loop of AlterConfigs and IncrementalAlterConfigs (each resource on its
+    own, ConfigurationControlManager): ``new_topic_overrides(resource, current)`` is the API's rule for a
+    TOPIC's new overrides."""
+    records: list = []
+    out = []
+    for r in req.resources:
+        resp = item_type(error_code=0, error_message=None, resource_type=r.resource_type,
+                         resource_name=r.resource_name)
+        out.append(resp)
+        try:
+            check_duplicates([c.name for c in r.configs])
+            if r.resource_type == TOPIC:
+                if cctx.image.topic(r.resource_name) is None:
+                    raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                        f"The topic '{r.resource_name}' does not exist.")
+                overrides = new_topic_overrides(r, dict(cctx.image.topic_config(r.resource_name)))
+                records += topic_config_records(cctx, r.resource_name, overrides, req.validate_only)
+            elif r.resource_type == BROKER:
+                raise ResourceError(ErrorCode.INVALID_CONFIG, "Cannot update these configs dynamically: "
+                                    + ", ".join(sorted(c.name for c in r.configs)))
+            else:
+                raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}")
+        except ResourceError as exc:
+            resp.error_code, resp.error_message = exc.code, exc.message
+    return ControllerResult(records, response_type(responses=out))
+
+
 async def forward_remaining(ctx, req, local: dict[int, Any], response_type) -> Any:
     """Kafka's ConfigAdminManager split: resources answered on this broker are in ``local`` (by position),
     the rest go to the controller in a copy of the request; the answers are merged in request order."""
@@ -78,11 +108,9 @@ async def forward_remaining(ctx, req, local: dict[int, Any], response_type) -> A
     remaining = [r for i, r in enumerate(resources) if i not in local]
     forwarded: list = []
     if remaining:
-        req.resources = remaining
-        try:
-            forwarded = list((await ctx.controller.forward(ctx, req)).responses)
-        finally:
-            req.resources = resources
+        subset = copy.copy(req)
+        subset.resources = remaining
+        forwarded = list((await ctx.controller.forward(ctx, subset)).responses)
     it = iter(forwarded)
     return response_type(responses=[local[i] if i in local else next(it) for i in range(len(resources))])
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from cluster.group_coordinator import GROUP_CONFIG_DEFAULTS
+from cluster.group_config import GROUP_CONFIG_DEFAULTS
 
 # Kafka 4.x defaults for the properties this broker reads (KafkaConfig / ServerLogConfigs / SocketServerConfigs).
 DEFAULTS: dict[str, Any] = {
@@ -53,7 +53,7 @@ DEFAULTS: dict[str, Any] = {
     "controller.listener.names": None,
     "inter.broker.listener.name": None,
     "listener.security.protocol.map": None,
-    **GROUP_CONFIG_DEFAULTS,  # the group coordinator's own table (cluster/group_coordinator.py)
+    **GROUP_CONFIG_DEFAULTS,  # the group coordinator's own table (cluster/group_config.py)
     "group.coordinator.rebalance.protocols": "classic,consumer",
     "offsets.topic.segment.bytes": 104857600,
     "transaction.state.log.replication.factor": 3,

@@ -70,10 +70,12 @@ def envelope_for(ctx: Any, request: Message) -> EnvelopeRequest:
 class LocalControllerChannel:
     """The controller in this process: decisions serialized against the latest image, then committed."""
 
-    def __init__(self, controller: Controller, quorum: MetadataQuorum, config: dict[str, Any]) -> None:
+    def __init__(self, controller: Controller, quorum: MetadataQuorum, config: dict[str, Any],
+                 cluster_id: str) -> None:
         self.controller = controller
         self.quorum = quorum
         self.config = config
+        self.cluster_id = cluster_id
         self._lock = asyncio.Lock()
 
     async def forward(self, ctx: Any, request: Message) -> Message:
@@ -110,8 +112,8 @@ class LocalControllerChannel:
                    client_host: str | None) -> Message:
         async with self._lock:
             cctx = ControllerContext(image=self.quorum.image, controller=self.controller, config=self.config,
-                                     version=version, next_offset=self.quorum.end_offset, principal=principal,
-                                     client_host=client_host)
+                                     cluster_id=self.cluster_id, version=version,
+                                     next_offset=self.quorum.end_offset, principal=principal, client_host=client_host)
             result = handler.handle(cctx, request)
             if result.records:
                 await self.quorum.commit(result.records)

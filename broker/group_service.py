@@ -25,7 +25,8 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
 from cluster.group_classic import GroupError
-from cluster.group_coordinator import GroupConfig, GroupCoordinatorShard, ReqCtx, Result
+from cluster.group_config import GroupConfig
+from cluster.group_coordinator import GroupCoordinatorShard, ReqCtx, Result
 from cluster.group_records import UnknownRecordType, decode_record, partition_for
 from protocol.errors import ErrorCode
 from protocol.generated.messages import CreateTopicsRequest
@@ -64,6 +65,7 @@ class GroupService:
         self._task: asyncio.Task | None = None
         self._create_lock: asyncio.Lock | None = None
         self._image_seen = None
+        self._finishing: set[asyncio.Task] = set()  # timer results waiting for their commit
         self.active = False
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -222,23 +224,52 @@ class GroupService:
     async def _apply(self, p: int, res: Result) -> Result:
         """Write the result's records, then release its answers once the write is committed
         (CoordinatorRuntime: a response waits for the high watermark to pass its records)."""
-        if res.records:
+        committed = self._write_records(p, res)
+        if committed is not None:
             try:
-                committed = self._write(p, res.records)
-                if committed is not None:
-                    await committed
-            except Exception as exc:  # noqa: BLE001 - any storage failure becomes a coordinator error
-                code = _append_error(exc)
-                log.error("writing %d group records to %s-%d failed: %s", len(res.records),
-                          GROUP_METADATA_TOPIC, p, exc)
-                for _, resp in res.completions:
-                    if hasattr(resp, "error_code"):
-                        resp.error_code = code
-                if res.error is None:
-                    res.error = GroupError(code)
+                await committed
+            except Exception as exc:  # noqa: BLE001 - a failed commit becomes a coordinator error
+                self._fail(p, res, exc)
         self._resolve(res.completions)
         self._poke()
         return res
+
+    def _write_records(self, p: int, res: Result) -> asyncio.Future | None:
+        """Append at once, so the log keeps the order of the shard's state changes; the commit comes later."""
+        if not res.records:
+            return None
+        try:
+            return self._write(p, res.records)
+        except Exception as exc:  # noqa: BLE001 - any storage failure becomes a coordinator error
+            self._fail(p, res, exc)
+            return None
+
+    def _fail(self, p: int, res: Result, exc: Exception) -> None:
+        code = _append_error(exc)
+        log.error("writing %d group records to %s-%d failed: %s", len(res.records), GROUP_METADATA_TOPIC, p, exc)
+        for _, resp in res.completions:
+            if hasattr(resp, "error_code"):
+                resp.error_code = code
+        if res.error is None:
+            res.error = GroupError(code)
+
+    def _finish_later(self, p: int, res: Result) -> None:
+        committed = self._write_records(p, res)
+        if committed is None:
+            self._resolve(res.completions)
+            return
+
+        async def finish() -> None:
+            try:
+                await committed
+            except Exception as exc:  # noqa: BLE001 - a failed commit becomes a coordinator error
+                self._fail(p, res, exc)
+            self._resolve(res.completions)
+            self._poke()
+
+        task = asyncio.ensure_future(finish())
+        self._finishing.add(task)
+        task.add_done_callback(self._finishing.discard)
 
     def _write(self, p: int, records) -> asyncio.Future | None:
         part = self.replicas.get(GROUP_METADATA_TOPIC, p)
@@ -302,7 +333,8 @@ class GroupService:
                 for p, shard in list(self.shards.items()):
                     d = shard.next_deadline()
                     if d is not None and d <= now and self.shards.get(p) is shard:
-                        await self._apply(p, shard.poll(now))
+                        # written now; answered when committed, without holding up other shards' timers
+                        self._finish_later(p, shard.poll(now))
                 if now - last_check >= LEADERSHIP_CHECK_MS:
                     last_check = now
                     await self._sync_leadership()

@@ -60,10 +60,7 @@ class Broker:
         self.metadata = MetadataPublisher()
         self.metadata_log = MetadataLog(metadata_log_dir(self.log_dirs, config.get("metadata.log.dir")))
         self.quorum = LocalQuorum(self.metadata_log, self.metadata, clock)
-        self.controller = LocalControllerChannel(
-            Controller(self.node_id, config.values, random.SystemRandom(),
-                       validate_topic_configs=self._validate_topic_configs),
-            self.quorum, {**config.values, "cluster.id": None})
+        self.controller: LocalControllerChannel | None = None  # made at start, once the cluster id is known
         self.groups: GroupService | None = None
         self.log_manager: LogManager | None = None
         self.logs_loaded: asyncio.Future | None = None
@@ -117,7 +114,10 @@ class Broker:
         ``wait_for_logs`` returns only once loading finished (the embedded broker's default).
         """
         self.cluster_id = ensure_meta_properties(self.log_dirs, self.node_id, self.config.get("cluster.id"))
-        self.controller.config["cluster.id"] = self.cluster_id
+        self.controller = LocalControllerChannel(
+            Controller(self.node_id, self.config.values, random.SystemRandom(),
+                       validate_topic_configs=self._validate_topic_configs),
+            self.quorum, self.config.values, self.cluster_id)
         image = await asyncio.to_thread(self.metadata_log.open, self.clock.now_ms())
         self.metadata.image = image
         lm_config = LogManagerConfig.from_props({**self.config.values, "log.dirs": ",".join(map(str, self.log_dirs)),

@@ -14,6 +14,7 @@ class ControllerContext:
     image: MetadataImage
     controller: Controller
     config: Mapping[str, Any]  # the controller node's properties (Kafka names)
+    cluster_id: str
     version: int  # the request's API version
     next_offset: int  # the metadata log offset the next committed record gets (a new broker epoch)
     principal: str | None = None  # "User:ANONYMOUS" for a forwarded client request; None for a broker RPC

@@ -7,6 +7,7 @@ validate_only answers without records; v5+ return topic id, partitions, replicat
 
 from __future__ import annotations
 
+from broker.config_describe import DEFAULT_CONFIG, TOPIC_CONFIG
 from broker.controller_apis.context import ControllerContext
 from cluster.controller import ControllerResult, NewTopic
 from protocol.generated.messages import CreateTopicsRequest, CreateTopicsResponse
@@ -15,9 +16,6 @@ from storage.config import LogConfig
 
 API_KEY = 19
 VERSIONS = (2, 7)
-
-CONFIG_SOURCE_DYNAMIC_TOPIC = 1
-CONFIG_SOURCE_DEFAULT = 5
 
 
 def handle(cctx: ControllerContext, req: CreateTopicsRequest) -> ControllerResult:
@@ -35,8 +33,8 @@ def handle(cctx: ControllerContext, req: CreateTopicsRequest) -> ControllerResul
             item.replication_factor = r.replication_factor
             cfg = LogConfig.from_props(r.configs, cctx.config)
             item.configs = [CreatableTopicConfigs(name=k, value=v, read_only=False,
-                                                  config_source=CONFIG_SOURCE_DYNAMIC_TOPIC if k in r.configs
-                                                  else CONFIG_SOURCE_DEFAULT, is_sensitive=False)
+                                                  config_source=TOPIC_CONFIG if k in r.configs else DEFAULT_CONFIG,
+                                                  is_sensitive=False)
                             for k, v in sorted(cfg.to_topic_props().items())]
         out.append(item)
     return ControllerResult(res.records, CreateTopicsResponse(topics=out))

@@ -13,8 +13,7 @@ VERSIONS = (0, 4)
 
 
 def handle(cctx: ControllerContext, req: BrokerRegistrationRequest) -> ControllerResult:
-    cluster_id = cctx.config.get("cluster.id")
-    if cluster_id and req.cluster_id != cluster_id:
+    if req.cluster_id != cctx.cluster_id:
         return ControllerResult([], BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID))
     res = cctx.controller.register_broker(
         cctx.image, req.broker_id, req.incarnation_id, [(lst.name, lst.host, lst.port) for lst in req.listeners],

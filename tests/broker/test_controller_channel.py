@@ -59,7 +59,7 @@ async def _channel(tmp_path):
     log = MetadataLog(tmp_path)
     publisher.image = log.open(clock.now_ms())
     channel = LocalControllerChannel(Controller(1, {"num.partitions": 2}, random.Random(3)),
-                                     LocalQuorum(log, publisher, clock), {"cluster.id": CLUSTER_ID})
+                                     LocalQuorum(log, publisher, clock), {}, CLUSTER_ID)
     await channel.bootstrap()
     return channel, publisher, published, log
 

@@ -152,3 +152,18 @@ def test_kafka_python_admin_reads_metadata(broker):
         assert cluster["cluster_id"] == broker.broker.cluster_id
     finally:
         admin.close()
+
+
+def test_frames_larger_than_the_receive_step_are_read_whole(raw):
+    """A frame over 1 MiB is received in place in a buffer that grows as its bytes arrive (the event
+    loop's receive-into path); trailing bytes of a body are ignored as Kafka's readers do."""
+    c = raw()
+    body = ApiVersionsRequest(client_software_name="odradek-test", client_software_version="1.0").encode(3)
+    for size in (40_000, 1_500_000, 3_300_000):
+        spec = APIS[18]
+        c.send_frame(RequestHeader(18, 3, size, "test").encode(spec.request_header_version(3)) + body
+                     + b"\x00" * size)
+        frame = c.recv_frame()
+        assert frame is not None and struct.unpack_from(">i", frame)[0] == size
+    resp = call(c, 3, 12, MetadataRequest(topics=[]), corr=7)
+    assert resp.brokers

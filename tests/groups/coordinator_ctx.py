@@ -6,7 +6,8 @@ from __future__ import annotations
 import itertools
 import uuid
 
-from cluster.group_coordinator import GroupConfig, GroupCoordinatorShard, ReqCtx
+from cluster.group_config import GroupConfig
+from cluster.group_coordinator import GroupCoordinatorShard, ReqCtx
 from cluster.group_records import Subscription, serialize_subscription
 from protocol.generated.messages import (
     HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, SyncGroupRequest,

@@ -10,7 +10,8 @@ from broker.config import BrokerConfig
 from broker.group_service import GroupService
 from broker.metadata_publisher import MetadataPublisher
 from broker.replica_manager import AppendResult
-from cluster.group_coordinator import GroupConfig, GroupCoordinatorShard, Result
+from cluster.group_config import GroupConfig
+from cluster.group_coordinator import GroupCoordinatorShard, Result
 from cluster.group_record_helpers import offset_commit_record
 from cluster.offsets import OffsetAndMetadata
 from protocol.errors import ErrorCode, KafkaError
