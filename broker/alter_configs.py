@@ -14,7 +14,7 @@ from cluster.controller import ControllerResult
 from protocol.errors import ErrorCode
 from storage.config import TOPIC_CONFIGS
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 LIST_CONFIGS = {d.name for d in TOPIC_CONFIGS if d.type == "list"}
 LEVELS = {"TRACE": 5, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
@@ -28,12 +28,11 @@ class ResourceError(Exception):
         self.message = message
 
 
-def incremental_topic_overrides(current: dict[str, str], ops: list[tuple[str, int, str | None]]) -> dict[str, str]:
-    """Apply SET/DELETE/APPEND/SUBTRACT to a topic's overrides (Kafka's ConfigurationControlManager)."""
+def incremental_overrides(current: dict[str, str], ops: list[tuple[str, int, str | None]],
+                          list_configs: frozenset[str] | set[str], defaults: dict[str, str]) -> dict[str, str]:
+    """Apply SET/DELETE/APPEND/SUBTRACT to a resource's configs (Kafka's ConfigurationControlManager);
+    APPEND and SUBTRACT only on list configs, starting from the default when unset."""
     new = dict(current)
-    from storage.config import LogConfig
-
-    defaults = LogConfig.from_props({}).to_topic_props()
     for name, op, value in ops:
         if op == SET:
             if value is None:
@@ -42,7 +41,7 @@ def incremental_topic_overrides(current: dict[str, str], ops: list[tuple[str, in
         elif op == DELETE:
             new.pop(name, None)
         elif op in (APPEND, SUBTRACT):
-            if name not in LIST_CONFIGS:
+            if name not in list_configs:
                 verb = "append" if op == APPEND else "subtract"
                 raise ResourceError(ErrorCode.INVALID_CONFIG,
                                     f"Config value {verb} is not allowed for config key: {name}")
@@ -56,6 +55,13 @@ def incremental_topic_overrides(current: dict[str, str], ops: list[tuple[str, in
         else:
             raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
     return new
+
+
+def incremental_topic_overrides(current: dict[str, str], ops: list[tuple[str, int, str | None]]) -> dict[str, str]:
+    """A topic's overrides after SET/DELETE/APPEND/SUBTRACT."""
+    from storage.config import LogConfig
+
+    return incremental_overrides(current, ops, LIST_CONFIGS, LogConfig.from_props({}).to_topic_props())
 
 
 def check_duplicates(names: list[str]) -> None:
@@ -73,10 +79,10 @@ def topic_config_records(cctx, name: str, overrides: dict[str, str], validate_on
     return [] if validate_only else res.records
 
 
-def alter_resources(cctx, req, response_type, item_type, new_topic_overrides) -> ControllerResult:
+def alter_resources(cctx, req, response_type, item_type, new_configs) -> ControllerResult:
     """The controller's per-resource loop of AlterConfigs and IncrementalAlterConfigs (each resource on its
-    own, ConfigurationControlManager): ``new_topic_overrides(resource, current)`` is the API's rule for a
-    TOPIC's new overrides."""
+    own, ConfigurationControlManager): ``new_configs(resource, current)`` is the API's rule for a TOPIC's
+    or CLIENT_METRICS subscription's new configs."""
     records: list = []
     out = []
     for r in req.resources:
@@ -89,8 +95,16 @@ def alter_resources(cctx, req, response_type, item_type, new_topic_overrides) ->
                 if cctx.image.topic(r.resource_name) is None:
                     raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                         f"The topic '{r.resource_name}' does not exist.")
-                overrides = new_topic_overrides(r, dict(cctx.image.topic_config(r.resource_name)))
+                overrides = new_configs(r, dict(cctx.image.topic_config(r.resource_name)))
                 records += topic_config_records(cctx, r.resource_name, overrides, req.validate_only)
+            elif r.resource_type == CLIENT_METRICS:
+                current = dict(cctx.image.configs.get((CLIENT_METRICS, r.resource_name), {}))
+                res = cctx.controller.alter_client_metrics_configs(cctx.image, r.resource_name,
+                                                                   new_configs(r, current))
+                code, message = res.response
+                if code:
+                    raise ResourceError(code, message)
+                records += [] if req.validate_only else res.records
             elif r.resource_type == BROKER:
                 raise ResourceError(ErrorCode.INVALID_CONFIG, "Cannot update these configs dynamically: "
                                     + ", ".join(sorted(c.name for c in r.configs)))

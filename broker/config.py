@@ -43,6 +43,7 @@ DEFAULTS: dict[str, Any] = {
     "log.cleanup.policy": "delete",
     "message.max.bytes": 1048588,
     "max.request.partition.size.limit": 2000,
+    "telemetry.max.bytes": 1048576,
     "offsets.topic.num.partitions": 50,
     "offsets.topic.replication.factor": 3,
     "cluster.id": None,

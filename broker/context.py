@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Callable
 
+from cluster.client_metrics import ClientInstanceMetadata, uuid_string
 from protocol.connection import Request
 
 if TYPE_CHECKING:
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from broker.metadata_publisher import MetadataPublisher
     from broker.metrics import BrokerMetrics
     from broker.replica_manager import ReplicaManager
+    from broker.telemetry import ClientTelemetry
     from cluster.metadata_image import MetadataImage
 
 
@@ -38,6 +40,15 @@ class BrokerHandles:
     advertised_endpoint: Callable[[str], "Listener"]  # listener name -> advertised host:port
     next_producer_id: Callable[[], Any]  # awaitable: a producer id from this node's block
     advertised_apis: tuple  # ApiVersion entries of the handler table, for ApiVersions
+    telemetry: "ClientTelemetry"  # client metrics subscriptions and pushed metrics (KIP-714)
+
+
+@dataclasses.dataclass(slots=True)
+class ClientInformation:
+    """The client software a connection announced in ApiVersions v3+ (Kafka's ClientInformation)."""
+
+    software_name: str = "unknown"
+    software_version: str = "unknown"
 
 
 @dataclasses.dataclass(slots=True)
@@ -49,6 +60,8 @@ class RequestContext:
     client_host: str  # the peer's address, as Kafka's RequestContext.clientAddress
     now_ms: int
     received: float = 0.0  # clock.monotonic() when the frame was read (RequestQueueTimeMs)
+    client_port: int | None = None
+    client_information: ClientInformation = dataclasses.field(default_factory=ClientInformation)  # per connection
 
     @property
     def version(self) -> int:
@@ -57,6 +70,13 @@ class RequestContext:
     @property
     def client_id(self) -> Any:
         return self.request.client_id
+
+    def client_instance_metadata(self, instance_id: bytes) -> "ClientInstanceMetadata":
+        """What client telemetry subscriptions match on (Kafka's ClientMetricsInstanceMetadata)."""
+        info = self.client_information
+        return ClientInstanceMetadata(uuid_string(instance_id), self.client_id, info.software_name,
+                                      info.software_version, self.client_host,
+                                      None if self.client_port is None else str(self.client_port))
 
     # ---- narrow handles --------------------------------------------------------------------------
     @property
@@ -94,3 +114,7 @@ class RequestContext:
     @property
     def metrics(self) -> "BrokerMetrics":
         return self.handles.metrics
+
+    @property
+    def telemetry(self) -> "ClientTelemetry":
+        return self.handles.telemetry

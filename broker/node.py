@@ -23,10 +23,12 @@ from broker.log_dirs import ensure_meta_properties
 from broker.metadata_log import MetadataLog, metadata_log_dir
 from broker.metadata_publisher import MetadataPublisher
 from broker.metrics import BrokerMetrics
+from broker.telemetry import ClientTelemetry, PushedMetrics
 from broker.registry import advertised
 from broker.replica_manager import ReplicaManager
 from broker.sendfile import SendStats
 from broker.server import NetworkServer
+from cluster.client_metrics import ClientMetricsManager
 from cluster.controller import Controller
 from cluster.metadata_image import MetadataImage
 from protocol.generated.messages import AllocateProducerIdsRequest, BrokerRegistrationRequest
@@ -62,6 +64,8 @@ class Broker:
         self.quorum = LocalQuorum(self.metadata_log, self.metadata, clock)
         self.controller: LocalControllerChannel | None = None  # made at start, once the cluster id is known
         self.groups: GroupService | None = None
+        self.telemetry: ClientTelemetry | None = None
+        self._telemetry_expiry: asyncio.Task | None = None
         self.log_manager: LogManager | None = None
         self.logs_loaded: asyncio.Future | None = None
         self.producer_ids = ProducerIdBlock()
@@ -132,17 +136,24 @@ class Broker:
         self.groups = GroupService(self.node_id, self.config, self.metadata, self.replicas, self.controller,
                                    self.clock)
         self.metadata.add(self.groups.on_new_metadata_image)
+        pushed = PushedMetrics()
+        self.metrics.registry.register(pushed)
+        self.telemetry = ClientTelemetry(
+            ClientMetricsManager(random_uuid, telemetry_max_bytes=int(self.config["telemetry.max.bytes"])), pushed)
+        await self.telemetry.on_new_metadata_image(image)
+        self.metadata.add(self.telemetry.on_new_metadata_image)
         self.server.handles = BrokerHandles(
             node_id=self.node_id, cluster_id=self.cluster_id, config=self.config, clock=self.clock,
             metadata=self.metadata, replicas=self.replicas, groups=self.groups, controller=self.controller,
             metrics=self.metrics, advertised_endpoint=self.advertised_endpoint,
             next_producer_id=self.next_producer_id,
-            advertised_apis=tuple(ApiVersion(*entry) for entry in advertised(HANDLERS)))
+            advertised_apis=tuple(ApiVersion(*entry) for entry in advertised(HANDLERS)), telemetry=self.telemetry)
         await self.server.bind()
         await self.controller.bootstrap()
         await self._register()
         self.metrics.start(self.config.get("metrics.prometheus.listener"))
         await self.server.start_serving()
+        self._telemetry_expiry = asyncio.ensure_future(self.telemetry.expire_periodically(self.clock))
         self.logs_loaded = asyncio.ensure_future(self._load_partitions())
         if wait_for_logs:
             await self.logs_loaded
@@ -190,6 +201,8 @@ class Broker:
         if self.groups is not None:  # group coordinator: answer parked JoinGroups first
             await self.groups.stop()
         await self.server.stop(grace_s)
+        if self._telemetry_expiry is not None:
+            self._telemetry_expiry.cancel()
         self.metrics.stop()
         if self.logs_loaded is not None and not self.logs_loaded.done():
             await asyncio.wait([self.logs_loaded])  # recovery runs in threads: let it finish, then close

@@ -13,7 +13,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from broker.config import Listener
-from broker.context import BrokerHandles, RequestContext
+from broker.context import BrokerHandles, ClientInformation, RequestContext
 from broker.dispatch import dispatch
 from broker.errors import CloseConnection
 from broker.sendfile import PartWriter, SendStats
@@ -161,6 +161,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport = None  # type: ignore[assignment]
         self.peer = None
         self.peer_host = "unknown"
+        self.peer_port: int | None = None
+        self.client_information = ClientInformation()
         self.pending: asyncio.Queue = asyncio.Queue()
         self.in_flight = 0
         self.last_active = 0.0
@@ -176,7 +178,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         server = self.server
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
-        self.peer_host = self.peer[0] if isinstance(self.peer, tuple) and self.peer else "unknown"
+        if isinstance(self.peer, tuple) and len(self.peer) >= 2:
+            self.peer_host, self.peer_port = self.peer[0], self.peer[1]
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -215,6 +218,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         server = self.server
+        if server.handles is not None:
+            server.handles.telemetry.connection_closed(self.conn_id)
         if self in server.connections:
             server.connections.discard(self)
             server.metrics.connections.labels(self.listener).dec()
@@ -249,7 +254,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.finish()
                 return
             ctx = RequestContext(handles, event, self.conn_id, self.listener, self.peer_host, clock.now_ms(),
-                                 clock.monotonic())
+                                 clock.monotonic(), self.peer_port, self.client_information)
             # the task starts running handlers in arrival order; side effects that must stay ordered
             # (appends) happen before a handler's first await
             self.pending.put_nowait(asyncio.ensure_future(dispatch(ctx)))

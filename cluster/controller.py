@@ -12,6 +12,8 @@ import dataclasses
 import re
 from typing import Any, Callable, Iterable, Protocol
 
+from cluster.client_metrics import RESOURCE_CLIENT_METRICS, ClientMetricsError
+from cluster.client_metrics import validate_configs as validate_client_metrics
 from cluster.metadata_image import RESOURCE_TOPIC, MetadataImage
 from protocol.errors import ErrorCode
 from protocol.generated.metadata import (
@@ -314,6 +316,20 @@ class Controller:
             elif old.get(k) != new_overrides[k]:
                 records.append(ConfigRecord(resource_type=RESOURCE_TOPIC, resource_name=name, name=k,
                                             value=new_overrides[k]))
+        return ControllerResult(records, (0, None))
+
+    def alter_client_metrics_configs(self, image: MetadataImage, name: str, new_configs: dict[str, str]
+                                     ) -> ControllerResult:
+        """ConfigRecords turning a CLIENT_METRICS subscription's configs into ``new_configs``, validated as
+        ClientMetricsConfigs.validate (the controller's ControllerConfigurationValidator)."""
+        try:
+            validate_client_metrics(name, new_configs)
+        except ClientMetricsError as exc:
+            return ControllerResult([], (exc.code, exc.message))
+        old = dict(image.configs.get((RESOURCE_CLIENT_METRICS, name), {}))
+        records: list[Message] = [
+            ConfigRecord(resource_type=RESOURCE_CLIENT_METRICS, resource_name=name, name=k, value=new_configs.get(k))
+            for k in sorted(set(old) | set(new_configs)) if old.get(k) != new_configs.get(k)]
         return ControllerResult(records, (0, None))
 
     # ---- producer ids -----------------------------------------------------------------------------

@@ -100,8 +100,12 @@ def decompress(codec_id: int, data: bytes | bytearray | memoryview,
     return out
 
 
+class DecompressedTooLargeError(CorruptRecordError):
+    """Data that would decompress beyond the caller's limit (a decompression bomb, or just too much)."""
+
+
 def _too_big(codec_id: int, max_size: int) -> CorruptRecordError:
-    return CorruptRecordError(f"{CODEC_NAMES.get(codec_id, codec_id)} data decompresses to more than {max_size} bytes")
+    return DecompressedTooLargeError(f"{CODEC_NAMES.get(codec_id, codec_id)} data decompresses to more than {max_size} bytes")
 
 
 # -- gzip -----------------------------------------------------------------------------------------------------------

@@ -31,6 +31,9 @@ from broker.apis import (
     k61_describe_producers,
     k68_consumer_group_heartbeat,
     k69_consumer_group_describe,
+    k71_get_telemetry_subscriptions,
+    k72_push_telemetry,
+    k74_list_config_resources,
     k75_describe_topic_partitions,
 )
 from broker.registry import build_table
@@ -66,5 +69,8 @@ HANDLERS = build_table([
     k61_describe_producers,
     k68_consumer_group_heartbeat,
     k69_consumer_group_describe,
+    k71_get_telemetry_subscriptions,
+    k72_push_telemetry,
+    k74_list_config_resources,
     k75_describe_topic_partitions,
 ])

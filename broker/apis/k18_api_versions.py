@@ -5,7 +5,8 @@ Behaviour (Kafka's ApiVersionsRequest / KafkaApis.handleApiVersionsRequest):
   ``broker.apis.HANDLERS``), so it advertises exactly what is implemented;
 * a request version above the maximum is answered by dispatch with UNSUPPORTED_VERSION in a v0 body
   listing ApiVersions' own range (KIP-511), always with response header v0;
-* v3+: ClientSoftwareName/Version must match Kafka's pattern, else INVALID_REQUEST.
+* v3+: ClientSoftwareName/Version must match Kafka's pattern, else INVALID_REQUEST; valid ones are kept
+  for the connection (client telemetry subscriptions match on them).
 * v3+: SupportedFeatures (what this software supports) and FinalizedFeatures (the FeatureLevelRecords
   of the metadata log) with the metadata offset as their epoch, as KRaft brokers report them.
 """
@@ -33,6 +34,9 @@ async def handle(ctx, req: ApiVersionsRequest) -> ApiVersionsResponse:
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=list(apis))
     resp = ApiVersionsResponse(error_code=0, api_keys=list(apis))
     if ctx.version >= 3:
+        # the connection's client software, for client telemetry matching (SocketServer keeps it per connection)
+        ctx.client_information.software_name = req.client_software_name
+        ctx.client_information.software_version = req.client_software_version
         image = ctx.image
         resp.supported_features = [SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
                                    for n, (lo, hi) in sorted(SUPPORTED_FEATURES.items())]

@@ -5,7 +5,9 @@ value, source, synonyms (broker synonyms and Kafka defaults), type and (when ask
 unknown topic UNKNOWN_TOPIC_OR_PARTITION; illegal name INVALID_TOPIC_EXCEPTION. BROKER resources
 (this node's id) list the broker's configs; the empty name (cluster-wide dynamic defaults) is empty
 since none are set; another broker id INVALID_REQUEST. BROKER_LOGGER lists logger levels.
-Not implemented: GROUP and CLIENT_METRICS resources (INVALID_REQUEST).
+CLIENT_METRICS resources list the subscription's configured entries (source CLIENT_METRICS_CONFIG, no
+defaults or synonyms, as Kafka's ConfigHelper); an empty name is INVALID_REQUEST.
+Not implemented: GROUP resources (INVALID_REQUEST).
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from broker.config_describe import broker_entries, logger_entries, topic_entries
 from cluster.controller import validate_topic_name
 from protocol.errors import ErrorCode
 from protocol.generated.messages import DescribeConfigsRequest, DescribeConfigsResponse
-from protocol.generated.messages.describe_configs_response import DescribeConfigsResult
+from protocol.generated.messages.describe_configs_response import (
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+)
 
 API_KEY = 32
 VERSIONS = (1, 4)
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16
+CLIENT_METRICS_CONFIG = 7  # DescribeConfigsResponse.ConfigSource.CLIENT_METRICS_CONFIG
 
 
 async def handle(ctx, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
@@ -58,6 +63,16 @@ async def handle(ctx, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
                 res.error_message = f"Unexpected broker id, expected {ctx.node_id}, but received {r.resource_name}"
             else:
                 res.configs = logger_entries(keys)
+        elif r.resource_type == CLIENT_METRICS:
+            if not r.resource_name:
+                res.error_code = ErrorCode.INVALID_REQUEST
+                res.error_message = "Client metrics subscription name must not be empty"
+            else:
+                props = ctx.image.configs.get((CLIENT_METRICS, r.resource_name), {})
+                res.configs = [DescribeConfigsResourceResult(name=k, value=v, read_only=False,
+                                                             config_source=CLIENT_METRICS_CONFIG,
+                                                             is_sensitive=False, synonyms=[], documentation=None)
+                               for k, v in props.items() if keys is None or k in keys]
         else:
             res.error_code = ErrorCode.INVALID_REQUEST
             res.error_message = f"Unsupported resource type {r.resource_type}"
