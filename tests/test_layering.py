@@ -150,12 +150,12 @@ def _copy_sources(tmp_path: Path) -> Path:
 def test_a_forbidden_import_is_caught(tmp_path):
     root = _copy_sources(tmp_path)
     assert layering_violations(root) == []
-    target = root / "cluster" / "controller.py"
+    target = root / "cluster" / "controller" / "controller.py"
     target.write_text(target.read_text() + "\n\ndef _later():\n    import time\n    return time.time()\n")
     storage = root / "storage" / "segment.py"
     storage.write_text("from broker.node import Broker  # noqa\n" + storage.read_text())
     problems = layering_violations(root)
-    assert any("cluster/controller.py" in p and "must not import time" in p for p in problems)
+    assert any("cluster/controller/controller.py" in p and "must not import time" in p for p in problems)
     assert any("storage/segment.py:1: storage must not import broker.node" in p for p in problems)
 
 

@@ -14,6 +14,8 @@ from typing import Any, Callable, Iterable, Protocol
 
 from cluster.client_metrics import RESOURCE_CLIENT_METRICS, ClientMetricsError
 from cluster.client_metrics import validate_configs as validate_client_metrics
+from cluster.controller.java_random import from_python_random
+from cluster.controller.replica_placer import InvalidReplicationFactor, UsableBroker, place
 from cluster.metadata_image import RESOURCE_TOPIC, MetadataImage
 from protocol.errors import ErrorCode
 from protocol.generated.metadata import (
@@ -73,6 +75,8 @@ class Randomness(Protocol):
 
     def randbytes(self, n: int) -> bytes: ...
 
+    def getrandbits(self, k: int) -> int: ...
+
 
 def random_topic_id(rng: Randomness) -> bytes:
     """A fresh topic id; never the zero uuid or Kafka's reserved METADATA_TOPIC_ID (0,1)."""
@@ -113,7 +117,16 @@ class Controller:
         self.node_id = node_id
         self.config = config
         self.rng = rng
+        self.placer_random = from_python_random(rng)
         self.validate_topic_configs = validate_topic_configs
+
+    def place_replicas(self, image: MetadataImage, num_partitions: int, replication_factor: int
+                       ) -> list[list[int]]:
+        """Kafka's StripedReplicaPlacer over the registered brokers (fenced ones only as followers, and only
+        when there are not enough unfenced ones); raises InvalidReplicationFactor."""
+        usable = [UsableBroker(b.node_id, b.rack, b.fenced) for b in sorted(image.brokers.values(),
+                                                                            key=lambda b: b.node_id)]
+        return place(self.placer_random, num_partitions, replication_factor, usable)
 
     # ---- bootstrap and registration ---------------------------------------------------------------
 
@@ -197,13 +210,12 @@ class Controller:
                     res.error_code = ErrorCode.INVALID_REPLICATION_FACTOR
                     res.error_message = "Replication factor must be larger than 0, or -1 to use the default value."
                     continue
-                if rf > len(live):
+                try:
+                    assignment = dict(enumerate(self.place_replicas(image, n, rf)))
+                except InvalidReplicationFactor as exc:
                     res.error_code = ErrorCode.INVALID_REPLICATION_FACTOR
-                    res.error_message = (f"Unable to replicate the partition {rf} time(s): The target replication "
-                                         f"factor of {rf} cannot be reached because only {len(live)} broker(s) "
-                                         "are registered.")
+                    res.error_message = f"Unable to replicate the partition {rf} time(s): {exc}"
                     continue
-                assignment = {p: [live[(p + i) % len(live)] for i in range(rf)] for p in range(n)}
             if self.validate_topic_configs is not None:
                 cerr = self.validate_topic_configs(t.configs)
                 if cerr:
@@ -281,11 +293,11 @@ class Controller:
                                                  "broker."))
             plan = [list(a) for a in assignments]
         else:
-            if rf > len(live):
+            try:
+                plan = self.place_replicas(image, new, rf)
+            except InvalidReplicationFactor as exc:
                 return ControllerResult([], (ErrorCode.INVALID_REPLICATION_FACTOR,
-                                             f"Unable to replicate the partition {rf} time(s): only {len(live)} "
-                                             "broker(s) are registered."))
-            plan = [[live[(p + i) % len(live)] for i in range(rf)] for p in range(current, count)]
+                                             f"Unable to replicate the partition {rf} time(s): {exc}"))
         if validate_only:
             return ControllerResult([], (0, None))
         records: list[Message] = [
