@@ -34,6 +34,7 @@ class PartitionInfo:
     leader_epoch: int
     partition_epoch: int
     offline_replicas: tuple[int, ...] = ()
+    leader_recovery_state: int = 0  # LeaderRecoveryState: 0 RECOVERED, 1 RECOVERING (after an unclean election)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -135,7 +136,8 @@ class _Delta:
         if name is None:
             return
         self._parts(name)[r.partition_id] = PartitionInfo(
-            r.partition_id, tuple(r.replicas), tuple(r.isr), r.leader, r.leader_epoch, r.partition_epoch)
+            r.partition_id, tuple(r.replicas), tuple(r.isr), r.leader, r.leader_epoch, r.partition_epoch,
+            leader_recovery_state=r.leader_recovery_state)
 
     def _partition_change(self, r: PartitionChangeRecord) -> None:
         name = self.ids.get(r.topic_id)
@@ -151,7 +153,9 @@ class _Delta:
             old,
             replicas=tuple(r.replicas) if r.replicas is not None else old.replicas,
             isr=tuple(r.isr) if r.isr is not None else old.isr,
-            leader=leader, leader_epoch=epoch, partition_epoch=old.partition_epoch + 1)
+            leader=leader, leader_epoch=epoch, partition_epoch=old.partition_epoch + 1,
+            leader_recovery_state=old.leader_recovery_state if r.leader_recovery_state == -1
+            else r.leader_recovery_state)
 
     def _remove_topic(self, r: RemoveTopicRecord) -> None:
         name = self.ids.pop(r.topic_id, None)
