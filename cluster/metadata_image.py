@@ -66,6 +66,12 @@ class BrokerInfo:
     endpoints: tuple[Endpoint, ...]
     rack: str | None
     fenced: bool
+    in_controlled_shutdown: bool = False
+
+    @property
+    def active(self) -> bool:
+        """May lead partitions: unfenced and not shutting down (ClusterControlManager.isActive)."""
+        return not self.fenced and not self.in_controlled_shutdown
 
     def endpoint(self, listener: str) -> Endpoint | None:
         for ep in self.endpoints:
@@ -179,7 +185,8 @@ class _Delta:
 
     def _register_broker(self, r: RegisterBrokerRecord) -> None:
         eps = tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in r.end_points)
-        self.brokers[r.broker_id] = BrokerInfo(r.broker_id, r.incarnation_id, r.broker_epoch, eps, r.rack, r.fenced)
+        self.brokers[r.broker_id] = BrokerInfo(r.broker_id, r.incarnation_id, r.broker_epoch, eps, r.rack, r.fenced,
+                                               bool(r.in_controlled_shutdown))
 
     def _unregister_broker(self, r: UnregisterBrokerRecord) -> None:
         self.brokers.pop(r.broker_id, None)
@@ -196,8 +203,12 @@ class _Delta:
 
     def _registration_change(self, r: BrokerRegistrationChangeRecord) -> None:
         b = self.brokers.get(r.broker_id)
-        if b is not None and r.fenced != 0:
-            self.brokers[r.broker_id] = dataclasses.replace(b, fenced=r.fenced == 1)
+        if b is None:
+            return
+        # BrokerRegistrationFencingChange: -1 unfence, 0 none, 1 fence; InControlledShutdownChange: 0 none, 1 in
+        fenced = b.fenced if r.fenced == 0 else r.fenced == 1
+        shutting_down = b.in_controlled_shutdown or r.in_controlled_shutdown == 1
+        self.brokers[r.broker_id] = dataclasses.replace(b, fenced=fenced, in_controlled_shutdown=shutting_down)
 
     def _feature(self, r: FeatureLevelRecord) -> None:
         if r.feature_level == 0:

@@ -9,22 +9,27 @@ ReplicationControlManager and ConfigurationControlManager.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from typing import Any, Callable, Iterable, Protocol
 
 from cluster.client_metrics import RESOURCE_CLIENT_METRICS, ClientMetricsError
 from cluster.client_metrics import validate_configs as validate_client_metrics
+from cluster.controller import replication_control as rc
+from cluster.controller.broker_heartbeats import BrokerControlState, BrokerHeartbeatManager
 from cluster.controller.java_random import from_python_random
 from cluster.controller.replica_placer import InvalidReplicationFactor, UsableBroker, place
 from cluster.metadata_image import RESOURCE_TOPIC, MetadataImage
 from protocol.errors import ErrorCode
 from protocol.generated.metadata import (
-    ConfigRecord, FeatureLevelRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord,
-    TopicRecord,
+    BrokerRegistrationChangeRecord, ConfigRecord, FeatureLevelRecord, PartitionRecord, ProducerIdsRecord,
+    RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnregisterBrokerRecord,
 )
 from protocol.generated.metadata.register_broker_record import BrokerEndpoint
 from protocol.message import Message, ZERO_UUID
 from protocol.topics import METADATA_TOPIC_ID
+
+log = logging.getLogger("odradek.controller")
 
 MAX_TOPIC_NAME = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
@@ -40,6 +45,7 @@ SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION), "kraft.version"
                       "transaction.version": (0, 0)}
 
 PRODUCER_ID_BLOCK_SIZE = 1000  # ProducerIdManager.PID_BLOCK_SIZE
+FENCE, UNFENCE = 1, -1  # BrokerRegistrationFencingChange
 SECURITY_PROTOCOL_PLAINTEXT = 0
 
 
@@ -47,6 +53,17 @@ SECURITY_PROTOCOL_PLAINTEXT = 0
 class ControllerResult:
     records: list[Message]
     response: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class HeartbeatReply:
+    """What a BrokerHeartbeat is answered (Kafka's BrokerHeartbeatReply)."""
+
+    error_code: int
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    in_controlled_shutdown: bool = False
+    should_shut_down: bool = False
 
 
 @dataclasses.dataclass
@@ -118,6 +135,9 @@ class Controller:
         self.config = config
         self.rng = rng
         self.placer_random = from_python_random(rng)
+        # the active controller's in-memory broker sessions (BrokerHeartbeatManager)
+        self.heartbeats = BrokerHeartbeatManager(int(config.get("broker.session.timeout.ms", 9000)))
+        self.unclean_default = str(config.get("unclean.leader.election.enable", False)).lower() == "true"
         self.validate_topic_configs = validate_topic_configs
 
     def place_replicas(self, image: MetadataImage, num_partitions: int, replication_factor: int
@@ -151,6 +171,91 @@ class Controller:
         rec = RegisterBrokerRecord(broker_id=node_id, incarnation_id=incarnation_id, broker_epoch=broker_epoch,
                                    end_points=eps, rack=rack, fenced=False, log_dirs=list(log_dirs))
         return ControllerResult([rec])
+
+    # ---- broker lifecycle (ClusterControlManager, ReplicationControlManager) ------------------------
+
+    def handle_broker_fenced(self, image: MetadataImage, broker_id: int) -> list[Message]:
+        """Out of every ISR, its leaderships moved (or the partition left leaderless), then fenced."""
+        records: list[Message] = list(rc.leader_and_isr_updates(
+            image, list(rc.partitions_with_broker_in_isr(image, broker_id)), self.unclean_default,
+            broker_to_remove=broker_id))
+        records.append(BrokerRegistrationChangeRecord(broker_id=broker_id,
+                                                      broker_epoch=image.brokers[broker_id].broker_epoch,
+                                                      fenced=FENCE))
+        return records
+
+    def handle_broker_unfenced(self, image: MetadataImage, broker_id: int, broker_epoch: int) -> list[Message]:
+        """Unfenced, and leaderless partitions it can lead get it as their leader."""
+        records: list[Message] = [BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=broker_epoch,
+                                                                 fenced=UNFENCE)]
+        records += rc.leader_and_isr_updates(image, list(rc.partitions_with_no_leader(image)), self.unclean_default,
+                                             broker_to_add=broker_id)
+        return records
+
+    def handle_broker_in_controlled_shutdown(self, image: MetadataImage, broker_id: int, broker_epoch: int
+                                             ) -> list[Message]:
+        records: list[Message] = []
+        if not image.brokers[broker_id].in_controlled_shutdown:
+            records.append(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=broker_epoch,
+                                                          in_controlled_shutdown=1))
+        records += rc.leader_and_isr_updates(image, list(rc.partitions_with_broker_in_isr(image, broker_id)),
+                                             self.unclean_default, broker_to_remove=broker_id)
+        return records
+
+    def process_broker_heartbeat(self, image: MetadataImage, broker_id: int, broker_epoch: int,
+                                 current_metadata_offset: int, want_fence: bool, want_shut_down: bool,
+                                 next_offset: int, now_ms: int) -> ControllerResult:
+        """BrokerHeartbeat (ReplicationControlManager.processBrokerHeartbeat): the response is a HeartbeatReply."""
+        registration = image.brokers.get(broker_id)
+        if registration is None or registration.broker_epoch != broker_epoch:
+            return ControllerResult([], HeartbeatReply(ErrorCode.STALE_BROKER_EPOCH))
+        if broker_id not in self.heartbeats.brokers:  # a new active controller: sessions start now
+            self.heartbeats.register(broker_id, registration.fenced, now_ms)
+        register_offset = registration.broker_epoch  # the broker epoch is its RegisterBrokerRecord's offset
+        current, nxt = self.heartbeats.calculate_next_state(
+            broker_id, want_fence, want_shut_down, current_metadata_offset, register_offset,
+            lambda: rc.has_leaderships(image, broker_id))
+        records: list[Message] = []
+        if current is not nxt:
+            if nxt in (BrokerControlState.FENCED, BrokerControlState.SHUTDOWN_NOW):
+                if not registration.fenced:
+                    records = self.handle_broker_fenced(image, broker_id)
+            elif nxt is BrokerControlState.UNFENCED:
+                records = self.handle_broker_unfenced(image, broker_id, broker_epoch)
+            elif nxt is BrokerControlState.CONTROLLED_SHUTDOWN:
+                records = self.handle_broker_in_controlled_shutdown(image, broker_id, broker_epoch)
+        self.heartbeats.touch(broker_id, nxt.fenced, current_metadata_offset, now_ms)
+        if nxt.in_controlled_shutdown:  # let go once every active broker has seen these records
+            last = next_offset + len(records) - 1 if records else image.offset
+            self.heartbeats.maybe_update_controlled_shutdown_offset(broker_id, last)
+        return ControllerResult(records, HeartbeatReply(0, current_metadata_offset >= register_offset, nxt.fenced,
+                                                        nxt.in_controlled_shutdown, nxt.should_shut_down))
+
+    def maybe_fence_one_stale_broker(self, image: MetadataImage, now_ms: int) -> ControllerResult:
+        """Fence the broker whose session expired longest ago, if any (one per call, as Kafka)."""
+        broker_id = self.heartbeats.find_one_stale_broker(now_ms)
+        if broker_id is None or broker_id not in image.brokers:
+            return ControllerResult([])
+        log.info("Fencing broker %d because its session has timed out.", broker_id)
+        self.heartbeats.fence(broker_id)
+        return ControllerResult(self.handle_broker_fenced(image, broker_id))
+
+    def unregister_broker(self, image: MetadataImage, broker_id: int) -> ControllerResult:
+        registration = image.brokers.get(broker_id)
+        if registration is None:
+            return ControllerResult([], (ErrorCode.BROKER_ID_NOT_REGISTERED,
+                                         f"Broker ID {broker_id} is not currently registered"))
+        records: list[Message] = list(rc.leader_and_isr_updates(
+            image, list(rc.partitions_with_broker_in_isr(image, broker_id)), self.unclean_default,
+            broker_to_remove=broker_id))
+        records.append(UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=registration.broker_epoch))
+        self.heartbeats.remove(broker_id)
+        return ControllerResult(records, (0, None))
+
+    def elect_leaders(self, image: MetadataImage, election_type: int, partitions: list[tuple[str, int]] | None
+                      ) -> ControllerResult:
+        records, results = rc.elect_leaders(image, election_type, partitions)
+        return ControllerResult(list(records), results)
 
     # ---- topics -----------------------------------------------------------------------------------
 
