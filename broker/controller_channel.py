@@ -19,6 +19,7 @@ import ipaddress
 import logging
 from typing import Any, Protocol
 
+from broker.clock import Clock
 from broker.controller_apis import CONTROLLER_HANDLERS
 from broker.controller_apis.context import ControllerContext
 from broker.errors import CloseConnection
@@ -44,6 +45,9 @@ class MetadataQuorum(Protocol):
 
     @property
     def image(self) -> MetadataImage: ...
+
+    @property
+    def clock(self) -> Clock: ...
 
     async def commit(self, records: list[Message]) -> MetadataImage: ...
 
@@ -113,7 +117,8 @@ class LocalControllerChannel:
         async with self._lock:
             cctx = ControllerContext(image=self.quorum.image, controller=self.controller, config=self.config,
                                      cluster_id=self.cluster_id, version=version,
-                                     next_offset=self.quorum.end_offset, principal=principal, client_host=client_host)
+                                     next_offset=self.quorum.end_offset, principal=principal, client_host=client_host,
+                                     now_ms=self.quorum.clock.now_ms())
             result = handler.handle(cctx, request)
             if result.records:
                 await self.quorum.commit(result.records)

@@ -9,8 +9,12 @@ from broker.controller_apis import k19_create_topics
 from broker.controller_apis import k20_delete_topics
 from broker.controller_apis import k33_alter_configs
 from broker.controller_apis import k37_create_partitions
+from broker.controller_apis import k43_elect_leaders
 from broker.controller_apis import k44_incremental_alter_configs
+from broker.controller_apis import k56_alter_partition
 from broker.controller_apis import k62_broker_registration
+from broker.controller_apis import k63_broker_heartbeat
+from broker.controller_apis import k64_unregister_broker
 from broker.controller_apis import k67_allocate_producer_ids
 from broker.registry import build_table
 
@@ -19,7 +23,11 @@ CONTROLLER_HANDLERS = build_table([
     k20_delete_topics,
     k33_alter_configs,
     k37_create_partitions,
+    k43_elect_leaders,
     k44_incremental_alter_configs,
+    k56_alter_partition,
     k62_broker_registration,
+    k63_broker_heartbeat,
+    k64_unregister_broker,
     k67_allocate_producer_ids,
 ], listener="controller")

@@ -19,3 +19,4 @@ class ControllerContext:
     next_offset: int  # the metadata log offset the next committed record gets (a new broker epoch)
     principal: str | None = None  # "User:ANONYMOUS" for a forwarded client request; None for a broker RPC
     client_host: str | None = None
+    now_ms: int = 0  # the controller's clock: broker sessions are timed with it

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from cluster.client_metrics import RESOURCE_CLIENT_METRICS, ClientMetricsError
 from cluster.client_metrics import validate_configs as validate_client_metrics
-from cluster.controller import replication_control as rc
+import cluster.controller.replication_control as rc
 from cluster.controller.broker_heartbeats import BrokerControlState, BrokerHeartbeatManager
 from cluster.controller.java_random import from_python_random
 from cluster.controller.replica_placer import InvalidReplicationFactor, UsableBroker, place

@@ -71,12 +71,9 @@ def elect_leaders(image: MetadataImage, election_type: int, partitions: Iterable
                   ) -> tuple[list[PartitionChangeRecord], list[tuple[str, int, int, str | None]]]:
     """ElectLeaders (ReplicationControlManager.electLeaders): for each (topic, partition) or, with None, every
     partition whose leader is not its preferred replica: (records, [(topic, partition, error, message)])."""
-    if partitions is None:
-        partitions = [(t.name, p.partition) for t in image.topics_by_name.values() for p in t.partitions.values()
-                      if p.replicas and p.leader != p.replicas[0]]
-        explicit = False
-    else:
-        explicit = True
+    explicit = partitions is not None
+    if partitions is None:  # every partition; only those needing an election are reported
+        partitions = [(t.name, p.partition) for t in image.topics_by_name.values() for p in t.partitions.values()]
     records: list[PartitionChangeRecord] = []
     results = []
     for name, pid in partitions:
@@ -89,7 +86,7 @@ def elect_leaders(image: MetadataImage, election_type: int, partitions: Iterable
         code, message, record = _elect_one(image, topic, p, election_type)
         if record is not None:
             records.append(record)
-        if explicit or code == 0:
+        if explicit or code != ErrorCode.ELECTION_NOT_NEEDED:
             results.append((name, pid, code, message))
     return records, results
 

@@ -154,3 +154,63 @@ def test_registration_epoch_and_producer_id_blocks(tmp_path):
         log.close()
 
     asyncio.run(scenario())
+
+
+# ---- the broker lifecycle RPCs, through the channel ----------------------------------------------------------------
+
+def test_broker_heartbeats_unfence_and_stale_epochs_change_nothing(tmp_path):
+    """BrokerHeartbeat: a registered broker that has caught up is unfenced; a heartbeat from an old incarnation
+    (stale broker epoch) or an unknown broker is STALE_BROKER_EPOCH and commits nothing."""
+    from protocol.generated.messages import BrokerHeartbeatRequest
+
+    async def run():
+        channel, publisher, published, log = await _channel(tmp_path)
+        epoch = (await channel.call(_registration())).broker_epoch
+        reply = await channel.call(BrokerHeartbeatRequest(broker_id=1, broker_epoch=epoch,
+                                                          current_metadata_offset=publisher.image.offset))
+        assert (reply.error_code, reply.is_caught_up, reply.is_fenced) == (0, True, False)
+        before = publisher.image.offset
+        for broker_id, broker_epoch in ((1, epoch - 1), (7, 0)):
+            reply = await channel.call(BrokerHeartbeatRequest(broker_id=broker_id, broker_epoch=broker_epoch,
+                                                              current_metadata_offset=before))
+            assert reply.error_code == ErrorCode.STALE_BROKER_EPOCH
+        assert publisher.image.offset == before
+        log.close()
+
+    asyncio.run(run())
+
+
+def test_alter_partition_and_unregister_reject_bad_input(tmp_path):
+    """AlterPartition from a broker that does not lead the partition, or with a stale epoch, and UnregisterBroker
+    of an unknown id: Kafka's errors, nothing committed."""
+    from protocol.generated.messages import AlterPartitionRequest, UnregisterBrokerRequest
+    from protocol.generated.messages.alter_partition_request import BrokerState, PartitionData, TopicData
+    from protocol.generated.messages.create_topics_request import CreatableTopic as Topic
+
+    async def run():
+        channel, publisher, published, log = await _channel(tmp_path)
+        epoch = (await channel.call(_registration())).broker_epoch
+        await channel.call(CreateTopicsRequest(topics=[Topic(name="ap", num_partitions=1, replication_factor=1)],
+                                               timeout_ms=1000))
+        topic = publisher.image.topic("ap")
+        before = publisher.image.offset
+
+        def request(broker_epoch, leader_epoch=0, isr=(1,)):
+            return AlterPartitionRequest(broker_id=1, broker_epoch=broker_epoch, topics=[TopicData(
+                topic_id=topic.topic_id, partitions=[PartitionData(
+                    partition_index=0, leader_epoch=leader_epoch, partition_epoch=0, leader_recovery_state=0,
+                    new_isr_with_epochs=[BrokerState(broker_id=r, broker_epoch=-1) for r in isr])])])
+
+        assert (await channel.call(request(epoch - 1))).error_code == ErrorCode.STALE_BROKER_EPOCH
+        resp = await channel.call(request(epoch, leader_epoch=-1))
+        assert resp.topics[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
+        resp = await channel.call(request(epoch, isr=(1, 5)))
+        assert resp.topics[0].partitions[0].error_code == ErrorCode.INVALID_REQUEST
+        resp = await channel.call(request(epoch))  # the same ISR: accepted, nothing to change
+        assert resp.topics[0].partitions[0].error_code == 0 and resp.topics[0].partitions[0].isr == [1]
+        resp = await channel.call(UnregisterBrokerRequest(broker_id=42))
+        assert resp.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
+        assert publisher.image.offset == before
+        log.close()
+
+    asyncio.run(run())
