@@ -7,38 +7,24 @@ what lives here is what cannot be a single ``unpack_from``.
 from __future__ import annotations
 
 from protocol.errors import DecodeError
-
-_MAX_UVARINT_BYTES = 5  # 32-bit unsigned varint
-_MAX_UVARLONG_BYTES = 10
-
+from protocol.varint import MAX_VARINT_BYTES, MAX_VARLONG_BYTES, encode_varint, encode_varlong, read_unsigned, unsigned
 
 def read_uvarint(mv, pos: int) -> tuple[int, int]:
     """Unsigned 32-bit varint at ``pos`` -> (value, new pos). At most 5 bytes, as Kafka's ByteUtils."""
-    value = 0
-    shift = 0
-    for i in range(_MAX_UVARINT_BYTES):
-        b = mv[pos + i]
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            if value > 0xFFFFFFFF:
-                raise DecodeError("varint out of range")
-            return value, pos + i + 1
-        shift += 7
-    raise DecodeError("varint is longer than 5 bytes")
+    b = mv[pos]
+    if b < 0x80:
+        return b, pos + 1
+    value, pos = read_unsigned(mv, pos, len(mv), MAX_VARINT_BYTES, DecodeError)
+    if value > 0xFFFFFFFF:
+        raise DecodeError("varint out of range")
+    return value, pos
 
 
 def read_uvarlong(mv, pos: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    for i in range(_MAX_UVARLONG_BYTES):
-        b = mv[pos + i]
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            if value > 0xFFFFFFFFFFFFFFFF:
-                raise DecodeError("varlong out of range")
-            return value, pos + i + 1
-        shift += 7
-    raise DecodeError("varlong is longer than 10 bytes")
+    value, pos = read_unsigned(mv, pos, len(mv), MAX_VARLONG_BYTES, DecodeError)
+    if value > 0xFFFFFFFFFFFFFFFF:
+        raise DecodeError("varlong out of range")
+    return value, pos
 
 
 def read_varint(mv, pos: int) -> tuple[int, int]:
@@ -52,26 +38,9 @@ def read_varlong(mv, pos: int) -> tuple[int, int]:
     return (v >> 1) ^ -(v & 1), pos
 
 
-def uvarint(value: int) -> bytes:
-    """Encode an unsigned varint."""
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def varint(value: int) -> bytes:
-    """Encode a signed zigzag varint (32-bit)."""
-    return uvarint(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
-
-
-def varlong(value: int) -> bytes:
-    """Encode a signed zigzag varlong (64-bit)."""
-    return uvarint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+uvarint = unsigned  # the generated codecs' name for an unsigned varint
+varint = encode_varint
+varlong = encode_varlong
 
 
 def write_unknown_tags(buf: bytearray, tags: list[tuple[int, bytes]]) -> None:

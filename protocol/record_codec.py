@@ -21,6 +21,14 @@ from crc32c import crc32c as _crc32c
 
 from protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, compress, decompress
 from protocol.errors import CorruptRecordError
+from protocol.varint import (  # noqa: F401 - decode_varint/decode_varlong/encode_varint/encode_varlong re-exported
+    MAX_VARINT_BYTES, MAX_VARLONG_BYTES, decode_varint, decode_varlong, encode_varint, encode_varlong,
+    size_of_varint,
+)
+from protocol.varint import append_unsigned as _append_uvarint  # noqa: F401
+from protocol.varint import append_varint as _append_varint
+from protocol.varint import append_varlong as _append_varlong
+from protocol.varint import read_unsigned as _read_uvarint
 from protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
@@ -50,94 +58,6 @@ from protocol.records import (
 _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 _CONTROL_KEY: Final = struct.Struct(">hh")
 _END_TXN_VALUE: Final = struct.Struct(">hi")
-
-_INT32_MIN: Final = -(1 << 31)
-_INT32_MAX: Final = (1 << 31) - 1
-_INT64_MIN: Final = -(1 << 63)
-_INT64_MAX: Final = (1 << 63) - 1
-
-MAX_VARINT_BYTES: Final = 5
-MAX_VARLONG_BYTES: Final = 10
-
-
-# -- varints (zigzag, as protobuf's sint32/sint64) ---------------------------------------------------------------
-
-def _append_uvarint(out: bytearray, n: int) -> None:
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
-def _append_varint(out: bytearray, n: int) -> None:
-    if -64 <= n < 64:  # one byte: the common case for deltas, lengths of small keys, header counts
-        out.append(((n << 1) ^ (n >> 31)) & 0xFF)
-        return
-    if not _INT32_MIN <= n <= _INT32_MAX:
-        raise ValueError(f"varint out of int32 range: {n}")
-    _append_uvarint(out, ((n << 1) ^ (n >> 31)) & 0xFFFFFFFF)
-
-
-def _append_varlong(out: bytearray, n: int) -> None:
-    if not _INT64_MIN <= n <= _INT64_MAX:
-        raise ValueError(f"varlong out of int64 range: {n}")
-    _append_uvarint(out, ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF)
-
-
-def encode_varint(n: int) -> bytes:
-    """Zigzag varint of a signed 32-bit value (1-5 bytes)."""
-    out = bytearray()
-    _append_varint(out, n)
-    return bytes(out)
-
-
-def encode_varlong(n: int) -> bytes:
-    """Zigzag varint of a signed 64-bit value (1-10 bytes)."""
-    out = bytearray()
-    _append_varlong(out, n)
-    return bytes(out)
-
-
-def size_of_varint(n: int) -> int:
-    z = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
-    return max(1, (z.bit_length() + 6) // 7)
-
-
-def _read_uvarint(buf, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    limit = pos + max_bytes
-    if limit > end:
-        limit = end
-    while pos < limit:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-    if pos >= end:
-        raise CorruptRecordError("truncated varint")
-    raise CorruptRecordError(f"varint longer than {max_bytes} bytes")
-
-
-def decode_varint(buf, pos: int = 0, end: int | None = None) -> tuple[int, int]:
-    """Read a zigzag varint (at most 5 bytes) -> (value, next position). Bits above 32 in the 5th byte are dropped,
-    as Java's ``ByteUtils.readVarint`` does."""
-    b = buf[pos] if pos < (len(buf) if end is None else end) else None
-    if b is not None and b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    r, pos = _read_uvarint(buf, pos, len(buf) if end is None else end, MAX_VARINT_BYTES)
-    r &= 0xFFFFFFFF
-    return (r >> 1) ^ -(r & 1), pos
-
-
-def decode_varlong(buf, pos: int = 0, end: int | None = None) -> tuple[int, int]:
-    """Read a zigzag varlong (at most 10 bytes) -> (value, next position)."""
-    r, pos = _read_uvarint(buf, pos, len(buf) if end is None else end, MAX_VARLONG_BYTES)
-    r &= 0xFFFFFFFFFFFFFFFF
-    return (r >> 1) ^ -(r & 1), pos
-
 
 # -- records ------------------------------------------------------------------------------------------------------
 
