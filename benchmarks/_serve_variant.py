@@ -6,7 +6,8 @@
   file slices into memory and write bytes (the comparison path of broker/sendfile.py's PartWriter).
 * ``--profile PREFIX`` runs the event-loop thread (where every handler runs) under cProfile, timed
   with the thread's CPU clock (``time.thread_time``: time spent preempted by other processes on a
-  busy machine is not charged to the function that happened to be running). Each SIGUSR1 dumps the profile gathered since the previous one to ``PREFIX.<n>.prof`` and starts a new
+  busy machine is not charged to the function that happened to be running). Each SIGUSR1 dumps the
+  profile gathered since the previous one to ``PREFIX.<n>.prof`` and starts a new
   one; the driver waits for the ``PROFILE-DUMPED <path>`` line on stdout.
 * On shutdown (SIGTERM) it prints ``SENDSTATS {json}``: sendfile calls and bytes, bytes copied.
 

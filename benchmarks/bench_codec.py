@@ -61,7 +61,8 @@ def metadata_v12() -> MetadataResponse:
                                            replica_nodes=[1, 2, 3], isr_nodes=[1, 2, 3], offline_replicas=[])
                  for p in range(25)]
         topics.append(MetadataResponseTopic(name=f"orders-events-{t}", topic_id=bytes([t + 1]) * 16,
-                                            is_internal=False, partitions=parts, topic_authorized_operations=-2147483648))
+                                            is_internal=False, partitions=parts,
+                                            topic_authorized_operations=-2147483648))
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id="odradek-bench-cluster", controller_id=1,
                             topics=topics)
 
@@ -171,7 +172,8 @@ def main() -> int:
     import kafka
     print(f"python {sys.version.split()[0]}, kafka-python {kafka.__version__}; ops/s, best of {args.repeat}")
     ops = ("decode", "encode", "dec+enc")
-    print(f"\n{'message':<40} {'op':<8} {'ours':>11} {'interpreted':>11} {'compiled':>11} {'/interp':>8} {'/compiled':>9}")
+    print(f"\n{'message':<40} {'op':<8} {'ours':>11} {'interpreted':>11} {'compiled':>11} {'/interp':>8} "
+          f"{'/compiled':>9}")
     verdicts = []
     for label, ours_cls, kp_cls, make, version, _, _ in CASES:
         codecs, size = codecs_for(ours_cls, kp_cls, make, version)
@@ -179,7 +181,8 @@ def main() -> int:
             r = rates({name: fns[i] for name, fns in codecs.items()}, args.seconds, args.repeat)
             ri, rc = r["ours"] / r["interpreted"], r["ours"] / r["compiled"]
             name = f"{label} [{size} B]" if i == 0 else ""
-            print(f"{name:<40} {op:<8} {fmt(r['ours'])} {fmt(r['interpreted'])} {fmt(r['compiled'])} {ri:>7.1f}x {rc:>8.2f}x")
+            print(f"{name:<40} {op:<8} {fmt(r['ours'])} {fmt(r['interpreted'])} {fmt(r['compiled'])} "
+                  f"{ri:>7.1f}x {rc:>8.2f}x")
             if op == "dec+enc":
                 verdicts.append((label, ri, rc))
 

@@ -57,7 +57,8 @@ def _broker_synonyms(primary: str, names: list[str], broker_values: dict, explic
     out = []
     for n in names:
         if n in explicit and broker_values.get(n) is not None:
-            out.append(DescribeConfigsSynonym(name=n, value=config_string(broker_values[n]), source=STATIC_BROKER_CONFIG))
+            out.append(DescribeConfigsSynonym(name=n, value=config_string(broker_values[n]),
+                                              source=STATIC_BROKER_CONFIG))
     for n in names:
         if n in BROKER_SYNONYM_DEFAULTS:
             out.append(DescribeConfigsSynonym(name=n, value=BROKER_SYNONYM_DEFAULTS[n], source=DEFAULT_CONFIG))

@@ -1140,8 +1140,9 @@ class ConsumerGroupManager:
             raise GroupError(ErrorCode.ILLEGAL_GENERATION)
         self.schedule_session_timeout(group.group_id, member.member_id, member.classic.session_timeout_ms)
         code = 0
-        if member.member_epoch < group.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS or (
-                member.state is MemberState.UNRELEASED_PARTITIONS and not group.waiting_on_unreleased_partition(member)):
+        waiting = (member.state is MemberState.UNRELEASED_PARTITIONS
+                   and not group.waiting_on_unreleased_partition(member))
+        if member.member_epoch < group.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS or waiting:
             code = ErrorCode.REBALANCE_IN_PROGRESS
             self.schedule_join_timeout_if_absent(group.group_id, member.member_id, member.rebalance_timeout_ms)
         return HeartbeatResponse(error_code=code)

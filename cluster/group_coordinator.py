@@ -312,7 +312,8 @@ class GroupCoordinatorShard:
                 group.add_pending_member(new_member_id)
                 self.timer.schedule(heartbeat_key(group.group_id, new_member_id), self.now_ms,
                                     req.session_timeout_ms,
-                                    lambda gid=group.group_id, mid=new_member_id: self._expire_member_heartbeat(gid, mid))
+                                    lambda gid=group.group_id, mid=new_member_id:
+                                    self._expire_member_heartbeat(gid, mid))
                 self._complete(token, JoinGroupResponse(member_id=new_member_id,
                                                         error_code=ErrorCode.MEMBER_ID_REQUIRED))
             else:

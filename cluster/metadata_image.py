@@ -223,7 +223,8 @@ class _Delta:
         topics = dict(self.topics)
         for name, parts in self.partitions.items():
             if name in topics:
-                topics[name] = dataclasses.replace(topics[name], partitions=MappingProxyType(dict(sorted(parts.items()))))
+                topics[name] = dataclasses.replace(topics[name],
+                                                   partitions=MappingProxyType(dict(sorted(parts.items()))))
         return MetadataImage(
             offset=last_offset,
             topics_by_name=MappingProxyType(topics),

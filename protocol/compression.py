@@ -105,7 +105,8 @@ class DecompressedTooLargeError(CorruptRecordError):
 
 
 def _too_big(codec_id: int, max_size: int) -> CorruptRecordError:
-    return DecompressedTooLargeError(f"{CODEC_NAMES.get(codec_id, codec_id)} data decompresses to more than {max_size} bytes")
+    return DecompressedTooLargeError(f"{CODEC_NAMES.get(codec_id, codec_id)} data decompresses to more than "
+                                     f"{max_size} bytes")
 
 
 # -- gzip -----------------------------------------------------------------------------------------------------------

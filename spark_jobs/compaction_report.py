@@ -293,7 +293,8 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
         F.first("delete_retention_ms").alias("delete_retention_ms"),
     ).join(active, ["topic", "partition", "producer_id"], "left"))
     per_batch = per_batch.withColumn(
-        "retain_empty", (F.col("producer_last_offset").isNotNull() & (F.col("producer_last_offset") == F.col("last_offset")))
+        "retain_empty", (F.col("producer_last_offset").isNotNull()
+                         & (F.col("producer_last_offset") == F.col("last_offset")))
         | (F.col("last_offset") + 1 == F.col("upper")))
     per_batch = per_batch.withColumn(
         "rewrite", ~F.col("is_control") & (F.col("kept") > 0)
@@ -329,7 +330,8 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
     txn_data = (r.where("is_transactional AND NOT is_control AND offset IS NOT NULL")
                 .select("topic", "partition", "producer_id", "offset"))
     nxt = (txn_data.join(ctrl, ["topic", "partition", "producer_id"]).where("marker_offset > offset")
-           .groupBy("topic", "partition", "producer_id", "offset").agg(F.min_by("is_abort", "marker_offset").alias("aborted")))
+           .groupBy("topic", "partition", "producer_id", "offset")
+           .agg(F.min_by("is_abort", "marker_offset").alias("aborted")))
     aborted = nxt.where("aborted").groupBy("topic", "partition").agg(F.count("*").alias("aborted_records"))
 
     per_tp_all = (per_tp.join(bytes_tp, ["topic", "partition"], "left")

@@ -181,7 +181,8 @@ def compute(ctx: JobContext):
         bucket_expr = F.when(F.col("age_ms") < b, i).otherwise(bucket_expr)
     bytes_by_age = (seg_table.withColumn("bucket", bucket_expr).groupBy("topic", "bucket")
                     .agg(F.sum("size").alias("bytes"), F.count("*").alias("segments")).orderBy("topic", "bucket"))
-    rec_age = recs.where("NOT is_control AND ts_ms IS NOT NULL").withColumn("age_ms", F.lit(ctx.now_ms) - F.col("ts_ms"))
+    rec_age = (recs.where("NOT is_control AND ts_ms IS NOT NULL")
+               .withColumn("age_ms", F.lit(ctx.now_ms) - F.col("ts_ms")))
     records_by_age = (rec_age.withColumn("bucket", bucket_expr).groupBy("topic", "bucket")
                       .agg(F.count("*").alias("records")).orderBy("topic", "bucket"))
 

@@ -173,7 +173,8 @@ class _Columns:
 
 _BATCH_FIELDS = ("timestamp_type", "base_offset", "last_offset", "partition_leader_epoch", "producer_id",
                  "producer_epoch", "base_sequence", "is_transactional", "is_control", "compression",
-                 "batch_size_bytes", "uncompressed_bytes", "record_count", "max_timestamp", "delete_horizon_ms", "position")
+                 "batch_size_bytes", "uncompressed_bytes", "record_count", "max_timestamp", "delete_horizon_ms",
+                 "position")
 
 
 def _to_arrow(c: _Columns, sl: SegmentSlice) -> pa.RecordBatch:

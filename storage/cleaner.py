@@ -361,8 +361,9 @@ class LogCleaner:
         self.config = config
         self._logs = logs
         self._lock = threading.RLock()
-        self._checkpoints = {os.path.abspath(d): OffsetCheckpointFile(os.path.join(d, files.CLEANER_OFFSET_CHECKPOINT_FILE))
-                             for d in log_dirs}
+        self._checkpoints = {
+            os.path.abspath(d): OffsetCheckpointFile(os.path.join(d, files.CLEANER_OFFSET_CHECKPOINT_FILE))
+            for d in log_dirs}
         self.in_progress: dict[TopicPartition, str] = {}  # "cleaning" | "aborted" | "paused"
         self._paused_count: dict[TopicPartition, int] = {}
         self.uncleanable: set[TopicPartition] = set()

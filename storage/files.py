@@ -34,7 +34,8 @@ def filename_prefix_from_offset(offset: int) -> str:
 
 
 def offset_from_file_name(name: str) -> int:
-    """``Long.parseLong(name.substring(0, name.indexOf('.')))``; raises ValueError like Kafka's NumberFormatException."""
+    """``Long.parseLong(name.substring(0, name.indexOf('.')))``; raises ValueError like Kafka's
+    NumberFormatException."""
     dot = name.index(".")
     return int(name[:dot])
 

@@ -276,7 +276,8 @@ class OffsetIndex(_AbstractIndex):
     def entry(self, n: int) -> tuple[int, int]:
         with self.lock:
             if n >= self.entries:
-                raise IndexError(f"Attempt to fetch the {n}th entry from index {self.path}, which has size {self.entries}")
+                raise IndexError(f"Attempt to fetch the {n}th entry from index {self.path}, "
+                                 f"which has size {self.entries}")
             return self._parse(n)
 
     def append(self, offset: int, position: int) -> None:
@@ -364,7 +365,8 @@ class TimeIndex(_AbstractIndex):
     def entry(self, n: int) -> tuple[int, int]:
         with self.lock:
             if n >= self.entries:
-                raise IndexError(f"Attempt to fetch the {n}th entry from time index {self.path} which has size {self.entries}")
+                raise IndexError(f"Attempt to fetch the {n}th entry from time index {self.path} "
+                                 f"which has size {self.entries}")
             return self._parse(n)
 
     def lookup(self, target_timestamp: int) -> tuple[int, int]:

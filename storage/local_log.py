@@ -49,7 +49,8 @@ class LocalLog:
 
     def check_if_memory_mapped_buffer_closed(self) -> None:
         if self.closed:
-            raise KafkaStorageError(f"The memory mapped buffer for log of {self.topic}-{self.partition} is already closed")
+            raise KafkaStorageError(f"The memory mapped buffer for log of {self.topic}-{self.partition} "
+                                    "is already closed")
 
     # ---- offsets ---------------------------------------------------------------------------------
     @property

@@ -65,7 +65,8 @@ from .segment import FetchDataInfo, LogOffsetMetadata, LogSegment
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Log", "LogAppendInfo", "FetchIsolation", "ORIGIN_CLIENT", "ORIGIN_COORDINATOR", "ORIGIN_REPLICATION", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP",
+__all__ = ["Log", "LogAppendInfo", "FetchIsolation", "ORIGIN_CLIENT", "ORIGIN_COORDINATOR", "ORIGIN_REPLICATION",
+           "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP",
            "EARLIEST_LOCAL_TIMESTAMP", "LATEST_TIERED_TIMESTAMP"]
 
 # ListOffsetsRequest special timestamps
@@ -159,7 +160,8 @@ class Log:
         os.makedirs(dir, exist_ok=True)
         scheduler = scheduler or Scheduler()
         pm = PartitionMetadataFile(os.path.join(dir, files.PARTITION_METADATA_FILE))
-        epoch_cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(os.path.join(dir, files.LEADER_EPOCH_CHECKPOINT_FILE)))
+        epoch_cache = LeaderEpochFileCache(
+            LeaderEpochCheckpointFile(os.path.join(dir, files.LEADER_EPOCH_CHECKPOINT_FILE)))
         psm = ProducerStateManager(dir, producer_id_expiration_ms=producer_id_expiration_ms,
                                    max_transaction_timeout_ms=max_transaction_timeout_ms)
         stats = LoadStats()

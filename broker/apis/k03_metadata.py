@@ -69,8 +69,11 @@ async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
         for rt in req.topics:
             if rt.name is None:
                 t = image.topics_by_id.get(rt.topic_id)
-                topics.append(topic_response(image, t, ctx.node_id, ctx.replicas.loading) if t is not None else MetadataResponseTopic(
-                    error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=rt.topic_id))
+                if t is not None:
+                    topics.append(topic_response(image, t, ctx.node_id, ctx.replicas.loading))
+                else:
+                    topics.append(MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                                        topic_id=rt.topic_id))
                 continue
             t = image.topic(rt.name)
             if t is not None:

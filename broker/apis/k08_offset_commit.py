@@ -63,7 +63,8 @@ async def handle(ctx, req: OffsetCommitRequest) -> OffsetCommitResponse:
     out = OffsetCommitResponse(topics=[])
     committed: dict[int, OffsetCommitResponseTopic] = {}
     if valid or not req.topics:
-        sub = OffsetCommitRequest(group_id=req.group_id, generation_id_or_member_epoch=req.generation_id_or_member_epoch,
+        sub = OffsetCommitRequest(group_id=req.group_id,
+                                  generation_id_or_member_epoch=req.generation_id_or_member_epoch,
                                   member_id=req.member_id, group_instance_id=req.group_instance_id,
                                   retention_time_ms=req.retention_time_ms, topics=[t for _, t in valid])
         try:

@@ -18,14 +18,16 @@ DEFAULT_SPEC = Path(os.environ.get("ODRADEK_KAFKA_SPEC", REPO.parent / "shared" 
 DEFAULT_OUT = REPO / "protocol" / "generated"
 
 FOLDERS = ("message", "metadata", "coordinator", "raft", "storage")
-PACKAGES = {"message": "messages", "metadata": "metadata", "coordinator": "coordinator", "raft": "raft", "storage": "storage"}
+PACKAGES = {"message": "messages", "metadata": "metadata", "coordinator": "coordinator", "raft": "raft",
+            "storage": "storage"}
 
 
 def render(spec_dir: Path) -> dict[str, str]:
     """Relative path -> file text for the whole generated tree."""
     files: dict[str, str] = {}
     loaded = load_all(spec_dir)
-    files["__init__.py"] = HEADER + '"""Code generated from Kafka\'s JSON schemas; regenerate with `make generate`."""\n'
+    files["__init__.py"] = (HEADER
+                            + '"""Code generated from Kafka\'s JSON schemas; regenerate with `make generate`."""\n')
     for folder in FOLDERS:
         pkg = PACKAGES[folder]
         exports = []

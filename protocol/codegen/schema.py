@@ -21,7 +21,15 @@ FIXED_FORMATS = {
     "bool": "?", "int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I", "int64": "q",
     "float64": "d", "uuid": "16s",
 }
-FIXED_SIZES = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "float64": 8, "uuid": 16}
+FIXED_SIZES = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "float64": 8,
+               "uuid": 16}
+
+
+def _default_text(value) -> str | None:
+    """A schema default as text: booleans lower-cased as in the JSON, None kept."""
+    if value is None:
+        return None
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 INF = 1 << 15
 
@@ -147,7 +155,7 @@ def load_schema(path: Path) -> Schema:
             nullable=Versions.parse(spec.get("nullableVersions")),
             tagged=Versions.parse(spec.get("taggedVersions")),
             tag=int(tag) if tag is not None else None,
-            default=None if spec.get("default") is None else str(spec["default"]).lower() if isinstance(spec["default"], bool) else str(spec["default"]),
+            default=_default_text(spec.get("default")),
             flexible_override=Versions.parse(spec["flexibleVersions"]) if "flexibleVersions" in spec else None,
             struct=struct,
         )

@@ -210,7 +210,8 @@ def test_bad_pushes_get_kafkas_errors_and_hurt_nobody(broker, subscription):
         c.close()
     c2 = RawClient(broker.port)
     try:
-        assert call(c2, 18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1")).error_code == 0
+        versions = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+        assert call(c2, 18, 3, versions).error_code == 0
     finally:
         c2.close()
 

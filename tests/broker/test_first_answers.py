@@ -30,7 +30,8 @@ def call(client, api_key, version, body, corr=1, client_id="test"):
 def test_api_versions_advertises_exactly_the_handler_table(raw):
     c = raw()
     for v in range(0, 5):
-        resp = call(c, 18, v, ApiVersionsRequest(client_software_name="odradek-test", client_software_version="1.0"), corr=v)
+        resp = call(c, 18, v, ApiVersionsRequest(client_software_name="odradek-test", client_software_version="1.0"),
+                    corr=v)
         assert resp.error_code == 0
         assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [
             (h.api_key, *h.advertised) for h in HANDLERS.values()]

@@ -17,7 +17,8 @@ def test_restart_rebuilds_identical_image(tmp_path):
     c = Controller(1, {"num.partitions": 2}, random.Random(1))
     image = ml.append(c.bootstrap(image).records, NOW)
     image = ml.append(c.register_broker(image, 1, b"\x02" * 16, [("PLAINTEXT", "h", 1)], None, 0, []).records, NOW)
-    image = ml.append(c.create_topics(image, [NewTopic("a"), NewTopic("b", 3, configs={"retention.ms": "5"})]).records, NOW)
+    created = c.create_topics(image, [NewTopic("a"), NewTopic("b", 3, configs={"retention.ms": "5"})])
+    image = ml.append(created.records, NOW)
     image = ml.append(c.delete_topics(image, ["a"], []).records, NOW)
     image = ml.append(c.allocate_producer_ids(image, 1, 0).records, NOW)
     first_epoch = ml.epoch

@@ -56,7 +56,8 @@ def test_metrics_match_traffic(tmp_path):
         assert after[("odradek_network_sendfile_bytes", ())] == stored
         assert after[("odradek_network_copied_record_bytes", ())] == 0
         produce_requests = sum(v for k, v in after.items()
-                               if k[0] == "kafka_network_requestmetrics_requests_total" and ("request", "Produce") in k[1])
+                               if k[0] == "kafka_network_requestmetrics_requests_total"
+                               and ("request", "Produce") in k[1])
         assert produce_requests >= 1
         assert after[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 0
         assert any(k[0] == "kafka_network_requestmetrics_totaltimems_count" and ("request", "Fetch") in k[1]

@@ -72,7 +72,8 @@ def test_not_enough_brokers():
     """testNotEnoughBrokers"""
     with pytest.raises(InvalidReplicationFactor) as e:
         place(MockRandom(), 1, 3, [B(11, "1"), B(10, "1")])
-    assert str(e.value) == "The target replication factor of 3 cannot be reached because only 2 broker(s) are registered."
+    assert str(e.value) == ("The target replication factor of 3 cannot be reached because only 2 broker(s) "
+                            "are registered.")
 
 
 def test_non_positive_replication_factor():

@@ -16,7 +16,8 @@ from cluster.assignors import GroupSpec, MemberSpec, RangeAssignor, UniformAssig
 from cluster.group_classic import ClassicGroupState, GroupError
 from cluster.group_consumer import (
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroupMember, ConsumerGroupState, MemberState,
-    current_assignment_record, epoch_record, member_subscription_record, remove_member_records, subscription_metadata_record, target_assignment_epoch_record, target_assignment_record,
+    current_assignment_record, epoch_record, member_subscription_record, remove_member_records,
+    subscription_metadata_record, target_assignment_epoch_record, target_assignment_record,
 )
 from cluster.group_coordinator import ReqCtx
 from cluster.group_records import Subscription, parse_assignment, serialize_assignment, serialize_subscription

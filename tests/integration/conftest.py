@@ -288,8 +288,8 @@ def assert_keys_consistent(placed: dict[int, tuple[int, int]], recs: list[Rec], 
     assert all(len(ps) == 1 for ps in by_key.values()), by_key
 
 
-def assert_consumed(consumed: dict[int, list[tuple]], stored: dict[int, StoredPartition], start: dict[int, int] | None = None
-                    ) -> None:
+def assert_consumed(consumed: dict[int, list[tuple]], stored: dict[int, StoredPartition],
+                    start: dict[int, int] | None = None) -> None:
     """``consumed[p]`` = [(offset, key, value, headers, timestamp)] equals what is stored from ``start[p]`` on."""
     for p, sp in stored.items():
         lo = (start or {}).get(p, 0)

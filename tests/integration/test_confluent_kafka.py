@@ -25,7 +25,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS, confi
     futures[topic].result(timeout=20)
 
 
-def produce(bootstrap: str, topic: str, recs, codec: str = "none", extra: dict | None = None) -> dict[int, tuple[int, int]]:
+def produce(bootstrap: str, topic: str, recs, codec: str = "none", extra: dict | None = None
+            ) -> dict[int, tuple[int, int]]:
     """Produce ``recs`` (no explicit partition: librdkafka's partitioner chooses); returns {i: (partition, offset)}
     from the delivery reports."""
     placed: dict[int, tuple[int, int]] = {}

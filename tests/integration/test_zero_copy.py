@@ -35,7 +35,8 @@ def test_fetch_serves_record_bytes_with_sendfile_only(broker, topic_name):
     for name, read in [
         ("confluent-kafka", lambda: cfk_consume(broker.bootstrap, topic, {q: 0 for q in range(PARTITIONS)})),
         ("kafka-python", lambda: kp_consume(broker.bootstrap, topic, {q: 0 for q in range(PARTITIONS)}, ends)),
-        ("aiokafka", lambda: asyncio.run(aio_consume(broker.bootstrap, topic, {q: 0 for q in range(PARTITIONS)}, ends))),
+        ("aiokafka",
+         lambda: asyncio.run(aio_consume(broker.bootstrap, topic, {q: 0 for q in range(PARTITIONS)}, ends))),
     ]:
         calls, sent = stats.calls, stats.bytes
         got = read()

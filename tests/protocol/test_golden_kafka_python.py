@@ -73,7 +73,8 @@ _import_all(kp_old_package)
 OURS: dict[tuple, tuple] = {}  # (api_key or header name, kind) -> (schema Message, our class)
 for _folder, _msg in all_messages():
     if _folder == "message":
-        OURS[(_msg.api_key if _msg.api_key is not None else _msg.name, _msg.kind)] = (_msg, message_class(_folder, _msg))
+        _key = (_msg.api_key if _msg.api_key is not None else _msg.name, _msg.kind)
+        OURS[_key] = (_msg, message_class(_folder, _msg))
 
 
 def _new_cases():
@@ -89,10 +90,11 @@ def _new_cases():
 
 
 # Old classes whose SCHEMA is not the protocol (kafka-python bugs, checked to still fail so a fix is noticed)
+_ACLS_V2 = "v2 is flexible in Kafka (flexibleVersions 2+); kafka-python reuses v1's non-flexible SCHEMA"
 OLD_KNOWN_BAD = {
     "DescribeLogDirsRequest_v0": "kafka-python declares Partitions as one Int32; Kafka's schema has []int32",
-    "DescribeAclsRequest_v2": "v2 is flexible in Kafka (flexibleVersions 2+); kafka-python reuses v1's non-flexible SCHEMA",
-    "DescribeAclsResponse_v2": "v2 is flexible in Kafka (flexibleVersions 2+); kafka-python reuses v1's non-flexible SCHEMA",
+    "DescribeAclsRequest_v2": _ACLS_V2,
+    "DescribeAclsResponse_v2": _ACLS_V2,
 }
 
 
@@ -179,7 +181,10 @@ class Gen:
             v = (not default) if self.mode == "full" else (self.mode == "big")
             return v, v
         if typ == "float64":
-            v = 0.0 if self.mode == "min" else rng.choice([1.5e300, -2.25e-300]) if self.mode == "big" else rng.uniform(-1e6, 1e6)
+            if self.mode == "min":
+                v = 0.0
+            else:
+                v = rng.choice([1.5e300, -2.25e-300]) if self.mode == "big" else rng.uniform(-1e6, 1e6)
             return v, v
         if typ == "uuid":
             b = bytes(16) if self.mode == "min" else rng.randbytes(15) + b"\x01"
@@ -191,7 +196,10 @@ class Gen:
             v = self.blob()
             return v, v
         if typ == "bitfield":  # kafka-python's patched authorized_operations: a set of bit numbers, int32 on the wire
-            bits = set() if self.mode == "min" else {31, 0, 7} if self.mode == "big" else set(rng.sample(range(2, 12), 3))
+            if self.mode == "min":
+                bits = set()
+            else:
+                bits = {31, 0, 7} if self.mode == "big" else set(rng.sample(range(2, 12), 3))
             mask = sum(1 << b for b in bits)
             return bits, mask - (1 << 32) if mask >= 1 << 31 else mask
         raise AssertionError(f"no generator for type {typ}")
@@ -279,7 +287,8 @@ def _check_new(kcls, version: int, mode: str):
     # ...and kafka-python reads our bytes back to its object, through both its decoders
     # (ApiMessage.decode itself: ApiVersionsResponse's override reads any error response as v0, per KIP-511)
     assert KpApiMessage.decode.__func__(kcls, ours, version=version) == kp_obj
-    back = kcls._struct.decode(io.BytesIO(ours), version=version, compact=flexible, tagged=flexible, data_class=kcls[None])
+    back = kcls._struct.decode(io.BytesIO(ours), version=version, compact=flexible, tagged=flexible,
+                               data_class=kcls[None])
     assert back == kp_obj
 
     spec = APIS[kcls.API_KEY]

@@ -54,7 +54,8 @@ def write_storage_partition(log_dir: str, topic: str, partition: int, batches: l
             clock = now_ms if log_append_time else max([now_ms] + [r.timestamp for r in records])
             info = lg.append_as_leader(bytearray(build_batch(records, **kw)), 0, now_ms=clock)
             produced.add_batch(info.first_offset, records, kw.get("compression", 0),
-                               producer_id=kw.get("producer_id", -1), is_transactional=kw.get("is_transactional", False))
+                               producer_id=kw.get("producer_id", -1),
+                               is_transactional=kw.get("is_transactional", False))
     finally:
         lg.close()
     return produced

@@ -327,8 +327,8 @@ def test_retention_report_equals_storage_retention(spark, known, tmp_path):
         ts = [r["timestamp_ms"] for r in produced[tp].rows]
         assert back.get(tp, 0) == sum(1 for a, b in zip(ts, ts[1:]) if b < a)
     skew = {s.topic: s for s in res["skew_rows"]}
-    sizes = [sum(os.path.getsize(os.path.join(d, f"events.v1-{p}", f)) for f in os.listdir(os.path.join(d, f"events.v1-{p}"))
-                 if f.endswith(".log")) for p in (0, 1)]
+    sizes = [sum(os.path.getsize(os.path.join(d, f"events.v1-{p}", f))
+                 for f in os.listdir(os.path.join(d, f"events.v1-{p}")) if f.endswith(".log")) for p in (0, 1)]
     assert (skew["events.v1"].min_bytes, skew["events.v1"].max_bytes) == (min(sizes), max(sizes))
     out = tmp_path / "out"
     assert (out / "retention_bytes_by_age.png").exists() and "what-if" in (out / "report.md").read_text()
