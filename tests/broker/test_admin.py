@@ -164,11 +164,10 @@ def test_describe_log_dirs_and_producers_kafka_python(b):
 def test_describe_producers_raw(b):
     from protocol.generated.messages import DescribeProducersRequest
     from protocol.generated.messages.describe_producers_request import TopicRequest
-    from tests.broker.conftest import RawClient
-    from tests.broker.test_first_answers import call
+    from tests.kafka_wire import KafkaWire
 
-    c = RawClient(b.port)
-    resp = call(c, 61, 0, DescribeProducersRequest(topics=[TopicRequest(name="trim", partition_indexes=[0, 9])]))
+    c = KafkaWire(b.port)
+    resp = c.call(61, 0, DescribeProducersRequest(topics=[TopicRequest(name="trim", partition_indexes=[0, 9])]))
     c.close()
     p0, p9 = resp.topics[0].partitions
     assert p0.error_code == 0 and p0.active_producers and p0.active_producers[0].producer_id >= 0
@@ -200,20 +199,19 @@ def test_logger_levels_at_run_time(b):
     from protocol.generated.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
     from protocol.generated.messages.describe_configs_request import DescribeConfigsResource
     from protocol.generated.messages.incremental_alter_configs_request import AlterableConfig, AlterConfigsResource
-    from tests.broker.conftest import RawClient
-    from tests.broker.test_first_answers import call
+    from tests.kafka_wire import KafkaWire
 
-    c = RawClient(b.port)
+    c = KafkaWire(b.port)
     try:
         def alter(op, value, corr):
             req = IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
                 resource_type=8, resource_name="1",
                 configs=[AlterableConfig(name="odradek.server", config_operation=op, value=value)])])
-            return call(c, 44, 1, req, corr=corr).responses[0]
+            return c.call(44, 1, req, corr=corr).responses[0]
 
         assert alter(0, "DEBUG", 1).error_code == 0
         assert logging.getLogger("odradek.server").level == logging.DEBUG
-        desc = call(c, 32, 4, DescribeConfigsRequest(resources=[DescribeConfigsResource(
+        desc = c.call(32, 4, DescribeConfigsRequest(resources=[DescribeConfigsResource(
             resource_type=8, resource_name="1", configuration_keys=["odradek.server"])]), corr=2)
         assert [(x.name, x.value) for x in desc.results[0].configs] == [("odradek.server", "DEBUG")]
         assert alter(0, "LOUD", 3).error_code == 40  # INVALID_CONFIG
@@ -227,12 +225,11 @@ def test_describe_configs_documentation_raw(b):
     """include_documentation (v3+) returns Kafka's documentation strings for topic and broker configs."""
     from protocol.generated.messages import DescribeConfigsRequest
     from protocol.generated.messages.describe_configs_request import DescribeConfigsResource
-    from tests.broker.conftest import RawClient
-    from tests.broker.test_first_answers import call
+    from tests.kafka_wire import KafkaWire
 
-    c = RawClient(b.port)
+    c = KafkaWire(b.port)
     try:
-        resp = call(c, 32, 4, DescribeConfigsRequest(include_documentation=True, include_synonyms=False, resources=[
+        resp = c.call(32, 4, DescribeConfigsRequest(include_documentation=True, include_synonyms=False, resources=[
             DescribeConfigsResource(resource_type=2, resource_name="cfg", configuration_keys=["segment.bytes"]),
             DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=["num.partitions"])]))
     finally:

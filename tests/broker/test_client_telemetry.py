@@ -25,8 +25,7 @@ from protocol.generated.messages import (
 from protocol.generated.messages.describe_configs_request import DescribeConfigsResource
 from protocol.generated.messages.incremental_alter_configs_request import AlterableConfig, AlterConfigsResource
 from protocol.message import ZERO_UUID
-from tests.broker.conftest import RawClient
-from tests.broker.test_first_answers import call
+from tests.kafka_wire import KafkaWire
 
 CLIENT_METRICS, TOPIC, BROKER = 16, 2, 4
 MAX_BYTES = 4096
@@ -113,17 +112,17 @@ def subscription(broker):
 def test_subscription_is_described_and_listed(broker, subscription):
     text = repr(subscription)
     assert "org.apache.kafka.producer." in text and "client_id=tel-.*" in text
-    c = RawClient(broker.port)
+    c = KafkaWire(broker.port)
     try:
-        v0 = call(c, 74, 0, ListConfigResourcesRequest())
+        v0 = c.call(74, 0, ListConfigResourcesRequest())
         assert v0.error_code == 0 and [r.resource_name for r in v0.config_resources] == ["producers"]
-        v1 = call(c, 74, 1, ListConfigResourcesRequest(resource_types=[CLIENT_METRICS, BROKER]), corr=2)
+        v1 = c.call(74, 1, ListConfigResourcesRequest(resource_types=[CLIENT_METRICS, BROKER]), corr=2)
         assert {(r.resource_type, r.resource_name) for r in v1.config_resources} == {
             (CLIENT_METRICS, "producers"), (BROKER, str(broker.broker.node_id))}
-        assert call(c, 74, 0, ListConfigResourcesRequest(), corr=3).config_resources[0].resource_type == 16
-        bad = call(c, 74, 1, ListConfigResourcesRequest(resource_types=[99]), corr=4)
+        assert c.call(74, 0, ListConfigResourcesRequest(), corr=3).config_resources[0].resource_type == 16
+        bad = c.call(74, 1, ListConfigResourcesRequest(resource_types=[99]), corr=4)
         assert bad.error_code == ErrorCode.UNSUPPORTED_VERSION
-        desc = call(c, 32, 4, DescribeConfigsRequest(resources=[
+        desc = c.call(32, 4, DescribeConfigsRequest(resources=[
             DescribeConfigsResource(resource_type=CLIENT_METRICS, resource_name="producers", configuration_keys=None),
             DescribeConfigsResource(resource_type=CLIENT_METRICS, resource_name="", configuration_keys=None)]), corr=5)
         assert {e.name: (e.value, e.config_source) for e in desc.results[0].configs} == {
@@ -163,19 +162,19 @@ def test_confluent_kafka_producer_metrics_reach_prometheus(broker, subscription)
         del producer, other
 
 
-def get_subscription(c: RawClient, corr: int = 1, instance_id: bytes = ZERO_UUID):
-    return call(c, 71, 0, GetTelemetrySubscriptionsRequest(client_instance_id=instance_id), corr=corr,
-                client_id="tel-raw")
+def get_subscription(c: KafkaWire, corr: int = 1, instance_id: bytes = ZERO_UUID):
+    return c.call(71, 0, GetTelemetrySubscriptionsRequest(client_instance_id=instance_id), corr=corr,
+                  client_id="tel-raw")
 
 
-def push(c: RawClient, iid: bytes, sid: int, metrics: bytes, corr: int, compression: int = 0, terminating=False):
-    return call(c, 72, 0, PushTelemetryRequest(client_instance_id=iid, subscription_id=sid, terminating=terminating,
-                                               compression_type=compression, metrics=metrics),
-                corr=corr, client_id="tel-raw").error_code
+def push(c: KafkaWire, iid: bytes, sid: int, metrics: bytes, corr: int, compression: int = 0, terminating=False):
+    return c.call(72, 0, PushTelemetryRequest(client_instance_id=iid, subscription_id=sid, terminating=terminating,
+                                                 compression_type=compression, metrics=metrics),
+                  corr=corr, client_id="tel-raw").error_code
 
 
 def test_bad_pushes_get_kafkas_errors_and_hurt_nobody(broker, subscription):
-    c = RawClient(broker.port)
+    c = KafkaWire(broker.port)
     try:
         sub = get_subscription(c)
         assert sub.error_code == 0 and sub.requested_metrics == ["org.apache.kafka.producer."]
@@ -205,19 +204,19 @@ def test_bad_pushes_get_kafkas_errors_and_hurt_nobody(broker, subscription):
         assert push(c, iid, sid, good, 12, terminating=True) == 0
         assert push(c, iid, sid, good, 13) == ErrorCode.INVALID_REQUEST  # nothing after a terminating push
         # the same connection and a new one still work
-        assert call(c, 3, 12, MetadataRequest(topics=None), corr=14).brokers
+        assert c.call(3, 12, MetadataRequest(topics=None), corr=14).brokers
     finally:
         c.close()
-    c2 = RawClient(broker.port)
+    c2 = KafkaWire(broker.port)
     try:
         versions = ApiVersionsRequest(client_software_name="t", client_software_version="1")
-        assert call(c2, 18, 3, versions).error_code == 0
+        assert c2.call(18, 3, versions).error_code == 0
     finally:
         c2.close()
 
 
 def test_invalid_subscriptions_are_refused_with_kafkas_errors(broker):
-    c = RawClient(broker.port)
+    c = KafkaWire(broker.port)
     try:
         resources = [
             AlterConfigsResource(resource_type=CLIENT_METRICS, resource_name="bad-interval",
@@ -229,17 +228,17 @@ def test_invalid_subscriptions_are_refused_with_kafkas_errors(broker):
             AlterConfigsResource(resource_type=CLIENT_METRICS, resource_name="appended",
                                  configs=[AlterableConfig(name="metrics", config_operation=2, value="a.,b.")]),
         ]
-        resp = call(c, 44, 1, IncrementalAlterConfigsRequest(resources=resources, validate_only=False))
+        resp = c.call(44, 1, IncrementalAlterConfigsRequest(resources=resources, validate_only=False))
         assert [r.error_code for r in resp.responses] == [
             ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_REQUEST, 0]
-        names = [r.resource_name for r in call(c, 74, 0, ListConfigResourcesRequest(), corr=2).config_resources]
+        names = [r.resource_name for r in c.call(74, 0, ListConfigResourcesRequest(), corr=2).config_resources]
         assert "appended" in names and not {"bad-interval", "bad-match", "bad-key"} & set(names)
         # deleting every config removes the subscription
-        resp = call(c, 44, 1, IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
+        resp = c.call(44, 1, IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
             resource_type=CLIENT_METRICS, resource_name="appended",
             configs=[AlterableConfig(name="metrics", config_operation=1, value=None)])], validate_only=False), corr=3)
         assert resp.responses[0].error_code == 0
-        names = [r.resource_name for r in call(c, 74, 0, ListConfigResourcesRequest(), corr=4).config_resources]
+        names = [r.resource_name for r in c.call(74, 0, ListConfigResourcesRequest(), corr=4).config_resources]
         assert "appended" not in names
     finally:
         c.close()

@@ -18,8 +18,7 @@ from cluster.metadata_image import BrokerInfo, Endpoint, MetadataImage, Partitio
 from protocol.generated.messages import DescribeTopicPartitionsRequest, MetadataRequest
 from protocol.generated.messages.describe_topic_partitions_request import Cursor, TopicRequest
 from protocol.message import ZERO_UUID
-from tests.broker.conftest import RawClient
-from tests.broker.test_first_answers import call
+from tests.kafka_wire import KafkaWire
 
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST = 3, 17, 42
 NO_OPS = -2147483648
@@ -57,7 +56,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture
 def raw_client(cluster):
-    c = RawClient(cluster.port)
+    c = KafkaWire(cluster.port)
     yield c
     c.close()
 
@@ -66,7 +65,7 @@ def dtp(client, topics=(), limit=2000, cursor=None, corr=1):
     req = DescribeTopicPartitionsRequest(topics=[TopicRequest(name=t) for t in topics], response_partition_limit=limit,
                                          cursor=Cursor(topic_name=cursor[0], partition_index=cursor[1])
                                          if cursor is not None else None)
-    return call(client, 75, 0, req, corr=corr)
+    return client.call(75, 0, req, corr=corr)
 
 
 def pages_of(resp):
@@ -111,9 +110,9 @@ def test_kafka_python_pages_through_every_partition_once(cluster):
     topic_names = [t["name"] for page in pages for t in page["topics"]]
     assert sorted(set(topic_names)) == sorted(TOPICS)  # every topic; a split topic continues on the next page
     ids = {t["name"]: t["topic_id"] for page in pages for t in page["topics"]}
-    c = RawClient(cluster.port)
+    c = KafkaWire(cluster.port)
     try:
-        meta = call(c, 3, 12, MetadataRequest(topics=None))
+        meta = c.call(3, 12, MetadataRequest(topics=None))
     finally:
         c.close()
     assert ids == {t.name: uuid.UUID(bytes=t.topic_id) for t in meta.topics}  # the ids Metadata reports
@@ -179,7 +178,7 @@ def test_limit_is_at_least_one_and_capped_by_the_broker_config(raw_client, tmp_p
 
     with EmbeddedBroker(data_dir=tmp_path / "d", overrides={"max.request.partition.size.limit": 3}) as b:
         create_topics(b.bootstrap, {"capped": 5})
-        c = RawClient(b.port)
+        c = KafkaWire(b.port)
         try:
             r = dtp(c, [], limit=2000)
             assert pages_of(r) == [("capped", [0, 1, 2])] and cursor_of(r) == ("capped", 3)
@@ -236,7 +235,7 @@ def assert_still_serving(cluster, c):
     """The same connection, and other clients, are answered as before: bad input changed nothing."""
     r = dtp(c, [], limit=100, corr=50)
     assert pages_of(r) == [(n, list(range(p))) for n, p in sorted(TOPICS.items())]
-    m = call(c, 3, 12, MetadataRequest(topics=None), corr=51)
+    m = c.call(3, 12, MetadataRequest(topics=None), corr=51)
     assert sorted((t.name, len(t.partitions)) for t in m.topics) == sorted(TOPICS.items())
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=15000)
     try:

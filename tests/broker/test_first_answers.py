@@ -15,30 +15,18 @@ from protocol.generated.messages import (
 from protocol.generated.messages.metadata_request import MetadataRequestTopic
 
 
-def call(client, api_key, version, body, corr=1, client_id="test"):
-    spec = APIS[api_key]
-    client.send_frame(RequestHeader(api_key, version, corr, client_id).encode(spec.request_header_version(version))
-                      + body.encode(version))
-    frame = client.recv_frame()
-    assert frame is not None, "connection closed"
-    (got_corr,) = struct.unpack_from(">i", frame)
-    assert got_corr == corr
-    skip = 4 + (1 if spec.response_header_version(version) == 1 else 0)
-    return spec.response.decode(frame[skip:], version)
-
-
 def test_api_versions_advertises_exactly_the_handler_table(raw):
     c = raw()
     for v in range(0, 5):
-        resp = call(c, 18, v, ApiVersionsRequest(client_software_name="odradek-test", client_software_version="1.0"),
-                    corr=v)
+        resp = c.call(18, v, ApiVersionsRequest(client_software_name="odradek-test", client_software_version="1.0"),
+                      corr=v)
         assert resp.error_code == 0
         assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [
             (h.api_key, *h.advertised) for h in HANDLERS.values()]
 
 
 def test_api_versions_reports_features(raw):
-    resp = call(raw(), 18, 4, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+    resp = raw().call(18, 4, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     finalized = {f.name: (f.min_version_level, f.max_version_level) for f in resp.finalized_features}
     supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
     assert finalized["metadata.version"] == (25, 25) and finalized["group.version"] == (1, 1)
@@ -58,7 +46,7 @@ def test_api_versions_unknown_version_gets_v0_body_with_error_35(raw):
 
 
 def test_api_versions_v3_validates_client_software(raw):
-    resp = call(raw(), 18, 3, ApiVersionsRequest(client_software_name="bad name!", client_software_version="1"))
+    resp = raw().call(18, 3, ApiVersionsRequest(client_software_name="bad name!", client_software_version="1"))
     assert resp.error_code == 42  # INVALID_REQUEST
 
 
@@ -66,7 +54,7 @@ def test_metadata_lists_this_broker_at_every_version(broker, raw):
     c = raw()
     for v in range(0, 14):
         topics = [] if v == 0 else None
-        resp = call(c, 3, v, MetadataRequest(topics=topics), corr=100 + v)
+        resp = c.call(3, v, MetadataRequest(topics=topics), corr=100 + v)
         assert [(b.node_id, b.host, b.port) for b in resp.brokers] == [(1, "127.0.0.1", broker.port)]
         assert resp.topics == []  # a fresh broker has no topics
         if v >= 2:
@@ -77,14 +65,14 @@ def test_metadata_lists_this_broker_at_every_version(broker, raw):
 
 def test_metadata_unknown_topic_and_auto_creation(raw):
     c = raw()
-    resp = call(c, 3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="nope")], allow_auto_topic_creation=False))
+    resp = c.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="nope")], allow_auto_topic_creation=False))
     assert [(t.name, t.error_code) for t in resp.topics] == [("nope", 3)]  # UNKNOWN_TOPIC_OR_PARTITION
-    resp = call(c, 3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="auto")]), corr=2)
+    resp = c.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="auto")]), corr=2)
     assert [(t.name, t.error_code) for t in resp.topics] == [("auto", 5)]  # LEADER_NOT_AVAILABLE while created
-    resp = call(c, 3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="auto")]), corr=3)
+    resp = c.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="auto")]), corr=3)
     (t,) = resp.topics
     assert t.error_code == 0 and [p.leader_id for p in t.partitions] == [1] and t.topic_id != bytes(16)
-    resp = call(c, 3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="bad/name")]), corr=4)
+    resp = c.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="bad/name")]), corr=4)
     assert [(t.name, t.error_code) for t in resp.topics] == [("bad/name", 17)]  # INVALID_TOPIC_EXCEPTION
 
 
@@ -92,7 +80,7 @@ def test_unknown_api_key_closes_only_that_connection(raw):
     bad, good = raw(), raw()
     bad.send_frame(struct.pack(">hhih", 999, 0, 1, -1))
     assert bad.recv_frame() is None
-    resp = call(good, 18, 2, ApiVersionsRequest())
+    resp = good.call(18, 2, ApiVersionsRequest())
     assert resp.error_code == 0
 
 
@@ -112,14 +100,14 @@ def test_malformed_body_and_oversized_frame_close_the_connection(raw):
     c = raw()
     c.sock.sendall(struct.pack(">i", -1))
     assert c.recv_frame() is None
-    assert call(raw(), 18, 0, ApiVersionsRequest()).error_code == 0
+    assert raw().call(18, 0, ApiVersionsRequest()).error_code == 0
 
 
 def test_disconnect_mid_request_leaves_broker_serving(raw):
     c = raw()
     c.sock.sendall(struct.pack(">i", 100) + b"\x00\x03")
     c.close()
-    assert call(raw(), 18, 1, ApiVersionsRequest()).error_code == 0
+    assert raw().call(18, 1, ApiVersionsRequest()).error_code == 0
 
 
 def test_kcat_lists_the_broker(broker):
@@ -166,5 +154,5 @@ def test_frames_larger_than_the_receive_step_are_read_whole(raw):
                      + b"\x00" * size)
         frame = c.recv_frame()
         assert frame is not None and struct.unpack_from(">i", frame)[0] == size
-    resp = call(c, 3, 12, MetadataRequest(topics=[]), corr=7)
+    resp = c.call(3, 12, MetadataRequest(topics=[]), corr=7)
     assert resp.brokers

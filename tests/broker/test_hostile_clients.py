@@ -7,13 +7,9 @@ The broker runs as a subprocess so its RSS and log are its own.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import struct
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -22,54 +18,15 @@ from protocol.generated.messages import ProduceRequest, RequestHeader
 from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData
 from protocol.generated.messages.produce_response import ProduceResponse
 from protocol.record_codec import Record, build_batch
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-class BrokerProcess:
-    def __init__(self, data: Path) -> None:
-        self.log_path = data.parent / "broker.log"
-        exe = Path(sys.executable).parent / "odradek"
-        self.log_file = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            [str(exe), "serve", "--config", str(REPO / "config" / "single-node.yaml"),
-             "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override",
-             "advertised.listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={data}",
-             "--override", "metrics.prometheus.listener=", "--override", "socket.request.max.bytes=1048576"],
-            stdout=subprocess.PIPE, stderr=self.log_file, text=True)
-        line = self.proc.stdout.readline()
-        m = re.search(r":(\d+)$", line.strip())
-        assert m, f"broker did not start: {line!r}"
-        self.port = int(m.group(1))
-        self.bootstrap = f"127.0.0.1:{self.port}"
-
-    def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return -1.0
-
-    def log_lines(self, pattern: str) -> int:
-        self.log_file.flush()
-        return sum(1 for line in self.log_path.read_text().splitlines() if re.search(pattern, line))
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log_file.close()
-
+from tests.harness import BrokerProcess
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("hostile") / "data")
+    data = tmp_path_factory.mktemp("hostile") / "data"
+    data.mkdir()
+    b = BrokerProcess(data, {"socket.request.max.bytes": 1048576}).start()
     yield b
-    b.stop()
+    b.close()
 
 
 def healthy_round_trip(b: BrokerProcess, tag: str) -> None:

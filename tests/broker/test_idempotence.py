@@ -87,16 +87,15 @@ def test_aiokafka_idempotent_retry_after_lost_ack(tmp_path):
 
 def test_producer_ids_not_reused_after_restart(tmp_path):
     from protocol.generated.messages import InitProducerIdRequest
-    from tests.broker.conftest import RawClient
-    from tests.broker.test_first_answers import call
+    from tests.kafka_wire import KafkaWire
 
     seen = set()
     for _ in range(3):
         with EmbeddedBroker(data_dir=tmp_path / "d") as b:
-            c = RawClient(b.port)
+            c = KafkaWire(b.port)
             for i in range(3):
-                resp = call(c, 22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
-                            corr=i)
+                resp = c.call(22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
+                              corr=i)
                 assert resp.error_code == 0 and resp.producer_epoch == 0
                 assert resp.producer_id not in seen
                 seen.add(resp.producer_id)

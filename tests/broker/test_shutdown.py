@@ -3,74 +3,56 @@ start skips recovery (the clean-shutdown marker)."""
 
 from __future__ import annotations
 
-import re
-import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def start(data: Path) -> tuple[subprocess.Popen, int]:
-    exe = Path(sys.executable).parent / "odradek"
-    proc = subprocess.Popen(
-        [str(exe), "serve", "--config", str(REPO / "config" / "single-node.yaml"),
-         "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "advertised.listeners=PLAINTEXT://127.0.0.1:0",
-         "--override", f"log.dirs={data}", "--override", "metrics.prometheus.listener=",
-         "--override", "num.partitions=3"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline().strip()
-    m = re.search(r":(\d+)$", line)
-    if not m:
-        proc.kill()
-        raise AssertionError(f"broker did not start: {line!r} {proc.stderr.read()[-3000:]}")
-    return proc, int(m.group(1))
+from tests.harness import BrokerProcess
 
 
 def test_sigterm_under_load_then_clean_restart(tmp_path):
     data = tmp_path / "data"
-    proc, port = start(data)
-    acked: dict[int, list[int]] = {}
-    stop = threading.Event()
-
-    def load():
-        p = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "linger.ms": 1, "acks": "all",
-                      "message.timeout.ms": 5000, "reconnect.backoff.max.ms": 100})
-
-        def cb(err, msg):
-            if err is None:
-                acked.setdefault(msg.partition(), []).append(msg.offset())
-
-        i = 0
-        while not stop.is_set() and i < 200000:
-            try:
-                p.produce("load", value=b"%08d" % i, on_delivery=cb)
-            except BufferError:
-                p.poll(0.05)
-            p.poll(0)
-            i += 1
-        p.flush(10)
-
-    t = threading.Thread(target=load)
-    t.start()
-    time.sleep(2.0)
-    proc.send_signal(signal.SIGTERM)
-    rc = proc.wait(timeout=30)
-    stop.set()
-    t.join(timeout=30)
-    err = proc.stderr.read()
-    assert rc == 0, err
-    n_acked = sum(len(v) for v in acked.values())
-    assert n_acked > 0
-    assert (data / ".kafka_cleanshutdown").exists()
-
-    proc, port = start(data)
+    data.mkdir()
+    broker = BrokerProcess(data, {"num.partitions": 3}).start()
     try:
+        port = broker.port
+        acked: dict[int, list[int]] = {}
+        stop = threading.Event()
+
+        def load():
+            p = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "linger.ms": 1, "acks": "all",
+                          "message.timeout.ms": 5000, "reconnect.backoff.max.ms": 100})
+
+            def cb(err, msg):
+                if err is None:
+                    acked.setdefault(msg.partition(), []).append(msg.offset())
+
+            i = 0
+            while not stop.is_set() and i < 200000:
+                try:
+                    p.produce("load", value=b"%08d" % i, on_delivery=cb)
+                except BufferError:
+                    p.poll(0.05)
+                p.poll(0)
+                i += 1
+            p.flush(10)
+
+        t = threading.Thread(target=load)
+        t.start()
+        time.sleep(2.0)
+        try:
+            rc = broker.terminate(timeout=30)
+        finally:
+            stop.set()
+            t.join(timeout=30)
+        assert rc == 0, broker.stderr_tail()
+        n_acked = sum(len(v) for v in acked.values())
+        assert n_acked > 0
+        assert (data / ".kafka_cleanshutdown").exists()
+
+        broker.start()
+        port = broker.port
         c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "x", "enable.auto.commit": False})
         seen: dict[int, set[int]] = {}
         c.assign([TopicPartition("load", p, 0) for p in acked])
@@ -82,11 +64,9 @@ def test_sigterm_under_load_then_clean_restart(tmp_path):
         c.close()
         for part, offsets in acked.items():
             assert set(offsets) <= seen.get(part, set())  # no acknowledged record lost
+        assert broker.log_lines("clean shutdown, recovery skipped") == 1
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-    restart_log = proc.stderr.read()
-    assert "clean shutdown, recovery skipped" in restart_log
+        broker.close()
 
 
 def test_serves_retriable_errors_while_partitions_load(tmp_path):
@@ -104,8 +84,7 @@ def test_serves_retriable_errors_while_partitions_load(tmp_path):
     from protocol.generated.messages.metadata_request import MetadataRequestTopic
     from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData
     from protocol.record_codec import Record, build_batch
-    from tests.broker.conftest import RawClient
-    from tests.broker.test_first_answers import call
+    from tests.kafka_wire import KafkaWire
 
     data = tmp_path / "d"
     values = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data)}
@@ -118,11 +97,11 @@ def test_serves_retriable_errors_while_partitions_load(tmp_path):
         await b.stop()
 
         def probe(port):
-            c = RawClient(port)
-            md = call(c, 3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="slow")],
+            c = KafkaWire(port)
+            md = c.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="slow")],
                                                 allow_auto_topic_creation=False), corr=1)
             batch = build_batch([Record(value=b"x")])
-            pr = call(c, 0, 9, ProduceRequest(acks=1, timeout_ms=1000, topic_data=[TopicProduceData(
+            pr = c.call(0, 9, ProduceRequest(acks=1, timeout_ms=1000, topic_data=[TopicProduceData(
                 name="slow", partition_data=[PartitionProduceData(index=0, records=batch)])]), corr=2)
             c.close()
             return md, pr

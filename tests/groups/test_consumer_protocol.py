@@ -19,7 +19,8 @@ import time
 from confluent_kafka.admin import AdminClient
 
 from protocol.generated.messages import ListGroupsRequest
-from tests.groups.kclient import KClient, wait_until
+from tests.kafka_wire import KafkaWire
+from tests.groups.helpers import wait_until
 from tests.groups.runners import ConfluentRunner
 from tests.groups.workload import check_at_least_once, create_topic, produce
 
@@ -28,7 +29,7 @@ KIP848 = {"group.protocol": "consumer"}
 
 
 def _group_type(broker, group):
-    c = KClient(broker.port)
+    c = KafkaWire(broker.port)
     try:
         groups = c.call(16, 5, ListGroupsRequest(states_filter=[], types_filter=[])).groups
         return {g.group_id: (g.group_type, g.group_state) for g in groups}.get(group)

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartiti
 from confluent_kafka.admin import AdminClient
 
 from tests.groups.conftest import make_broker
-from tests.groups.kclient import wait_until
+from tests.groups.helpers import wait_until
 from tests.groups.runners import ConfluentRunner
 from tests.groups.workload import committed_offsets, create_topic, kp_committed, produce
 

@@ -25,7 +25,8 @@ from protocol.generated.messages.offset_commit_request import OffsetCommitReques
 from protocol.generated.messages.offset_fetch_request import OffsetFetchRequestGroup, OffsetFetchRequestTopics
 from protocol.generated.messages.sync_group_request import SyncGroupRequestAssignment
 from tests.groups.conftest import make_broker
-from tests.groups.kclient import KClient, in_thread, wait_until
+from tests.kafka_wire import KafkaWire
+from tests.groups.helpers import in_thread, wait_until
 from tests.groups.workload import create_topic
 
 JOIN_V, SYNC_V, HB_V, COMMIT_V = 9, 5, 4, 9
@@ -35,14 +36,14 @@ def sub(*topics) -> list[JoinGroupRequestProtocol]:
     return [JoinGroupRequestProtocol(name="range", metadata=serialize_subscription(Subscription(1, list(topics))))]
 
 
-def join(c: KClient, group: str, member_id: str = "", instance_id=None, session_ms=3000, rebalance_ms=3000,
+def join(c: KafkaWire, group: str, member_id: str = "", instance_id=None, session_ms=3000, rebalance_ms=3000,
          protocols=None, version=JOIN_V):
     return c.call(11, version, JoinGroupRequest(
         group_id=group, session_timeout_ms=session_ms, rebalance_timeout_ms=rebalance_ms, member_id=member_id,
         group_instance_id=instance_id, protocol_type="consumer", protocols=protocols or sub("t")))
 
 
-def join_fully(c: KClient, group: str, **kw):
+def join_fully(c: KafkaWire, group: str, **kw):
     """MEMBER_ID_REQUIRED round trip, then the real join (blocks until the join phase completes)."""
     r = join(c, group, **kw)
     if r.error_code == E.MEMBER_ID_REQUIRED:
@@ -50,18 +51,18 @@ def join_fully(c: KClient, group: str, **kw):
     return r
 
 
-def sync(c: KClient, group, member_id, generation, assignments=(), version=SYNC_V):
+def sync(c: KafkaWire, group, member_id, generation, assignments=(), version=SYNC_V):
     return c.call(14, version, SyncGroupRequest(
         group_id=group, generation_id=generation, member_id=member_id, protocol_type="consumer",
         protocol_name="range", assignments=[SyncGroupRequestAssignment(member_id=m, assignment=a)
                                             for m, a in assignments]))
 
 
-def heartbeat(c: KClient, group, member_id, generation):
+def heartbeat(c: KafkaWire, group, member_id, generation):
     return c.call(12, HB_V, HeartbeatRequest(group_id=group, generation_id=generation, member_id=member_id)).error_code
 
 
-def commit(c: KClient, group, member_id, generation, topic="t", partition=0, offset=1, metadata="",
+def commit(c: KafkaWire, group, member_id, generation, topic="t", partition=0, offset=1, metadata="",
            version=COMMIT_V):
     r = c.call(8, version, OffsetCommitRequest(
         group_id=group, generation_id_or_member_epoch=generation, member_id=member_id, topics=[
@@ -75,7 +76,7 @@ def clients(gbroker):
     made = []
 
     def make(name="raw"):
-        c = KClient(gbroker.port, client_id=name)
+        c = KafkaWire(gbroker.port, client_id=name)
         made.append(c)
         return c
     create_topic(gbroker.bootstrap, "t", 2)
@@ -159,7 +160,7 @@ def test_sync_group_assignment_larger_than_one_mib_is_returned_byte_exact(tmp_pa
     data = tmp_path / "data"
     with make_broker(data) as b:
         create_topic(b.bootstrap, "t", 2)
-        a, f = KClient(b.port, "a"), KClient(b.port, "f")
+        a, f = KafkaWire(b.port, "a"), KafkaWire(b.port, "f")
         try:
             ja = in_thread(join_fully, a, "huge")
             jf = join_fully(f, "huge")
@@ -179,7 +180,7 @@ def test_sync_group_assignment_larger_than_one_mib_is_returned_byte_exact(tmp_pa
             a.close()
             f.close()
     with make_broker(data) as b:  # and it was stored: the restarted coordinator still has it
-        c = KClient(b.port)
+        c = KafkaWire(b.port)
         d = c.call(15, 5, DescribeGroupsRequest(groups=["huge"])).groups[0]
         assert d.group_state == "Stable"
         assert sorted(len(m.member_assignment) for m in d.members) == [1_300_000, 1_600_000]
@@ -241,7 +242,7 @@ def test_oversized_member_metadata(tmp_path):
         made = []
 
         def make(name="raw"):
-            c = KClient(b.port, client_id=name)
+            c = KafkaWire(b.port, client_id=name)
             made.append(c)
             return c
         try:

@@ -18,7 +18,7 @@ import threading
 import time
 
 
-from tests.groups.kclient import wait_until
+from tests.groups.helpers import wait_until
 from tests.groups.runners import ConfluentRunner
 from tests.groups.workload import create_topic, generations, produce
 

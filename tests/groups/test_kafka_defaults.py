@@ -13,7 +13,7 @@ import time
 
 from broker.embedded import EmbeddedBroker
 from tests.groups.conftest import FAST_GROUPS
-from tests.groups.kclient import wait_until
+from tests.groups.helpers import wait_until
 from tests.groups.runners import ConfluentRunner, KafkaPythonRunner
 from tests.groups.workload import create_topic, produce
 

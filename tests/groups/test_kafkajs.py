@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from tests.groups.kclient import wait_until
+from tests.groups.helpers import wait_until
 from tests.groups.workload import check_exactly_once, check_generations, create_topic, generations, produce
 
 JS = os.path.join(os.path.dirname(__file__), "js")

@@ -11,7 +11,7 @@ from protocol.generated.messages.offset_commit_request import OffsetCommitReques
 from protocol.generated.messages.offset_fetch_request import (
     OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
 )
-from tests.groups.kclient import KClient
+from tests.kafka_wire import KafkaWire
 from tests.groups.workload import create_topic
 
 
@@ -19,15 +19,15 @@ def _commit(c, version, group, topics, member_id="", epoch=-1):
     return c.call(8, version, OffsetCommitRequest(
         group_id=group, generation_id_or_member_epoch=epoch, member_id=member_id, topics=[
             OffsetCommitRequestTopic(name=name, topic_id=tid, partitions=[
-                OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_metadata=f"m{o}")
-                for p, o in parts]) for name, tid, parts in topics]))
+                  OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_metadata=f"m{o}")
+                  for p, o in parts]) for name, tid, parts in topics]))
 
 
 def test_offset_commit_and_fetch_across_versions(gbroker):
     create_topic(gbroker.bootstrap, "t", 3)
     tid = gbroker.broker.image.topic("t").topic_id
     unknown_id = bytes(range(16))
-    c = KClient(gbroker.port)
+    c = KafkaWire(gbroker.port)
     try:
         r = _commit(c, 10, "v10", [("", tid, [(0, 5), (1, 6)]), ("", unknown_id, [(0, 1)])])
         assert [(t.topic_id, [p.error_code for p in t.partitions]) for t in r.topics] == [
@@ -63,7 +63,7 @@ def test_offset_commit_and_fetch_across_versions(gbroker):
 def test_consumer_protocol_member_commits_with_its_epoch(gbroker):
     create_topic(gbroker.bootstrap, "t", 2)
     tid = gbroker.broker.image.topic("t").topic_id
-    c = KClient(gbroker.port)
+    c = KafkaWire(gbroker.port)
     try:
         hb = c.call(68, 1, ConsumerGroupHeartbeatRequest(
             group_id="kip848-commits", member_id="member-1", member_epoch=0, rebalance_timeout_ms=5000,

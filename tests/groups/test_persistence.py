@@ -14,7 +14,8 @@ from cluster.group_records import partition_for
 from protocol.topics import GROUP_METADATA_TOPIC
 from protocol.generated.metadata import PartitionChangeRecord
 from tests.groups.conftest import make_broker
-from tests.groups.kclient import KClient, wait_until
+from tests.kafka_wire import KafkaWire
+from tests.groups.helpers import wait_until
 from tests.groups.test_edge_cases import commit, heartbeat, join_fully, sync
 from tests.groups.workload import create_topic, kp_committed, read_offsets_topic
 
@@ -52,7 +53,7 @@ def _raw_records(bootstrap):
 
 def test_records_have_kafkas_key_and_value_layout(gbroker):
     create_topic(gbroker.bootstrap, "t", 2)
-    c = KClient(gbroker.port, "layout")
+    c = KafkaWire(gbroker.port, "layout")
     r = join_fully(c, "layout")
     sync(c, "layout", r.member_id, 1, [(r.member_id, b"assigned")])
     assert commit(c, "layout", r.member_id, 1, offset=42, metadata="meta") == 0
@@ -81,7 +82,7 @@ def test_group_state_is_reloaded_and_deletions_leave_tombstones(tmp_path):
     data = tmp_path / "data"
     with make_broker(data) as b:
         create_topic(b.bootstrap, "t", 2)
-        c = KClient(b.port, "reload")
+        c = KafkaWire(b.port, "reload")
         r = join_fully(c, "kept")
         sync(c, "kept", r.member_id, 1, [(r.member_id, b"kept-assignment")])
         assert commit(c, "kept", r.member_id, 1, offset=11, metadata="k") == 0
@@ -106,7 +107,7 @@ def test_group_state_is_reloaded_and_deletions_leave_tombstones(tmp_path):
         tomb = [(type(r.key).__name__, getattr(r.key, "group", None)) for _, _, r in records if r.value is None]
         assert ("OffsetCommitKey", "doomed-group") in tomb and ("GroupMetadataKey", "doomed-group") in tomb
     with make_broker(data) as b:
-        c = KClient(b.port, "reload")
+        c = KafkaWire(b.port, "reload")
         # the stable member is still known after the restart (its session restarted at load)
         assert heartbeat(c, "kept", r.member_id, 1) == 0
         assert kp_committed(b.bootstrap, "kept") == {("t", 0): (11, "k"), ("t", 1): (12, "k1")}
@@ -122,7 +123,7 @@ def test_compaction_keeps_offsets_topic_small_and_state_intact(tmp_path):
     data = tmp_path / "data"
     with make_broker(data, **overrides) as b:
         create_topic(b.bootstrap, "t", 2)
-        c = KClient(b.port, "compact")
+        c = KafkaWire(b.port, "compact")
         for i in range(1500):
             assert commit(c, "compacted", "", -1, partition=i % 2, offset=i, metadata=f"m{i}") == 0
         c.close()
@@ -137,7 +138,7 @@ def test_compaction_keeps_offsets_topic_small_and_state_intact(tmp_path):
 
 def test_partition_is_unloaded_and_reloaded_when_leadership_moves(gbroker):
     create_topic(gbroker.bootstrap, "t", 2)
-    c = KClient(gbroker.port, "moves")
+    c = KafkaWire(gbroker.port, "moves")
     r = join_fully(c, "moving")
     sync(c, "moving", r.member_id, 1, [(r.member_id, b"a")])
     assert commit(c, "moving", r.member_id, 1, offset=3) == 0
@@ -174,7 +175,7 @@ def test_consumer_protocol_group_is_reloaded_from_its_records(tmp_path):
 
     with make_broker(data) as b:
         create_topic(b.bootstrap, "t", 4)
-        c = KClient(b.port)
+        c = KafkaWire(b.port)
         hb = lambda mid, epoch, **kw: c.call(68, 1, ConsumerGroupHeartbeatRequest(  # noqa: E731
             group_id="kip848", member_id=mid, member_epoch=epoch, **kw))
         first = dict(rebalance_timeout_ms=5000, subscribed_topic_names=["t"], topic_partitions=[])
@@ -190,7 +191,7 @@ def test_consumer_protocol_group_is_reloaded_from_its_records(tmp_path):
         assert before[0] == "Stable" and [m[1] for m in before[3]] == [2, 2]
         c.close()
     with make_broker(data) as b:
-        c = KClient(b.port)
+        c = KafkaWire(b.port)
         assert describe(c) == before
         assert c.call(68, 1, ConsumerGroupHeartbeatRequest(group_id="kip848", member_id="a",
                                                            member_epoch=2)).error_code == 0

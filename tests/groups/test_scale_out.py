@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from tests.groups.kclient import wait_until
+from tests.groups.helpers import wait_until
 from tests.groups.runners import RUNNERS
 from tests.groups.workload import check_exactly_once, check_generations, create_topic, generations, produce
 

@@ -2,10 +2,10 @@
 
 * ``broker``: one embedded broker for the whole session (independent tests use their own topics);
   ``num.partitions=3`` so auto-created topics (kcat) have more than one partition to choose from.
-* ``BrokerProcess``: ``odradek serve`` as a subprocess, for SIGTERM/SIGKILL and restarts.
+* ``broker_process``: ``odradek serve`` subprocesses (tests/harness.py), for SIGTERM/SIGKILL and restarts.
 * ``stored_batches``: the batches as they sit in the partition's segment files, decoded with the
   project's own codec: what the codec tests assert on (a client may fall back to no compression).
-* ``Wire``: a bare socket speaking Kafka frames, for requests real clients never send.
+* raw requests real clients never send: tests/kafka_wire.py (KafkaWire).
 * ``expected_records``: the keyed/unkeyed records-with-headers every client produces.
 
 Every wait is bounded; all traffic stays on 127.0.0.1.
@@ -14,15 +14,9 @@ Every wait is bounded; all traffic stays on 127.0.0.1.
 from __future__ import annotations
 
 import itertools
-import os
 import re
 import shutil
-import signal
-import socket
-import struct
 import subprocess
-import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -31,14 +25,10 @@ from pathlib import Path
 import pytest
 
 from broker.embedded import EmbeddedBroker
-from protocol.generated.api_keys import APIS
-from protocol.generated.messages import RequestHeader
+from tests.harness import BrokerProcess
 from protocol.record_codec import decode_batch
 from protocol.records import BatchHeader, iter_batch_positions
 
-REPO = Path(__file__).resolve().parents[2]
-# ``odradek serve`` (the console script's entry point), importing this checkout's code
-ODRADEK = [sys.executable, "-m", "broker.cli"]
 PARTITIONS = 3
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -67,93 +57,6 @@ def topic_name(request):
     return make
 
 
-class BrokerProcess:
-    """``odradek serve`` in a subprocess on an ephemeral port; restartable on the same data dir."""
-
-    def __init__(self, data_dir: Path, overrides: dict | None = None) -> None:
-        self.data_dir = Path(data_dir)
-        self.overrides = {"num.partitions": PARTITIONS, **(overrides or {})}
-        self.proc: subprocess.Popen | None = None
-        self.port: int | None = None
-        self._stderr = None
-        self.starts = 0
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 60.0) -> "BrokerProcess":
-        assert self.proc is None or self.proc.poll() is not None, "already running"
-        args = [*ODRADEK, "serve", "--config", str(REPO / "config" / "single-node.yaml"),
-                "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-                "--override", "advertised.listeners=PLAINTEXT://127.0.0.1:0",
-                "--override", f"log.dirs={self.data_dir}", "--override", "metrics.prometheus.listener="]
-        for k, v in self.overrides.items():
-            args += ["--override", f"{k}={v}"]
-        self.starts += 1
-        self._stderr = open(self.data_dir.parent / f"broker-{self.data_dir.name}-{self.starts}.stderr", "wb")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-        self.proc = subprocess.Popen(args, cwd=self.data_dir.parent, stdout=subprocess.PIPE,
-                                     stderr=self._stderr, text=True, env=env)
-        port: list[int] = []
-
-        def read_port() -> None:
-            assert self.proc is not None and self.proc.stdout is not None
-            for line in self.proc.stdout:
-                m = re.search(r"listening on PLAINTEXT://127\.0\.0\.1:(\d+)", line)
-                if m:
-                    port.append(int(m.group(1)))
-                    break
-            # keep draining stdout so the broker never blocks on a full pipe
-            for _ in self.proc.stdout:
-                pass
-
-        threading.Thread(target=read_port, daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while not port:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode} before listening:\n{self.stderr_tail()}")
-            if time.monotonic() > deadline:
-                self.kill()
-                raise TimeoutError(f"broker did not start within {timeout}s:\n{self.stderr_tail()}")
-            time.sleep(0.02)
-        self.port = port[0]
-        return self
-
-    def stderr_tail(self, n: int = 4000) -> str:
-        if self._stderr is None:
-            return ""
-        self._stderr.flush()
-        data = Path(self._stderr.name).read_bytes()
-        return data[-n:].decode(errors="replace")
-
-    def terminate(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait: a graceful stop; returns the exit code."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-            raise AssertionError(f"broker ignored SIGTERM for {timeout}s:\n{self.stderr_tail()}")
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown code runs."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-    def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                self.terminate(timeout=15)
-            except AssertionError:
-                pass
-        if self._stderr is not None:
-            self._stderr.close()
-
-
 @pytest.fixture
 def broker_process(tmp_path):
     procs: list[BrokerProcess] = []
@@ -161,7 +64,7 @@ def broker_process(tmp_path):
     def make(data_dir: Path | None = None, overrides: dict | None = None) -> BrokerProcess:
         d = data_dir or tmp_path / f"data{len(procs)}"
         d.mkdir(parents=True, exist_ok=True)
-        p = BrokerProcess(d, overrides)
+        p = BrokerProcess(d, {"num.partitions": PARTITIONS, **(overrides or {})})
         procs.append(p)
         return p
 
@@ -323,62 +226,6 @@ def timestamp_targets(stored: dict[int, StoredPartition]) -> dict[int, tuple[int
 
 
 # ---- a bare Kafka connection ----------------------------------------------------------------------------
-
-class Wire:
-    """Size-prefixed frames over a socket: send any request (even malformed ones), decode the response."""
-
-    def __init__(self, port: int, timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self._corr = itertools.count(1)
-
-    def send(self, api_key: int, version: int, body, client_id: str = "odradek-wire") -> int:
-        spec = APIS[api_key]
-        corr = next(self._corr)
-        payload = RequestHeader(api_key, version, corr, client_id).encode(spec.request_header_version(version))
-        payload += body if isinstance(body, (bytes, bytearray)) else body.encode(version)
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
-        return corr
-
-    def recv(self, api_key: int, version: int, corr: int):
-        spec = APIS[api_key]
-        frame = self.recv_frame()
-        assert frame is not None, "the broker closed the connection"
-        (got,) = struct.unpack_from(">i", frame)
-        assert got == corr, (got, corr)
-        skip = 4 + (1 if spec.response_header_version(version) == 1 else 0)
-        return spec.response.decode(frame[skip:], version)
-
-    def call(self, api_key: int, version: int, body):
-        return self.recv(api_key, version, self.send(api_key, version, body))
-
-    def recv_frame(self) -> bytes | None:
-        head = self._recv_exact(4)
-        if head is None:
-            return None
-        (n,) = struct.unpack(">i", head)
-        return self._recv_exact(n)
-
-    def _recv_exact(self, n: int) -> bytes | None:
-        buf = b""
-        while len(buf) < n:
-            try:
-                chunk = self.sock.recv(n - len(buf))
-            except ConnectionResetError:
-                return None
-            if not chunk:
-                return None
-            buf += chunk
-        return buf
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> "Wire":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
 
 # ---- external tools ----------------------------------------------------------------------------------
 

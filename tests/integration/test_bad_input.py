@@ -34,7 +34,8 @@ from protocol.generated.messages.metadata_request import MetadataRequestTopic
 from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData
 from protocol.record_codec import Record, build_batch
 from protocol.records import ZSTD
-from tests.integration.conftest import PARTITIONS, Wire, stored_topic
+from tests.integration.conftest import PARTITIONS, stored_topic
+from tests.kafka_wire import KafkaWire
 from tests.integration.test_confluent_kafka import create_topic
 
 
@@ -59,14 +60,14 @@ def legacy_message_set(magic: int, value: bytes = b"legacy") -> bytes:
     return struct.pack(">qi", 0, len(msg)) + msg
 
 
-def topic_id(w: Wire, topic: str) -> bytes:
+def topic_id(w: KafkaWire, topic: str) -> bytes:
     r = w.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False))
     (t,) = r.topics
     assert t.error_code == 0
     return t.topic_id
 
 
-def produce(w: Wire, version: int, topic: str, parts: dict[int, bytes], acks: int = -1):
+def produce(w: KafkaWire, version: int, topic: str, parts: dict[int, bytes], acks: int = -1):
     td = TopicProduceData(name=topic if version < 13 else "",
                           partition_data=[PartitionProduceData(index=p, records=b) for p, b in parts.items()])
     if version >= 13:
@@ -80,7 +81,7 @@ def produce(w: Wire, version: int, topic: str, parts: dict[int, bytes], acks: in
     return {p.index: p for p in tr.partition_responses}
 
 
-def end_offsets(w: Wire, topic: str, partitions=range(PARTITIONS)) -> dict[int, int]:
+def end_offsets(w: KafkaWire, topic: str, partitions=range(PARTITIONS)) -> dict[int, int]:
     r = w.call(2, 7, ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[ListOffsetsTopic(
         name=topic, partitions=[ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=-1)
                                 for p in partitions])]))
@@ -104,7 +105,7 @@ def topic(broker, topic_name):
 
 @pytest.mark.parametrize("version", [3, 7, 8, 11, 13])
 def test_corrupt_crc_is_corrupt_message_and_nothing_is_appended(broker, topic, version):
-    with Wire(broker.port) as w:
+    with KafkaWire(broker.port) as w:
         # partition 0 gets a corrupted batch, partition 1 a good one in the same request
         res = produce(w, version, topic, {0: corrupt(batch()), 1: batch()})
         assert_plain_error(res[0], ErrorCode.CORRUPT_MESSAGE, version)
@@ -119,16 +120,16 @@ def test_corrupt_crc_is_corrupt_message_and_nothing_is_appended(broker, topic, v
 
 
 def test_corrupt_batch_with_acks_0_closes_the_connection(broker, topic):
-    with Wire(broker.port) as w:
+    with KafkaWire(broker.port) as w:
         produce(w, 9, topic, {0: corrupt(batch())}, acks=0)
         assert w.recv_frame() is None  # Kafka closes an acks=0 connection on any produce error
-    with Wire(broker.port) as w:
+    with KafkaWire(broker.port) as w:
         assert end_offsets(w, topic) == {0: 0, 1: 0, 2: 0}
 
 
 @pytest.mark.parametrize("magic", [0, 1])
 def test_legacy_magic_is_invalid_record(broker, topic, magic):
-    with Wire(broker.port) as w:
+    with KafkaWire(broker.port) as w:
         for version in (3, 9):
             res = produce(w, version, topic, {0: legacy_message_set(magic)})
             assert_plain_error(res[0], ErrorCode.INVALID_RECORD, version)
@@ -136,7 +137,7 @@ def test_legacy_magic_is_invalid_record(broker, topic, magic):
 
 
 def test_two_batches_in_one_partition_is_invalid_record(broker, topic):
-    with Wire(broker.port) as w:
+    with KafkaWire(broker.port) as w:
         for version in (3, 11):
             res = produce(w, version, topic, {0: batch() + batch()})
             assert_plain_error(res[0], ErrorCode.INVALID_RECORD, version)
@@ -144,7 +145,7 @@ def test_two_batches_in_one_partition_is_invalid_record(broker, topic):
 
 
 def test_zstd_below_produce_v7_is_unsupported_compression_type(broker, topic):
-    with Wire(broker.port) as w:
+    with KafkaWire(broker.port) as w:
         res = produce(w, 6, topic, {0: batch(compression=ZSTD)})
         assert_plain_error(res[0], ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, 6)
         assert res[0].error_code == 76
@@ -157,7 +158,7 @@ def test_zstd_below_produce_v7_is_unsupported_compression_type(broker, topic):
 
 @pytest.mark.parametrize("acks", [2, -2, 5])
 def test_bad_acks_is_invalid_required_acks_for_every_partition(broker, topic, acks):
-    with Wire(broker.port) as w:
+    with KafkaWire(broker.port) as w:
         res = produce(w, 9, topic, {0: batch(), 1: batch()}, acks=acks)
         for p in (0, 1):
             assert_plain_error(res[p], ErrorCode.INVALID_REQUIRED_ACKS, 9)
@@ -166,7 +167,7 @@ def test_bad_acks_is_invalid_required_acks_for_every_partition(broker, topic, ac
 
 @pytest.mark.parametrize("version", [0, 1, 2])
 def test_produce_v0_to_v2_is_unsupported_version_per_partition(broker, topic, version):
-    with Wire(broker.port) as w:
+    with KafkaWire(broker.port) as w:
         res = produce(w, version, topic, {0: batch(), 2: batch()})
         for p in (0, 2):
             assert res[p].error_code == ErrorCode.UNSUPPORTED_VERSION
@@ -177,7 +178,7 @@ def test_produce_v0_to_v2_is_unsupported_version_per_partition(broker, topic, ve
 def test_batch_larger_than_max_message_bytes_is_message_too_large(broker, topic_name):
     t = topic_name("small")
     create_topic(broker.bootstrap, t, config={"max.message.bytes": "1024"})
-    with Wire(broker.port) as w:
+    with KafkaWire(broker.port) as w:
         big = build_batch([Record(key=b"k", value=os.urandom(3000), timestamp=int(time.time() * 1000))])
         for version in (3, 9):
             res = produce(w, version, t, {0: big})
@@ -192,7 +193,7 @@ def test_batch_larger_than_max_message_bytes_is_message_too_large(broker, topic_
 def test_keyless_record_on_compacted_topic_is_invalid_record(broker, topic_name):
     t = topic_name("compact")
     create_topic(broker.bootstrap, t, config={"cleanup.policy": "compact"})
-    with Wire(broker.port) as w:
+    with KafkaWire(broker.port) as w:
         for version in (3, 9):
             res = produce(w, version, t, {0: batch(keyed=False)})
             assert res[0].error_code == ErrorCode.INVALID_RECORD
@@ -208,7 +209,7 @@ def test_keyless_record_errors_name_each_keyless_record(broker, topic_name):
     the partition's error message summarising them (Produce v8+)."""
     t = topic_name("compact-idx")
     create_topic(broker.bootstrap, t, config={"cleanup.policy": "compact"})
-    with Wire(broker.port) as w:
+    with KafkaWire(broker.port) as w:
         res = produce(w, 9, t, {0: batch(n=5, keyless_at=(1, 3))})
         pr = res[0]
         assert pr.error_code == ErrorCode.INVALID_RECORD
@@ -221,11 +222,11 @@ def test_keyless_record_errors_name_each_keyless_record(broker, topic_name):
 
 
 def test_oversized_and_malformed_frames_close_only_that_connection(broker, topic):
-    with Wire(broker.port) as bystander:
-        with Wire(broker.port) as w:
+    with KafkaWire(broker.port) as bystander:
+        with KafkaWire(broker.port) as w:
             w.sock.sendall(struct.pack(">i", 200 * 1024 * 1024))  # above socket.request.max.bytes
             assert w.recv_frame() is None
-        with Wire(broker.port) as w:
+        with KafkaWire(broker.port) as w:
             # a Produce v9 header followed by a truncated body
             payload = RequestHeader(0, 9, 1, "x").encode(2) + b"\x00\x01\xff\xff"
             w.sock.sendall(struct.pack(">i", len(payload)) + payload)
@@ -241,7 +242,7 @@ def test_other_clients_unaffected_by_bad_input(broker, topic):
     cb = lambda err, msg: delivered.append((err, msg.partition(), msg.offset()))  # noqa: E731
     p.produce(topic, value=b"before", partition=2, on_delivery=cb)
     assert p.flush(15) == 0
-    with Wire(broker.port) as w:
+    with KafkaWire(broker.port) as w:
         for bad in (corrupt(batch()), legacy_message_set(1), batch() + batch()):
             p.produce(topic, value=b"during", partition=2, on_delivery=cb)
             p.poll(0)

@@ -18,13 +18,14 @@ from confluent_kafka import Producer
 
 from protocol.errors import ErrorCode
 from protocol.generated.messages import InitProducerIdRequest, MetadataRequest
-from tests.integration.conftest import PARTITIONS, Wire, stored_topic
+from tests.integration.conftest import PARTITIONS, stored_topic
+from tests.kafka_wire import KafkaWire
 from tests.integration.test_bad_input import batch, end_offsets, produce as raw_produce
 from tests.integration.test_confluent_kafka import consume, create_topic
 
 
 def metadata(port: int) -> dict:
-    with Wire(port) as w:
+    with KafkaWire(port) as w:
         r = w.call(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
     return {
         "cluster_id": r.cluster_id,
@@ -48,7 +49,7 @@ def assert_same_metadata(before: dict, after: dict) -> None:
 
 
 def init_producer_id(port: int) -> int:
-    with Wire(port) as w:
+    with KafkaWire(port) as w:
         r = w.call(22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
                                                 producer_id=-1, producer_epoch=-1))
     assert r.error_code == 0
@@ -96,7 +97,7 @@ def test_sigterm_restart_keeps_100k_records_metadata_and_configs(broker_process)
     assert {q: [(o, k, v) for o, k, v, _, _ in recs] for q, recs in got.items()} == stored_before
     assert sorted(v for recs in got.values() for _, _, v, _, _ in recs) == [b"%06d" % i for i in range(n)]
     # the compacted topic's config came back from the metadata log: keyless records are still refused
-    with Wire(bp.port) as w:
+    with KafkaWire(bp.port) as w:
         assert raw_produce(w, 9, compacted, {0: batch(keyed=False)})[0].error_code == ErrorCode.INVALID_RECORD
         assert raw_produce(w, 9, compacted, {0: batch(keyed=True)})[0].error_code == 0
     assert produce_s < 60
@@ -147,7 +148,7 @@ def test_sigkill_during_acks_all_produce_loses_no_acknowledged_record(broker_pro
     # the only ISR member, the high watermark is the recovered log end right away, whatever the stale
     # replication-offset-checkpoint (written every 5 s and at clean shutdown) said
     on_disk = {q: len(sp.records) for q, sp in stored_topic(bp.data_dir, topic).items()}
-    with Wire(bp.port) as w:
+    with KafkaWire(bp.port) as w:
         assert end_offsets(w, topic) == on_disk, "high watermark after the restart is not the log end offset"
     got = consume(bp.bootstrap, topic, {q: 0 for q in range(PARTITIONS)}, timeout=60)
     for q, recs in got.items():

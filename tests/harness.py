@@ -1,0 +1,133 @@
+"""The tests' one broker-subprocess harness: ``odradek serve`` on 127.0.0.1 with an ephemeral port and the
+caller's data dir, importing this checkout's code; restartable on the same data; stopped gracefully
+(SIGTERM) or not (SIGKILL); its stderr (the broker's log) kept per start for assertions.
+
+Every wait is bounded; a test owns its processes and closes them also when it fails (the fixtures do).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# ``odradek serve`` (the console script's entry point), importing this checkout's code
+ODRADEK = [sys.executable, "-m", "broker.cli"]
+
+
+class BrokerProcess:
+    """``odradek serve`` in a subprocess on an ephemeral port; restartable on the same data dir."""
+
+    def __init__(self, data_dir: Path, overrides: dict | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.overrides = dict(overrides or {})
+        self.proc: subprocess.Popen | None = None
+        self.port: int | None = None
+        self._stderr = None
+        self.starts = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> "BrokerProcess":
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        args = [*ODRADEK, "serve", "--config", str(REPO / "config" / "single-node.yaml"),
+                "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                "--override", "advertised.listeners=PLAINTEXT://127.0.0.1:0",
+                "--override", f"log.dirs={self.data_dir}", "--override", "metrics.prometheus.listener="]
+        for k, v in self.overrides.items():
+            args += ["--override", f"{k}={v}"]
+        self.starts += 1
+        self._stderr = open(self.data_dir.parent / f"broker-{self.data_dir.name}-{self.starts}.stderr", "wb")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        self.proc = subprocess.Popen(args, cwd=self.data_dir.parent, stdout=subprocess.PIPE,
+                                     stderr=self._stderr, text=True, env=env)
+        port: list[int] = []
+
+        def read_port() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for line in self.proc.stdout:
+                m = re.search(r"listening on PLAINTEXT://127\.0\.0\.1:(\d+)", line)
+                if m:
+                    port.append(int(m.group(1)))
+                    break
+            # keep draining stdout so the broker never blocks on a full pipe
+            for _ in self.proc.stdout:
+                pass
+
+        threading.Thread(target=read_port, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while not port:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode} before listening:\n{self.stderr_tail()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise TimeoutError(f"broker did not start within {timeout}s:\n{self.stderr_tail()}")
+            time.sleep(0.02)
+        self.port = port[0]
+        return self
+
+    def stderr_tail(self, n: int = 4000) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.flush()
+        data = Path(self._stderr.name).read_bytes()
+        return data[-n:].decode(errors="replace")
+
+    # ---- what tests look at ---------------------------------------------------------------------------------
+
+    @property
+    def log_path(self) -> Path:
+        """The current start's stderr: the broker's log."""
+        assert self._stderr is not None
+        return Path(self._stderr.name)
+
+    def log_lines(self, pattern: str) -> int:
+        """How many lines of the current start's log match ``pattern``."""
+        assert self._stderr is not None
+        if not self._stderr.closed:
+            self._stderr.flush()
+        return sum(1 for line in self.log_path.read_text(errors="replace").splitlines() if re.search(pattern, line))
+
+    def rss_mb(self) -> float:
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return -1.0
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait: a graceful stop; returns the exit code."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            raise AssertionError(f"broker ignored SIGTERM for {timeout}s:\n{self.stderr_tail()}")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.terminate(timeout=15)
+            except AssertionError:
+                pass
+        if self._stderr is not None:
+            self._stderr.close()
