@@ -1,0 +1,586 @@
+"""KRaft's Raft algorithm as a pure, single-threaded state machine (Kafka's KafkaRaftClient + QuorumState).
+
+Fed messages (``step``), time (``tick``) and proposals; it changes its in-memory log and state and collects
+what the driver must do in a ``Ready``, in this order: persist the election state (the quorum-state file),
+flush the log, send the messages, apply the committed entries; then ``advance``. Nothing that implies
+durability (a granted vote, a fetch offset, a new leader's epoch) leaves before the state or log it
+depends on is durable, because the messages of a Ready are sent only after its persistence is done.
+
+Kafka's shape: pull-based replication with Fetch (the fetch offset is the follower's acknowledgement),
+a LeaderChange control entry at the start of every epoch, the high watermark advanced only past the epoch
+start once a majority of voters has flushed past it (LeaderState.maybeUpdateHighWatermark), divergence
+found with the leader's epoch boundaries (validateOffsetAndEpoch) and FetchSnapshot for followers behind
+the log start, check-quorum (a leader without fetches from a majority for 1.5 x the fetch timeout resigns),
+and KIP-996's pre-vote: a voter whose election timer expires first becomes Prospective and asks for
+pre-votes without bumping its epoch; voters that hear from a leader refuse them, so a partitioned or
+restarted node cannot disrupt a healthy quorum. Static voters only (kraft.version 0).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+from cluster.raft.election_state import NO_ID, ElectionState
+from cluster.raft.log import Entry, MemoryLog, Snapshot, Validation
+from cluster.raft.messages import (
+    BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest, EndQuorumEpochResponse,
+    FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, VoteRequest, VoteResponse,
+)
+from protocol.errors import ErrorCode
+
+CHECK_QUORUM_TIMEOUT_FACTOR = 1.5  # LeaderState.CHECK_QUORUM_TIMEOUT_FACTOR
+
+
+class Role(enum.Enum):
+    UNATTACHED = "unattached"  # no known leader in this epoch (may have voted: voted_id)
+    PROSPECTIVE = "prospective"  # asking for pre-votes (KIP-996), epoch unchanged
+    CANDIDATE = "candidate"
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    RESIGNED = "resigned"  # a leader that stepped down; waits for the next election
+
+
+@dataclasses.dataclass(frozen=True)
+class RaftConfig:
+    """Kafka's controller.quorum.* settings."""
+
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    election_backoff_max_ms: int = 1000
+    request_timeout_ms: int = 2000
+    retry_backoff_ms: int = 20
+    fetch_max_entries: int = 64
+
+
+@dataclasses.dataclass
+class Ready:
+    election_state: ElectionState | None = None  # persist first
+    flush: bool = False  # then flush the log
+    messages: list = dataclasses.field(default_factory=list)  # then send
+    load_snapshot: Snapshot | None = None  # then load the snapshot into the application,
+    committed: list[Entry] = dataclasses.field(default_factory=list)  # and apply these entries
+    leader_change: tuple[int, int] | None = None  # (epoch, leader id) when it changed
+
+    def empty(self) -> bool:
+        return (self.election_state is None and not self.flush and not self.messages and self.load_snapshot is None
+                and not self.committed and self.leader_change is None)
+
+
+class RaftNode:
+    def __init__(self, node_id: int, voters: frozenset[int] | set[int], log: MemoryLog, rng: Any,
+                 config: RaftConfig, now_ms: int, state: ElectionState | None = None) -> None:
+        self.node_id = node_id
+        self.voters = frozenset(voters)
+        self.log = log
+        self.rng = rng
+        self.cfg = config
+        self.is_voter = node_id in self.voters
+        state = state or ElectionState(0, voters=self.voters)
+        self.epoch = state.epoch
+        self.leader_id = state.leader_id
+        self.voted_id = state.voted_id
+        self.high_watermark = log.start_offset  # below it everything is committed; the snapshot is
+        self.applied = log.start_offset  # what the application has been given
+        self._ready = Ready()
+        self._snapshot_to_load = log.snapshot
+        # timers (absolute ms)
+        self.election_deadline = 0
+        self.fetch_deadline = 0
+        self.backoff_until: int | None = None
+        self.check_quorum_deadline = 0
+        # per-role state
+        self.granted: set[int] = set()
+        self.rejected: set[int] = set()
+        self.vote_sent_at: dict[int, int] = {}
+        self.replica_end: dict[int, int] = {}
+        self.fetched_since_check: set[int] = set()
+        self.epoch_start_offset = 0
+        self.unacked_begin: dict[int, int] = {}  # voter -> when BeginQuorumEpoch was last sent
+        self.fetch_sent_at: int | None = None
+        self.fetch_target: int | None = None
+        self.fetching_snapshot: tuple[int, int] | None = None
+        self.leader_resigned = False
+        self.truncations = 0
+        self.now = now_ms
+        # Kafka's QuorumState.initialize: a node that led this epoch cannot resume it; one that knew a
+        # leader follows it; otherwise it waits, unattached
+        if self.leader_id == node_id:
+            self.role = Role.RESIGNED
+            self._reset_election_timer(now_ms)
+        elif self.leader_id != NO_ID:
+            self.role = Role.FOLLOWER
+            self.fetch_deadline = now_ms + self.cfg.fetch_timeout_ms
+            self.fetch_target = self.leader_id
+        else:
+            self.role = Role.UNATTACHED
+            self._reset_election_timer(now_ms)
+        if len(self.voters) == 1 and self.is_voter and self.role is not Role.FOLLOWER:
+            self.election_deadline = now_ms  # a single voter elects itself at once
+
+    # ---- the driver's side ---------------------------------------------------------------------------------
+
+    def ready(self) -> Ready:
+        """What to persist, flush, send and apply now (empty if nothing)."""
+        r = self._ready
+        if self._snapshot_to_load is not None:
+            r.load_snapshot = self._snapshot_to_load
+            self.applied = max(self.applied, self._snapshot_to_load.end_offset)
+            self._snapshot_to_load = None
+        if self.applied < self.high_watermark:
+            start = max(self.applied, self.log.start_offset)
+            r.committed = list(self.log.read(start, self.high_watermark - start))
+            if r.committed:
+                self.applied = r.committed[-1].offset + 1
+        self._ready = Ready()
+        return r
+
+    def advance(self, now_ms: int) -> None:
+        """The last Ready is done: state persisted, log flushed, messages sent, entries applied."""
+        self.now = now_ms
+        if self.role is Role.LEADER:
+            self._maybe_update_high_watermark()
+
+    def propose(self, data: Any, now_ms: int) -> int | None:
+        """Append ``data`` as the leader; its offset, or None when this node does not lead."""
+        self.now = now_ms
+        if self.role is not Role.LEADER:
+            return None
+        offset = self.log.end_offset
+        self.log.append([Entry(offset, self.epoch, data)])
+        self._ready.flush = True
+        return offset
+
+    def snapshot_at(self, offset: int, data: Any) -> bool:
+        """The application's state up to ``offset`` (committed, applied) as a snapshot; the log before it goes."""
+        if offset > min(self.high_watermark, self.applied) or offset <= self.log.start_offset:
+            return False
+        prev = self.log.entry(offset - 1)
+        if prev is None:
+            return False
+        self.log.create_snapshot(Snapshot(offset, prev.epoch, data))
+        return True
+
+    def resign(self, now_ms: int) -> None:
+        """Graceful resignation of a leader (EndQuorumEpoch to the other voters)."""
+        self.now = now_ms
+        if self.role is Role.LEADER:
+            self._become_resigned(now_ms)
+
+    # ---- time ------------------------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> None:
+        self.now = now_ms
+        role = self.role
+        if self.backoff_until is not None:
+            if now_ms < self.backoff_until:
+                return
+            self.backoff_until = None
+            if self.is_voter and role in (Role.PROSPECTIVE, Role.CANDIDATE, Role.UNATTACHED, Role.RESIGNED):
+                self._become_prospective(now_ms)
+                return
+        if role is Role.LEADER:
+            if len(self.voters) > 1 and now_ms >= self.check_quorum_deadline:
+                self._become_resigned(now_ms)  # no majority has fetched for 1.5 x the fetch timeout
+                return
+            for voter, sent in list(self.unacked_begin.items()):
+                if now_ms - sent >= self.cfg.request_timeout_ms:
+                    self._send_begin_epoch(voter, now_ms)
+            return
+        if role is Role.FOLLOWER:
+            if now_ms >= self.fetch_deadline:
+                if self.is_voter:
+                    self._become_prospective(now_ms)
+                else:
+                    self._become_unattached(self.epoch, now_ms, keep_vote=True)
+                return
+            if self.fetch_sent_at is None or now_ms - self.fetch_sent_at >= self.cfg.request_timeout_ms:
+                self._send_fetch(now_ms)
+            return
+        if not self.is_voter:  # an observer without a leader: ask a voter who leads
+            if self.fetch_sent_at is None or now_ms - self.fetch_sent_at >= self.cfg.request_timeout_ms:
+                self.fetch_target = sorted(self.voters)[self.rng.randrange(len(self.voters))]
+                self._send_fetch(now_ms)
+            return
+        if role in (Role.PROSPECTIVE, Role.CANDIDATE):
+            for voter in self.voters - {self.node_id} - self.granted - self.rejected:
+                if now_ms - self.vote_sent_at.get(voter, now_ms) >= self.cfg.request_timeout_ms:
+                    self._send_vote(voter, now_ms)
+        if now_ms >= self.election_deadline:
+            if role in (Role.PROSPECTIVE, Role.CANDIDATE):
+                # lost or split: back off a random time, then ask for pre-votes again
+                self.backoff_until = now_ms + self.rng.randint(0, self.cfg.election_backoff_max_ms)
+                self.election_deadline = self.backoff_until
+                self.role = Role.UNATTACHED if role is Role.CANDIDATE else Role.PROSPECTIVE
+            else:
+                self._become_prospective(now_ms)
+
+    # ---- messages --------------------------------------------------------------------------------------
+
+    def step(self, msg: Any, now_ms: int) -> None:
+        self.now = now_ms
+        handler = _HANDLERS.get(type(msg))
+        if handler is not None:
+            handler(self, msg)
+
+    def _send(self, msg: Any) -> None:
+        self._ready.messages.append(msg)
+
+    def _maybe_higher_epoch(self, epoch: int, leader_id: int) -> bool:
+        """A response or request from a newer epoch: follow its leader, or wait unattached in it.
+        Returns True when the message was from a newer epoch (and has been acted on)."""
+        if epoch > self.epoch:
+            if leader_id != NO_ID and leader_id != self.node_id:
+                self._become_follower(epoch, leader_id, self.now)
+            else:
+                self._become_unattached(epoch, self.now)
+            return True
+        return False
+
+    def _log_up_to_date(self, last_epoch: int, last_offset: int) -> bool:
+        return (last_epoch, last_offset) >= (self.log.last_fetched_epoch, self.log.end_offset)
+
+    # Vote (and pre-vote)
+
+    def _on_vote_request(self, r: VoteRequest) -> None:
+        def reply(granted: bool, error: int = 0) -> None:
+            self._send(VoteResponse(self.node_id, r.src, self.epoch, self.leader_id, granted, error, r.pre_vote))
+
+        if not self.is_voter or r.src not in self.voters:
+            return reply(False, ErrorCode.INCONSISTENT_VOTER_SET)
+        if r.epoch < self.epoch:
+            return reply(False, ErrorCode.FENCED_LEADER_EPOCH)
+        up_to_date = self._log_up_to_date(r.last_epoch, r.last_offset)
+        if r.pre_vote:  # never changes this node's state
+            leader_alive = (self.role is Role.LEADER
+                            or (self.role is Role.FOLLOWER and self.now < self.fetch_deadline
+                                and not self.leader_resigned))
+            return reply(up_to_date and not leader_alive and r.epoch > self.epoch)
+        if r.epoch > self.epoch:
+            self._become_unattached(r.epoch, self.now)
+        granted = False
+        if self.role in (Role.UNATTACHED, Role.PROSPECTIVE) and self.leader_id == NO_ID:
+            if self.voted_id == r.src:
+                granted = True
+            elif self.voted_id == NO_ID and up_to_date:
+                self.voted_id = r.src
+                self.role = Role.UNATTACHED
+                self._persist()
+                self._reset_election_timer(self.now)
+                granted = True
+        reply(granted)
+
+    def _on_vote_response(self, r: VoteResponse) -> None:
+        if r.error == ErrorCode.INCONSISTENT_VOTER_SET:
+            return
+        if r.pre_vote:
+            if self._maybe_higher_epoch(r.epoch, r.leader_id):
+                return
+            if self.role is not Role.PROSPECTIVE:
+                return
+            if r.leader_id != NO_ID and r.leader_id != self.node_id and r.epoch == self.epoch and not r.granted:
+                if self.leader_id != r.leader_id:
+                    self._become_follower(self.epoch, r.leader_id, self.now)  # a live leader exists
+                    return
+            (self.granted if r.granted else self.rejected).add(r.src)
+            if self._majority(self.granted):
+                self._become_candidate(self.now)
+            return
+        if self._maybe_higher_epoch(r.epoch, r.leader_id):
+            return
+        if self.role is not Role.CANDIDATE or r.epoch != self.epoch:
+            return
+        (self.granted if r.granted else self.rejected).add(r.src)
+        if self._majority(self.granted):
+            self._become_leader(self.now)
+
+    # BeginQuorumEpoch / EndQuorumEpoch
+
+    def _on_begin_epoch(self, r: BeginQuorumEpochRequest) -> None:
+        if r.epoch < self.epoch:
+            self._send(BeginQuorumEpochResponse(self.node_id, r.src, self.epoch, self.leader_id,
+                                                ErrorCode.FENCED_LEADER_EPOCH))
+            return
+        if r.epoch > self.epoch or self.role is not Role.FOLLOWER or self.leader_id != r.src:
+            if r.epoch == self.epoch and self.role is Role.LEADER:
+                return  # cannot happen: one leader per epoch
+            self._become_follower(r.epoch, r.src, self.now)
+        self._send(BeginQuorumEpochResponse(self.node_id, r.src, self.epoch, self.leader_id))
+
+    def _on_begin_epoch_response(self, r: BeginQuorumEpochResponse) -> None:
+        if self._maybe_higher_epoch(r.epoch, r.leader_id):
+            return
+        if self.role is Role.LEADER and r.epoch == self.epoch and not r.error:
+            self.unacked_begin.pop(r.src, None)
+
+    def _on_end_epoch(self, r: EndQuorumEpochRequest) -> None:
+        if r.epoch < self.epoch:
+            self._send(EndQuorumEpochResponse(self.node_id, r.src, self.epoch, self.leader_id,
+                                              ErrorCode.FENCED_LEADER_EPOCH))
+            return
+        if self._maybe_higher_epoch(r.epoch, NO_ID):
+            pass
+        elif self.role is Role.FOLLOWER and self.leader_id == r.src:
+            self.leader_resigned = True
+            # the leader resigned: the first preferred successor runs at once, the others after a backoff
+            if self.node_id in r.preferred_successors:
+                pos = r.preferred_successors.index(self.node_id)
+                delay = 0 if pos == 0 else min(self.cfg.election_backoff_max_ms, self.cfg.retry_backoff_ms * 2 ** pos)
+            else:
+                delay = self.cfg.election_backoff_max_ms
+            self.fetch_deadline = min(self.fetch_deadline, self.now + delay)
+        self._send(EndQuorumEpochResponse(self.node_id, r.src, self.epoch, self.leader_id))
+
+    def _on_end_epoch_response(self, r: EndQuorumEpochResponse) -> None:
+        self._maybe_higher_epoch(r.epoch, r.leader_id)
+
+    # Fetch
+
+    def _on_fetch_request(self, r: FetchRequest) -> None:
+        def reply(**kw) -> None:
+            self._send(FetchResponse(self.node_id, r.src, self.epoch, self.leader_id,
+                                     high_watermark=self.high_watermark, log_start_offset=self.log.start_offset,
+                                     **kw))
+
+        if r.epoch < self.epoch:
+            return reply(error=ErrorCode.FENCED_LEADER_EPOCH)
+        if r.epoch > self.epoch:
+            return reply(error=ErrorCode.UNKNOWN_LEADER_EPOCH)
+        if self.role is not Role.LEADER:
+            return reply(error=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if r.fetch_offset < 0 or r.fetch_offset > self.log.end_offset:
+            return reply(error=ErrorCode.INVALID_REQUEST)
+        v = self.log.validate_offset_and_epoch(r.fetch_offset, r.last_fetched_epoch)
+        if v.kind is Validation.DIVERGING:
+            return reply(diverging=(v.offset, v.epoch))
+        if v.kind is Validation.SNAPSHOT:
+            return reply(snapshot_id=(v.offset, v.epoch))
+        if r.src in self.voters:
+            self.replica_end[r.src] = r.fetch_offset
+            self.fetched_since_check.add(r.src)
+            if self._majority(self.fetched_since_check | {self.node_id}):
+                self.check_quorum_deadline = self.now + int(CHECK_QUORUM_TIMEOUT_FACTOR * self.cfg.fetch_timeout_ms)
+                self.fetched_since_check = set()
+            self.unacked_begin.pop(r.src, None)  # fetching in this epoch acknowledges it
+            self._maybe_update_high_watermark()
+        reply(entries=self.log.read(r.fetch_offset, self.cfg.fetch_max_entries))
+
+    def _on_fetch_response(self, r: FetchResponse) -> None:
+        if self._maybe_higher_epoch(r.epoch, r.leader_id):
+            return
+        if r.src != self.fetch_target:
+            return
+        self.fetch_sent_at = None
+        if r.error:
+            if r.error == ErrorCode.NOT_LEADER_OR_FOLLOWER and r.epoch == self.epoch and r.leader_id not in (
+                    NO_ID, self.node_id, r.src) and self.role is not Role.LEADER:
+                self._become_follower(self.epoch, r.leader_id, self.now)  # told who leads
+            return
+        if self.role is not Role.FOLLOWER or r.epoch != self.epoch or r.src != self.leader_id:
+            if self.role is not Role.LEADER and r.epoch == self.epoch and r.src == r.leader_id:
+                self._become_follower(self.epoch, r.src, self.now)
+            else:
+                return
+        self.fetch_deadline = self.now + self.cfg.fetch_timeout_ms
+        if r.diverging is not None:
+            end, _epoch = r.diverging
+            target = max(min(end, self.log.end_offset), self.log.start_offset)
+            if target < self.high_watermark:
+                raise AssertionError(f"node {self.node_id}: truncation to {target} below the high watermark "
+                                     f"{self.high_watermark}")
+            self.log.truncate_to(target)
+            self.truncations += 1
+            self._send_fetch(self.now)
+            return
+        if r.snapshot_id is not None:
+            self.fetching_snapshot = r.snapshot_id
+            self.fetch_sent_at = self.now
+            self._send(FetchSnapshotRequest(self.node_id, self.leader_id, self.epoch, r.snapshot_id))
+            return
+        new = [e for e in r.entries if e.offset >= self.log.end_offset]
+        if new and new[0].offset == self.log.end_offset:
+            self.log.append(new)
+            self._ready.flush = True
+        if r.high_watermark >= 0:
+            self._set_high_watermark(min(r.high_watermark, self.log.end_offset))
+        self._send_fetch(self.now)
+
+    def _on_fetch_snapshot_request(self, r: FetchSnapshotRequest) -> None:
+        snap = self.log.snapshot
+        if r.epoch != self.epoch or self.role is not Role.LEADER:
+            error = ErrorCode.FENCED_LEADER_EPOCH if r.epoch < self.epoch else ErrorCode.NOT_LEADER_OR_FOLLOWER
+            self._send(FetchSnapshotResponse(self.node_id, r.src, self.epoch, self.leader_id, error))
+            return
+        if snap is None or (snap.end_offset, snap.epoch) != tuple(r.snapshot_id):
+            self._send(FetchSnapshotResponse(self.node_id, r.src, self.epoch, self.leader_id,
+                                             ErrorCode.SNAPSHOT_NOT_FOUND))
+            return
+        self._send(FetchSnapshotResponse(self.node_id, r.src, self.epoch, self.leader_id, 0,
+                                         (snap.end_offset, snap.epoch), snap.data))
+
+    def _on_fetch_snapshot_response(self, r: FetchSnapshotResponse) -> None:
+        if self._maybe_higher_epoch(r.epoch, r.leader_id):
+            return
+        if self.role is not Role.FOLLOWER or r.src != self.leader_id or self.fetching_snapshot is None:
+            return
+        self.fetching_snapshot = None
+        self.fetch_sent_at = None
+        if r.error or r.snapshot_id is None:
+            self._send_fetch(self.now)
+            return
+        self.fetch_deadline = self.now + self.cfg.fetch_timeout_ms
+        end, epoch = r.snapshot_id
+        snap = Snapshot(end, epoch, r.data)
+        if end > self.log.end_offset or self.log.validate_offset_and_epoch(end, epoch).kind is not Validation.VALID:
+            self.log.install_snapshot(snap)
+            self._snapshot_to_load = snap
+            self.applied = min(self.applied, end)
+            self._set_high_watermark(end)
+        self._send_fetch(self.now)
+
+    # ---- transitions -----------------------------------------------------------------------------------
+
+    def _persist(self) -> None:
+        self._ready.election_state = ElectionState(self.epoch, self.leader_id, self.voted_id, self.voters)
+
+    def _reset_election_timer(self, now_ms: int) -> None:
+        t = self.cfg.election_timeout_ms
+        self.election_deadline = now_ms + t + self.rng.randrange(t)
+
+    def _clear_role_state(self) -> None:
+        self.granted, self.rejected, self.vote_sent_at = set(), set(), {}
+        self.replica_end, self.fetched_since_check, self.unacked_begin = {}, set(), {}
+        self.fetch_sent_at = None
+        self.fetching_snapshot = None
+        self.backoff_until = None
+        self.leader_resigned = False
+
+    def _become_unattached(self, epoch: int, now_ms: int, keep_vote: bool = False) -> None:
+        changed = epoch != self.epoch or self.leader_id != NO_ID or (self.voted_id != NO_ID and not keep_vote)
+        same_epoch = epoch == self.epoch
+        self.epoch = epoch
+        self.leader_id = NO_ID
+        if not (keep_vote and same_epoch):
+            self.voted_id = NO_ID
+        self.role = Role.UNATTACHED
+        self._clear_role_state()
+        self.fetch_target = None
+        self._reset_election_timer(now_ms)
+        if changed:
+            self._persist()
+            self._ready.leader_change = (self.epoch, NO_ID)
+
+    def _become_prospective(self, now_ms: int) -> None:
+        self.role = Role.PROSPECTIVE
+        self._clear_role_state()
+        self.granted = {self.node_id}
+        self._reset_election_timer(now_ms)
+        if self._majority(self.granted):
+            self._become_candidate(now_ms)
+            return
+        for voter in self.voters - {self.node_id}:
+            self._send_vote(voter, now_ms)
+
+    def _become_candidate(self, now_ms: int) -> None:
+        self.epoch += 1
+        self.leader_id = NO_ID
+        self.voted_id = self.node_id
+        self.role = Role.CANDIDATE
+        self._clear_role_state()
+        self.granted = {self.node_id}
+        self._persist()
+        self._ready.leader_change = (self.epoch, NO_ID)
+        self._reset_election_timer(now_ms)
+        if self._majority(self.granted):
+            self._become_leader(now_ms)
+            return
+        for voter in self.voters - {self.node_id}:
+            self._send_vote(voter, now_ms)
+
+    def _become_leader(self, now_ms: int) -> None:
+        self.role = Role.LEADER
+        self.leader_id = self.node_id
+        self._clear_role_state()
+        self._persist()
+        self._ready.leader_change = (self.epoch, self.node_id)
+        self.epoch_start_offset = self.log.end_offset
+        self.log.append([Entry(self.epoch_start_offset, self.epoch, ("LeaderChange", self.epoch, self.node_id),
+                               control=True)])
+        self._ready.flush = True
+        self.check_quorum_deadline = now_ms + int(CHECK_QUORUM_TIMEOUT_FACTOR * self.cfg.fetch_timeout_ms)
+        for voter in self.voters - {self.node_id}:
+            self._send_begin_epoch(voter, now_ms)
+
+    def _become_follower(self, epoch: int, leader_id: int, now_ms: int) -> None:
+        changed = epoch != self.epoch or leader_id != self.leader_id
+        if epoch != self.epoch:
+            self.voted_id = NO_ID
+        self.epoch = epoch
+        self.leader_id = leader_id
+        self.role = Role.FOLLOWER
+        self._clear_role_state()
+        self.fetch_target = leader_id
+        self.fetch_deadline = now_ms + self.cfg.fetch_timeout_ms
+        if changed:
+            self._persist()
+            self._ready.leader_change = (epoch, leader_id)
+        self._send_fetch(now_ms)
+
+    def _become_resigned(self, now_ms: int) -> None:
+        self.role = Role.RESIGNED  # in memory only, as Kafka: the epoch and leader stay on disk
+        ends = dict(self.replica_end)
+        successors = tuple(sorted(self.voters - {self.node_id}, key=lambda v: (-ends.get(v, -1), v)))
+        self._clear_role_state()
+        self._reset_election_timer(now_ms)
+        for voter in successors:
+            self._send(EndQuorumEpochRequest(self.node_id, voter, self.epoch, successors))
+
+    # ---- leader and follower helpers ------------------------------------------------------------------
+
+    def _majority(self, ids: set[int]) -> bool:
+        return len(ids & self.voters) * 2 > len(self.voters)
+
+    def _send_vote(self, voter: int, now_ms: int) -> None:
+        self.vote_sent_at[voter] = now_ms
+        pre = self.role is Role.PROSPECTIVE
+        self._send(VoteRequest(self.node_id, voter, self.epoch + 1 if pre else self.epoch,
+                               self.log.last_fetched_epoch, self.log.end_offset, pre))
+
+    def _send_begin_epoch(self, voter: int, now_ms: int) -> None:
+        self.unacked_begin[voter] = now_ms
+        self._send(BeginQuorumEpochRequest(self.node_id, voter, self.epoch))
+
+    def _send_fetch(self, now_ms: int) -> None:
+        if self.fetch_target is None:
+            return
+        self.fetch_sent_at = now_ms
+        self._send(FetchRequest(self.node_id, self.fetch_target, self.epoch, self.log.end_offset,
+                                self.log.last_fetched_epoch))
+
+    def _set_high_watermark(self, hw: int) -> None:
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+
+    def _maybe_update_high_watermark(self) -> None:
+        """LeaderState.maybeUpdateHighWatermark: the end offset a majority of voters has flushed, once it is
+        past the start of this epoch."""
+        ends = sorted((self.log.flushed_offset if v == self.node_id else self.replica_end.get(v, 0)
+                       for v in self.voters), reverse=True)
+        candidate = ends[len(self.voters) // 2]
+        if candidate > self.epoch_start_offset and candidate > self.high_watermark:
+            self.high_watermark = candidate
+
+
+_HANDLERS = {
+    VoteRequest: RaftNode._on_vote_request,
+    VoteResponse: RaftNode._on_vote_response,
+    BeginQuorumEpochRequest: RaftNode._on_begin_epoch,
+    BeginQuorumEpochResponse: RaftNode._on_begin_epoch_response,
+    EndQuorumEpochRequest: RaftNode._on_end_epoch,
+    EndQuorumEpochResponse: RaftNode._on_end_epoch_response,
+    FetchRequest: RaftNode._on_fetch_request,
+    FetchResponse: RaftNode._on_fetch_response,
+    FetchSnapshotRequest: RaftNode._on_fetch_snapshot_request,
+    FetchSnapshotResponse: RaftNode._on_fetch_snapshot_response,
+}

@@ -1,0 +1,328 @@
+"""A seeded, single-threaded simulation of a KRaft quorum under simulated time (Kafka's RaftEventSimulationTest).
+
+Nodes are ``RaftNode`` state machines over ``MemoryLog``s; an event heap delivers messages (with loss,
+delay, reordering, duplication and partitions), ticks nodes with per-node jitter, runs each node's Ready
+after a random disk latency (so a crash in between loses what was not yet persisted or flushed), crashes
+and restarts nodes, and has a small application propose entries and take snapshots. Invariants are
+checked after every event; the same seed replays the same run exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import heapq
+import random
+from typing import Any
+
+from cluster.raft.election_state import ElectionState
+from cluster.raft.log import MemoryLog
+from cluster.raft.node import RaftConfig, RaftNode, Role
+
+SIM_CONFIG = RaftConfig(election_timeout_ms=500, fetch_timeout_ms=1000, election_backoff_max_ms=300,
+                        request_timeout_ms=300, retry_backoff_ms=20, fetch_max_entries=8)
+
+
+class InvariantViolation(AssertionError):
+    pass
+
+
+@dataclasses.dataclass
+class SimNode:
+    id: int
+    log: MemoryLog
+    store: ElectionState | None = None  # the quorum-state file
+    raft: RaftNode | None = None  # None while crashed
+    applied: list = dataclasses.field(default_factory=list)  # the application's state: payloads in order
+    ready_scheduled: bool = False
+    incarnation: int = 0
+    last_store_epoch: int = -1
+    last_hw: int = 0
+
+
+@dataclasses.dataclass
+class Counters:
+    leader_changes: int = 0
+    commits: int = 0
+    truncations: int = 0
+    snapshot_loads: int = 0
+    snapshots: int = 0
+    crashes: int = 0
+    messages: int = 0
+    dropped: int = 0
+
+
+class Simulation:
+    def __init__(self, seed: int, voters: int = 3, observers: int = 1, config: RaftConfig = SIM_CONFIG,
+                 loss: float = 0.05, duplicate: float = 0.02, delay: tuple[int, int] = (1, 30),
+                 snapshot_every: int = 40) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.cfg = config
+        self.voter_ids = frozenset(range(1, voters + 1))
+        self.nodes = {i: SimNode(i, MemoryLog()) for i in range(1, voters + observers + 1)}
+        self.loss, self.duplicate, self.delay = loss, duplicate, delay
+        self.snapshot_every = snapshot_every
+        self.now = 0
+        self.events: list = []
+        self._seq = 0
+        self.groups: list[set[int]] | None = None  # network partition: nodes talk only within a group
+        self.counters = Counters()
+        self.leaders: dict[int, int] = {}  # epoch -> leader id (every leader ever seen)
+        self.committed: dict[int, tuple[int, Any]] = {}  # offset -> (epoch, data) of every committed entry
+        self.committed_payloads: list = []  # the application payloads in commit order
+        self.next_payload = 0
+        self.trace = hashlib.sha256()
+        for n in self.nodes.values():
+            self._start(n)
+
+    # ---- events -------------------------------------------------------------------------------------
+
+    def _at(self, t: int, kind: str, *args) -> None:
+        self._seq += 1
+        heapq.heappush(self.events, (t, self._seq, kind, args))
+
+    def _start(self, n: SimNode) -> None:
+        n.incarnation += 1
+        n.raft = RaftNode(n.id, self.voter_ids, n.log, random.Random(self.rng.getrandbits(32)), self.cfg,
+                          self.now, n.store)
+        n.applied = []
+        n.last_hw = n.raft.high_watermark
+        self._at(self.now + self.rng.randint(1, 10), "tick", n.id, n.incarnation)
+        self._schedule_ready(n)
+
+    def _schedule_ready(self, n: SimNode) -> None:
+        if not n.ready_scheduled:
+            n.ready_scheduled = True
+            self._at(self.now + self.rng.randint(0, 4), "ready", n.id, n.incarnation)
+
+    def send(self, msg) -> None:
+        self.counters.messages += 1
+        if self.groups is not None and not any(msg.src in g and msg.dst in g for g in self.groups):
+            self.counters.dropped += 1
+            return
+        if self.rng.random() < self.loss:
+            self.counters.dropped += 1
+            return
+        copies = 2 if self.rng.random() < self.duplicate else 1
+        for _ in range(copies):
+            self._at(self.now + self.rng.randint(*self.delay), "deliver", msg)
+
+    def run_until(self, t_end: int) -> None:
+        while self.events and self.events[0][0] <= t_end:
+            t, _, kind, args = heapq.heappop(self.events)
+            self.now = t
+            self.trace.update(f"{t}:{kind}:{args!r}".encode())
+            getattr(self, "_ev_" + kind)(*args)
+            self.check_invariants()
+        self.now = max(self.now, t_end)
+
+    def _ev_tick(self, node_id: int, incarnation: int) -> None:
+        n = self.nodes[node_id]
+        if n.raft is None or n.incarnation != incarnation:
+            return
+        n.raft.tick(self.now)
+        self._schedule_ready(n)
+        self._at(self.now + 10 + self.rng.randint(0, 5), "tick", node_id, incarnation)
+
+    def _ev_deliver(self, msg) -> None:
+        n = self.nodes[msg.dst]
+        if n.raft is None:
+            return
+        n.raft.step(msg, self.now)
+        self._schedule_ready(n)
+
+    def _ev_ready(self, node_id: int, incarnation: int) -> None:
+        n = self.nodes[node_id]
+        if n.raft is None or n.incarnation != incarnation:
+            return
+        n.ready_scheduled = False
+        for _ in range(100):
+            r = n.raft.ready()
+            if r.empty():
+                break
+            if r.election_state is not None:
+                if r.election_state.epoch < n.last_store_epoch:
+                    self._fail(f"node {n.id} persisted epoch {r.election_state.epoch} after {n.last_store_epoch}")
+                n.store = r.election_state
+                n.last_store_epoch = r.election_state.epoch
+            if r.flush:
+                n.log.flush()
+            for m in r.messages:
+                self.send(m)
+            if r.load_snapshot is not None:
+                n.applied = list(r.load_snapshot.data)
+                self.counters.snapshot_loads += 1
+            for e in r.committed:
+                if not e.control:
+                    n.applied.append(e.data)
+            if r.leader_change is not None and r.leader_change[1] == n.id:
+                self.counters.leader_changes += 1
+            n.raft.advance(self.now)
+
+    # ---- the application and the faults ----------------------------------------------------------------
+
+    def leader(self) -> SimNode | None:
+        live = [n for n in self.nodes.values() if n.raft is not None and n.raft.role is Role.LEADER]
+        return max(live, key=lambda n: n.raft.epoch) if live else None
+
+    def propose(self) -> int | None:
+        n = self.leader()
+        if n is None:
+            return None
+        payload = ("p", self.next_payload)
+        offset = n.raft.propose(payload, self.now)
+        if offset is not None:
+            self.next_payload += 1
+            self._schedule_ready(n)
+        return offset
+
+    def maybe_snapshot(self, n: SimNode) -> None:
+        raft = n.raft
+        if raft is None or raft.applied - raft.log.start_offset < self.snapshot_every:
+            return
+        if raft.snapshot_at(raft.applied, tuple(n.applied)):
+            self.counters.snapshots += 1
+
+    def crash(self, node_id: int) -> None:
+        n = self.nodes[node_id]
+        if n.raft is None:
+            return
+        self.counters.truncations += n.raft.truncations
+        n.raft = None
+        n.ready_scheduled = False
+        n.log.crash()
+        self.counters.crashes += 1
+
+    def restart(self, node_id: int) -> None:
+        n = self.nodes[node_id]
+        if n.raft is None:
+            self._start(n)
+
+    def partition(self, groups: list[set[int]]) -> None:
+        self.groups = groups
+
+    def heal(self) -> None:
+        self.groups = None
+
+    # ---- invariants ----------------------------------------------------------------------------------
+
+    def _fail(self, what: str) -> None:
+        raise InvariantViolation(f"seed={self.seed} voters={len(self.voter_ids)} t={self.now}: {what}")
+
+    def check_invariants(self) -> None:
+        majority = len(self.voter_ids) // 2 + 1
+        for n in self.nodes.values():
+            raft = n.raft
+            if raft is None:
+                continue
+            if raft.role is Role.LEADER:  # one leader per epoch
+                seen = self.leaders.setdefault(raft.epoch, n.id)
+                if seen != n.id:
+                    self._fail(f"two leaders in epoch {raft.epoch}: {seen} and {n.id}")
+                if raft.high_watermark < n.last_hw:
+                    self._fail(f"leader {n.id} high watermark went back {n.last_hw} -> {raft.high_watermark}")
+            n.last_hw = raft.high_watermark
+            hw = raft.high_watermark
+            # every entry below a high watermark is committed: the same everywhere, forever
+            start = max(raft.log.start_offset, min(self.committed_len(), hw))
+            for off in range(start, hw):
+                e = raft.log.entry(off)
+                if e is None:
+                    continue
+                prev = self.committed.setdefault(off, (e.epoch, e.data))
+                if prev == (e.epoch, e.data) and off == len(self.committed) - 1 and not e.control:
+                    self.committed_payloads.append(e.data)
+                    self.counters.commits += 1
+                if prev != (e.epoch, e.data):
+                    self._fail(f"node {n.id} has {(e.epoch, e.data)} at committed offset {off}, committed {prev}")
+            if raft.role is Role.LEADER and hw > 0:  # the high watermark is durable on a majority
+                durable = sum(1 for v in self.voter_ids if self._holds_durably(self.nodes[v], hw))
+                if durable < majority:
+                    self._fail(f"leader {n.id} high watermark {hw} is durable on {durable} voters only")
+            # the application saw a prefix of what was committed
+            if n.applied != self.committed_payloads[:len(n.applied)]:
+                self._fail(f"node {n.id} applied {n.applied[-3:]} not a prefix of the committed sequence")
+
+    def committed_len(self) -> int:
+        return len(self.committed)
+
+    def _holds_durably(self, n: SimNode, hw: int) -> bool:
+        log = n.log
+        if log.flushed_offset < hw:
+            return False
+        if log.snapshot is not None and log.snapshot.end_offset >= hw:
+            return True
+        e = log.entry(hw - 1)
+        return e is not None and self.committed.get(hw - 1) == (e.epoch, e.data)
+
+    def check_logs_match(self) -> None:
+        """Log matching: two logs holding the same (offset, epoch) hold the same entries up to it."""
+        logs = [(n.id, n.log) for n in self.nodes.values()]
+        for i, (a_id, a) in enumerate(logs):
+            for b_id, b in logs[i + 1:]:
+                lo = max(a.start_offset, b.start_offset)
+                hi = min(a.end_offset, b.end_offset)
+                last_same = None
+                for off in range(hi - 1, lo - 1, -1):
+                    ea, eb = a.entry(off), b.entry(off)
+                    if ea.epoch == eb.epoch:
+                        last_same = off
+                        break
+                if last_same is None:
+                    continue
+                for off in range(lo, last_same + 1):
+                    if a.entry(off) != b.entry(off):
+                        self._fail(f"logs of {a_id} and {b_id} agree at {last_same} but differ at {off}")
+
+
+def run_scenario(seed: int, voters: int, length_ms: int = 12_000, heal_at: int = 8_000,
+                 observers: int = 1) -> Simulation:
+    """One seeded run: random faults until ``heal_at``, then a healthy network; afterwards a leader must be
+    elected and a new proposal committed before the end (liveness)."""
+    sim = Simulation(seed, voters=voters, observers=observers)
+    rng = random.Random(seed * 7919 + voters)
+    ids = sorted(sim.nodes)
+    t = 0
+    while t < heal_at:
+        t += rng.randint(20, 120)
+        sim.run_until(t)
+        for _ in range(rng.randint(0, 2)):
+            sim.propose()
+        r = rng.random()
+        if r < 0.02:
+            sim.crash(rng.choice(ids))
+        elif r < 0.06:
+            down = [i for i in ids if sim.nodes[i].raft is None]
+            if down:
+                sim.restart(rng.choice(down))
+        elif r < 0.075:
+            cut = set(rng.sample(ids, rng.randint(1, len(ids) // 2)))
+            sim.partition([cut, set(ids) - cut])
+        elif r < 0.10:
+            sim.heal()
+        for n in sim.nodes.values():
+            sim.maybe_snapshot(n)
+    sim.heal()
+    sim.loss = 0.0
+    for i in ids:
+        sim.restart(i)
+    deadline = length_ms
+    committed_before = len(sim.committed_payloads)
+    proposed_after_heal = False
+    while t < deadline:
+        t += 50
+        sim.run_until(t)
+        if sim.leader() is not None and sim.propose() is not None:
+            proposed_after_heal = True
+        for n in sim.nodes.values():
+            sim.maybe_snapshot(n)
+    sim.check_logs_match()
+    if sim.leader() is None:
+        sim._fail(f"no leader {deadline - heal_at} ms after the faults healed")
+    if not proposed_after_heal or len(sim.committed_payloads) <= committed_before:
+        sim._fail("nothing committed after the faults healed")
+    for n in sim.nodes.values():
+        if n.raft is not None:
+            sim.counters.truncations += n.raft.truncations
+    return sim
