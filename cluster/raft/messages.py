@@ -87,6 +87,10 @@ class FetchResponse:
     entries: tuple[Entry, ...] = ()
     diverging: tuple[int, int] | None = None  # (end offset, epoch): truncate to it
     snapshot_id: tuple[int, int] | None = None  # (end offset, epoch): fetch this snapshot
+    # the position the answered request fetched from: a response to an older request (late, duplicated) is
+    # ignored, as Kafka's one-fetch-in-flight with correlation ids guarantees
+    fetch_offset: int = -1
+    last_fetched_epoch: int = -1
 
 
 @dataclasses.dataclass(frozen=True)

@@ -222,7 +222,7 @@ class RaftNode:
         self.now = now_ms
         handler = _HANDLERS.get(type(msg))
         if handler is not None:
-            handler(self, msg)
+            getattr(self, handler)(msg)  # by name, so a test can replace one handler
 
     def _send(self, msg: Any) -> None:
         self._ready.messages.append(msg)
@@ -341,7 +341,7 @@ class RaftNode:
         def reply(**kw) -> None:
             self._send(FetchResponse(self.node_id, r.src, self.epoch, self.leader_id,
                                      high_watermark=self.high_watermark, log_start_offset=self.log.start_offset,
-                                     **kw))
+                                     fetch_offset=r.fetch_offset, last_fetched_epoch=r.last_fetched_epoch, **kw))
 
         if r.epoch < self.epoch:
             return reply(error=ErrorCode.FENCED_LEADER_EPOCH)
@@ -383,6 +383,8 @@ class RaftNode:
             else:
                 return
         self.fetch_deadline = self.now + self.cfg.fetch_timeout_ms
+        if (r.fetch_offset, r.last_fetched_epoch) != (self.log.end_offset, self.log.last_fetched_epoch):
+            return  # answers an older fetch: the log has moved since
         if r.diverging is not None:
             end, _epoch = r.diverging
             target = max(min(end, self.log.end_offset), self.log.start_offset)
@@ -573,14 +575,14 @@ class RaftNode:
 
 
 _HANDLERS = {
-    VoteRequest: RaftNode._on_vote_request,
-    VoteResponse: RaftNode._on_vote_response,
-    BeginQuorumEpochRequest: RaftNode._on_begin_epoch,
-    BeginQuorumEpochResponse: RaftNode._on_begin_epoch_response,
-    EndQuorumEpochRequest: RaftNode._on_end_epoch,
-    EndQuorumEpochResponse: RaftNode._on_end_epoch_response,
-    FetchRequest: RaftNode._on_fetch_request,
-    FetchResponse: RaftNode._on_fetch_response,
-    FetchSnapshotRequest: RaftNode._on_fetch_snapshot_request,
-    FetchSnapshotResponse: RaftNode._on_fetch_snapshot_response,
+    VoteRequest: "_on_vote_request",
+    VoteResponse: "_on_vote_response",
+    BeginQuorumEpochRequest: "_on_begin_epoch",
+    BeginQuorumEpochResponse: "_on_begin_epoch_response",
+    EndQuorumEpochRequest: "_on_end_epoch",
+    EndQuorumEpochResponse: "_on_end_epoch_response",
+    FetchRequest: "_on_fetch_request",
+    FetchResponse: "_on_fetch_response",
+    FetchSnapshotRequest: "_on_fetch_snapshot_request",
+    FetchSnapshotResponse: "_on_fetch_snapshot_response",
 }

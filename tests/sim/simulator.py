@@ -113,7 +113,12 @@ class Simulation:
             t, _, kind, args = heapq.heappop(self.events)
             self.now = t
             self.trace.update(f"{t}:{kind}:{args!r}".encode())
-            getattr(self, "_ev_" + kind)(*args)
+            try:
+                getattr(self, "_ev_" + kind)(*args)
+            except InvariantViolation:
+                raise
+            except AssertionError as exc:  # a node's own safety check (e.g. truncation below the HW)
+                self._fail(str(exc))
             self.check_invariants()
         self.now = max(self.now, t_end)
 
@@ -290,16 +295,20 @@ def run_scenario(seed: int, voters: int, length_ms: int = 12_000, heal_at: int =
         for _ in range(rng.randint(0, 2)):
             sim.propose()
         r = rng.random()
-        if r < 0.02:
+        if r < 0.03:
             sim.crash(rng.choice(ids))
         elif r < 0.06:
+            leader = sim.leader()  # the faults that matter most: the leader dies mid-replication
+            if leader is not None:
+                sim.crash(leader.id)
+        elif r < 0.12:
             down = [i for i in ids if sim.nodes[i].raft is None]
             if down:
                 sim.restart(rng.choice(down))
-        elif r < 0.075:
+        elif r < 0.14:
             cut = set(rng.sample(ids, rng.randint(1, len(ids) // 2)))
             sim.partition([cut, set(ids) - cut])
-        elif r < 0.10:
+        elif r < 0.17:
             sim.heal()
         for n in sim.nodes.values():
             sim.maybe_snapshot(n)
