@@ -220,6 +220,9 @@ def combine(old: Schema | None, new: Schema | None) -> Message:
     return Message(primary.name, primary.kind, primary.api_key, per_version, primary, primary.valid)
 
 
+KAFKA_4_0_DIR = Path(__file__).parent / "kafka-4.0"  # Kafka 4.0 schemas the shared spec lacks (its README)
+
+
 def load_all(spec_dir: Path) -> dict[str, list[Message]]:
     """Every schema folder, as Messages grouped by folder ('message', 'metadata', ...).
 
@@ -232,9 +235,10 @@ def load_all(spec_dir: Path) -> dict[str, list[Message]]:
         s = load_schema(p)
         old[(s.api_key, s.kind, s.name if s.api_key is None else "")] = s
     new = {}
-    for p in sorted((spec_dir / "message-4.1").glob("*.json")):
-        s = load_schema(p)
-        new[(s.api_key, s.kind, s.name if s.api_key is None else "")] = s
+    for folder in (spec_dir / "message-4.1", KAFKA_4_0_DIR):  # the later folder wins
+        for p in sorted(folder.glob("*.json")):
+            s = load_schema(p)
+            new[(s.api_key, s.kind, s.name if s.api_key is None else "")] = s
     msgs = []
     for key in sorted(set(old) | set(new), key=lambda k: (k[0] if k[0] is not None else 999, k[1], k[2])):
         msgs.append(combine(old.get(key), new.get(key)))

@@ -270,7 +270,7 @@ APIS: dict[int, ApiSpec] = {
     49: ApiSpec(49, 'AlterClientQuotas', AlterClientQuotasRequest, AlterClientQuotasResponse, 0, 1, 0, 1, 1, 1, ('broker', 'controller')),
     50: ApiSpec(50, 'DescribeUserScramCredentials', DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0, 0, 0, 0, 0, ('broker', 'controller')),
     51: ApiSpec(51, 'AlterUserScramCredentials', AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0, 0, 0, 0, 0, ('broker', 'controller')),
-    52: ApiSpec(52, 'Vote', VoteRequest, VoteResponse, 0, 1, 0, 1, 1, 0, ('controller',)),
+    52: ApiSpec(52, 'Vote', VoteRequest, VoteResponse, 0, 2, 0, 2, 2, 0, ('controller',)),
     53: ApiSpec(53, 'BeginQuorumEpoch', BeginQuorumEpochRequest, BeginQuorumEpochResponse, 0, 1, 0, 1, 1, 1, ('controller',)),
     54: ApiSpec(54, 'EndQuorumEpoch', EndQuorumEpochRequest, EndQuorumEpochResponse, 0, 1, 0, 1, 1, 1, ('controller',)),
     55: ApiSpec(55, 'DescribeQuorum', DescribeQuorumRequest, DescribeQuorumResponse, 0, 2, 0, 2, 2, 0, ('broker', 'controller')),

@@ -11,19 +11,21 @@ from protocol.primitives import read_uvarint, short, uvarint, write_tag_items, w
 BYTES_TYPES = (bytes, bytearray, memoryview)
 _S_i = _Struct('>i')
 _S_iiiUUiq = _Struct('>iii16s16siq')
+_S_iiiUUiqB = _Struct('>iii16s16siq?')
 _S_iiiiq = _Struct('>iiiiq')
 
 class PartitionData(Struct):
-    __slots__ = ('partition_index', 'candidate_epoch', 'candidate_id', 'candidate_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'unknown_tagged_fields')
+    __slots__ = ('partition_index', 'replica_epoch', 'replica_id', 'replica_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'pre_vote', 'unknown_tagged_fields')
 
-    def __init__(self, partition_index=0, candidate_epoch=0, candidate_id=0, candidate_directory_id=ZERO_UUID, voter_directory_id=ZERO_UUID, last_offset_epoch=0, last_offset=0, unknown_tagged_fields=None):
+    def __init__(self, partition_index=0, replica_epoch=0, replica_id=0, replica_directory_id=ZERO_UUID, voter_directory_id=ZERO_UUID, last_offset_epoch=0, last_offset=0, pre_vote=False, unknown_tagged_fields=None):
         self.partition_index = partition_index
-        self.candidate_epoch = candidate_epoch
-        self.candidate_id = candidate_id
-        self.candidate_directory_id = candidate_directory_id
+        self.replica_epoch = replica_epoch
+        self.replica_id = replica_id
+        self.replica_directory_id = replica_directory_id
         self.voter_directory_id = voter_directory_id
         self.last_offset_epoch = last_offset_epoch
         self.last_offset = last_offset
+        self.pre_vote = pre_vote
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
@@ -40,7 +42,7 @@ class VoteRequest(Message):
     __slots__ = ('cluster_id', 'voter_id', 'topics', 'unknown_tagged_fields')
     NAME = 'VoteRequest'
     API_KEY = 52
-    VALID_VERSIONS = (0, 1)
+    VALID_VERSIONS = (0, 2)
 
     def __init__(self, cluster_id=None, voter_id=-1, topics=_UNSET, unknown_tagged_fields=None):
         self.cluster_id = cluster_id
@@ -52,7 +54,7 @@ class VoteRequest(Message):
 
 def _dec_PartitionData_v0(mv, pos):
     end = len(mv)
-    v_partition_index, v_candidate_epoch, v_candidate_id, v_last_offset_epoch, v_last_offset = _S_iiiiq.unpack_from(mv, pos)
+    v_partition_index, v_replica_epoch, v_replica_id, v_last_offset_epoch, v_last_offset = _S_iiiiq.unpack_from(mv, pos)
     pos += 24
     unknown = None
     if mv[pos] == 0:
@@ -69,10 +71,10 @@ def _dec_PartitionData_v0(mv, pos):
                 unknown = []
             unknown.append((tag, bytes(mv[pos:stop])))
             pos = stop
-    return PartitionData(v_partition_index, v_candidate_epoch, v_candidate_id, ZERO_UUID, ZERO_UUID, v_last_offset_epoch, v_last_offset, unknown), pos
+    return PartitionData(v_partition_index, v_replica_epoch, v_replica_id, ZERO_UUID, ZERO_UUID, v_last_offset_epoch, v_last_offset, False, unknown), pos
 
 def _enc_PartitionData_v0(m, buf, parts):
-    buf += _S_iiiiq.pack(m.partition_index, m.candidate_epoch, m.candidate_id, m.last_offset_epoch, m.last_offset)
+    buf += _S_iiiiq.pack(m.partition_index, m.replica_epoch, m.replica_id, m.last_offset_epoch, m.last_offset)
     if m.unknown_tagged_fields:
         write_unknown_tags(buf, m.unknown_tagged_fields)
     else:
@@ -242,7 +244,7 @@ def _enc_VoteRequest_v0(m, buf, parts):
 
 def _dec_PartitionData_v1(mv, pos):
     end = len(mv)
-    v_partition_index, v_candidate_epoch, v_candidate_id, v_candidate_directory_id, v_voter_directory_id, v_last_offset_epoch, v_last_offset = _S_iiiUUiq.unpack_from(mv, pos)
+    v_partition_index, v_replica_epoch, v_replica_id, v_replica_directory_id, v_voter_directory_id, v_last_offset_epoch, v_last_offset = _S_iiiUUiq.unpack_from(mv, pos)
     pos += 56
     unknown = None
     if mv[pos] == 0:
@@ -259,10 +261,10 @@ def _dec_PartitionData_v1(mv, pos):
                 unknown = []
             unknown.append((tag, bytes(mv[pos:stop])))
             pos = stop
-    return PartitionData(v_partition_index, v_candidate_epoch, v_candidate_id, v_candidate_directory_id, v_voter_directory_id, v_last_offset_epoch, v_last_offset, unknown), pos
+    return PartitionData(v_partition_index, v_replica_epoch, v_replica_id, v_replica_directory_id, v_voter_directory_id, v_last_offset_epoch, v_last_offset, False, unknown), pos
 
 def _enc_PartitionData_v1(m, buf, parts):
-    buf += _S_iiiUUiq.pack(m.partition_index, m.candidate_epoch, m.candidate_id, m.candidate_directory_id, m.voter_directory_id, m.last_offset_epoch, m.last_offset)
+    buf += _S_iiiUUiq.pack(m.partition_index, m.replica_epoch, m.replica_id, m.replica_directory_id, m.voter_directory_id, m.last_offset_epoch, m.last_offset)
     if m.unknown_tagged_fields:
         write_unknown_tags(buf, m.unknown_tagged_fields)
     else:
@@ -433,6 +435,199 @@ def _enc_VoteRequest_v1(m, buf, parts):
     else:
         buf.append(0)
 
+def _dec_PartitionData_v2(mv, pos):
+    end = len(mv)
+    v_partition_index, v_replica_epoch, v_replica_id, v_replica_directory_id, v_voter_directory_id, v_last_offset_epoch, v_last_offset, v_pre_vote = _S_iiiUUiqB.unpack_from(mv, pos)
+    pos += 57
+    unknown = None
+    if mv[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(mv, pos)
+        for _ in range(ntags):
+            tag, pos = read_uvarint(mv, pos)
+            size, pos = read_uvarint(mv, pos)
+            if size > end - pos:
+                raise short('tagged field')
+            stop = pos + size
+            if unknown is None:
+                unknown = []
+            unknown.append((tag, bytes(mv[pos:stop])))
+            pos = stop
+    return PartitionData(v_partition_index, v_replica_epoch, v_replica_id, v_replica_directory_id, v_voter_directory_id, v_last_offset_epoch, v_last_offset, v_pre_vote, unknown), pos
 
-VoteRequest._ENCODERS = {0: _enc_VoteRequest_v0, 1: _enc_VoteRequest_v1}
-VoteRequest._DECODERS = {0: _dec_VoteRequest_v0, 1: _dec_VoteRequest_v1}
+def _enc_PartitionData_v2(m, buf, parts):
+    buf += _S_iiiUUiqB.pack(m.partition_index, m.replica_epoch, m.replica_id, m.replica_directory_id, m.voter_directory_id, m.last_offset_epoch, m.last_offset, m.pre_vote)
+    if m.unknown_tagged_fields:
+        write_unknown_tags(buf, m.unknown_tagged_fields)
+    else:
+        buf.append(0)
+
+def _dec_TopicData_v2(mv, pos):
+    end = len(mv)
+    v_topic_name_n = mv[pos]
+    if v_topic_name_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topic_name_n = (v_topic_name_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_topic_name_n, pos = read_uvarint(mv, pos)
+    v_topic_name_n -= 1
+    if v_topic_name_n < 0:
+        raise DecodeError('null in non-nullable field TopicName')
+    else:
+        if v_topic_name_n > end - pos:
+            raise short('TopicName')
+        v_topic_name = str(mv[pos:pos + v_topic_name_n], 'utf-8')
+        pos += v_topic_name_n
+    v_partitions_n = mv[pos]
+    if v_partitions_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_partitions_n, pos = read_uvarint(mv, pos)
+    v_partitions_n -= 1
+    if v_partitions_n < 0:
+        raise DecodeError('null array in non-nullable field Partitions')
+    else:
+        if v_partitions_n > end - pos:
+            raise short('Partitions')
+        v_partitions = []
+        for _ in range(v_partitions_n):
+            v_partitions_e, pos = _dec_PartitionData_v2(mv, pos)
+            v_partitions.append(v_partitions_e)
+    unknown = None
+    if mv[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(mv, pos)
+        for _ in range(ntags):
+            tag, pos = read_uvarint(mv, pos)
+            size, pos = read_uvarint(mv, pos)
+            if size > end - pos:
+                raise short('tagged field')
+            stop = pos + size
+            if unknown is None:
+                unknown = []
+            unknown.append((tag, bytes(mv[pos:stop])))
+            pos = stop
+    return TopicData(v_topic_name, v_partitions, unknown), pos
+
+def _enc_TopicData_v2(m, buf, parts):
+    s1 = m.topic_name
+    if s1 is None:
+        raise ValueError('null in non-nullable field TopicName')
+    else:
+        s1 = s1.encode()
+        n2 = len(s1) + 1
+        if n2 < 128:
+            buf.append(n2)
+        else:
+            buf += uvarint(n2)
+        buf += s1
+    a3 = m.partitions
+    if a3 is None:
+        raise ValueError('null array in non-nullable field Partitions')
+    else:
+        n4 = len(a3) + 1
+        if n4 < 128:
+            buf.append(n4)
+        else:
+            buf += uvarint(n4)
+        for e5 in a3:
+            _enc_PartitionData_v2(e5, buf, parts)
+    if m.unknown_tagged_fields:
+        write_unknown_tags(buf, m.unknown_tagged_fields)
+    else:
+        buf.append(0)
+
+def _dec_VoteRequest_v2(mv, pos):
+    end = len(mv)
+    v_cluster_id_n = mv[pos]
+    if v_cluster_id_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_cluster_id_n = (v_cluster_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_cluster_id_n, pos = read_uvarint(mv, pos)
+    v_cluster_id_n -= 1
+    if v_cluster_id_n < 0:
+        v_cluster_id = None
+    else:
+        if v_cluster_id_n > end - pos:
+            raise short('ClusterId')
+        v_cluster_id = str(mv[pos:pos + v_cluster_id_n], 'utf-8')
+        pos += v_cluster_id_n
+    v_voter_id, = _S_i.unpack_from(mv, pos)
+    pos += 4
+    v_topics_n = mv[pos]
+    if v_topics_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_topics_n, pos = read_uvarint(mv, pos)
+    v_topics_n -= 1
+    if v_topics_n < 0:
+        raise DecodeError('null array in non-nullable field Topics')
+    else:
+        if v_topics_n > end - pos:
+            raise short('Topics')
+        v_topics = []
+        for _ in range(v_topics_n):
+            v_topics_e, pos = _dec_TopicData_v2(mv, pos)
+            v_topics.append(v_topics_e)
+    unknown = None
+    if mv[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(mv, pos)
+        for _ in range(ntags):
+            tag, pos = read_uvarint(mv, pos)
+            size, pos = read_uvarint(mv, pos)
+            if size > end - pos:
+                raise short('tagged field')
+            stop = pos + size
+            if unknown is None:
+                unknown = []
+            unknown.append((tag, bytes(mv[pos:stop])))
+            pos = stop
+    return VoteRequest(v_cluster_id, v_voter_id, v_topics, unknown), pos
+
+def _enc_VoteRequest_v2(m, buf, parts):
+    s1 = m.cluster_id
+    if s1 is None:
+        buf.append(0)
+    else:
+        s1 = s1.encode()
+        n2 = len(s1) + 1
+        if n2 < 128:
+            buf.append(n2)
+        else:
+            buf += uvarint(n2)
+        buf += s1
+    buf += _S_i.pack(m.voter_id)
+    a3 = m.topics
+    if a3 is None:
+        raise ValueError('null array in non-nullable field Topics')
+    else:
+        n4 = len(a3) + 1
+        if n4 < 128:
+            buf.append(n4)
+        else:
+            buf += uvarint(n4)
+        for e5 in a3:
+            _enc_TopicData_v2(e5, buf, parts)
+    if m.unknown_tagged_fields:
+        write_unknown_tags(buf, m.unknown_tagged_fields)
+    else:
+        buf.append(0)
+
+
+VoteRequest._ENCODERS = {0: _enc_VoteRequest_v0, 1: _enc_VoteRequest_v1, 2: _enc_VoteRequest_v2}
+VoteRequest._DECODERS = {0: _dec_VoteRequest_v0, 1: _dec_VoteRequest_v1, 2: _dec_VoteRequest_v2}

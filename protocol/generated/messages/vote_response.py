@@ -49,7 +49,7 @@ class VoteResponse(Message):
     __slots__ = ('error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields')
     NAME = 'VoteResponse'
     API_KEY = 52
-    VALID_VERSIONS = (0, 1)
+    VALID_VERSIONS = (0, 2)
 
     def __init__(self, error_code=0, topics=_UNSET, node_endpoints=_UNSET, unknown_tagged_fields=None):
         self.error_code = error_code
@@ -377,5 +377,5 @@ def _enc_VoteResponse_v1(m, buf, parts):
         buf.append(0)
 
 
-VoteResponse._ENCODERS = {0: _enc_VoteResponse_v0, 1: _enc_VoteResponse_v1}
-VoteResponse._DECODERS = {0: _dec_VoteResponse_v0, 1: _dec_VoteResponse_v1}
+VoteResponse._ENCODERS = {0: _enc_VoteResponse_v0, 1: _enc_VoteResponse_v1, 2: _enc_VoteResponse_v1}
+VoteResponse._DECODERS = {0: _dec_VoteResponse_v0, 1: _dec_VoteResponse_v1, 2: _dec_VoteResponse_v1}
