@@ -9,15 +9,24 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from bisect import bisect_right
 from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
+    """One record batch: ``count`` records at offsets ``offset`` .. ``next_offset - 1``, appended, fetched,
+    committed and truncated whole, so one controller decision is applied all or not at all."""
+
     offset: int
     epoch: int
     data: Any
     control: bool = False  # a LeaderChangeMessage: the leader's first entry of its epoch
+    count: int = 1
+
+    @property
+    def next_offset(self) -> int:
+        return self.offset + self.count
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +63,7 @@ class MemoryLog:
 
     @property
     def end_offset(self) -> int:
-        return self.start_offset + len(self.entries)
+        return self.entries[-1].next_offset if self.entries else self.start_offset
 
     @property
     def last_fetched_epoch(self) -> int:
@@ -62,13 +71,31 @@ class MemoryLog:
             return self.entries[-1].epoch
         return self.snapshot.epoch if self.snapshot is not None else 0
 
+    def _index(self, offset: int) -> int:
+        """The index of the entry holding ``offset`` (len(entries) past the end)."""
+        i = bisect_right(self.entries, offset, key=lambda e: e.offset) - 1
+        if i < 0:
+            return 0
+        return i if offset < self.entries[i].next_offset else i + 1
+
     def entry(self, offset: int) -> Entry | None:
-        i = offset - self.start_offset
-        return self.entries[i] if 0 <= i < len(self.entries) else None
+        """The entry (batch) holding ``offset``."""
+        if offset < self.start_offset or offset >= self.end_offset:
+            return None
+        return self.entries[self._index(offset)]
 
     def read(self, offset: int, max_entries: int) -> tuple[Entry, ...]:
-        i = max(0, offset - self.start_offset)
+        i = self._index(max(offset, self.start_offset))
         return tuple(self.entries[i:i + max_entries])
+
+    def read_until(self, offset: int, end: int) -> tuple[Entry, ...]:
+        """The whole entries from the one holding ``offset`` that end at or below ``end``."""
+        out = []
+        for e in self.entries[self._index(max(offset, self.start_offset)):]:
+            if e.next_offset > end:
+                break
+            out.append(e)
+        return tuple(out)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """Kafka's LeaderEpochFileCache.endOffsetFor: (the largest epoch <= ``epoch``, the offset where the next
@@ -113,17 +140,19 @@ class MemoryLog:
             self.entries.append(e)
 
     def truncate_to(self, offset: int) -> None:
+        """Drop every entry that reaches ``offset`` or beyond (a batch is never split)."""
         if offset < self.start_offset:
             raise ValueError(f"truncation to {offset} below the log start {self.start_offset}")
-        del self.entries[offset - self.start_offset:]
-        self.flushed_offset = min(self.flushed_offset, offset)
+        del self.entries[self._index(offset):]
+        self.flushed_offset = min(self.flushed_offset, self.end_offset)
 
     def flush(self) -> None:
         self.flushed_offset = self.end_offset
 
     def crash(self) -> None:
         """A power loss: what was not flushed is gone."""
-        del self.entries[max(0, self.flushed_offset - self.start_offset):]
+        while self.entries and self.entries[-1].next_offset > self.flushed_offset:
+            self.entries.pop()
 
     # ---- snapshots ----------------------------------------------------------------------------------------
 
@@ -133,7 +162,7 @@ class MemoryLog:
             raise ValueError(f"snapshot at {snapshot.end_offset} outside the log [{self.start_offset}, "
                              f"{self.end_offset}]")
         self.snapshot = snapshot
-        del self.entries[:snapshot.end_offset - self.start_offset]
+        del self.entries[:self._index(snapshot.end_offset)]
         self.start_offset = snapshot.end_offset
         self.flushed_offset = max(self.flushed_offset, self.start_offset)
 

@@ -130,9 +130,9 @@ class RaftNode:
             self._snapshot_to_load = None
         if self.applied < self.high_watermark:
             start = max(self.applied, self.log.start_offset)
-            r.committed = list(self.log.read(start, self.high_watermark - start))
+            r.committed = list(self.log.read_until(start, self.high_watermark))
             if r.committed:
-                self.applied = r.committed[-1].offset + 1
+                self.applied = r.committed[-1].next_offset
         self._ready = Ready()
         return r
 
@@ -142,13 +142,14 @@ class RaftNode:
         if self.role is Role.LEADER:
             self._maybe_update_high_watermark()
 
-    def propose(self, data: Any, now_ms: int) -> int | None:
-        """Append ``data`` as the leader; its offset, or None when this node does not lead."""
+    def propose(self, data: Any, now_ms: int, count: int = 1) -> int | None:
+        """Append ``data`` (``count`` records) as the leader; its first offset, or None when this node does not
+        lead. It is committed once the high watermark passes ``offset + count``."""
         self.now = now_ms
         if self.role is not Role.LEADER:
             return None
         offset = self.log.end_offset
-        self.log.append([Entry(offset, self.epoch, data)])
+        self.log.append([Entry(offset, self.epoch, data, count=count)])
         self._ready.flush = True
         return offset
 
@@ -157,7 +158,7 @@ class RaftNode:
         if offset > min(self.high_watermark, self.applied) or offset <= self.log.start_offset:
             return False
         prev = self.log.entry(offset - 1)
-        if prev is None:
+        if prev is None or prev.next_offset != offset:
             return False
         self.log.create_snapshot(Snapshot(offset, prev.epoch, data))
         return True
@@ -400,7 +401,7 @@ class RaftNode:
             self.fetch_sent_at = self.now
             self._send(FetchSnapshotRequest(self.node_id, self.leader_id, self.epoch, r.snapshot_id))
             return
-        new = [e for e in r.entries if e.offset >= self.log.end_offset]
+        new = [e for e in r.entries if e.offset >= self.log.end_offset]  # whole batches past our end
         if new and new[0].offset == self.log.end_offset:
             self.log.append(new)
             self._ready.flush = True

@@ -69,7 +69,8 @@ class Simulation:
         self.groups: list[set[int]] | None = None  # network partition: nodes talk only within a group
         self.counters = Counters()
         self.leaders: dict[int, int] = {}  # epoch -> leader id (every leader ever seen)
-        self.committed: dict[int, tuple[int, Any]] = {}  # offset -> (epoch, data) of every committed entry
+        self.committed: dict[int, tuple[int, Any, int]] = {}  # offset -> (epoch, data, count) of each committed entry
+        self.committed_end = 0  # the offset after the last committed entry
         self.committed_payloads: list = []  # the application payloads in commit order
         self.next_payload = 0
         self.trace = hashlib.sha256()
@@ -176,7 +177,8 @@ class Simulation:
         if n is None:
             return None
         payload = ("p", self.next_payload)
-        offset = n.raft.propose(payload, self.now)
+        # a batch of one to three records: entries span offsets, as KRaft's record batches do
+        offset = n.raft.propose(payload, self.now, count=1 + self.next_payload % 3)
         if offset is not None:
             self.next_payload += 1
             self._schedule_ready(n)
@@ -230,17 +232,20 @@ class Simulation:
             n.last_hw = raft.high_watermark
             hw = raft.high_watermark
             # every entry below a high watermark is committed: the same everywhere, forever
-            start = max(raft.log.start_offset, min(self.committed_len(), hw))
-            for off in range(start, hw):
-                e = raft.log.entry(off)
-                if e is None:
-                    continue
-                prev = self.committed.setdefault(off, (e.epoch, e.data))
-                if prev == (e.epoch, e.data) and off == len(self.committed) - 1 and not e.control:
-                    self.committed_payloads.append(e.data)
-                    self.counters.commits += 1
-                if prev != (e.epoch, e.data):
-                    self._fail(f"node {n.id} has {(e.epoch, e.data)} at committed offset {off}, committed {prev}")
+            last = raft.log.entry(hw - 1)
+            if last is not None and last.next_offset != hw:
+                self._fail(f"node {n.id} high watermark {hw} splits a batch")
+            start = max(raft.log.start_offset, min(self.committed_end, hw))
+            for e in raft.log.read_until(start, hw):
+                key = (e.epoch, e.data, e.count)
+                prev = self.committed.setdefault(e.offset, key)
+                if prev != key:
+                    self._fail(f"node {n.id} has {key} at committed offset {e.offset}, committed {prev}")
+                if e.offset == self.committed_end:
+                    self.committed_end = e.next_offset
+                    if not e.control:
+                        self.committed_payloads.append(e.data)
+                        self.counters.commits += 1
             if raft.role is Role.LEADER and hw > 0:  # the high watermark is durable on a majority
                 durable = sum(1 for v in self.voter_ids if self._holds_durably(self.nodes[v], hw))
                 if durable < majority:
@@ -249,9 +254,6 @@ class Simulation:
             if n.applied != self.committed_payloads[:len(n.applied)]:
                 self._fail(f"node {n.id} applied {n.applied[-3:]} not a prefix of the committed sequence")
 
-    def committed_len(self) -> int:
-        return len(self.committed)
-
     def _holds_durably(self, n: SimNode, hw: int) -> bool:
         log = n.log
         if log.flushed_offset < hw:
@@ -259,7 +261,7 @@ class Simulation:
         if log.snapshot is not None and log.snapshot.end_offset >= hw:
             return True
         e = log.entry(hw - 1)
-        return e is not None and self.committed.get(hw - 1) == (e.epoch, e.data)
+        return e is not None and self.committed.get(e.offset) == (e.epoch, e.data, e.count)
 
     def check_logs_match(self) -> None:
         """Log matching: two logs holding the same (offset, epoch) hold the same entries up to it."""
