@@ -50,7 +50,16 @@ DEFAULTS: dict[str, Any] = {
     "metadata.log.dir": None,
     "broker.rack": None,
     "min.insync.replicas": 1,
-    "controller.quorum.voters": None,
+    "controller.quorum.voters": None,  # id@host:port,...: unset = a single node, its own quorum of one
+    "controller.quorum.bootstrap.servers": None,
+    "controller.quorum.election.timeout.ms": 1000,
+    "controller.quorum.fetch.timeout.ms": 2000,
+    "controller.quorum.election.backoff.max.ms": 1000,
+    "controller.quorum.request.timeout.ms": 2000,
+    "controller.quorum.retry.backoff.ms": 20,
+    "broker.session.timeout.ms": 9000,
+    "broker.heartbeat.interval.ms": 2000,
+    "request.timeout.ms": 30000,
     "controller.listener.names": None,
     "inter.broker.listener.name": None,
     "listener.security.protocol.map": None,
@@ -191,6 +200,15 @@ class BrokerConfig:
         raw = self.values.get("log.dirs") or self.values.get("log.dir")
         items = raw if isinstance(raw, list) else str(raw).split(",")
         return [(self.base_dir / p.strip()).resolve() for p in items if str(p).strip()]
+
+    @property
+    def process_roles(self) -> frozenset[str]:
+        return frozenset(r.strip() for r in str(self.values["process.roles"]).split(",") if r.strip())
+
+    @property
+    def controller_listener_names(self) -> frozenset[str]:
+        raw = self.values.get("controller.listener.names")
+        return frozenset(n.strip() for n in str(raw).split(",") if n.strip()) if raw else frozenset()
 
     @property
     def listeners(self) -> list[Listener]:

@@ -41,6 +41,9 @@ class BrokerHandles:
     next_producer_id: Callable[[], Any]  # awaitable: a producer id from this node's block
     advertised_apis: tuple  # ApiVersion entries of the handler table, for ApiVersions
     telemetry: "ClientTelemetry"  # client metrics subscriptions and pushed metrics (KIP-714)
+    quorum: Any = None  # the Raft metadata quorum (RaftQuorum) of a node in a cluster; None for a single node
+    controller_listeners: frozenset = frozenset()  # listener names that serve the controller table
+    controller_advertised_apis: tuple = ()  # ApiVersion entries of the controller listener's table
 
 
 @dataclasses.dataclass(slots=True)

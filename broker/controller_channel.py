@@ -49,6 +49,11 @@ class MetadataQuorum(Protocol):
     @property
     def clock(self) -> Clock: ...
 
+    @property
+    def is_active(self) -> bool: ...  # this node is the active controller
+
+    async def ready_to_decide(self) -> None: ...  # raises NotLeaderError unless active and caught up
+
     async def commit(self, records: list[Message]) -> MetadataImage: ...
 
 
@@ -92,8 +97,11 @@ class LocalControllerChannel:
         return spec.response.decode(mv[pos:], ctx.version)
 
     async def call(self, request: Message) -> Message:
-        handler = CONTROLLER_HANDLERS[request.API_KEY]
-        return await self._run(handler, request, handler.versions[1], None, None)
+        return await self.decide(request, CONTROLLER_HANDLERS[request.API_KEY].versions[1])
+
+    async def decide(self, request: Message, version: int) -> Message:
+        """A broker's controller RPC, run by this node's controller (it must be the active one)."""
+        return await self._run(CONTROLLER_HANDLERS[request.API_KEY], request, version, None, None)
 
     async def handle_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse:
         """The controller's side of an Envelope (ControllerApis.handleEnvelopeRequest)."""
@@ -115,6 +123,7 @@ class LocalControllerChannel:
     async def _run(self, handler, request: Message, version: int, principal: str | None,
                    client_host: str | None) -> Message:
         async with self._lock:
+            await self.quorum.ready_to_decide()
             cctx = ControllerContext(image=self.quorum.image, controller=self.controller, config=self.config,
                                      cluster_id=self.cluster_id, version=version,
                                      next_offset=self.quorum.end_offset, principal=principal, client_host=client_host,
@@ -127,6 +136,7 @@ class LocalControllerChannel:
     async def bootstrap(self) -> None:
         """A new cluster's first records (the finalized feature levels), as the active controller writes them."""
         async with self._lock:
+            await self.quorum.ready_to_decide()
             result = self.controller.bootstrap(self.quorum.image)
             if result.records:
                 await self.quorum.commit(result.records)
@@ -137,3 +147,107 @@ def _address(raw: bytes) -> str | None:
         return str(ipaddress.ip_address(bytes(raw)))
     except ValueError:
         return None
+
+
+class QuorumControllerChannel(LocalControllerChannel):
+    """The controller channel of a node in a Raft quorum: requests run here while this node is the active
+    controller, and go to the active controller's controller listener otherwise (Kafka's
+    NodeToControllerChannelManager): an Envelope for a client's admin request, the RPC itself for the
+    broker's own. NOT_CONTROLLER, a lost connection or no known leader: wait and try the new leader, until
+    ``request.timeout.ms`` (then the caller gets a retriable error)."""
+
+    RETRY_BACKOFF_S = 0.05
+
+    def __init__(self, controller: Controller, quorum, config: dict[str, Any], cluster_id: str,
+                 voters: dict[int, tuple[str, int]], node_id: int, timeout_ms: int) -> None:
+        super().__init__(controller, quorum, config, cluster_id)
+        self.voters = voters
+        self.node_id = node_id
+        self.timeout_ms = timeout_ms
+        self._clients: dict[int, Any] = {}
+
+    async def forward(self, ctx: Any, request: Message) -> Message:
+        envelope = envelope_for(ctx, request)
+        response = await self._to_active(envelope, self.handle_envelope)
+        if response.error_code:
+            raise CloseConnection(f"forwarding {ctx.request.spec.name} failed: error {response.error_code}")
+        spec = ctx.request.spec
+        mv = memoryview(response.response_data)
+        _, pos = ResponseHeader.decode_from(mv, 0, spec.response_header_version(ctx.version))
+        return spec.response.decode(mv[pos:], ctx.version)
+
+    async def call(self, request: Message) -> Message:
+        return await self._to_active(request, super().call)
+
+    async def _to_active(self, request: Message, local) -> Message:
+        from broker.node_client import NodeClient
+        from broker.quorum.raft_driver import NotLeaderError
+        from protocol.generated.api_keys import APIS
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_ms / 1000
+        handler = CONTROLLER_HANDLERS.get(request.API_KEY)
+        version = handler.versions[1] if handler is not None else APIS[request.API_KEY].stable_max
+        last = "no quorum leader known"
+        while True:
+            driver = self.quorum.driver
+            if self.quorum.is_active:
+                try:
+                    return await local(request)
+                except NotLeaderError as exc:
+                    last = str(exc)
+            elif driver.leader_id in self.voters and driver.leader_id != self.node_id:
+                leader = driver.leader_id
+                client = self._clients.get(leader)
+                if client is None:
+                    host, port = self.voters[leader]
+                    client = self._clients[leader] = NodeClient(host, port, f"controller-channel-{self.node_id}")
+                try:
+                    response = await client.request(request, version, max(0.1, deadline - loop.time()))
+                    if getattr(response, "error_code", 0) != ErrorCode.NOT_CONTROLLER:
+                        return response
+                    last = f"node {leader} is no longer the controller"
+                except (ConnectionError, asyncio.TimeoutError) as exc:
+                    last = f"node {leader}: {exc}"
+            if loop.time() >= deadline:
+                raise ControllerUnavailable(f"no active controller answered within {self.timeout_ms} ms: {last}")
+            await asyncio.sleep(self.RETRY_BACKOFF_S)
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+
+
+class ControllerUnavailable(Exception):
+    """No active controller answered in time (the caller answers a retriable error or closes)."""
+
+
+async def run_active_controller_duties(channel: LocalControllerChannel, quorum, interval_s: float = 0.25) -> None:
+    """While this node is the active controller: bootstrap a new cluster once, start every broker's session
+    when it becomes active, and fence brokers whose sessions expire (QuorumController's periodic tasks)."""
+    from broker.quorum.raft_driver import NotLeaderError
+
+    active_epoch = None
+    while True:
+        await asyncio.sleep(interval_s)
+        if not quorum.is_active:
+            active_epoch = None
+            continue
+        try:
+            async with channel._lock:
+                await quorum.ready_to_decide()
+                now = quorum.clock.now_ms()
+                if active_epoch != quorum.driver.epoch:
+                    active_epoch = quorum.driver.epoch
+                    channel.controller.activate(quorum.image, now)
+                    log.info("node %d is the active controller (epoch %d)", channel.controller.node_id, active_epoch)
+                    boot = channel.controller.bootstrap(quorum.image)
+                    if boot.records:
+                        await quorum.commit(boot.records)
+                result = channel.controller.maybe_fence_one_stale_broker(quorum.image, now)
+                if result.records:
+                    await quorum.commit(result.records)
+        except NotLeaderError:
+            active_epoch = None
+        except Exception:  # noqa: BLE001 - one failed round must not end the controller's duties
+            log.exception("active controller duties failed; retrying")

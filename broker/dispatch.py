@@ -13,6 +13,7 @@ import logging
 
 from broker.apis import HANDLERS, k18_api_versions
 from broker.context import RequestContext
+from broker.controller_listener import CONTROLLER_LISTENER_HANDLERS
 from broker.errors import CloseConnection
 from protocol.connection import Request, encode_response
 from protocol.errors import DecodeError, ProtocolError
@@ -23,7 +24,8 @@ log = logging.getLogger("odradek.dispatch")
 async def dispatch(ctx: RequestContext) -> list | None:
     """Response parts for ``ctx.request`` (None: no response, e.g. acks=0); raises CloseConnection."""
     req: Request = ctx.request
-    handler = HANDLERS.get(req.api_key)
+    table = CONTROLLER_LISTENER_HANDLERS if ctx.listener in ctx.handles.controller_listeners else HANDLERS
+    handler = table.get(req.api_key)
     if handler is None:
         raise CloseConnection(f"unsupported api key {req.api_key}")
     lo, hi = handler.versions

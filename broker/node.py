@@ -13,25 +13,31 @@ import socket
 from pathlib import Path
 
 from broker.apis import HANDLERS
+from broker.controller_listener import CONTROLLER_LISTENER_HANDLERS
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig, Listener
 from broker.context import BrokerHandles
-from broker.controller_channel import LocalControllerChannel
+from broker.controller_channel import (
+    ControllerUnavailable, LocalControllerChannel, QuorumControllerChannel, run_active_controller_duties,
+)
 from broker.group_service import GroupService
 from broker.local_quorum import LocalQuorum
 from broker.log_dirs import ensure_meta_properties
-from broker.metadata_log import MetadataLog, metadata_log_dir
+from broker.metadata_log import METADATA_PARTITION_DIR, MetadataLog, metadata_log_dir
 from broker.metadata_publisher import MetadataPublisher
 from broker.metrics import BrokerMetrics
 from broker.telemetry import ClientTelemetry, PushedMetrics
 from broker.registry import advertised
+from broker.quorum.raft_quorum import RaftQuorum, parse_voters
 from broker.replica_manager import ReplicaManager
 from broker.sendfile import SendStats
 from broker.server import NetworkServer
 from cluster.client_metrics import ClientMetricsManager
 from cluster.controller import Controller
 from cluster.metadata_image import MetadataImage
-from protocol.generated.messages import AllocateProducerIdsRequest, BrokerRegistrationRequest
+from cluster.raft.node import RaftConfig
+from protocol.errors import ErrorCode
+from protocol.generated.messages import AllocateProducerIdsRequest, BrokerHeartbeatRequest, BrokerRegistrationRequest
 from protocol.generated.messages.api_versions_response import ApiVersion
 from protocol.generated.messages.broker_registration_request import Listener as RegistrationListener
 from storage.checkpoints import MetaProperties, random_uuid
@@ -72,6 +78,12 @@ class Broker:
         self._producer_id_lock = asyncio.Lock()
         self.incarnation_id = random_uuid()
         self.broker_epoch = -1
+        self.voters = parse_voters(config["controller.quorum.voters"]) if config.get("controller.quorum.voters") \
+            else None  # None: a single node, its own quorum of one
+        self.raft: RaftQuorum | None = None
+        self._background: list[asyncio.Task] = []
+        self._want_shut_down = False
+        self.fenced = True
 
     # ---- what tests and the CLI look at ------------------------------------------------------------
 
@@ -118,12 +130,28 @@ class Broker:
         ``wait_for_logs`` returns only once loading finished (the embedded broker's default).
         """
         self.cluster_id = ensure_meta_properties(self.log_dirs, self.node_id, self.config.get("cluster.id"))
-        self.controller = LocalControllerChannel(
-            Controller(self.node_id, self.config.values, random.SystemRandom(),
-                       validate_topic_configs=self._validate_topic_configs),
-            self.quorum, self.config.values, self.cluster_id)
-        image = await asyncio.to_thread(self.metadata_log.open, self.clock.now_ms())
-        self.metadata.image = image
+        controller = Controller(self.node_id, self.config.values, random.SystemRandom(),
+                                validate_topic_configs=self._validate_topic_configs,
+                                register_fenced=self.voters is not None)
+        if self.voters is None:
+            self.controller = LocalControllerChannel(controller, self.quorum, self.config.values, self.cluster_id)
+            image = await asyncio.to_thread(self.metadata_log.open, self.clock.now_ms())
+            self.metadata.image = image
+        else:
+            cfg = self.config
+            self.raft = RaftQuorum(
+                self.node_id, self.voters,
+                metadata_log_dir(self.log_dirs, cfg.get("metadata.log.dir")) / METADATA_PARTITION_DIR,
+                self.cluster_id, self.metadata, self.clock,
+                RaftConfig(election_timeout_ms=int(cfg["controller.quorum.election.timeout.ms"]),
+                           fetch_timeout_ms=int(cfg["controller.quorum.fetch.timeout.ms"]),
+                           election_backoff_max_ms=int(cfg["controller.quorum.election.backoff.max.ms"]),
+                           request_timeout_ms=int(cfg["controller.quorum.request.timeout.ms"]),
+                           retry_backoff_ms=int(cfg["controller.quorum.retry.backoff.ms"])))
+            self.quorum = self.raft
+            self.controller = QuorumControllerChannel(controller, self.raft, cfg.values, self.cluster_id, self.voters,
+                                                      self.node_id, int(cfg["request.timeout.ms"]))
+            image = self.metadata.image
         lm_config = LogManagerConfig.from_props({**self.config.values, "log.dirs": ",".join(map(str, self.log_dirs)),
                                                  "cluster.id": self.cluster_id})
         topic_configs = {name: dict(image.topic_config(name)) for name in image.topics_by_name}
@@ -147,31 +175,107 @@ class Broker:
             metadata=self.metadata, replicas=self.replicas, groups=self.groups, controller=self.controller,
             metrics=self.metrics, advertised_endpoint=self.advertised_endpoint,
             next_producer_id=self.next_producer_id,
-            advertised_apis=tuple(ApiVersion(*entry) for entry in advertised(HANDLERS)), telemetry=self.telemetry)
+            advertised_apis=tuple(ApiVersion(*entry) for entry in advertised(HANDLERS)), telemetry=self.telemetry,
+            quorum=self.raft, controller_listeners=self.config.controller_listener_names,
+            controller_advertised_apis=tuple(ApiVersion(*e) for e in advertised(CONTROLLER_LISTENER_HANDLERS)))
         await self.server.bind()
-        await self.controller.bootstrap()
-        await self._register()
+        if self.raft is None:
+            await self.controller.bootstrap()
+            await self._register()
+            self.fenced = False
         self.metrics.start(self.config.get("metrics.prometheus.listener"))
         await self.server.start_serving()
+        if self.raft is not None:
+            await self.raft.start()
+            if self.node_id in self.voters:
+                self._spawn(run_active_controller_duties(self.controller, self.raft))
+            await self._catch_up()
+            await self._register()
+            self._spawn(self._heartbeat_loop())
         self._telemetry_expiry = asyncio.ensure_future(self.telemetry.expire_periodically(self.clock))
         self.logs_loaded = asyncio.ensure_future(self._load_partitions())
         if wait_for_logs:
             await self.logs_loaded
 
+    def _spawn(self, coro) -> None:
+        self._background.append(asyncio.ensure_future(coro))
+
+    async def _catch_up(self) -> None:
+        """Wait until the quorum has a leader and this node has applied up to its high watermark, so the
+        partition logs are opened against the cluster's image, not a partial one."""
+        assert self.raft is not None
+        driver = self.raft.driver
+        waited = 0.0
+        while not (driver.high_watermark > 0 and driver.applied_offset >= driver.high_watermark):
+            await asyncio.sleep(0.05)
+            waited += 0.05
+            if waited >= 10:
+                log.warning("node %d: still waiting for the metadata quorum (leader %s, epoch %d)", self.node_id,
+                            driver.leader_id, driver.epoch)
+                waited = 0.0
+        log.info("node %d: caught up with the metadata log at offset %d", self.node_id, driver.applied_offset)
+
+    async def _heartbeat_loop(self) -> None:
+        """BrokerLifecycleManager: a heartbeat every ``broker.heartbeat.interval.ms`` keeps the session; the
+        first ones unfence the broker once it has caught up; a STALE_BROKER_EPOCH means register again."""
+        assert self.raft is not None
+        interval = int(self.config["broker.heartbeat.interval.ms"]) / 1000
+        while True:
+            try:
+                response = await self.controller.call(BrokerHeartbeatRequest(
+                    broker_id=self.node_id, broker_epoch=self.broker_epoch,
+                    current_metadata_offset=self.raft.driver.applied_offset - 1, want_fence=False,
+                    want_shut_down=self._want_shut_down))
+                if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
+                    log.warning("node %d: heartbeat refused as a stale broker epoch %d; registering again",
+                                self.node_id, self.broker_epoch)
+                    await self._register()
+                    continue
+                if response.error_code:
+                    log.warning("node %d: heartbeat failed with error %d", self.node_id, response.error_code)
+                else:
+                    if self.fenced != response.is_fenced:
+                        log.info("node %d is %s", self.node_id, "fenced" if response.is_fenced else "unfenced")
+                    self.fenced = response.is_fenced
+                    if self._want_shut_down and response.should_shut_down:
+                        log.info("node %d: controlled shutdown granted", self.node_id)
+                        return
+            except ControllerUnavailable as exc:
+                log.warning("node %d: heartbeat: %s", self.node_id, exc)
+            await asyncio.sleep(0.05 if self._want_shut_down or self.fenced else interval)
+
     async def _register(self) -> None:
         """BrokerRegistration through the controller channel (BrokerLifecycleManager)."""
+        controller_listeners = self.config.controller_listener_names
         listeners = [RegistrationListener(name=name, host=ep.host, port=ep.port,
                                           security_protocol=SECURITY_PROTOCOL_PLAINTEXT)
-                     for name, ep in ((n, self.advertised_endpoint(n)) for n in self.server.bound)]
+                     for name, ep in ((n, self.advertised_endpoint(n)) for n in self.server.bound)
+                     if name not in controller_listeners]
         dir_ids = [m.directory_id for m in (MetaProperties.read(str(d / "meta.properties")) for d in self.log_dirs)
                    if m.directory_id]
-        response = await self.controller.call(BrokerRegistrationRequest(
+        request = BrokerRegistrationRequest(
             broker_id=self.node_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation_id,
             listeners=listeners, features=[], rack=self.config.get("broker.rack"), log_dirs=dir_ids,
-            previous_broker_epoch=self.broker_epoch))
-        if response.error_code:
-            raise RuntimeError(f"broker registration failed with error {response.error_code}")
+            previous_broker_epoch=self.broker_epoch)
+        while True:
+            try:
+                response = await self.controller.call(request)
+            except ControllerUnavailable as exc:
+                if self.raft is None:
+                    raise
+                log.warning("node %d: registration: %s; retrying", self.node_id, exc)
+                continue
+            if response.error_code and self.raft is not None and response.error_code in (
+                    ErrorCode.DUPLICATE_BROKER_REGISTRATION, ErrorCode.NOT_CONTROLLER):
+                log.warning("node %d: registration refused with error %d; retrying", self.node_id,
+                            response.error_code)
+                await asyncio.sleep(1.0)
+                continue
+            if response.error_code:
+                raise RuntimeError(f"broker registration failed with error {response.error_code}")
+            break
         self.broker_epoch = response.broker_epoch
+        log.info("node %d registered with broker epoch %d", self.node_id, self.broker_epoch)
 
     async def _publish_to_replicas(self, image: MetadataImage) -> None:
         """Open/close partitions for a committed image (off the event loop); while logs load, the loader
@@ -198,6 +302,8 @@ class Broker:
         """Graceful shutdown: stop accepting, answer requests already read, then flush and checkpoint
         (LogManager writes the clean-shutdown marker, so the next start skips recovery)."""
         log.info("shutting down: stop accepting, finishing in-flight requests")
+        if self.raft is not None and self.broker_epoch >= 0:
+            await self._controlled_shutdown(grace_s)
         if self.groups is not None:  # group coordinator: answer parked JoinGroups first
             await self.groups.stop()
         await self.server.stop(grace_s)
@@ -209,7 +315,28 @@ class Broker:
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown, self.clock.now_ms())
             self.log_manager = None
-        await asyncio.to_thread(self.metadata_log.close)
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        if self.raft is not None:
+            await self.raft.driver.resign()
+            await self.controller.close()
+            await self.raft.stop()
+        else:
+            await asyncio.to_thread(self.metadata_log.close)
+
+    async def _controlled_shutdown(self, grace_s: float) -> None:
+        """Kafka's controlled shutdown: heartbeats with want_shut_down until the controller has moved this
+        broker's leaderships away and lets it go (or ``grace_s`` passes)."""
+        self._want_shut_down = True
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self._background = []
+        try:
+            await asyncio.wait_for(self._heartbeat_loop(), grace_s)
+        except (asyncio.TimeoutError, ControllerUnavailable):
+            log.warning("node %d: controlled shutdown not confirmed within %.0f s", self.node_id, grace_s)
 
     # ---- producer ids ------------------------------------------------------------------------------
 

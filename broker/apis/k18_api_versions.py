@@ -27,7 +27,9 @@ _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 async def handle(ctx, req: ApiVersionsRequest) -> ApiVersionsResponse:
-    apis = ctx.handles.advertised_apis
+    handles = ctx.handles
+    apis = handles.controller_advertised_apis if ctx.listener in handles.controller_listeners \
+        else handles.advertised_apis
     if ctx.version >= 3 and not (
         _SOFTWARE.fullmatch(req.client_software_name or "") and _SOFTWARE.fullmatch(req.client_software_version or "")
     ):

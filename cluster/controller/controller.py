@@ -126,12 +126,23 @@ def _collides(name: str, existing: Iterable[str]) -> str | None:
     return None
 
 
+ALLOW_RF_ABOVE_ONE = "test.allow.replication.factor.above.one"  # test-only: RF > 1 before replication exists
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).lower() == "true"
+
+
 class Controller:
     """Decisions for one cluster; ``config`` is the controller's broker config (Kafka property names)."""
 
     def __init__(self, node_id: int, config: dict[str, Any], rng: Randomness,
-                 validate_topic_configs: Callable[[dict[str, str | None]], str | None] | None = None) -> None:
+                 validate_topic_configs: Callable[[dict[str, str | None]], str | None] | None = None,
+                 register_fenced: bool = False) -> None:
         self.node_id = node_id
+        # a quorum's brokers register fenced and are unfenced by a heartbeat once caught up (Kafka); the
+        # single-voter node is its own controller and registers unfenced
+        self.register_fenced = register_fenced
         self.config = config
         self.rng = rng
         self.placer_random = from_python_random(rng)
@@ -169,10 +180,18 @@ class Controller:
                 and old.incarnation_id == incarnation_id):
             return ControllerResult([])
         rec = RegisterBrokerRecord(broker_id=node_id, incarnation_id=incarnation_id, broker_epoch=broker_epoch,
-                                   end_points=eps, rack=rack, fenced=False, log_dirs=list(log_dirs))
+                                   end_points=eps, rack=rack, fenced=self.register_fenced,
+                                   log_dirs=list(log_dirs))
         return ControllerResult([rec])
 
     # ---- broker lifecycle (ClusterControlManager, ReplicationControlManager) ------------------------
+
+    def activate(self, image: MetadataImage, now_ms: int) -> None:
+        """This node became the active controller: every registered broker's session starts now
+        (ClusterControlManager.activate), so none is fenced for the time no controller was listening."""
+        self.heartbeats = BrokerHeartbeatManager(self.heartbeats.session_timeout_ms)
+        for b in image.brokers.values():
+            self.heartbeats.register(b.node_id, b.fenced, now_ms)
 
     def handle_broker_fenced(self, image: MetadataImage, broker_id: int) -> list[Message]:
         """Out of every ISR, its leaderships moved (or the partition left leaderless), then fenced."""
@@ -321,6 +340,13 @@ class Controller:
                     res.error_code = ErrorCode.INVALID_REPLICATION_FACTOR
                     res.error_message = f"Unable to replicate the partition {rf} time(s): {exc}"
                     continue
+            if rf > 1 and self.register_fenced and not _truthy(self.config.get(ALLOW_RF_ABOVE_ONE)):
+                # a quorum moves no partition data yet (the replication issue): a leader moved to a replica
+                # without the data would lose acknowledged records
+                res.error_code = ErrorCode.INVALID_REPLICATION_FACTOR
+                res.error_message = (f"Replication factor {rf} needs partition replication, which this cluster "
+                                     "does not do yet; use 1")
+                continue
             if self.validate_topic_configs is not None:
                 cerr = self.validate_topic_configs(t.configs)
                 if cerr:

@@ -1,0 +1,28 @@
+"""Requests for the active controller arriving on the controller listener: brokers' own controller RPCs and
+Envelopes of forwarded client requests. Run here while this node is the active controller; NOT_CONTROLLER
+otherwise, so the sender finds the new one (ControllerApis)."""
+
+from __future__ import annotations
+
+import logging
+
+from broker.quorum.raft_driver import NotLeaderError
+from protocol.errors import ErrorCode
+from protocol.generated.api_keys import APIS
+from protocol.message import Message
+
+log = logging.getLogger("odradek.controller_listener")
+
+
+async def run_on_active_controller(ctx, body: Message) -> Message:
+    channel = ctx.controller
+    response_type = APIS[body.API_KEY].response
+    if not channel.quorum.is_active:
+        return response_type(error_code=ErrorCode.NOT_CONTROLLER)
+    try:
+        if body.API_KEY == 58:  # Envelope
+            return await channel.handle_envelope(body)
+        return await channel.decide(body, ctx.version)
+    except NotLeaderError as exc:
+        log.info("%s: %s", type(body).__name__, exc)
+        return response_type(error_code=ErrorCode.NOT_CONTROLLER)

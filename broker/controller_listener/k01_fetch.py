@@ -1,0 +1,11 @@
+"""Fetch on the controller listener: the KRaft RPC on ``__cluster_metadata-0``
+(KafkaRaftClient.handleFetchRequest)."""
+
+from broker.controller_listener.raft_rpc import answer
+
+API_KEY = 1
+VERSIONS = (13, 17)
+
+
+async def handle(ctx, body):
+    return await answer(ctx, body)

@@ -1,0 +1,34 @@
+"""The KRaft RPCs on the controller listener: decoded into the Raft core's messages, answered by the driver."""
+
+from __future__ import annotations
+
+import logging
+
+from broker.quorum import wire
+from protocol.errors import ErrorCode
+from protocol.message import Message
+
+log = logging.getLogger("odradek.quorum.rpc")
+
+
+async def answer(ctx, body: Message) -> Message:
+    quorum = ctx.handles.quorum
+    if quorum is None:
+        return wire.error_response(body, ErrorCode.UNKNOWN_SERVER_ERROR)
+    if body.cluster_id is not None and body.cluster_id != ctx.cluster_id:
+        log.warning("%s from %s names cluster %s, this node is in %s", type(body).__name__, ctx.client_host,
+                    body.cluster_id, ctx.cluster_id)
+        return wire.error_response(body, ErrorCode.INCONSISTENT_CLUSTER_ID)
+    try:
+        request = wire.from_request(body, ctx.node_id)
+    except wire.NotForThisPartition as exc:
+        log.warning("%s from %s: %s", type(body).__name__, ctx.client_host, exc)
+        return wire.error_response(body, ErrorCode.INVALID_REQUEST)
+    if getattr(request, "src", 0) < 0:
+        return wire.error_response(body, ErrorCode.INVALID_REQUEST)
+    reply = await quorum.driver.handle(request, getattr(body, "max_wait_ms", 0))
+    if reply is None:
+        return wire.error_response(body, ErrorCode.UNKNOWN_SERVER_ERROR)
+    if getattr(reply, "error", 0) and not isinstance(reply, wire.m.FetchResponse):
+        log.info("%s from node %d refused: error %d", type(body).__name__, request.src, reply.error)
+    return wire.to_response(reply, body)
