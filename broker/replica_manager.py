@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Callable, NamedTuple, Protocol
+from typing import Any, Callable, Mapping, NamedTuple, Protocol
 
 from cluster.metadata_image import MetadataImage, PartitionInfo, TopicInfo
 from protocol.errors import ErrorCode, KafkaError
@@ -247,8 +247,12 @@ class ReplicaManager:
                           else ErrorCode.UNKNOWN_LEADER_EPOCH)
         return part, 0
 
-    def topic_log_config(self, topic: str) -> LogConfig:
-        return self.log_manager.config_for(topic)
+    def topic_log_config(self, topic: str, overrides: Mapping[str, Any] | None = None) -> LogConfig:
+        """The topic's effective log config: its overrides from the image (``overrides``) over the broker's
+        defaults, also on a broker that hosts none of its partitions."""
+        if overrides is None:
+            return self.log_manager.config_for(topic)
+        return LogConfig.from_props(dict(overrides), self.log_manager.broker_props)
 
     def maybe_advance_high_watermark(self, part: Partition) -> None:
         """The high-watermark policy: with this broker as the only ISR member it follows the log end offset

@@ -36,7 +36,9 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> "BrokerProcess":
+    def start(self, timeout: float = 60.0, wait: bool = True) -> "BrokerProcess":
+        """Spawn the broker and (``wait``) return once it listens; ``wait_started`` finishes a start that did
+        not wait (cluster nodes start together: each waits for a quorum of the others)."""
         assert self.proc is None or self.proc.poll() is not None, "already running"
         args = [*ODRADEK, "serve", "--config", str(REPO / "config" / "single-node.yaml"),
                 "--override", "listeners=PLAINTEXT://127.0.0.1:0",
@@ -63,6 +65,14 @@ class BrokerProcess:
                 pass
 
         threading.Thread(target=read_port, daemon=True).start()
+        self._port_box = port
+        if wait:
+            self.wait_started(timeout)
+        return self
+
+    def wait_started(self, timeout: float = 60.0) -> "BrokerProcess":
+        assert self.proc is not None
+        port = self._port_box
         deadline = time.monotonic() + timeout
         while not port:
             if self.proc.poll() is not None:
@@ -131,3 +141,72 @@ class BrokerProcess:
                 pass
         if self._stderr is not None:
             self._stderr.close()
+
+
+def reserve_ports(n: int) -> list[int]:
+    """``n`` free ports on 127.0.0.1, each kept by its node for the cluster's lifetime (voters need known
+    addresses; a restarted node binds the same one again)."""
+    import socket
+
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+class ClusterProcesses:
+    """A KRaft cluster of ``odradek serve`` processes on loopback: ``combined`` nodes run broker and controller;
+    ``brokers`` adds broker-only nodes (observers of the quorum). Ports are reserved per node for its lifetime."""
+
+    def __init__(self, root: Path, combined: int = 3, brokers: int = 0, overrides: dict | None = None) -> None:
+        self.root = Path(root)
+        ids = list(range(1, combined + brokers + 1))
+        ports = reserve_ports(2 * len(ids))
+        self.broker_ports = dict(zip(ids, ports[:len(ids)]))
+        self.controller_ports = dict(zip(ids[:combined], ports[len(ids):len(ids) + combined]))
+        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.controller_ports.items())
+        self.nodes: dict[int, BrokerProcess] = {}
+        for i in ids:
+            data = self.root / f"node{i}"
+            data.mkdir(parents=True, exist_ok=True)
+            is_controller = i in self.controller_ports
+            listeners = f"PLAINTEXT://127.0.0.1:{self.broker_ports[i]}"
+            if is_controller:
+                listeners += f",CONTROLLER://127.0.0.1:{self.controller_ports[i]}"
+            self.nodes[i] = BrokerProcess(data, {
+                "node.id": i, "process.roles": "broker,controller" if is_controller else "broker",
+                "listeners": listeners, "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.broker_ports[i]}",
+                "controller.listener.names": "CONTROLLER", "controller.quorum.voters": voters,
+                "cluster.id": "b2RyYWRlay10ZXN0LWNsdQ", "offsets.topic.replication.factor": 1,
+                **(overrides or {})})
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for p in self.broker_ports.values())
+
+    def start(self, node_id: int | None = None, timeout: float = 60.0) -> None:
+        """Start one node (or all, together), retrying a node while its reserved port is still held."""
+        ids = [node_id] if node_id is not None else list(self.nodes)
+        for i in ids:
+            self.nodes[i].start(wait=False)
+        for i in ids:
+            for attempt in range(20):
+                try:
+                    self.nodes[i].wait_started(timeout)
+                    break
+                except RuntimeError:
+                    if "address already in use" not in self.nodes[i].stderr_tail() or attempt == 19:
+                        raise
+                    time.sleep(0.5)
+                    self.nodes[i].start(wait=False)
+
+    def close(self) -> None:
+        for n in self.nodes.values():
+            n.kill()
+        for n in self.nodes.values():
+            n.close()

@@ -43,7 +43,7 @@ async def handle(ctx, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
                 res.error_message = f"Topic {r.resource_name} does not exist"
             else:
                 overrides = dict(ctx.image.topic_config(r.resource_name))
-                cfg = ctx.replicas.topic_log_config(r.resource_name)
+                cfg = ctx.replicas.topic_log_config(r.resource_name, overrides)
                 res.configs = topic_entries(cfg, overrides, ctx.config.values, ctx.config.explicit, keys,
                                             req.include_synonyms, req.include_documentation)
         elif r.resource_type == BROKER:

@@ -1,0 +1,194 @@
+"""A KRaft cluster of three combined nodes as processes on loopback: the quorum elects, a new controller takes
+over after kill -9 of the active one with every acknowledged change kept, the nodes' metadata logs hold the
+same records, a killed broker is fenced and loses its leaderships, and SIGTERM is a controlled shutdown.
+
+``ODRADEK_SOAK=1`` runs the long profile (10 controller kills in a row instead of 3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster.metadata_serde import decode_record
+from protocol.record_codec import decode_batch
+from storage.config import LogConfig
+from storage.log import FetchIsolation, Log
+from tests.harness import ClusterProcesses
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import (  # noqa: E402
+    AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
+)
+
+KILLS = 10 if os.environ.get("ODRADEK_SOAK") else 3
+FAST = {"controller.quorum.election.timeout.ms": 500, "controller.quorum.fetch.timeout.ms": 1000,
+        "controller.quorum.election.backoff.max.ms": 300, "controller.quorum.request.timeout.ms": 1000,
+        "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = ClusterProcesses(tmp_path, combined=3, overrides=FAST)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+
+
+def until(predicate, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except Exception as exc:  # noqa: BLE001 - retried until the deadline
+            last = exc
+        time.sleep(0.1)
+    raise AssertionError(f"{what} did not hold within {timeout}s (last: {last!r})")
+
+
+def quorum_leader(c: ClusterProcesses) -> tuple[int, int]:
+    """(epoch, leader id) from the live nodes' quorum-state files: the newest epoch that has a leader."""
+    best = (-1, -1)
+    for i, node in c.nodes.items():
+        if not node.alive():
+            continue
+        path = node.data_dir / "__cluster_metadata-0" / "quorum-state"
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if state["leaderId"] >= 0 and state["leaderEpoch"] > best[0]:
+            best = (state["leaderEpoch"], state["leaderId"])
+    return best
+
+
+def admin(c: ClusterProcesses, exclude: int | None = None) -> AdminClient:
+    servers = ",".join(f"127.0.0.1:{p}" for i, p in c.broker_ports.items() if i != exclude)
+    return AdminClient({"bootstrap.servers": servers, "socket.timeout.ms": 5000})
+
+
+def topics_seen(c: ClusterProcesses, node_id: int) -> set[str]:
+    client = AdminClient({"bootstrap.servers": f"127.0.0.1:{c.broker_ports[node_id]}"})
+    md = client.list_topics(timeout=5)
+    return {t for t in md.topics if not t.startswith("__")}
+
+
+def metadata_records(node_dir: Path) -> list[tuple[int, bytes]]:
+    """(offset, record value) of every metadata record in a node's ``__cluster_metadata-0`` log."""
+    log = Log.open(str(node_dir / "__cluster_metadata-0"), LogConfig.from_props({}), now_ms=0)
+    try:
+        out = []
+        for batch in log.iter_batches(0, FetchIsolation.LOG_END):
+            header, records = decode_batch(bytes(batch))
+            if header.is_control:
+                continue
+            out += [(header.base_offset + r.offset_delta, bytes(r.value)) for r in records]
+        return out
+    finally:
+        log.close()
+
+
+def test_controller_kills_keep_every_acknowledged_change_and_logs_agree(cluster):
+    c = cluster
+    until(lambda: quorum_leader(c)[1] > 0, what="a quorum leader")
+    acked: list[str] = []
+    configs: dict[str, str] = {}
+    for round_ in range(KILLS):
+        epoch, leader = until(lambda: quorum_leader(c) if quorum_leader(c)[1] > 0 else None, what="a leader")
+        c.nodes[leader].kill()
+        name = f"after-kill-{round_}"
+        a = admin(c, exclude=leader)
+
+        def create():
+            try:
+                a.create_topics([NewTopic(name, 2, 1)], operation_timeout=10)[name].result(15)
+            except confluent_kafka.KafkaException as exc:
+                if exc.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+            return True
+
+        until(create, 60, f"CreateTopics {name} after killing controller {leader}")
+        acked.append(name)
+        new_epoch, new_leader = until(lambda: quorum_leader(c) if quorum_leader(c)[0] > epoch else None,
+                                      what="a newer epoch")
+        assert new_leader != leader
+        value = str(60000 + round_)
+        res = ConfigResource(ConfigResource.Type.TOPIC, name,
+                             incremental_configs=[ConfigEntry("retention.ms", value,
+                                                              incremental_operation=AlterConfigOpType.SET)])
+        until(lambda: a.incremental_alter_configs([res])[res].result(15) is None, 60, f"config of {name}")
+        configs[name] = value
+        c.start(leader)
+    for i in c.nodes:
+        until(lambda i=i: set(acked) <= topics_seen(c, i), 30, f"node {i} sees every acknowledged topic")
+    a = admin(c)
+    for name, value in configs.items():
+        res = ConfigResource(ConfigResource.Type.TOPIC, name)
+        entries = a.describe_configs([res])[res].result(15)
+        assert entries["retention.ms"].value == value
+    for n in c.nodes.values():
+        assert n.terminate(timeout=30) == 0
+    logs = {i: metadata_records(n.data_dir) for i, n in c.nodes.items()}
+    shortest = min(len(v) for v in logs.values())
+    for i, records in logs.items():
+        assert records[:shortest] == logs[1][:shortest], f"node {i}'s metadata log differs from node 1's"
+    names = set()
+    for _, value in logs[1][:shortest]:
+        record, _ = decode_record(value)
+        if type(record).__name__ == "TopicRecord":
+            names.add(record.name)
+    assert set(acked) <= names
+
+
+def test_killed_broker_is_fenced_and_loses_its_leaderships(tmp_path):
+    c = ClusterProcesses(tmp_path, combined=3, overrides={**FAST, "test.allow.replication.factor.above.one": True})
+    try:
+        c.start()
+        a = admin(c)
+        a.create_topics([NewTopic("spread", 6, 3)])["spread"].result(30)
+        until(lambda: all(len(p.isrs) == 3 for p in a.list_topics("spread", timeout=5).topics["spread"]
+                          .partitions.values()), what="full ISRs")
+        _, leader = quorum_leader(c)
+        victim = next(i for i in c.nodes if i != leader)
+        led = [p.id for p in a.list_topics("spread", timeout=5).topics["spread"].partitions.values()
+               if p.leader == victim]
+        assert led, "placement gives every broker leaderships"
+        c.nodes[victim].kill()
+        a = admin(c, exclude=victim)
+
+        def moved():
+            parts = a.list_topics("spread", timeout=5).topics["spread"].partitions.values()
+            return all(p.leader != victim and victim not in p.isrs for p in parts)
+
+        until(moved, 30, f"broker {victim} fenced: out of every ISR, leaderships moved")
+        c.start(victim)
+        until(lambda: c.nodes[victim].log_lines(rf"node {victim} is unfenced") >= 1, 30,
+              f"broker {victim} unfenced after its restart")
+    finally:
+        c.close()
+
+
+def test_sigterm_is_a_controlled_shutdown(tmp_path):
+    c = ClusterProcesses(tmp_path, combined=3, overrides={**FAST, "test.allow.replication.factor.above.one": True})
+    try:
+        c.start()
+        a = admin(c)
+        a.create_topics([NewTopic("moving", 6, 3)])["moving"].result(30)
+        _, leader = quorum_leader(c)
+        victim = next(i for i in c.nodes if i != leader)
+        assert c.nodes[victim].terminate(timeout=30) == 0
+        assert c.nodes[victim].log_lines("controlled shutdown granted") == 1
+        a = admin(c, exclude=victim)
+        parts = a.list_topics("moving", timeout=5).topics["moving"].partitions.values()
+        assert all(p.leader != victim for p in parts)
+    finally:
+        c.close()
