@@ -88,10 +88,15 @@ def main(argv: list[str] | None = None) -> int:
         from storage.verify import main as verify_main
 
         return verify_main(argv[1:])
+    if argv[:1] == ["dev-cluster"]:  # a local cluster of processes (broker/dev_cluster.py)
+        from broker.dev_cluster import main as dev_cluster_main
+
+        return dev_cluster_main(argv[1:])
     ap = argparse.ArgumentParser(prog="odradek", description="A Kafka-compatible broker")
     sub = ap.add_subparsers(dest="cmd", required=True)
     # listed for --help; its own arguments are parsed by storage.verify (handled above)
     sub.add_parser("verify-log", help="check the CRCs and indexes of log directories (odradek verify-log --help)")
+    sub.add_parser("dev-cluster", help="run a local KRaft cluster of processes (odradek dev-cluster --help)")
     for name, help_ in (("serve", "run a broker"), ("format", "write meta.properties into the log dirs")):
         p = sub.add_parser(name, help=help_)
         p.add_argument("--config", "-c", help="YAML file of Kafka properties")

@@ -1,0 +1,105 @@
+"""``odradek dev-cluster``: a local KRaft cluster of ``odradek serve`` processes on loopback.
+
+``--nodes N`` combined broker+controller nodes, or ``--controllers C --brokers B`` separate ones (broker-only
+nodes observe the quorum). Each node gets its directory under ``--data`` (kept across runs: a second run
+restarts the same cluster), a broker port from ``--base-port`` (9092, 9093, ...) and a controller port 100
+above it. Prints the bootstrap servers; Ctrl-C or SIGTERM stops every node (SIGTERM: controlled shutdown).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+CLUSTER_ID = "b2RyYWRlay1kZXYtY2x1c3Q"  # a fixed id, so a second run finds the same cluster
+
+
+def node_configs(data: Path, combined: int, controllers: int, brokers: int, base_port: int,
+                 extra: dict | None = None) -> dict[int, dict]:
+    """node id -> Kafka properties for every node of the cluster."""
+    if combined:
+        voters, broker_ids = list(range(1, combined + 1)), list(range(1, combined + 1))
+    else:
+        voters = list(range(1, controllers + 1))
+        broker_ids = list(range(controllers + 1, controllers + brokers + 1))
+    quorum = ",".join(f"{i}@127.0.0.1:{base_port + 100 + i - 1}" for i in voters)
+    out = {}
+    for i in sorted(set(voters) | set(broker_ids)):
+        roles = [r for r, ids in (("broker", broker_ids), ("controller", voters)) if i in ids]
+        listeners = []
+        if i in broker_ids:
+            listeners.append(f"PLAINTEXT://127.0.0.1:{base_port + i - 1}")
+        if i in voters:
+            listeners.append(f"CONTROLLER://127.0.0.1:{base_port + 100 + i - 1}")
+        props = {"node.id": i, "process.roles": ",".join(roles), "listeners": ",".join(listeners),
+                 "controller.listener.names": "CONTROLLER", "controller.quorum.voters": quorum,
+                 "log.dirs": str(data / f"node{i}"), "cluster.id": CLUSTER_ID,
+                 "offsets.topic.replication.factor": 1, "metrics.prometheus.listener": None}
+        if i in broker_ids:
+            props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{base_port + i - 1}"
+        props.update(extra or {})
+        out[i] = props
+    return out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="odradek dev-cluster", description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=3, help="combined broker+controller nodes (default 3)")
+    ap.add_argument("--controllers", type=int, help="controller-only nodes (with --brokers)")
+    ap.add_argument("--brokers", type=int, help="broker-only nodes (with --controllers)")
+    ap.add_argument("--data", default="./data/dev-cluster", help="a directory per node is made under it")
+    ap.add_argument("--base-port", type=int, default=9092)
+    ap.add_argument("--override", action="append", default=[], metavar="key=value",
+                    help="a property for every node")
+    args = ap.parse_args(argv)
+    if (args.controllers is None) != (args.brokers is None):
+        ap.error("--controllers and --brokers go together")
+    if args.controllers is not None:
+        ap.error("separate controller-only nodes are not built yet: use --nodes (combined nodes) for now")
+    extra = {}
+    for item in args.override:
+        k, sep, v = item.partition("=")
+        if not sep:
+            ap.error(f"override {item!r} is not key=value")
+        extra[k] = v
+    data = Path(args.data).resolve()
+    configs = node_configs(data, args.nodes, 0, 0, args.base_port, extra)
+    procs: dict[int, subprocess.Popen] = {}
+    for i, props in configs.items():
+        (data / f"node{i}").mkdir(parents=True, exist_ok=True)
+        path = data / f"node{i}.yaml"
+        path.write_text(yaml.safe_dump(props, sort_keys=False))
+        log = open(data / f"node{i}.log", "ab")
+        procs[i] = subprocess.Popen([sys.executable, "-m", "broker.cli", "serve", "--config", str(path)],
+                                    stdout=log, stderr=subprocess.STDOUT)
+    bootstrap = ",".join(f"127.0.0.1:{args.base_port + i - 1}" for i, p in configs.items()
+                         if "broker" in p["process.roles"])
+    print(f"odradek dev-cluster: {len(procs)} nodes, data and logs in {data}", flush=True)
+    print(f"bootstrap servers: {bootstrap}", flush=True)
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    try:
+        while not stopping:
+            for i, p in procs.items():
+                if p.poll() is not None:
+                    print(f"node {i} exited with {p.returncode}: see {data / f'node{i}.log'}", flush=True)
+                    stopping.append(True)
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    print("stopping every node", flush=True)
+    for p in procs.values():
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs.values():
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    return 0

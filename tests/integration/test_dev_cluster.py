@@ -1,0 +1,78 @@
+"""``odradek dev-cluster``: three local nodes from one command, a client bootstraps from what it prints, and
+SIGTERM stops every node."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from tests.harness import ODRADEK, REPO
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+
+def free_base_port() -> int:
+    """A base port with base..base+2 and base+100..base+102 free right now."""
+    for base in range(21000, 60000, 397):
+        ports = [base + i for i in range(3)] + [base + 100 + i for i in range(3)]
+        socks = []
+        try:
+            for p in ports:
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range")
+
+
+def test_dev_cluster_starts_serves_and_stops(tmp_path):
+    base = free_base_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([*ODRADEK, "dev-cluster", "--nodes", "3", "--data", str(tmp_path / "dc"),
+                             "--base-port", str(base)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        bootstrap = None
+        deadline = time.monotonic() + 30
+        while bootstrap is None and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if line.startswith("bootstrap servers: "):
+                bootstrap = line.split(": ", 1)[1].strip()
+        assert bootstrap == ",".join(f"127.0.0.1:{base + i}" for i in range(3))
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                admin.create_topics([NewTopic("dev", 3, 1)])["dev"].result(10)
+                break
+            except (confluent_kafka.KafkaException, concurrent.futures.TimeoutError) as exc:
+                if isinstance(exc, confluent_kafka.KafkaException) and \
+                        exc.args[0].code() == confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
+                    break  # an earlier attempt that timed out on the client created it
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        deadline = time.monotonic() + 30  # every broker learns of the topic once it applies the record
+        while "dev" not in (md := admin.list_topics(timeout=10)).topics and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sorted(md.brokers) == [1, 2, 3] and len(md.topics["dev"].partitions) == 3
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        for i in (1, 2, 3):
+            assert "shutting down" in (tmp_path / "dc" / f"node{i}.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        subprocess.run(["pkill", "-9", "-f", str(tmp_path / "dc")], check=False)
