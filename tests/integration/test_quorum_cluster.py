@@ -55,6 +55,12 @@ def until(predicate, timeout: float = 30.0, what: str = "condition"):
     raise AssertionError(f"{what} did not hold within {timeout}s (last: {last!r})")
 
 
+def wait_unfenced(c: ClusterProcesses) -> None:
+    """Every node registered and unfenced: placement spreads replicas and leaders over all of them."""
+    for i, node in c.nodes.items():
+        until(lambda node=node, i=i: node.log_lines(rf"node {i} is unfenced") >= 1, 60, f"node {i} unfenced")
+
+
 def quorum_leader(c: ClusterProcesses) -> tuple[int, int]:
     """(epoch, leader id) from the live nodes' quorum-state files: the newest epoch that has a leader."""
     best = (-1, -1)
@@ -153,6 +159,7 @@ def test_killed_broker_is_fenced_and_loses_its_leaderships(tmp_path):
     c = ClusterProcesses(tmp_path, combined=3, overrides={**FAST, "test.allow.replication.factor.above.one": True})
     try:
         c.start()
+        wait_unfenced(c)
         a = admin(c)
         a.create_topics([NewTopic("spread", 6, 3)])["spread"].result(30)
         until(lambda: all(len(p.isrs) == 3 for p in a.list_topics("spread", timeout=5).topics["spread"]
@@ -181,6 +188,7 @@ def test_sigterm_is_a_controlled_shutdown(tmp_path):
     c = ClusterProcesses(tmp_path, combined=3, overrides={**FAST, "test.allow.replication.factor.above.one": True})
     try:
         c.start()
+        wait_unfenced(c)
         a = admin(c)
         a.create_topics([NewTopic("moving", 6, 3)])["moving"].result(30)
         _, leader = quorum_leader(c)
