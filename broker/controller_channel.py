@@ -88,13 +88,17 @@ class LocalControllerChannel:
         self._lock = asyncio.Lock()
 
     async def forward(self, ctx: Any, request: Message) -> Message:
-        response = await self.handle_envelope(envelope_for(ctx, request))
+        response = await self.send_envelope(envelope_for(ctx, request))
         if response.error_code:
             raise CloseConnection(f"forwarding {ctx.request.spec.name} failed: error {response.error_code}")
         spec = ctx.request.spec
         mv = memoryview(response.response_data)
         _, pos = ResponseHeader.decode_from(mv, 0, spec.response_header_version(ctx.version))
         return spec.response.decode(mv[pos:], ctx.version)
+
+    async def send_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse:
+        """Where a forwarded request goes: this process's controller."""
+        return await self.handle_envelope(envelope)
 
     async def call(self, request: Message) -> Message:
         return await self.decide(request, CONTROLLER_HANDLERS[request.API_KEY].versions[1])
@@ -166,15 +170,8 @@ class QuorumControllerChannel(LocalControllerChannel):
         self.timeout_ms = timeout_ms
         self._clients: dict[int, Any] = {}
 
-    async def forward(self, ctx: Any, request: Message) -> Message:
-        envelope = envelope_for(ctx, request)
-        response = await self._to_active(envelope, self.handle_envelope)
-        if response.error_code:
-            raise CloseConnection(f"forwarding {ctx.request.spec.name} failed: error {response.error_code}")
-        spec = ctx.request.spec
-        mv = memoryview(response.response_data)
-        _, pos = ResponseHeader.decode_from(mv, 0, spec.response_header_version(ctx.version))
-        return spec.response.decode(mv[pos:], ctx.version)
+    async def send_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse:
+        return await self._to_active(envelope, self.handle_envelope)
 
     async def call(self, request: Message) -> Message:
         return await self._to_active(request, super().call)
@@ -213,6 +210,35 @@ class QuorumControllerChannel(LocalControllerChannel):
                 raise ControllerUnavailable(f"no active controller answered within {self.timeout_ms} ms: {last}")
             await asyncio.sleep(self.RETRY_BACKOFF_S)
 
+    async def run_active_controller_duties(self, interval_s: float = 0.25) -> None:
+        """While this node is the active controller: when it becomes active, start every broker's session and
+        bootstrap a new cluster; then fence brokers whose sessions expire (QuorumController's periodic tasks)."""
+        from broker.quorum.raft_driver import NotLeaderError
+
+        active_epoch = None
+        while True:
+            await asyncio.sleep(interval_s)
+            if not self.quorum.is_active:
+                active_epoch = None
+                continue
+            try:
+                async with self._lock:
+                    await self.quorum.ready_to_decide()
+                    image, now = self.quorum.image, self.quorum.clock.now_ms()
+                    if active_epoch != self.quorum.driver.epoch:
+                        active_epoch = self.quorum.driver.epoch
+                        self.controller.activate(image, now)
+                        log.info("node %d is the active controller (epoch %d)", self.node_id, active_epoch)
+                        result = self.controller.bootstrap(image)
+                    else:
+                        result = self.controller.maybe_fence_one_stale_broker(image, now)
+                    if result.records:
+                        await self.quorum.commit(result.records)
+            except NotLeaderError:
+                active_epoch = None
+            except Exception:  # noqa: BLE001 - one failed round must not end the controller's duties
+                log.exception("active controller duties failed; retrying")
+
     async def close(self) -> None:
         for client in self._clients.values():
             await client.close()
@@ -220,34 +246,3 @@ class QuorumControllerChannel(LocalControllerChannel):
 
 class ControllerUnavailable(Exception):
     """No active controller answered in time (the caller answers a retriable error or closes)."""
-
-
-async def run_active_controller_duties(channel: LocalControllerChannel, quorum, interval_s: float = 0.25) -> None:
-    """While this node is the active controller: bootstrap a new cluster once, start every broker's session
-    when it becomes active, and fence brokers whose sessions expire (QuorumController's periodic tasks)."""
-    from broker.quorum.raft_driver import NotLeaderError
-
-    active_epoch = None
-    while True:
-        await asyncio.sleep(interval_s)
-        if not quorum.is_active:
-            active_epoch = None
-            continue
-        try:
-            async with channel._lock:
-                await quorum.ready_to_decide()
-                now = quorum.clock.now_ms()
-                if active_epoch != quorum.driver.epoch:
-                    active_epoch = quorum.driver.epoch
-                    channel.controller.activate(quorum.image, now)
-                    log.info("node %d is the active controller (epoch %d)", channel.controller.node_id, active_epoch)
-                    boot = channel.controller.bootstrap(quorum.image)
-                    if boot.records:
-                        await quorum.commit(boot.records)
-                result = channel.controller.maybe_fence_one_stale_broker(quorum.image, now)
-                if result.records:
-                    await quorum.commit(result.records)
-        except NotLeaderError:
-            active_epoch = None
-        except Exception:  # noqa: BLE001 - one failed round must not end the controller's duties
-            log.exception("active controller duties failed; retrying")

@@ -83,16 +83,14 @@ def main(argv: list[str]) -> int:
     print(f"odradek dev-cluster: {len(procs)} nodes, data and logs in {data}", flush=True)
     print(f"bootstrap servers: {bootstrap}", flush=True)
     stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    try:
-        while not stopping:
-            for i, p in procs.items():
-                if p.poll() is not None:
-                    print(f"node {i} exited with {p.returncode}: see {data / f'node{i}.log'}", flush=True)
-                    stopping.append(True)
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.append(True))
+    while not stopping:
+        for i, p in procs.items():
+            if p.poll() is not None:
+                print(f"node {i} exited with {p.returncode}: see {data / f'node{i}.log'}", flush=True)
+                stopping.append(True)
+        time.sleep(0.5)
     print("stopping every node", flush=True)
     for p in procs.values():
         if p.poll() is None:

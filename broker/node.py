@@ -17,9 +17,7 @@ from broker.controller_listener import CONTROLLER_LISTENER_HANDLERS
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig, Listener
 from broker.context import BrokerHandles
-from broker.controller_channel import (
-    ControllerUnavailable, LocalControllerChannel, QuorumControllerChannel, run_active_controller_duties,
-)
+from broker.controller_channel import ControllerUnavailable, LocalControllerChannel, QuorumControllerChannel
 from broker.group_service import GroupService
 from broker.local_quorum import LocalQuorum
 from broker.log_dirs import ensure_meta_properties
@@ -188,7 +186,7 @@ class Broker:
         if self.raft is not None:
             await self.raft.start()
             if self.node_id in self.voters:
-                self._spawn(run_active_controller_duties(self.controller, self.raft))
+                self._spawn(self.controller.run_active_controller_duties())
             await self._catch_up()
             await self._register()
             self._spawn(self._heartbeat_loop())
@@ -260,13 +258,11 @@ class Broker:
         while True:
             try:
                 response = await self.controller.call(request)
-            except ControllerUnavailable as exc:
-                if self.raft is None:
-                    raise
+            except ControllerUnavailable as exc:  # only a quorum's channel waits for a controller
                 log.warning("node %d: registration: %s; retrying", self.node_id, exc)
                 continue
-            if response.error_code and self.raft is not None and response.error_code in (
-                    ErrorCode.DUPLICATE_BROKER_REGISTRATION, ErrorCode.NOT_CONTROLLER):
+            if response.error_code in (ErrorCode.DUPLICATE_BROKER_REGISTRATION, ErrorCode.NOT_CONTROLLER):
+                # our previous incarnation's session has not expired yet, or the controller just moved
                 log.warning("node %d: registration refused with error %d; retrying", self.node_id,
                             response.error_code)
                 await asyncio.sleep(1.0)

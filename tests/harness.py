@@ -143,6 +143,24 @@ class BrokerProcess:
             self._stderr.close()
 
 
+def wait_until(cond, timeout: float = 20.0, interval: float = 0.05, what: str = "condition",
+               retry: tuple[type[BaseException], ...] = ()):
+    """Poll ``cond`` until it returns something true (returned) or ``timeout`` passes (AssertionError naming
+    ``what``); exceptions of the ``retry`` types count as "not yet" (a cluster that is still electing)."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            v = cond()
+            if v:
+                return v
+            last = v
+        except retry as exc:
+            last = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
 def reserve_ports(n: int) -> list[int]:
     """``n`` free ports on 127.0.0.1, each kept by its node for the cluster's lifetime (voters need known
     addresses; a restarted node binds the same one again)."""

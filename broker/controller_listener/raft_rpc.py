@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from broker.quorum import wire
+from cluster.raft.messages import FetchResponse
 from protocol.errors import ErrorCode
 from protocol.message import Message
 
@@ -29,6 +30,6 @@ async def answer(ctx, body: Message) -> Message:
     reply = await quorum.driver.handle(request, getattr(body, "max_wait_ms", 0))
     if reply is None:
         return wire.error_response(body, ErrorCode.UNKNOWN_SERVER_ERROR)
-    if getattr(reply, "error", 0) and not isinstance(reply, wire.m.FetchResponse):
+    if getattr(reply, "error", 0) and not isinstance(reply, FetchResponse):
         log.info("%s from node %d refused: error %d", type(body).__name__, request.src, reply.error)
     return wire.to_response(reply, body)

@@ -233,12 +233,11 @@ class RaftDriver:
 
     def _on_leader_change(self, epoch: int, leader_id: int) -> None:
         log.info("node %d: epoch %d, leader %s", self.node_id, epoch, leader_id if leader_id != NO_ID else "unknown")
-        for fut_epoch_offset in list(self._commit_waiters):
-            _, w_epoch, fut = fut_epoch_offset
-            if w_epoch != epoch or leader_id != self.node_id:
-                self._commit_waiters.remove(fut_epoch_offset)
-                if not fut.done():
-                    fut.set_exception(NotLeaderError(f"leadership of epoch {w_epoch} lost before the commit"))
+        lost = [w for w in self._commit_waiters if w[1] != epoch or leader_id != self.node_id]
+        for waiter in lost:
+            self._commit_waiters.remove(waiter)
+            if not waiter[2].done():
+                waiter[2].set_exception(NotLeaderError(f"leadership of epoch {waiter[1]} lost before the commit"))
         for listener in self.leader_listeners:
             listener(epoch, leader_id)
 

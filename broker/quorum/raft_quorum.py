@@ -8,7 +8,6 @@ the controller channel needs to find the active controller.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 from pathlib import Path
@@ -112,13 +111,3 @@ class RaftQuorum:
             self._image = image
             await self.publisher.publish(image)
 
-
-async def wait_until(predicate, timeout_s: float, step_s: float = 0.05) -> bool:
-    """Poll ``predicate`` until true or ``timeout_s`` passes (startup waits)."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout_s
-    while not predicate():
-        if loop.time() >= end:
-            return False
-        await asyncio.sleep(step_s)
-    return True

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from cluster.raft import messages as m
 from cluster.raft.election_state import NO_ID
-from protocol.errors import ErrorCode
 from protocol.generated.messages import (
     BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest, EndQuorumEpochResponse, FetchRequest,
     FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, VoteRequest, VoteResponse,
@@ -24,7 +23,7 @@ from protocol.generated.messages import fetch_snapshot_request as fs_req
 from protocol.generated.messages import vote_request as v_req
 from protocol.generated.messages import vote_response as v_resp
 from protocol.message import Message
-from protocol.records import iter_batch_positions
+from protocol.records import LOG_OVERHEAD, iter_batch_positions
 from protocol.topics import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 from broker.quorum.kraft_log import entry_of
 
@@ -121,7 +120,7 @@ def from_response(request, response: Message, snapshot_data: bytes | None = None
             diverging = (p.diverging_epoch.end_offset, p.diverging_epoch.epoch)
         if p.snapshot_id.end_offset >= 0:
             snapshot_id = (p.snapshot_id.end_offset, p.snapshot_id.epoch)
-        entries = tuple(entry_of(bytes(p.records[pos:pos + h.batch_length + 12]))
+        entries = tuple(entry_of(bytes(p.records[pos:pos + h.batch_length + LOG_OVERHEAD]))
                         for pos, h in iter_batch_positions(memoryview(p.records or b"")))
         return m.FetchResponse(src, dst, epoch, leader_id, p.error_code, p.high_watermark, p.log_start_offset,
                                entries, diverging, snapshot_id, request.fetch_offset, request.last_fetched_epoch)
@@ -221,5 +220,5 @@ RESPONSE_FOR = {m.VoteRequest: m.VoteResponse, m.BeginQuorumEpochRequest: m.Begi
                 m.EndQuorumEpochRequest: m.EndQuorumEpochResponse, m.FetchRequest: m.FetchResponse,
                 m.FetchSnapshotRequest: m.FetchSnapshotResponse}
 
-__all__ = ["ErrorCode", "RESPONSE_FOR", "to_request", "from_response", "from_request", "to_response",
+__all__ = ["RESPONSE_FOR", "to_request", "from_response", "from_request", "to_response",
            "error_response", "fetch_snapshot_chunk_request", "NotForThisPartition"]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-import time
 
+from tests.harness import wait_until  # noqa: F401 - the tests' one polling helper, imported from here too
 
 
 def in_thread(fn, *args):
@@ -31,11 +31,3 @@ def in_thread(fn, *args):
     return R()
 
 
-def wait_until(cond, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

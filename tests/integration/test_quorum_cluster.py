@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from cluster.metadata_serde import decode_record
 from protocol.record_codec import decode_batch
 from storage.config import LogConfig
 from storage.log import FetchIsolation, Log
-from tests.harness import ClusterProcesses
+from tests.harness import ClusterProcesses, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import (  # noqa: E402
@@ -42,17 +41,8 @@ def cluster(tmp_path):
 
 
 def until(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except Exception as exc:  # noqa: BLE001 - retried until the deadline
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError(f"{what} did not hold within {timeout}s (last: {last!r})")
+    """wait_until that also rides out client errors while the cluster elects or catches up."""
+    return wait_until(predicate, timeout, 0.1, what, retry=(Exception,))
 
 
 def wait_unfenced(c: ClusterProcesses) -> None:
@@ -86,6 +76,12 @@ def topics_seen(c: ClusterProcesses, node_id: int) -> set[str]:
     client = AdminClient({"bootstrap.servers": f"127.0.0.1:{c.broker_ports[node_id]}"})
     md = client.list_topics(timeout=5)
     return {t for t in md.topics if not t.startswith("__")}
+
+
+def six_led_partitions(a: AdminClient, topic: str):
+    """The topic's partitions once the answering broker has all 6 with a leader (None before)."""
+    parts = list(a.list_topics(topic, timeout=5).topics[topic].partitions.values())
+    return parts if len(parts) == 6 and all(p.leader >= 0 for p in parts) else None
 
 
 def metadata_records(node_dir: Path) -> list[tuple[int, bytes]]:
@@ -162,10 +158,12 @@ def test_killed_broker_is_fenced_and_loses_its_leaderships(tmp_path):
         wait_unfenced(c)
         a = admin(c)
         a.create_topics([NewTopic("spread", 6, 3)])["spread"].result(30)
-        until(lambda: all(len(p.isrs) == 3 for p in a.list_topics("spread", timeout=5).topics["spread"]
-                          .partitions.values()), what="full ISRs")
+
+        # the answering broker may not have applied the topic yet: wait for all 6 partitions, full ISRs
+        parts = until(lambda: (ps := six_led_partitions(a, "spread")) and all(len(p.isrs) == 3 for p in ps) and ps,
+                      what="the topic's 6 partitions with full ISRs")
         _, leader = quorum_leader(c)
-        leaders = {p.leader for p in a.list_topics("spread", timeout=5).topics["spread"].partitions.values()}
+        leaders = {p.leader for p in parts}
         # a broker that leads partitions, preferably not the active controller (its death is the other test's)
         victim = min(leaders - {leader}) if leaders - {leader} else min(leaders)
         c.nodes[victim].kill()
@@ -173,7 +171,7 @@ def test_killed_broker_is_fenced_and_loses_its_leaderships(tmp_path):
 
         def moved():
             parts = a.list_topics("spread", timeout=5).topics["spread"].partitions.values()
-            return all(p.leader != victim and victim not in p.isrs for p in parts)
+            return len(parts) == 6 and all(p.leader != victim and victim not in p.isrs for p in parts)
 
         until(moved, 30, f"broker {victim} fenced: out of every ISR, leaderships moved")
         c.start(victim)
@@ -190,12 +188,14 @@ def test_sigterm_is_a_controlled_shutdown(tmp_path):
         wait_unfenced(c)
         a = admin(c)
         a.create_topics([NewTopic("moving", 6, 3)])["moving"].result(30)
+        parts = until(lambda: six_led_partitions(a, "moving"), what="6 partitions with leaders")
         _, leader = quorum_leader(c)
-        victim = next(i for i in c.nodes if i != leader)
+        leaders = {p.leader for p in parts}
+        victim = min(leaders - {leader}) if leaders - {leader} else min(leaders)  # it leads partitions
         assert c.nodes[victim].terminate(timeout=30) == 0
         assert c.nodes[victim].log_lines("controlled shutdown granted") == 1
         a = admin(c, exclude=victim)
-        parts = a.list_topics("moving", timeout=5).topics["moving"].partitions.values()
+        parts = until(lambda: six_led_partitions(a, "moving"), what="6 partitions with leaders after")
         assert all(p.leader != victim for p in parts)
     finally:
         c.close()
