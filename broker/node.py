@@ -26,7 +26,7 @@ from broker.metadata_publisher import MetadataPublisher
 from broker.metrics import BrokerMetrics
 from broker.telemetry import ClientTelemetry, PushedMetrics
 from broker.registry import advertised
-from broker.quorum.raft_quorum import RaftQuorum, parse_voters
+from broker.quorum.raft_quorum import RaftQuorum, SnapshotPolicy, parse_voters
 from broker.replica_manager import ReplicaManager
 from broker.sendfile import SendStats
 from broker.server import NetworkServer
@@ -145,7 +145,10 @@ class Broker:
                            fetch_timeout_ms=int(cfg["controller.quorum.fetch.timeout.ms"]),
                            election_backoff_max_ms=int(cfg["controller.quorum.election.backoff.max.ms"]),
                            request_timeout_ms=int(cfg["controller.quorum.request.timeout.ms"]),
-                           retry_backoff_ms=int(cfg["controller.quorum.retry.backoff.ms"])))
+                           retry_backoff_ms=int(cfg["controller.quorum.retry.backoff.ms"])),
+                snapshots=SnapshotPolicy(int(cfg["metadata.log.max.record.bytes.between.snapshots"]),
+                                         int(cfg["metadata.log.max.snapshot.interval.ms"])),
+                segment_bytes=int(cfg["metadata.log.segment.bytes"]))
             self.quorum = self.raft
             self.controller = QuorumControllerChannel(controller, self.raft, cfg.values, self.cluster_id, self.voters,
                                                       self.node_id, int(cfg["request.timeout.ms"]))

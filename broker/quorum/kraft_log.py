@@ -17,6 +17,7 @@ import logging
 import os
 from pathlib import Path
 
+from broker.quorum.metadata_snapshot import SnapshotError, validate_snapshot
 from cluster.raft.log import Entry, MemoryLog, Snapshot
 from protocol.generated.raft import LeaderChangeMessage
 from protocol.generated.raft.leader_change_message import Voter
@@ -58,8 +59,9 @@ def snapshot_name(end_offset: int, epoch: int) -> str:
 
 
 class KRaftLog(MemoryLog):
-    def __init__(self, directory: Path, voters: frozenset[int], now_ms) -> None:
+    def __init__(self, directory: Path, voters: frozenset[int], now_ms, segment_bytes: int = 1073741824) -> None:
         super().__init__()
+        self.segment_bytes = segment_bytes  # metadata.log.segment.bytes
         self.dir = Path(directory)
         self.voters = voters
         self.now_ms = now_ms  # a clock for the LeaderChange batch's timestamp
@@ -71,7 +73,7 @@ class KRaftLog(MemoryLog):
         """Load the newest snapshot and the log after it; a torn tail is cut off by the log's recovery."""
         self.dir.mkdir(parents=True, exist_ok=True)
         snap = self._latest_snapshot()
-        config = LogConfig.from_props({"retention.ms": -1, "retention.bytes": -1, "segment.bytes": 104857600})
+        config = LogConfig.from_props({"retention.ms": -1, "retention.bytes": -1, "segment.bytes": self.segment_bytes})
         now = self.now_ms()
         self.disk = Log.open(str(self.dir), config, now_ms=now, had_clean_shutdown=had_clean_shutdown,
                              topic_id=METADATA_TOPIC_ID,
@@ -106,7 +108,13 @@ class KRaftLog(MemoryLog):
         if not found:
             return None
         offset, epoch, path = max(found)
-        return Snapshot(offset, epoch, path.read_bytes())
+        data = path.read_bytes()
+        try:
+            validate_snapshot(data)
+        except SnapshotError as exc:
+            raise SnapshotError(f"the metadata snapshot {path} is damaged ({exc}): this node stops rather "
+                                f"than rejoin the quorum with a wrong image") from None
+        return Snapshot(offset, epoch, data)
 
     # ---- writing ----------------------------------------------------------------------------------------
 
@@ -121,8 +129,16 @@ class KRaftLog(MemoryLog):
             batch = stamp(batch, e.offset, e.epoch)
             stamped.append(Entry(e.offset, e.epoch, batch, e.control, e.count))
         super().append(stamped)  # checks contiguity and epochs before anything reaches the disk
-        if stamped:
-            self.disk.append_as_follower(b"".join(e.data for e in stamped), self.now_ms())
+        chunk: list[bytes] = []
+        size = 0
+        for e in stamped:  # appends of at most a segment each (the log refuses larger ones)
+            if chunk and size + len(e.data) > self.segment_bytes:
+                self.disk.append_as_follower(b"".join(chunk), self.now_ms())
+                chunk, size = [], 0
+            chunk.append(e.data)
+            size += len(e.data)
+        if chunk:
+            self.disk.append_as_follower(b"".join(chunk), self.now_ms())
 
     def truncate_to(self, offset: int) -> None:
         assert self.disk is not None
@@ -139,6 +155,7 @@ class KRaftLog(MemoryLog):
     def create_snapshot(self, snapshot: Snapshot) -> None:
         super().create_snapshot(snapshot)
         self._write_snapshot(snapshot)
+        self.disk.update_high_watermark(max(self.disk.high_watermark, snapshot.end_offset))
         self.disk.maybe_increment_log_start_offset(snapshot.end_offset, "snapshot")
         self.disk.delete_old_segments(self.now_ms())
 

@@ -22,6 +22,7 @@ from broker.clock import Clock
 from broker.node_client import NodeClient
 from broker.quorum import wire
 from broker.quorum.kraft_log import KRaftLog
+from broker.quorum.metadata_snapshot import SnapshotError, validate_snapshot
 from broker.quorum.state_store import QuorumStateStore
 from cluster.raft import messages as m
 from cluster.raft.election_state import NO_ID
@@ -151,6 +152,14 @@ class RaftDriver:
             await self._process()
         await fut
 
+    async def create_snapshot(self, end_offset: int, data: bytes) -> bool:
+        """Keep ``data`` as the snapshot up to ``end_offset`` (committed and applied) and drop the log before
+        it; False when the core refuses (not applied yet, or not past the log start)."""
+        async with self._lock:
+            if self.node is None or self._stopped:
+                return False
+            return await asyncio.to_thread(self.node.snapshot_at, end_offset, data)
+
     # ---- inbound KRaft requests ---------------------------------------------------------------------------
 
     async def handle(self, request, max_wait_ms: int = 0):
@@ -277,6 +286,9 @@ class RaftDriver:
                 response = await client.request(request, wire.VERSIONS[type(request)], timeout)
                 data = None
             reply = wire.from_response(msg, response, data)
+        except SnapshotError as exc:
+            log.warning("node %d: the snapshot %s from %d is damaged: %s", self.node_id, msg.snapshot_id, msg.dst, exc)
+            return
         except (ConnectionError, asyncio.TimeoutError, wire.NotForThisPartition) as exc:
             log.debug("node %d: %s to %d failed: %s", self.node_id, type(msg).__name__, msg.dst, exc)
             return
@@ -303,6 +315,7 @@ class RaftDriver:
                 return response, None
             data += p.unaligned_records or b""
             if len(data) >= p.size or not p.unaligned_records:
+                validate_snapshot(bytes(data))  # SnapshotError: dropped, fetched again after the request timeout
                 self.fetch_snapshots_received += 1
                 log.info("node %d: fetched snapshot %s (%d bytes) from %d", self.node_id, msg.snapshot_id,
                          len(data), msg.dst)

@@ -8,6 +8,8 @@ the controller channel needs to find the active controller.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 import random
 from pathlib import Path
@@ -15,6 +17,7 @@ from pathlib import Path
 from broker.clock import Clock
 from broker.metadata_publisher import MetadataPublisher
 from broker.quorum.kraft_log import KRaftLog
+from broker.quorum.metadata_snapshot import image_from_snapshot, write_snapshot
 from broker.quorum.raft_driver import NotLeaderError, RaftDriver
 from broker.quorum.state_store import QuorumStateStore
 from cluster.metadata_image import MetadataImage
@@ -23,7 +26,7 @@ from cluster.raft.log import Entry, Snapshot
 from cluster.raft.node import RaftConfig
 from protocol.message import Message
 from protocol.record_codec import Record, build_batch, decode_batch
-from protocol.records import iter_batch_positions, LOG_OVERHEAD
+from protocol.records import parse_header
 
 log = logging.getLogger("odradek.quorum")
 
@@ -50,29 +53,43 @@ def records_of(batch) -> list[Message]:
     return [decode_record(r.value)[0] for r in records]
 
 
-def image_from_snapshot(data: bytes, end_offset: int) -> MetadataImage:
-    records: list[Message] = []
-    mv = memoryview(data)
-    for pos, h in iter_batch_positions(mv):
-        records.extend(records_of(mv[pos:pos + h.batch_length + LOG_OVERHEAD]))
-    return MetadataImage().apply(records, end_offset - 1)
+@dataclasses.dataclass(frozen=True)
+class SnapshotPolicy:
+    """When a node writes a snapshot of its image (Kafka's SnapshotGenerator): after this many bytes of
+    committed batches, or this long after the last snapshot if anything was committed since."""
+
+    max_bytes_between: int = 20971520  # metadata.log.max.record.bytes.between.snapshots
+    max_interval_ms: int = 3600000  # metadata.log.max.snapshot.interval.ms (0: never by time)
+
+    def due(self, bytes_since: int, ms_since: int) -> bool:
+        return bytes_since > 0 and (bytes_since >= self.max_bytes_between
+                                    or 0 < self.max_interval_ms <= ms_since)
 
 
 class RaftQuorum:
     def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], partition_dir: Path, cluster_id: str,
                  publisher: MetadataPublisher, clock: Clock, config: RaftConfig,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, snapshots: SnapshotPolicy = SnapshotPolicy(),
+                 segment_bytes: int = 1073741824) -> None:
         self.publisher = publisher
         self.clock = clock
-        self.log = KRaftLog(partition_dir, frozenset(voters), clock.now_ms)
+        self.snapshots = snapshots
+        self.log = KRaftLog(partition_dir, frozenset(voters), clock.now_ms, segment_bytes)
         self.driver = RaftDriver(node_id, voters, cluster_id, self.log, QuorumStateStore(partition_dir), clock,
                                  config, self._apply, rng)
         self._image = publisher.image
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = int(clock.monotonic() * 1000)
+        self._last_batch_timestamp = -1
+        self._snapshotting: asyncio.Task | None = None
+        self.snapshots_written = 0
 
     async def start(self) -> None:
         await self.driver.start()
 
     async def stop(self) -> None:
+        if self._snapshotting is not None:
+            await asyncio.gather(self._snapshotting, return_exceptions=True)
         await self.driver.stop()
 
     @property
@@ -101,13 +118,37 @@ class RaftQuorum:
     async def _apply(self, entries: list[Entry], snapshot: Snapshot | None) -> None:
         image = self._image
         if snapshot is not None:
-            image = image_from_snapshot(snapshot.data, snapshot.end_offset)
+            image = await asyncio.to_thread(image_from_snapshot, snapshot.data, snapshot.end_offset)
+            self._bytes_since_snapshot = 0
+            self._last_snapshot_ms = self._monotonic_ms()
             log.info("loaded the metadata snapshot %d-%d", snapshot.end_offset, snapshot.epoch)
         for e in entries:
+            self._bytes_since_snapshot += len(e.data)
             if e.control:
                 continue
+            self._last_batch_timestamp = parse_header(e.data).max_timestamp
             image = image.apply(records_of(e.data), e.next_offset - 1)
         if image is not self._image:
             self._image = image
             await self.publisher.publish(image)
+        if entries and self._snapshotting is None and self.snapshots.due(
+                self._bytes_since_snapshot, self._monotonic_ms() - self._last_snapshot_ms):
+            self._snapshotting = asyncio.ensure_future(self._write_snapshot(image, entries[-1]))
 
+    def _monotonic_ms(self) -> int:
+        return int(self.clock.monotonic() * 1000)
+
+    async def _write_snapshot(self, image: MetadataImage, last: Entry) -> None:
+        """Snapshot ``image`` (everything up to ``last``) off the loop; the log before it is deleted."""
+        try:
+            data = await asyncio.to_thread(write_snapshot, image, last.epoch, self._last_batch_timestamp,
+                                           self.clock.now_ms())
+            if await self.driver.create_snapshot(last.next_offset, data):
+                self.snapshots_written += 1
+                self._bytes_since_snapshot = 0
+                self._last_snapshot_ms = self._monotonic_ms()
+                log.info("wrote the metadata snapshot %d-%d (%d bytes)", last.next_offset, last.epoch, len(data))
+        except Exception:
+            log.exception("writing the metadata snapshot at %d failed", last.next_offset)
+        finally:
+            self._snapshotting = None
