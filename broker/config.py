@@ -177,6 +177,7 @@ class BrokerConfig:
             self.advertised_listeners
         except ValueError as exc:
             raise ConfigException(f"Invalid value for configuration listeners: {exc}") from None
+        self._validate_roles()
         try:
             LogConfig.from_props({}, self.values)
             LogManagerConfig.from_props(self.values)
@@ -185,6 +186,58 @@ class BrokerConfig:
         known = _known_keys()
         return [f"The configuration '{k}' was supplied but isn't a known config." for k in self.values
                 if k not in known and not k.startswith("logger.")]
+
+    def _validate_roles(self) -> None:
+        """``process.roles`` against the quorum and listener settings, with Kafka's messages (KafkaConfig's
+        validateValues): a voter runs the controller role, a controller listens on a controller listener,
+        a broker-only node does not, and a controller-only node advertises nothing to clients."""
+        roles = self.process_roles
+        if not roles or roles - {"broker", "controller"}:
+            raise ConfigException(f"Invalid value {self.values['process.roles']!r} for configuration process.roles: "
+                                  f"a non-empty list of broker and controller")
+        voters_text = self.values.get("controller.quorum.voters")
+        if not voters_text:
+            if roles != {"broker", "controller"}:
+                raise ConfigException("If using process.roles, either controller.quorum.bootstrap.servers must "
+                                      "contain the set of bootstrap controllers or controller.quorum.voters must "
+                                      "contain a parseable set of controllers.")
+            return  # a single node, its own quorum of one
+        from broker.quorum.raft_quorum import parse_voters
+
+        try:
+            voters = parse_voters(voters_text)
+        except ValueError as exc:
+            raise ConfigException(str(exc)) from None
+        names = self.controller_listener_names
+        listener_names = {lst.name for lst in self.listeners}
+        if "controller" in roles:
+            if self.node_id not in voters:
+                raise ConfigException(f"If process.roles contains just the 'controller' role, the node id "
+                                      f"{self.node_id} must be included in the set of voters "
+                                      f"controller.quorum.voters={set(voters)}")
+            if not names:
+                raise ConfigException("controller.listener.names must contain at least one value when running "
+                                      "KRaft with just the controller role")
+            if not names & listener_names:
+                raise ConfigException(f"controller.listener.names must contain at least one value appearing in "
+                                      f"the 'listeners' configuration when running the KRaft controller role")
+        else:
+            if self.node_id in voters:
+                raise ConfigException(f"If process.roles contains just the 'broker' role, the node id "
+                                      f"{self.node_id} must not be included in the set of voters "
+                                      f"controller.quorum.voters={set(voters)}")
+            if names & listener_names:
+                raise ConfigException(f"controller.listener.names must not contain a value appearing in the "
+                                      f"'listeners' configuration when running KRaft with just the broker role")
+        if roles == {"controller"}:
+            if listener_names - names:
+                raise ConfigException(f"The listeners config must only contain KRaft controller listeners from "
+                                      f"controller.listener.names when process.roles=controller")
+            if self.values.get("advertised.listeners") and {a.name for a in self.advertised_listeners} - names:
+                raise ConfigException("The advertised.listeners config must only contain KRaft controller listeners "
+                                      "from controller.listener.names when process.roles=controller")
+        elif not listener_names - names:
+            raise ConfigException("a broker needs a listener that is not in controller.listener.names")
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -60,8 +60,9 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if (args.controllers is None) != (args.brokers is None):
         ap.error("--controllers and --brokers go together")
-    if args.controllers is not None:
-        ap.error("separate controller-only nodes are not built yet: use --nodes (combined nodes) for now")
+    combined = 0 if args.controllers is not None else args.nodes
+    if (combined or args.controllers) < 1 or (args.brokers is not None and args.brokers < 1):
+        ap.error("a cluster needs at least one controller and one broker")
     extra = {}
     for item in args.override:
         k, sep, v = item.partition("=")
@@ -69,7 +70,7 @@ def main(argv: list[str]) -> int:
             ap.error(f"override {item!r} is not key=value")
         extra[k] = v
     data = Path(args.data).resolve()
-    configs = node_configs(data, args.nodes, 0, 0, args.base_port, extra)
+    configs = node_configs(data, combined, args.controllers or 0, args.brokers or 0, args.base_port, extra)
     procs: dict[int, subprocess.Popen] = {}
     for i, props in configs.items():
         (data / f"node{i}").mkdir(parents=True, exist_ok=True)

@@ -82,6 +82,7 @@ class Broker:
         self._background: list[asyncio.Task] = []
         self._want_shut_down = False
         self.fenced = True
+        self.is_broker = "broker" in config.process_roles
 
     # ---- what tests and the CLI look at ------------------------------------------------------------
 
@@ -153,24 +154,8 @@ class Broker:
             self.controller = QuorumControllerChannel(controller, self.raft, cfg.values, self.cluster_id, self.voters,
                                                       self.node_id, int(cfg["request.timeout.ms"]))
             image = self.metadata.image
-        lm_config = LogManagerConfig.from_props({**self.config.values, "log.dirs": ",".join(map(str, self.log_dirs)),
-                                                 "cluster.id": self.cluster_id})
-        topic_configs = {name: dict(image.topic_config(name)) for name in image.topics_by_name}
-        self.log_manager = LogManager(lm_config, broker_props=self.config.values, topic_configs=topic_configs,
-                                      broker_epoch=image.brokers[self.node_id].broker_epoch
-                                      if self.node_id in image.brokers else -1)
-        self.replicas = ReplicaManager(self.node_id, self.log_manager, self.clock.now_ms, self.metrics)
-        self.replicas.loading = True
-        self.metadata.add(self._publish_to_replicas)
-        self.groups = GroupService(self.node_id, self.config, self.metadata, self.replicas, self.controller,
-                                   self.clock)
-        self.metadata.add(self.groups.on_new_metadata_image)
-        pushed = PushedMetrics()
-        self.metrics.registry.register(pushed)
-        self.telemetry = ClientTelemetry(
-            ClientMetricsManager(random_uuid, telemetry_max_bytes=int(self.config["telemetry.max.bytes"])), pushed)
-        await self.telemetry.on_new_metadata_image(image)
-        self.metadata.add(self.telemetry.on_new_metadata_image)
+        if self.is_broker:
+            await self._start_broker_parts(image)
         self.server.handles = BrokerHandles(
             node_id=self.node_id, cluster_id=self.cluster_id, config=self.config, clock=self.clock,
             metadata=self.metadata, replicas=self.replicas, groups=self.groups, controller=self.controller,
@@ -191,12 +176,38 @@ class Broker:
             if self.node_id in self.voters:
                 self._spawn(self.controller.run_active_controller_duties())
             await self._catch_up()
-            await self._register()
-            self._spawn(self._heartbeat_loop())
+            if self.is_broker:
+                await self._register()
+                self._spawn(self._heartbeat_loop())
+        if not self.is_broker:  # a controller-only node: no partitions, groups or client telemetry
+            self.logs_loaded = asyncio.get_running_loop().create_future()
+            self.logs_loaded.set_result(None)
+            return
         self._telemetry_expiry = asyncio.ensure_future(self.telemetry.expire_periodically(self.clock))
         self.logs_loaded = asyncio.ensure_future(self._load_partitions())
         if wait_for_logs:
             await self.logs_loaded
+
+    async def _start_broker_parts(self, image: MetadataImage) -> None:
+        """The broker role's parts: partition logs, replica manager, group coordinator, client telemetry."""
+        lm_config = LogManagerConfig.from_props({**self.config.values, "log.dirs": ",".join(map(str, self.log_dirs)),
+                                                 "cluster.id": self.cluster_id})
+        topic_configs = {name: dict(image.topic_config(name)) for name in image.topics_by_name}
+        self.log_manager = LogManager(lm_config, broker_props=self.config.values, topic_configs=topic_configs,
+                                      broker_epoch=image.brokers[self.node_id].broker_epoch
+                                      if self.node_id in image.brokers else -1)
+        self.replicas = ReplicaManager(self.node_id, self.log_manager, self.clock.now_ms, self.metrics)
+        self.replicas.loading = True
+        self.metadata.add(self._publish_to_replicas)
+        self.groups = GroupService(self.node_id, self.config, self.metadata, self.replicas, self.controller,
+                                   self.clock)
+        self.metadata.add(self.groups.on_new_metadata_image)
+        pushed = PushedMetrics()
+        self.metrics.registry.register(pushed)
+        self.telemetry = ClientTelemetry(
+            ClientMetricsManager(random_uuid, telemetry_max_bytes=int(self.config["telemetry.max.bytes"])), pushed)
+        await self.telemetry.on_new_metadata_image(image)
+        self.metadata.add(self.telemetry.on_new_metadata_image)
 
     def _spawn(self, coro) -> None:
         self._background.append(asyncio.ensure_future(coro))
@@ -301,7 +312,7 @@ class Broker:
         """Graceful shutdown: stop accepting, answer requests already read, then flush and checkpoint
         (LogManager writes the clean-shutdown marker, so the next start skips recovery)."""
         log.info("shutting down: stop accepting, finishing in-flight requests")
-        if self.raft is not None and self.broker_epoch >= 0:
+        if self.raft is not None and self.is_broker and self.broker_epoch >= 0:
             await self._controlled_shutdown(grace_s)
         if self.groups is not None:  # group coordinator: answer parked JoinGroups first
             await self.groups.stop()

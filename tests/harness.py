@@ -56,7 +56,7 @@ class BrokerProcess:
         def read_port() -> None:
             assert self.proc is not None and self.proc.stdout is not None
             for line in self.proc.stdout:
-                m = re.search(r"listening on PLAINTEXT://127\.0\.0\.1:(\d+)", line)
+                m = re.search(r"listening on \w+://127\.0\.0\.1:(\d+)", line)  # the first listener
                 if m:
                     port.append(int(m.group(1)))
                     break
@@ -178,27 +178,35 @@ def reserve_ports(n: int) -> list[int]:
 
 
 class ClusterProcesses:
-    """A KRaft cluster of ``odradek serve`` processes on loopback: ``combined`` nodes run broker and controller;
-    ``brokers`` adds broker-only nodes (observers of the quorum). Ports are reserved per node for its lifetime."""
+    """A KRaft cluster of ``odradek serve`` processes on loopback: ``combined`` nodes run broker and controller,
+    ``controllers`` run only the controller (voters without a broker listener), ``brokers`` only the broker
+    (observers of the quorum). Voters get the ids from 1; ports are reserved per node for its lifetime."""
 
-    def __init__(self, root: Path, combined: int = 3, brokers: int = 0, overrides: dict | None = None) -> None:
+    def __init__(self, root: Path, combined: int = 3, brokers: int = 0, overrides: dict | None = None,
+                 controllers: int = 0) -> None:
         self.root = Path(root)
-        ids = list(range(1, combined + brokers + 1))
-        ports = reserve_ports(2 * len(ids))
-        self.broker_ports = dict(zip(ids, ports[:len(ids)]))
-        self.controller_ports = dict(zip(ids[:combined], ports[len(ids):len(ids) + combined]))
+        voter_ids = list(range(1, combined + controllers + 1))
+        ids = voter_ids + list(range(len(voter_ids) + 1, len(voter_ids) + brokers + 1))
+        broker_ids = voter_ids[:combined] + ids[len(voter_ids):]
+        ports = reserve_ports(len(broker_ids) + len(voter_ids))
+        self.broker_ports = dict(zip(broker_ids, ports[:len(broker_ids)]))
+        self.controller_ports = dict(zip(voter_ids, ports[len(broker_ids):]))
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.controller_ports.items())
         self.nodes: dict[int, BrokerProcess] = {}
         for i in ids:
             data = self.root / f"node{i}"
             data.mkdir(parents=True, exist_ok=True)
-            is_controller = i in self.controller_ports
-            listeners = f"PLAINTEXT://127.0.0.1:{self.broker_ports[i]}"
-            if is_controller:
-                listeners += f",CONTROLLER://127.0.0.1:{self.controller_ports[i]}"
+            listeners = []
+            if i in self.broker_ports:
+                listeners.append(f"PLAINTEXT://127.0.0.1:{self.broker_ports[i]}")
+            if i in self.controller_ports:
+                listeners.append(f"CONTROLLER://127.0.0.1:{self.controller_ports[i]}")
+            roles = ",".join(r for r, has in (("broker", i in self.broker_ports),
+                                              ("controller", i in self.controller_ports)) if has)
             self.nodes[i] = BrokerProcess(data, {
-                "node.id": i, "process.roles": "broker,controller" if is_controller else "broker",
-                "listeners": listeners, "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.broker_ports[i]}",
+                "node.id": i, "process.roles": roles, "listeners": ",".join(listeners),
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.broker_ports[i]}"
+                if i in self.broker_ports else "",
                 "controller.listener.names": "CONTROLLER", "controller.quorum.voters": voters,
                 "cluster.id": "b2RyYWRlay10ZXN0LWNsdQ", "offsets.topic.replication.factor": 1,
                 **(overrides or {})})

@@ -13,6 +13,8 @@ Behaviour (KafkaApis.handleTopicMetadataRequest, KRaft):
 
 from __future__ import annotations
 
+import random
+
 from cluster.controller import validate_topic_name
 from cluster.metadata_image import MetadataImage, TopicInfo
 from protocol.errors import ErrorCode
@@ -37,6 +39,16 @@ def brokers_for(image: MetadataImage, listener: str) -> list[MetadataResponseBro
         if ep is not None and not b.fenced:
             out.append(MetadataResponseBroker(b.node_id, ep.host, ep.port, b.rack))
     return out
+
+
+_RANDOM = random.SystemRandom()
+
+
+def controller_id_for(brokers: list) -> int:
+    """The "controller" a KRaft broker names to clients: a random live broker (KRaftMetadataCache's
+    getControllerId, KIP-590), since clients cannot reach controller-only nodes; picked among the brokers
+    this answer lists, so a client can always reach it. -1 (NO_CONTROLLER_ID) when there is none."""
+    return _RANDOM.choice(brokers).node_id if brokers else -1
 
 
 def topic_response(image: MetadataImage, t: TopicInfo, node_id: int = -1, loading: bool = False
@@ -92,9 +104,10 @@ async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
             # AutoTopicCreationManager: a CreateTopics to the controller with the broker defaults (-1)
             await ctx.controller.call(CreateTopicsRequest(topics=[
                 CreatableTopic(name=n, num_partitions=-1, replication_factor=-1) for n in dict.fromkeys(to_create)]))
+    brokers = brokers_for(image, ctx.listener)
     return MetadataResponse(
-        brokers=brokers_for(image, ctx.listener),
+        brokers=brokers,
         cluster_id=ctx.cluster_id,
-        controller_id=ctx.node_id,
+        controller_id=controller_id_for(brokers),
         topics=topics,
     )

@@ -8,6 +8,7 @@ Authorized operations: -2147483648 (no authorizer).
 
 from __future__ import annotations
 
+from broker.apis.k03_metadata import controller_id_for
 from protocol.errors import ErrorCode
 from protocol.generated.messages import DescribeClusterRequest, DescribeClusterResponse
 from protocol.generated.messages.describe_cluster_response import DescribeClusterBroker
@@ -22,12 +23,14 @@ async def handle(ctx, req: DescribeClusterRequest) -> DescribeClusterResponse:
         return DescribeClusterResponse(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                                        error_message="The broker only handles broker endpoint types",
                                        endpoint_type=req.endpoint_type, cluster_id=ctx.cluster_id or "")
-    brokers = []
+    brokers, live = [], []
     for b in ctx.image.brokers.values():
         ep = b.endpoint(ctx.listener)
         if ep is None or (b.fenced and not req.include_fenced_brokers):
             continue
         brokers.append(DescribeClusterBroker(broker_id=b.node_id, host=ep.host, port=ep.port, rack=b.rack,
                                              is_fenced=b.fenced))
+        if not b.fenced:
+            live.append(b)
     return DescribeClusterResponse(error_code=0, endpoint_type=BROKERS, cluster_id=ctx.cluster_id or "",
-                                   controller_id=ctx.node_id, brokers=brokers)
+                                   controller_id=controller_id_for(live), brokers=brokers)

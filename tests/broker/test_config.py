@@ -51,3 +51,42 @@ def test_cli_rejects_invalid_config(tmp_path):
     out = subprocess.run([str(exe), "serve", "--override", "log.segment.bytes=tiny", "--override",
                           f"log.dirs={tmp_path}"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 1 and "log.segment.bytes" in out.stderr
+
+
+VOTERS = "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"process.roles": "broker,kraken"}, "process.roles"),
+    ({"process.roles": "controller"}, "controller.quorum.voters must contain"),
+    ({"process.roles": "controller", "controller.quorum.voters": VOTERS, "node.id": 7,
+      "listeners": "CONTROLLER://:9093", "controller.listener.names": "CONTROLLER"}, "must be included"),
+    ({"process.roles": "controller", "controller.quorum.voters": VOTERS, "node.id": 1,
+      "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093", "controller.listener.names": "CONTROLLER"},
+     "must only contain KRaft controller listeners"),
+    ({"process.roles": "controller", "controller.quorum.voters": VOTERS, "node.id": 1,
+      "listeners": "CONTROLLER://:9093"}, "controller.listener.names must contain"),
+    ({"process.roles": "broker", "controller.quorum.voters": VOTERS, "node.id": 2,
+      "listeners": "PLAINTEXT://:9092", "controller.listener.names": "CONTROLLER"}, "must not be included"),
+    ({"process.roles": "broker", "controller.quorum.voters": VOTERS, "node.id": 4,
+      "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093", "controller.listener.names": "CONTROLLER"},
+     "must not contain a value appearing in the 'listeners'"),
+    ({"process.roles": "broker,controller", "controller.quorum.voters": VOTERS, "node.id": 1,
+      "listeners": "CONTROLLER://:9093", "controller.listener.names": "CONTROLLER"}, "a broker needs a listener"),
+])
+def test_roles_are_checked_against_the_quorum_and_listeners_as_kafka_does(values, message):
+    with pytest.raises(ConfigException, match=message):
+        BrokerConfig(values).validate()
+
+
+@pytest.mark.parametrize("values", [
+    {},  # a single node: its own quorum of one
+    {"process.roles": "controller", "controller.quorum.voters": VOTERS, "node.id": 1,
+     "listeners": "CONTROLLER://:9093", "controller.listener.names": "CONTROLLER"},
+    {"process.roles": "broker", "controller.quorum.voters": VOTERS, "node.id": 4,
+     "listeners": "PLAINTEXT://:9092", "controller.listener.names": "CONTROLLER"},
+    {"process.roles": "broker,controller", "controller.quorum.voters": VOTERS, "node.id": 3,
+     "listeners": "PLAINTEXT://:9092,CONTROLLER://:9095", "controller.listener.names": "CONTROLLER"},
+])
+def test_the_three_kinds_of_node_are_accepted(values):
+    BrokerConfig(values).validate()

@@ -1,5 +1,5 @@
-"""``odradek dev-cluster``: three local nodes from one command, a client bootstraps from what it prints, and
-SIGTERM stops every node."""
+"""``odradek dev-cluster``: a local cluster from one command (three combined nodes, or three controllers and
+three brokers), a client bootstraps from what it prints, and SIGTERM stops every node."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 
 def free_base_port() -> int:
-    """A base port with base..base+2 and base+100..base+102 free right now."""
+    """A base port with base..base+5 and base+100..base+102 free right now."""
     for base in range(21000, 60000, 397):
-        ports = [base + i for i in range(3)] + [base + 100 + i for i in range(3)]
+        ports = [base + i for i in range(6)] + [base + 100 + i for i in range(3)]
         socks = []
         try:
             for p in ports:
@@ -37,10 +37,16 @@ def free_base_port() -> int:
     raise RuntimeError("no free port range")
 
 
-def test_dev_cluster_starts_serves_and_stops(tmp_path):
+TOPOLOGIES = {"3 combined": (["--nodes", "3"], [1, 2, 3], [1, 2, 3]),
+              "3 controllers + 3 brokers": (["--controllers", "3", "--brokers", "3"], [4, 5, 6], range(1, 7))}
+
+
+@pytest.mark.parametrize("topology", list(TOPOLOGIES))
+def test_dev_cluster_starts_serves_and_stops(tmp_path, topology):
+    args, broker_ids, node_ids = TOPOLOGIES[topology]
     base = free_base_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([*ODRADEK, "dev-cluster", "--nodes", "3", "--data", str(tmp_path / "dc"),
+    proc = subprocess.Popen([*ODRADEK, "dev-cluster", *args, "--data", str(tmp_path / "dc"),
                              "--base-port", str(base)], stdout=subprocess.PIPE, text=True, env=env)
     try:
         bootstrap = None
@@ -49,7 +55,7 @@ def test_dev_cluster_starts_serves_and_stops(tmp_path):
             line = proc.stdout.readline()
             if line.startswith("bootstrap servers: "):
                 bootstrap = line.split(": ", 1)[1].strip()
-        assert bootstrap == ",".join(f"127.0.0.1:{base + i}" for i in range(3))
+        assert bootstrap == ",".join(f"127.0.0.1:{base + i - 1}" for i in broker_ids)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         deadline = time.monotonic() + 60
         while True:
@@ -66,10 +72,10 @@ def test_dev_cluster_starts_serves_and_stops(tmp_path):
         deadline = time.monotonic() + 30  # every broker learns of the topic once it applies the record
         while "dev" not in (md := admin.list_topics(timeout=10)).topics and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert sorted(md.brokers) == [1, 2, 3] and len(md.topics["dev"].partitions) == 3
+        assert sorted(md.brokers) == broker_ids and len(md.topics["dev"].partitions) == 3
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
-        for i in (1, 2, 3):
+        for i in node_ids:
             assert "shutting down" in (tmp_path / "dc" / f"node{i}.log").read_text()
     finally:
         if proc.poll() is None:

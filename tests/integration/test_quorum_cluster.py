@@ -30,9 +30,13 @@ FAST = {"controller.quorum.election.timeout.ms": 500, "controller.quorum.fetch.t
         "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    c = ClusterProcesses(tmp_path, combined=3, overrides=FAST)
+TOPOLOGIES = {"3 combined": {"combined": 3}, "3 controllers + 3 brokers": {"combined": 0, "controllers": 3,
+                                                                           "brokers": 3}}
+
+
+@pytest.fixture(params=list(TOPOLOGIES))
+def cluster(request, tmp_path):
+    c = ClusterProcesses(tmp_path, overrides=FAST, **TOPOLOGIES[request.param])
     try:
         c.start()
         yield c
@@ -46,8 +50,9 @@ def until(predicate, timeout: float = 30.0, what: str = "condition"):
 
 
 def wait_unfenced(c: ClusterProcesses) -> None:
-    """Every node registered and unfenced: placement spreads replicas and leaders over all of them."""
-    for i, node in c.nodes.items():
+    """Every broker registered and unfenced: placement spreads replicas and leaders over all of them."""
+    for i in c.broker_ports:
+        node = c.nodes[i]
         until(lambda node=node, i=i: node.log_lines(rf"node {i} is unfenced") >= 1, 60, f"node {i} unfenced")
 
 
@@ -130,8 +135,8 @@ def test_controller_kills_keep_every_acknowledged_change_and_logs_agree(cluster)
         until(lambda: a.incremental_alter_configs([res])[res].result(15) is None, 60, f"config of {name}")
         configs[name] = value
         c.start(leader)
-    for i in c.nodes:
-        until(lambda i=i: set(acked) <= topics_seen(c, i), 30, f"node {i} sees every acknowledged topic")
+    for i in c.broker_ports:
+        until(lambda i=i: set(acked) <= topics_seen(c, i), 30, f"broker {i} sees every acknowledged topic")
     a = admin(c)
     for name, value in configs.items():
         res = ConfigResource(ConfigResource.Type.TOPIC, name)
@@ -141,6 +146,7 @@ def test_controller_kills_keep_every_acknowledged_change_and_logs_agree(cluster)
         assert n.terminate(timeout=30) == 0
     logs = {i: metadata_records(n.data_dir) for i, n in c.nodes.items()}
     shortest = min(len(v) for v in logs.values())
+    assert shortest > 0
     for i, records in logs.items():
         assert records[:shortest] == logs[1][:shortest], f"node {i}'s metadata log differs from node 1's"
     names = set()
@@ -151,8 +157,10 @@ def test_controller_kills_keep_every_acknowledged_change_and_logs_agree(cluster)
     assert set(acked) <= names
 
 
-def test_killed_broker_is_fenced_and_loses_its_leaderships(tmp_path):
-    c = ClusterProcesses(tmp_path, combined=3, overrides={**FAST, "test.allow.replication.factor.above.one": True})
+@pytest.mark.parametrize("topology", list(TOPOLOGIES))
+def test_killed_broker_is_fenced_and_loses_its_leaderships(tmp_path, topology):
+    c = ClusterProcesses(tmp_path, overrides={**FAST, "test.allow.replication.factor.above.one": True},
+                         **TOPOLOGIES[topology])
     try:
         c.start()
         wait_unfenced(c)
@@ -181,8 +189,10 @@ def test_killed_broker_is_fenced_and_loses_its_leaderships(tmp_path):
         c.close()
 
 
-def test_sigterm_is_a_controlled_shutdown(tmp_path):
-    c = ClusterProcesses(tmp_path, combined=3, overrides={**FAST, "test.allow.replication.factor.above.one": True})
+@pytest.mark.parametrize("topology", list(TOPOLOGIES))
+def test_sigterm_is_a_controlled_shutdown(tmp_path, topology):
+    c = ClusterProcesses(tmp_path, overrides={**FAST, "test.allow.replication.factor.above.one": True},
+                         **TOPOLOGIES[topology])
     try:
         c.start()
         wait_unfenced(c)
