@@ -88,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         from storage.verify import main as verify_main
 
         return verify_main(argv[1:])
+    if argv[:1] == ["cluster"]:  # look at a running cluster (broker/cluster_status.py)
+        from broker.cluster_status import main as cluster_main
+
+        return cluster_main(argv[1:])
     if argv[:1] == ["dev-cluster"]:  # a local cluster of processes (broker/dev_cluster.py)
         from broker.dev_cluster import main as dev_cluster_main
 
@@ -97,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     # listed for --help; its own arguments are parsed by storage.verify (handled above)
     sub.add_parser("verify-log", help="check the CRCs and indexes of log directories (odradek verify-log --help)")
     sub.add_parser("dev-cluster", help="run a local KRaft cluster of processes (odradek dev-cluster --help)")
+    sub.add_parser("cluster", help="look at a running cluster: odradek cluster status --bootstrap-server HOST:PORT")
     for name, help_ in (("serve", "run a broker"), ("format", "write meta.properties into the log dirs")):
         p = sub.add_parser(name, help=help_)
         p.add_argument("--config", "-c", help="YAML file of Kafka properties")

@@ -23,8 +23,10 @@ from broker.clock import Clock
 from broker.controller_apis import CONTROLLER_HANDLERS
 from broker.controller_apis.context import ControllerContext
 from broker.errors import CloseConnection
+from broker.quorum.raft_quorum import parse_voters
 from cluster.controller import Controller
 from cluster.metadata_image import MetadataImage
+from cluster.raft.node import QuorumView
 from protocol.connection import encode_response, parse_request
 from protocol.errors import ErrorCode
 from protocol.generated.messages import DefaultPrincipalData, EnvelopeRequest, EnvelopeResponse, RequestHeader
@@ -56,6 +58,8 @@ class MetadataQuorum(Protocol):
 
     async def commit(self, records: list[Message]) -> MetadataImage: ...
 
+    def quorum_view(self) -> QuorumView | None: ...  # the leader's view of the quorum (None: not the leader)
+
 
 class ControllerChannel(Protocol):
     async def forward(self, ctx: Any, request: Message) -> Message: ...
@@ -86,6 +90,7 @@ class LocalControllerChannel:
         self.config = config
         self.cluster_id = cluster_id
         self._lock = asyncio.Lock()
+        self.voter_endpoints = voter_endpoints(config)
 
     async def forward(self, ctx: Any, request: Message) -> Message:
         response = await self.send_envelope(envelope_for(ctx, request))
@@ -131,7 +136,8 @@ class LocalControllerChannel:
             cctx = ControllerContext(image=self.quorum.image, controller=self.controller, config=self.config,
                                      cluster_id=self.cluster_id, version=version,
                                      next_offset=self.quorum.end_offset, principal=principal, client_host=client_host,
-                                     now_ms=self.quorum.clock.now_ms())
+                                     now_ms=self.quorum.clock.now_ms(), describe_quorum=self.quorum.quorum_view,
+                                     voter_endpoints=self.voter_endpoints)
             result = handler.handle(cctx, request)
             if result.records:
                 await self.quorum.commit(result.records)
@@ -144,6 +150,15 @@ class LocalControllerChannel:
             result = self.controller.bootstrap(self.quorum.image)
             if result.records:
                 await self.quorum.commit(result.records)
+
+
+def voter_endpoints(config: dict[str, Any]) -> dict[int, tuple[str, str, int]]:
+    """voter id -> (controller listener name, host, port) from ``controller.quorum.voters``."""
+    voters = config.get("controller.quorum.voters")
+    if not voters:
+        return {}
+    names = [n.strip() for n in str(config.get("controller.listener.names") or "CONTROLLER").split(",") if n.strip()]
+    return {v: (names[0], host, port) for v, (host, port) in parse_voters(voters).items()}
 
 
 def _address(raw: bytes) -> str | None:

@@ -26,6 +26,7 @@ from broker.metadata_publisher import MetadataPublisher
 from broker.metrics import BrokerMetrics
 from broker.telemetry import ClientTelemetry, PushedMetrics
 from broker.registry import advertised
+from broker.quorum.metrics import QuorumCollector
 from broker.quorum.raft_quorum import RaftQuorum, SnapshotPolicy, parse_voters
 from broker.replica_manager import ReplicaManager
 from broker.sendfile import SendStats
@@ -65,7 +66,7 @@ class Broker:
                                     int(config["connections.max.idle.ms"]), self.metrics, send_stats)
         self.metadata = MetadataPublisher()
         self.metadata_log = MetadataLog(metadata_log_dir(self.log_dirs, config.get("metadata.log.dir")))
-        self.quorum = LocalQuorum(self.metadata_log, self.metadata, clock)
+        self.quorum = LocalQuorum(self.metadata_log, self.metadata, clock, self.node_id)
         self.controller: LocalControllerChannel | None = None  # made at start, once the cluster id is known
         self.groups: GroupService | None = None
         self.telemetry: ClientTelemetry | None = None
@@ -154,6 +155,7 @@ class Broker:
             self.controller = QuorumControllerChannel(controller, self.raft, cfg.values, self.cluster_id, self.voters,
                                                       self.node_id, int(cfg["request.timeout.ms"]))
             image = self.metadata.image
+        self.metrics.registry.register(QuorumCollector(self.quorum, "controller" in self.config.process_roles))
         if self.is_broker:
             await self._start_broker_parts(image)
         self.server.handles = BrokerHandles(

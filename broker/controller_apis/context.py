@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from cluster.controller import Controller
 from cluster.metadata_image import MetadataImage
+from cluster.raft.node import QuorumView
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -20,3 +21,5 @@ class ControllerContext:
     principal: str | None = None  # "User:ANONYMOUS" for a forwarded client request; None for a broker RPC
     client_host: str | None = None
     now_ms: int = 0  # the controller's clock: broker sessions are timed with it
+    describe_quorum: Callable[[], QuorumView | None] = lambda: None  # the quorum leader's view (DescribeQuorum)
+    voter_endpoints: Mapping[int, tuple[str, str, int]] = dataclasses.field(default_factory=dict)  # (listener, host, port)

@@ -17,13 +17,14 @@ from pathlib import Path
 from broker.clock import Clock
 from broker.metadata_publisher import MetadataPublisher
 from broker.quorum.kraft_log import KRaftLog
+from broker.quorum.metrics import LatencyWindow
 from broker.quorum.metadata_snapshot import image_from_snapshot, write_snapshot
 from broker.quorum.raft_driver import NotLeaderError, RaftDriver
 from broker.quorum.state_store import QuorumStateStore
 from cluster.metadata_image import MetadataImage
 from cluster.metadata_serde import decode_record, encode_record
 from cluster.raft.log import Entry, Snapshot
-from cluster.raft.node import RaftConfig
+from cluster.raft.node import QuorumView, RaftConfig
 from protocol.message import Message
 from protocol.record_codec import Record, build_batch, decode_batch
 from protocol.records import parse_header
@@ -74,6 +75,7 @@ class RaftQuorum:
         self.publisher = publisher
         self.clock = clock
         self.snapshots = snapshots
+        self.commit_latency = LatencyWindow()
         self.log = KRaftLog(partition_dir, frozenset(voters), clock.now_ms, segment_bytes)
         self.driver = RaftDriver(node_id, voters, cluster_id, self.log, QuorumStateStore(partition_dir), clock,
                                  config, self._apply, rng)
@@ -105,6 +107,15 @@ class RaftQuorum:
     def is_active(self) -> bool:
         return self.driver.is_leader
 
+    def raft_status(self) -> tuple[int, int, int, int]:
+        """(leader, epoch, high watermark, log end offset) for the raft metrics."""
+        d = self.driver
+        return d.leader_id, d.epoch, d.high_watermark, self.log.end_offset
+
+    def quorum_view(self) -> QuorumView | None:
+        node = self.driver.node
+        return node.quorum_view() if node is not None else None
+
     async def ready_to_decide(self) -> None:
         """Raise NotLeaderError unless this node leads and has applied everything before its epoch."""
         await self.driver.wait_for_leadership_caught_up()
@@ -112,7 +123,9 @@ class RaftQuorum:
     async def commit(self, records: list[Message]) -> MetadataImage:
         now = self.clock.now_ms()
         batch = build_batch([Record(value=encode_record(r), timestamp=now) for r in records])
+        started = self.clock.monotonic()
         await self.driver.propose(batch, len(records))
+        self.commit_latency.record((self.clock.monotonic() - started) * 1000)
         return self._image
 
     async def _apply(self, entries: list[Entry], snapshot: Snapshot | None) -> None:

@@ -54,6 +54,30 @@ class RaftConfig:
     fetch_max_entries: int = 64
 
 
+OBSERVER_SESSION_TIMEOUT_MS = 300_000  # LeaderState: an observer not heard from for 5 minutes is forgotten
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicaProgress:
+    """What the leader knows of one replica (LeaderState.ReplicaState), for DescribeQuorum."""
+
+    end_offset: int  # the offset of its last fetch
+    last_fetch_ms: int
+    last_caught_up_ms: int  # the last time it had fetched up to the leader's log end
+    leader_end_at_fetch: int
+
+
+@dataclasses.dataclass(frozen=True)
+class QuorumView:
+    """The leader's view of its quorum (DescribeQuorum's partition data)."""
+
+    leader_id: int
+    epoch: int
+    high_watermark: int
+    voters: dict[int, ReplicaProgress]
+    observers: dict[int, ReplicaProgress]
+
+
 @dataclasses.dataclass
 class Ready:
     election_state: ElectionState | None = None  # persist first
@@ -95,6 +119,7 @@ class RaftNode:
         self.rejected: set[int] = set()
         self.vote_sent_at: dict[int, int] = {}
         self.replica_end: dict[int, int] = {}
+        self.replica_progress: dict[int, ReplicaProgress] = {}  # voters and observers that fetched
         self.fetched_since_check: set[int] = set()
         self.epoch_start_offset = 0
         self.unacked_begin: dict[int, int] = {}  # voter -> when BeginQuorumEpoch was last sent
@@ -357,6 +382,7 @@ class RaftNode:
             return reply(diverging=(v.offset, v.epoch))
         if v.kind is Validation.SNAPSHOT:
             return reply(snapshot_id=(v.offset, v.epoch))
+        self._track_progress(r.src, r.fetch_offset)
         if r.src in self.voters:
             self.replica_end[r.src] = r.fetch_offset
             self.fetched_since_check.add(r.src)
@@ -366,6 +392,34 @@ class RaftNode:
             self.unacked_begin.pop(r.src, None)  # fetching in this epoch acknowledges it
             self._maybe_update_high_watermark()
         reply(entries=self.log.read(r.fetch_offset, self.cfg.fetch_max_entries))
+
+    def _track_progress(self, replica: int, fetch_offset: int) -> None:
+        """LeaderState.ReplicaState.updateFollowerState: caught up when it fetched from the leader's log end
+        as of this fetch, or from the log end as of its previous fetch (then caught up at that time)."""
+        prev = self.replica_progress.get(replica)
+        if prev is None and replica not in self.voters:  # a new observer: forget those gone quiet first
+            for gone in [o for o, p in self.replica_progress.items() if o not in self.voters
+                         and self.now - p.last_fetch_ms >= OBSERVER_SESSION_TIMEOUT_MS]:
+                del self.replica_progress[gone]
+        end = self.log.end_offset
+        caught_up = prev.last_caught_up_ms if prev else -1
+        if fetch_offset >= end:
+            caught_up = max(caught_up, self.now)
+        elif prev is not None and fetch_offset >= prev.leader_end_at_fetch:
+            caught_up = max(caught_up, prev.last_fetch_ms)
+        last_fetch = max(prev.last_fetch_ms, self.now) if prev else self.now
+        self.replica_progress[replica] = ReplicaProgress(fetch_offset, last_fetch, caught_up, end)
+
+    def quorum_view(self) -> QuorumView | None:
+        """The leader's view of every voter and recent observer (None unless this node leads)."""
+        if self.role is not Role.LEADER:
+            return None
+        me = ReplicaProgress(self.log.end_offset, -1, self.now, self.log.end_offset)
+        unknown = ReplicaProgress(-1, -1, -1, -1)
+        voters = {v: me if v == self.node_id else self.replica_progress.get(v, unknown) for v in sorted(self.voters)}
+        observers = {o: p for o, p in sorted(self.replica_progress.items())
+                     if o not in self.voters and self.now - p.last_fetch_ms < OBSERVER_SESSION_TIMEOUT_MS}
+        return QuorumView(self.node_id, self.epoch, self.high_watermark, voters, observers)
 
     def _on_fetch_response(self, r: FetchResponse) -> None:
         if self._maybe_higher_epoch(r.epoch, r.leader_id):
@@ -454,6 +508,7 @@ class RaftNode:
     def _clear_role_state(self) -> None:
         self.granted, self.rejected, self.vote_sent_at = set(), set(), {}
         self.replica_end, self.fetched_since_check, self.unacked_begin = {}, set(), {}
+        self.replica_progress = {}
         self.fetch_sent_at = None
         self.fetching_snapshot = None
         self.backoff_until = None

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,11 @@ from cluster.metadata_serde import decode_record
 from protocol.record_codec import decode_batch
 from storage.config import LogConfig
 from storage.log import FetchIsolation, Log
-from tests.harness import ClusterProcesses, wait_until
+from protocol.errors import ErrorCode
+from protocol.generated.messages import DescribeQuorumRequest
+from protocol.generated.messages.describe_quorum_request import PartitionData, TopicData
+from tests.harness import ODRADEK, REPO, ClusterProcesses, reserve_ports, wait_until
+from tests.kafka_wire import KafkaWire
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import (  # noqa: E402
@@ -207,5 +213,92 @@ def test_sigterm_is_a_controlled_shutdown(tmp_path, topology):
         a = admin(c, exclude=victim)
         parts = until(lambda: six_led_partitions(a, "moving"), what="6 partitions with leaders after")
         assert all(p.leader != victim for p in parts)
+    finally:
+        c.close()
+
+
+def scrape(port: int) -> dict[str, float]:
+    """name{labels} -> value from a node's Prometheus endpoint."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def cluster_status(port: int) -> str:
+    done = subprocess.run([*ODRADEK, "cluster", "status", "--bootstrap-server", f"127.0.0.1:{port}"],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_describe_quorum_cluster_status_and_controller_metrics(tmp_path):
+    """3 controllers + 3 brokers: DescribeQuorum answered by the leader (a broker forwards it, other voters
+    say NOT_LEADER_OR_FOLLOWER), ``odradek cluster status`` shows voters, observers, a fenced broker and the
+    partition it left without a leader, and the controller metrics count the same."""
+    c = ClusterProcesses(tmp_path, overrides=FAST, **TOPOLOGIES["3 controllers + 3 brokers"])
+    metrics_ports = dict(zip(c.nodes, reserve_ports(len(c.nodes))))
+    for i, node in c.nodes.items():
+        node.overrides["metrics.prometheus.listener"] = f"127.0.0.1:{metrics_ports[i]}"
+    try:
+        c.start()
+        wait_unfenced(c)
+        _, leader = until(lambda: quorum_leader(c) if quorum_leader(c)[1] > 0 else None, what="a leader")
+        request = DescribeQuorumRequest(topics=[TopicData(topic_name="__cluster_metadata",
+                                                          partitions=[PartitionData(partition_index=0)])])
+        with KafkaWire(c.controller_ports[leader]) as w:
+            answer = w.call(55, 2, request)
+        p = answer.topics[0].partitions[0]
+        assert (answer.error_code, p.error_code, p.leader_id) == (0, 0, leader)
+        assert sorted(v.replica_id for v in p.current_voters) == [1, 2, 3]
+        assert sorted(n.node_id for n in answer.nodes) == [1, 2, 3]
+        def observers():
+            with KafkaWire(c.controller_ports[leader]) as w:
+                return sorted(o.replica_id for o in w.call(55, 2, request).topics[0].partitions[0].observers)
+
+        until(lambda: observers() == [4, 5, 6], what="three observers")
+        other = min({1, 2, 3} - {leader})
+        with KafkaWire(c.controller_ports[other]) as w:
+            p = w.call(55, 2, request).topics[0].partitions[0]
+            assert p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            wrong = DescribeQuorumRequest(topics=[TopicData(topic_name="orders",
+                                                            partitions=[PartitionData(partition_index=0)])])
+            assert w.call(55, 2, wrong).topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        with KafkaWire(c.broker_ports[4]) as w:  # forwarded to the active controller
+            p = w.call(55, 1, request).topics[0].partitions[0]
+            assert (p.error_code, p.leader_id) == (0, leader)
+
+        a = admin(c)
+        a.create_topics([NewTopic("solo", 3, 1)])["solo"].result(30)
+        parts = until(lambda: (ps := a.list_topics("solo", timeout=5).topics["solo"].partitions) and len(ps) == 3
+                      and all(x.leader >= 0 for x in ps.values()) and ps, what="3 led partitions")
+        victim = parts[0].leader
+        c.nodes[victim].kill()
+        survivor = min(set(c.broker_ports) - {victim})
+        until(lambda: scrape(metrics_ports[leader]).get("kafka_controller_kafkacontroller_fencedbrokercount") == 1,
+              30, "the controller counts one fenced broker")
+        m = scrape(metrics_ports[leader])
+        assert m["kafka_controller_kafkacontroller_activecontrollercount"] == 1
+        assert m["kafka_controller_kafkacontroller_activebrokercount"] == 2
+        assert m["kafka_controller_kafkacontroller_offlinepartitionscount"] >= 1  # RF 1: its partitions are offline
+        assert m["kafka_controller_kafkacontroller_globalpartitioncount"] == 3
+        assert m["kafka_server_raft_metrics_current_leader"] == leader
+        assert m["kafka_server_raft_metrics_high_watermark"] > 0
+        assert m["kafka_server_raft_metrics_commit_latency_max"] >= m["kafka_server_raft_metrics_commit_latency_avg"]
+        assert scrape(metrics_ports[other])["kafka_controller_kafkacontroller_activecontrollercount"] == 0
+        assert "kafka_controller_kafkacontroller_activecontrollercount" not in scrape(metrics_ports[survivor])
+
+        status = until(lambda: (s := cluster_status(c.broker_ports[survivor])) and f"{victim} " in s
+                       and "fenced" in s and s, 30, "cluster status")
+        assert f"LeaderId:               {leader}" in status
+        assert '"id": 1' in status and '"id": 4' in status  # voters with endpoints, observers
+        assert re.search(rf"^\s+{victim}\s+127\.0\.0\.1:\d+\s+rack=-\s+fenced$", status, re.M), status
+        assert re.search(r"Partitions without a leader: .*solo-", status), status
     finally:
         c.close()
