@@ -11,7 +11,13 @@ import sys
 
 from broker.alter_configs import LEVELS
 from broker.config import BrokerConfig, ConfigException
-from broker.log_dirs import ensure_meta_properties
+from broker.bootstrap_metadata import BootstrapError, check_features, write_bootstrap
+from broker.errors import StartupError
+from broker.log_dirs import format_log_dirs, new_cluster_id
+from broker.metadata_log import metadata_log_dir
+from broker.quorum.metadata_snapshot import SnapshotError
+from broker.quorum.state_store import QuorumStateError
+from cluster.controller import BOOTSTRAP_FEATURES
 from broker.malloc_tuning import keep_large_blocks_in_heap
 from broker.node import Broker, new_event_loop
 
@@ -82,6 +88,32 @@ async def _serve(config: BrokerConfig, config_path: str | None = None) -> None:
     await broker.stop()
 
 
+def _format(config: BrokerConfig, args) -> int:
+    """``kafka-storage.sh format``: meta.properties in every log dir and, on a node with the controller role,
+    bootstrap.checkpoint with the new cluster's feature levels in the metadata log dir."""
+    features = dict(BOOTSTRAP_FEATURES)
+    try:
+        for item in args.feature:
+            name, sep, level = item.partition("=")
+            if not sep or not level.strip().isdigit():
+                raise BootstrapError(f"--feature {item!r} is not name=level")
+            features[name.strip()] = int(level)
+        check_features(features)
+        cluster_id = args.cluster_id or config.get("cluster.id") or new_cluster_id()
+        done = format_log_dirs(config.log_dirs, config.node_id, cluster_id, args.ignore_formatted)
+        if "controller" in config.process_roles and done:
+            path = write_bootstrap(metadata_log_dir(config.log_dirs, config.get("metadata.log.dir")), features)
+            print(f"Bootstrap metadata: {path} ({', '.join(f'{k}={v}' for k, v in sorted(features.items()))})")
+    except (BootstrapError, StartupError) as exc:
+        print(f"odradek format: {exc}", file=sys.stderr)
+        return 1
+    for d in done:
+        print(f"Formatting {d} with cluster.id {cluster_id} and node.id {config.node_id}")
+    if not done:
+        print("All of the log directories are already formatted.")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["verify-log"]:  # CRC and index check of log directories (storage/verify.py)
@@ -108,7 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--override", action="append", metavar="key=value", help="override a property")
         p.add_argument("--log-level", default="INFO")
     fmt = sub.choices["format"]
-    fmt.add_argument("--cluster-id", help="cluster id to write (default: a new random one)")
+    fmt.add_argument("--cluster-id", "-t", help="cluster id to write (default: cluster.id, else a new random one)")
+    fmt.add_argument("--feature", "-f", action="append", default=[], metavar="name=level",
+                     help="a finalized feature level for a new cluster (e.g. group.version=1)")
+    fmt.add_argument("--ignore-formatted", "-g", action="store_true",
+                     help="skip log dirs that are already formatted instead of failing")
     args = ap.parse_args(argv)
     try:
         config = _config(args)
@@ -123,13 +159,15 @@ def main(argv: list[str] | None = None) -> int:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
     if args.cmd == "format":
-        cid = ensure_meta_properties(config.log_dirs, config.node_id, args.cluster_id or config.get("cluster.id"))
-        print(f"formatted {', '.join(map(str, config.log_dirs))} with cluster.id {cid}")
-        return 0
+        return _format(config, args)
     loop = new_event_loop(str(config.get("event.loop")))
     asyncio.set_event_loop(loop)
     try:
         loop.run_until_complete(_serve(config, args.config))
+    except (StartupError, BootstrapError, QuorumStateError, SnapshotError) as exc:
+        logging.getLogger("odradek").error("cannot start: %s", exc)
+        print(f"odradek: {exc}", file=sys.stderr)
+        return 1
     finally:
         loop.close()
     return 0

@@ -1,8 +1,8 @@
 """``odradek dev-cluster``: a local KRaft cluster of ``odradek serve`` processes on loopback.
 
 ``--nodes N`` combined broker+controller nodes, or ``--controllers C --brokers B`` separate ones (broker-only
-nodes observe the quorum). Each node gets its directory under ``--data`` (kept across runs: a second run
-restarts the same cluster), a broker port from ``--base-port`` (9092, 9093, ...) and a controller port 100
+nodes observe the quorum). Each node gets its directory under ``--data``, formatted with one cluster id on
+the first run (``odradek format``) and kept across runs (a second run restarts the same cluster), a broker port from ``--base-port`` (9092, 9093, ...) and a controller port 100
 above it. Prints the bootstrap servers; Ctrl-C or SIGTERM stops every node (SIGTERM: controlled shutdown).
 """
 
@@ -72,13 +72,22 @@ def main(argv: list[str]) -> int:
     data = Path(args.data).resolve()
     configs = node_configs(data, combined, args.controllers or 0, args.brokers or 0, args.base_port, extra)
     procs: dict[int, subprocess.Popen] = {}
+    formats = {}
     for i, props in configs.items():
         (data / f"node{i}").mkdir(parents=True, exist_ok=True)
-        path = data / f"node{i}.yaml"
-        path.write_text(yaml.safe_dump(props, sort_keys=False))
+        (data / f"node{i}.yaml").write_text(yaml.safe_dump(props, sort_keys=False))
+        # every node formatted with the one cluster id, as kafka-storage.sh format -t (a rerun keeps the data)
+        formats[i] = subprocess.Popen([sys.executable, "-m", "broker.cli", "format", "--config",
+                                       str(data / f"node{i}.yaml"), "--cluster-id", CLUSTER_ID, "--ignore-formatted"],
+                                      stdout=open(data / f"node{i}.log", "ab"), stderr=subprocess.STDOUT)
+    for i, f in formats.items():
+        if f.wait(timeout=120) != 0:
+            print(f"formatting node {i} failed: see {data / f'node{i}.log'}", file=sys.stderr)
+            return 1
+    for i in configs:
         log = open(data / f"node{i}.log", "ab")
-        procs[i] = subprocess.Popen([sys.executable, "-m", "broker.cli", "serve", "--config", str(path)],
-                                    stdout=log, stderr=subprocess.STDOUT)
+        procs[i] = subprocess.Popen([sys.executable, "-m", "broker.cli", "serve", "--config",
+                                     str(data / f"node{i}.yaml")], stdout=log, stderr=subprocess.STDOUT)
     bootstrap = ",".join(f"127.0.0.1:{args.base_port + i - 1}" for i, p in configs.items()
                          if "broker" in p["process.roles"])
     print(f"odradek dev-cluster: {len(procs)} nodes, data and logs in {data}", flush=True)

@@ -7,6 +7,7 @@ import logging
 import os
 from pathlib import Path
 
+from broker.errors import StartupError
 from storage.checkpoints import MetaProperties, random_uuid
 
 log = logging.getLogger("odradek.log_dirs")
@@ -29,15 +30,19 @@ def ensure_meta_properties(log_dirs: list[Path], node_id: int, cluster_id: str |
             found[d] = MetaProperties.read(str(p))
     ids = {m.cluster_id for m in found.values() if m.cluster_id}
     if len(ids) > 1:
-        raise RuntimeError(f"log dirs disagree on cluster.id: {sorted(ids)}")
-    if ids:
-        existing = ids.pop()
-        if cluster_id and cluster_id != existing:
-            raise RuntimeError(f"configured cluster.id {cluster_id} does not match {existing} in meta.properties")
-        cluster_id = existing
-    for d, m in found.items():
+        raise StartupError(f"the log dirs disagree on cluster.id: "
+                           + ", ".join(f"{d}/meta.properties has {m.cluster_id}" for d, m in sorted(found.items())))
+    for d, m in found.items():  # Kafka's MetaPropertiesEnsemble.verify messages
+        if cluster_id and m.cluster_id and m.cluster_id != cluster_id:
+            raise StartupError(f"Invalid cluster.id in: {d}/meta.properties. Expected {cluster_id}, but read "
+                               f"{m.cluster_id}")
         if m.node_id != node_id:
-            raise RuntimeError(f"{d}/meta.properties has node.id {m.node_id}, configured {node_id}")
+            raise StartupError(f"Stored node id {m.node_id} doesn't match previous node id {node_id} in "
+                               f"{d}/meta.properties. If you moved your data, make sure your configured node id "
+                               f"matches. If you intend to create a new node, you should remove all data in your "
+                               f"data directories.")
+    if ids:
+        cluster_id = ids.pop()
     cluster_id = cluster_id or new_cluster_id()
     for d in log_dirs:
         if d not in found:
@@ -46,3 +51,20 @@ def ensure_meta_properties(log_dirs: list[Path], node_id: int, cluster_id: str |
                            directory_id=random_uuid()).write(str(d / "meta.properties"))
             log.info("formatted %s for cluster %s", d, cluster_id)
     return cluster_id
+
+
+def format_log_dirs(log_dirs: list[Path], node_id: int, cluster_id: str, ignore_formatted: bool = False) -> list[Path]:
+    """``kafka-storage.sh format``: meta.properties in every log dir; a formatted one is an error unless
+    ``ignore_formatted``. Returns the directories formatted now."""
+    done = []
+    for d in log_dirs:
+        if (d / "meta.properties").exists():
+            if ignore_formatted:
+                continue
+            raise StartupError(f"Log directory {d} is already formatted. Use --ignore-formatted to ignore this "
+                               f"directory and format the others.")
+        os.makedirs(d, exist_ok=True)
+        MetaProperties(version=1, cluster_id=cluster_id, node_id=node_id,
+                       directory_id=random_uuid()).write(str(d / "meta.properties"))
+        done.append(d)
+    return done

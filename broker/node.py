@@ -14,6 +14,7 @@ from pathlib import Path
 
 from broker.apis import HANDLERS
 from broker.controller_listener import CONTROLLER_LISTENER_HANDLERS
+from broker.bootstrap_metadata import read_bootstrap
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig, Listener
 from broker.context import BrokerHandles
@@ -130,9 +131,11 @@ class Broker:
         ``wait_for_logs`` returns only once loading finished (the embedded broker's default).
         """
         self.cluster_id = ensure_meta_properties(self.log_dirs, self.node_id, self.config.get("cluster.id"))
+        bootstrap = await asyncio.to_thread(read_bootstrap, metadata_log_dir(self.log_dirs,
+                                                                             self.config.get("metadata.log.dir")))
         controller = Controller(self.node_id, self.config.values, random.SystemRandom(),
                                 validate_topic_configs=self._validate_topic_configs,
-                                register_fenced=self.voters is not None)
+                                register_fenced=self.voters is not None, bootstrap_features=bootstrap)
         if self.voters is None:
             self.controller = LocalControllerChannel(controller, self.quorum, self.config.values, self.cluster_id)
             image = await asyncio.to_thread(self.metadata_log.open, self.clock.now_ms())

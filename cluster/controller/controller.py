@@ -37,12 +37,12 @@ _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 # Kafka 4.0's production metadata.version (MetadataVersion.IBP_4_0_IV3) and the other finalized features.
 METADATA_VERSION = 25
 BOOTSTRAP_FEATURES = {"metadata.version": METADATA_VERSION, "kraft.version": 0, "group.version": 1,
-                      "transaction.version": 0}
+                      "transaction.version": 0, "eligible.leader.replicas.version": 0}
 
 # The feature ranges this software supports (ApiVersions' SupportedFeatures): metadata.version from
 # IBP_3_3_IV3 (7, Kafka 4.0's minimum) to 25; group.version 1 enables the KIP-848 consumer protocol.
 SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION), "kraft.version": (0, 0), "group.version": (0, 1),
-                      "transaction.version": (0, 0)}
+                      "transaction.version": (0, 0), "eligible.leader.replicas.version": (0, 0)}  # no ELR (KIP-966)
 
 PRODUCER_ID_BLOCK_SIZE = 1000  # ProducerIdManager.PID_BLOCK_SIZE
 FENCE, UNFENCE = 1, -1  # BrokerRegistrationFencingChange
@@ -138,8 +138,9 @@ class Controller:
 
     def __init__(self, node_id: int, config: dict[str, Any], rng: Randomness,
                  validate_topic_configs: Callable[[dict[str, str | None]], str | None] | None = None,
-                 register_fenced: bool = False) -> None:
+                 register_fenced: bool = False, bootstrap_features: dict[str, int] | None = None) -> None:
         self.node_id = node_id
+        self.bootstrap_features = bootstrap_features  # from the formatted bootstrap.checkpoint, if any
         # a quorum's brokers register fenced and are unfenced by a heartbeat once caught up (Kafka); the
         # single-voter node is its own controller and registers unfenced
         self.register_fenced = register_fenced
@@ -162,12 +163,14 @@ class Controller:
     # ---- bootstrap and registration ---------------------------------------------------------------
 
     def bootstrap(self, image: MetadataImage) -> ControllerResult:
-        """Records a freshly formatted cluster starts with: the finalized feature levels."""
-        records: list[Message] = []
-        for name, level in BOOTSTRAP_FEATURES.items():
-            if name not in image.features and level:
-                records.append(FeatureLevelRecord(name=name, feature_level=level))
-        return ControllerResult(records)
+        """The records a new cluster starts with (no metadata.version yet): the finalized feature levels that
+        ``odradek format`` wrote (``bootstrap_features``), else this release's defaults; level 0 is not
+        written, as Kafka omits it."""
+        if "metadata.version" in image.features:
+            return ControllerResult([])
+        features = self.bootstrap_features or BOOTSTRAP_FEATURES
+        return ControllerResult([FeatureLevelRecord(name=name, feature_level=level)
+                                 for name, level in features.items() if level])
 
     def register_broker(self, image: MetadataImage, node_id: int, incarnation_id: bytes,
                         endpoints: list[tuple[str, str, int]], rack: str | None, broker_epoch: int,

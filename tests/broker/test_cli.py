@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -125,3 +127,50 @@ def test_help_lists_every_subcommand():
     out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60).stdout
     for command in ("serve", "format", "verify-log"):
         assert command in out
+
+
+def _odradek(*args, cwd, timeout=60):
+    exe = Path(sys.executable).parent / "odradek"
+    return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def test_format_writes_the_bootstrap_features_a_new_cluster_starts_with(tmp_path):
+    from broker.bootstrap_metadata import read_bootstrap
+
+    cfg = str(REPO / "config" / "single-node.yaml")
+    out = _odradek("format", "--config", cfg, "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qk", "--feature",
+                   "group.version=0", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "Formatting" in out.stdout and "bootstrap.checkpoint" in out.stdout
+    features = read_bootstrap(tmp_path / "data")
+    assert features["metadata.version"] == 25 and "group.version" not in features  # level 0 is left out
+    again = _odradek("format", "--config", cfg, "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qk", cwd=tmp_path)
+    assert again.returncode == 1 and "is already formatted. Use --ignore-formatted" in again.stderr
+    assert _odradek("format", "--config", cfg, "--ignore-formatted", cwd=tmp_path).returncode == 0
+    bad = _odradek("format", "--config", cfg, "--feature", "eligible.leader.replicas.version=1",
+                   cwd=tmp_path / "data")
+    assert bad.returncode == 1 and "Unsupported value 1 for eligible.leader.replicas.version" in bad.stderr
+    unknown = _odradek("format", "--config", cfg, "--feature", "share.version=1", cwd=tmp_path / "data")
+    assert unknown.returncode == 1 and "Unsupported feature: share.version" in unknown.stderr
+
+    # the node commits the formatted levels: group.version 0 means no KIP-848 consumer protocol finalized
+    from broker import EmbeddedBroker
+
+    with EmbeddedBroker(tmp_path / "data", overrides={"cluster.id": "MkU3OEVBNTcwNTJENDM2Qk"}) as b:
+        assert b.broker.image.features.get("metadata.version") == 25
+        assert "group.version" not in b.broker.image.features
+
+
+@pytest.mark.parametrize("override, message", [
+    ("cluster.id=AAAAAAAAAAAAAAAAAAAAAA", "Invalid cluster.id in: {d}/meta.properties. Expected "
+                                          "AAAAAAAAAAAAAAAAAAAAAA, but read MkU3OEVBNTcwNTJENDM2Qk"),
+    ("node.id=7", "Stored node id 1 doesn't match previous node id 7 in {d}/meta.properties"),
+])
+def test_a_node_whose_meta_properties_name_another_cluster_or_node_refuses_to_start(tmp_path, override, message):
+    cfg = str(REPO / "config" / "single-node.yaml")
+    assert _odradek("format", "--config", cfg, "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qk", cwd=tmp_path).returncode == 0
+    out = _odradek("serve", "--config", cfg, "--override", override, "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                   "--override", "metrics.prometheus.listener=", cwd=tmp_path)
+    assert out.returncode == 1
+    assert message.format(d=tmp_path / "data") in out.stderr
+    assert "Traceback" not in out.stderr

@@ -70,13 +70,17 @@ def test_dev_cluster_starts_serves_and_stops(tmp_path, topology):
                     raise
                 time.sleep(0.5)
         deadline = time.monotonic() + 30  # every broker learns of the topic once it applies the record
-        while "dev" not in (md := admin.list_topics(timeout=10)).topics and time.monotonic() < deadline:
+        while ("dev" not in (md := admin.list_topics(timeout=10)).topics or sorted(md.brokers) != broker_ids) \
+                and time.monotonic() < deadline:  # and every broker registered and unfenced
             time.sleep(0.2)
         assert sorted(md.brokers) == broker_ids and len(md.topics["dev"].partitions) == 3
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
         for i in node_ids:
-            assert "shutting down" in (tmp_path / "dc" / f"node{i}.log").read_text()
+            text = (tmp_path / "dc" / f"node{i}.log").read_text()
+            assert "shutting down" in text and "Formatting" in text  # formatted with odradek format first
+        voters = [i for i in node_ids if i not in broker_ids or len(node_ids) == 3]
+        assert all((tmp_path / "dc" / f"node{i}" / "bootstrap.checkpoint").exists() for i in voters)
     finally:
         if proc.poll() is None:
             proc.kill()
