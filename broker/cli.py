@@ -12,9 +12,10 @@ import sys
 from broker.alter_configs import LEVELS
 from broker.config import BrokerConfig, ConfigException
 from broker.bootstrap_metadata import BootstrapError, check_features, write_bootstrap
-from broker.errors import StartupError
+from broker.errors import QuorumFailed, StartupError
 from broker.log_dirs import format_log_dirs, new_cluster_id
 from broker.metadata_log import metadata_log_dir
+from broker.quorum.kraft_log import MetadataLogCorruption
 from broker.quorum.metadata_snapshot import SnapshotError
 from broker.quorum.state_store import QuorumStateError
 from cluster.controller import BOOTSTRAP_FEATURES
@@ -83,7 +84,18 @@ async def _serve(config: BrokerConfig, config_path: str | None = None) -> None:
     if broker.metrics.port is not None:
         host = str(config.get("metrics.prometheus.listener")).rpartition(":")[0] or "0.0.0.0"
         print(f"odradek node {broker.node_id}: metrics on http://{host}:{broker.metrics.port}/metrics", flush=True)
-    await stop.wait()
+    failed = broker.raft.driver.failed if broker.raft is not None else asyncio.Event()
+    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(failed.wait())]
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for w in waits:
+        w.cancel()
+    if failed.is_set():
+        logging.getLogger("odradek").error("shutting down: the metadata quorum failed")
+        try:  # partition logs flushed and closed; bounded, since the controller cannot be reached through it
+            await asyncio.wait_for(broker.stop(grace_s=5.0), 30)
+        except Exception:
+            logging.getLogger("odradek").exception("stopping after the quorum failure")
+        raise QuorumFailed(f"the metadata quorum failed: {broker.raft.driver.failure!r}")
     logging.getLogger("odradek").info("shutting down")
     await broker.stop()
 
@@ -164,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     asyncio.set_event_loop(loop)
     try:
         loop.run_until_complete(_serve(config, args.config))
-    except (StartupError, BootstrapError, QuorumStateError, SnapshotError) as exc:
+    except (StartupError, BootstrapError, QuorumStateError, SnapshotError, MetadataLogCorruption,
+            QuorumFailed) as exc:
         logging.getLogger("odradek").error("cannot start: %s", exc)
         print(f"odradek: {exc}", file=sys.stderr)
         return 1

@@ -60,6 +60,8 @@ DEFAULTS: dict[str, Any] = {
     "metadata.log.max.record.bytes.between.snapshots": 20971520,
     "metadata.log.max.snapshot.interval.ms": 3600000,
     "metadata.log.segment.bytes": 1073741824,
+    "metadata.max.retention.bytes": 104857600,
+    "metadata.max.retention.ms": 604800000,
     "broker.session.timeout.ms": 9000,
     "broker.heartbeat.interval.ms": 2000,
     "request.timeout.ms": 30000,
@@ -219,20 +221,20 @@ class BrokerConfig:
                 raise ConfigException("controller.listener.names must contain at least one value when running "
                                       "KRaft with just the controller role")
             if not names & listener_names:
-                raise ConfigException(f"controller.listener.names must contain at least one value appearing in "
-                                      f"the 'listeners' configuration when running the KRaft controller role")
+                raise ConfigException("controller.listener.names must contain at least one value appearing in "
+                                      "the 'listeners' configuration when running the KRaft controller role")
         else:
             if self.node_id in voters:
                 raise ConfigException(f"If process.roles contains just the 'broker' role, the node id "
                                       f"{self.node_id} must not be included in the set of voters "
                                       f"controller.quorum.voters={set(voters)}")
             if names & listener_names:
-                raise ConfigException(f"controller.listener.names must not contain a value appearing in the "
-                                      f"'listeners' configuration when running KRaft with just the broker role")
+                raise ConfigException("controller.listener.names must not contain a value appearing in the "
+                                      "'listeners' configuration when running KRaft with just the broker role")
         if roles == {"controller"}:
             if listener_names - names:
-                raise ConfigException(f"The listeners config must only contain KRaft controller listeners from "
-                                      f"controller.listener.names when process.roles=controller")
+                raise ConfigException("The listeners config must only contain KRaft controller listeners from "
+                                      "controller.listener.names when process.roles=controller")
             if self.values.get("advertised.listeners") and {a.name for a in self.advertised_listeners} - names:
                 raise ConfigException("The advertised.listeners config must only contain KRaft controller listeners "
                                       "from controller.listener.names when process.roles=controller")

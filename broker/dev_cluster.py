@@ -2,8 +2,9 @@
 
 ``--nodes N`` combined broker+controller nodes, or ``--controllers C --brokers B`` separate ones (broker-only
 nodes observe the quorum). Each node gets its directory under ``--data``, formatted with one cluster id on
-the first run (``odradek format``) and kept across runs (a second run restarts the same cluster), a broker port from ``--base-port`` (9092, 9093, ...) and a controller port 100
-above it. Prints the bootstrap servers; Ctrl-C or SIGTERM stops every node (SIGTERM: controlled shutdown).
+the first run (``odradek format``) and kept across runs (a second run restarts the same cluster), a broker
+port from ``--base-port`` (9092, 9093, ...) and a controller port 100 above it.
+Prints the bootstrap servers; Ctrl-C or SIGTERM stops every node (SIGTERM: controlled shutdown).
 """
 
 from __future__ import annotations

@@ -7,3 +7,7 @@ class CloseConnection(Exception):
 
 class StartupError(RuntimeError):
     """The node cannot start as configured; the message says why and names the file (printed, exit 1)."""
+
+
+class QuorumFailed(RuntimeError):
+    """The node's metadata quorum core raised: the node stops (exit 1), as Kafka's fatal fault handler does."""

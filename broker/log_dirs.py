@@ -30,7 +30,7 @@ def ensure_meta_properties(log_dirs: list[Path], node_id: int, cluster_id: str |
             found[d] = MetaProperties.read(str(p))
     ids = {m.cluster_id for m in found.values() if m.cluster_id}
     if len(ids) > 1:
-        raise StartupError(f"the log dirs disagree on cluster.id: "
+        raise StartupError("the log dirs disagree on cluster.id: "
                            + ", ".join(f"{d}/meta.properties has {m.cluster_id}" for d, m in sorted(found.items())))
     for d, m in found.items():  # Kafka's MetaPropertiesEnsemble.verify messages
         if cluster_id and m.cluster_id and m.cluster_id != cluster_id:

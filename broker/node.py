@@ -19,6 +19,7 @@ from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig, Listener
 from broker.context import BrokerHandles
 from broker.controller_channel import ControllerUnavailable, LocalControllerChannel, QuorumControllerChannel
+from broker.errors import QuorumFailed
 from broker.group_service import GroupService
 from broker.local_quorum import LocalQuorum
 from broker.log_dirs import ensure_meta_properties
@@ -153,7 +154,8 @@ class Broker:
                            retry_backoff_ms=int(cfg["controller.quorum.retry.backoff.ms"])),
                 snapshots=SnapshotPolicy(int(cfg["metadata.log.max.record.bytes.between.snapshots"]),
                                          int(cfg["metadata.log.max.snapshot.interval.ms"])),
-                segment_bytes=int(cfg["metadata.log.segment.bytes"]))
+                segment_bytes=int(cfg["metadata.log.segment.bytes"]),
+                retention=(int(cfg["metadata.max.retention.bytes"]), int(cfg["metadata.max.retention.ms"])))
             self.quorum = self.raft
             self.controller = QuorumControllerChannel(controller, self.raft, cfg.values, self.cluster_id, self.voters,
                                                       self.node_id, int(cfg["request.timeout.ms"]))
@@ -224,6 +226,8 @@ class Broker:
         driver = self.raft.driver
         waited = 0.0
         while not (driver.high_watermark > 0 and driver.applied_offset >= driver.high_watermark):
+            if driver.failure is not None:
+                raise QuorumFailed(f"the metadata quorum failed: {driver.failure!r}")
             await asyncio.sleep(0.05)
             waited += 0.05
             if waited >= 10:

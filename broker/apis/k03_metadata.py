@@ -44,10 +44,15 @@ def brokers_for(image: MetadataImage, listener: str) -> list[MetadataResponseBro
 _RANDOM = random.SystemRandom()
 
 
-def controller_id_for(brokers: list) -> int:
-    """The "controller" a KRaft broker names to clients: a random live broker (KRaftMetadataCache's
-    getControllerId, KIP-590), since clients cannot reach controller-only nodes; picked among the brokers
-    this answer lists, so a client can always reach it. -1 (NO_CONTROLLER_ID) when there is none."""
+def controller_id_for(brokers: list, node_id: int) -> int:
+    """The "controller" a KRaft broker names to clients (KIP-590: clients cannot reach controller-only nodes,
+    and any broker forwards admin requests to the active controller). Kafka names a random alive broker
+    (``KRaftMetadataCache.getRandomAliveBrokerId``); we name this broker when it is listed, since the client
+    has just reached it, and a random listed one otherwise. A random pick can name a broker killed moments
+    ago whose session has not yet expired, and librdkafka's admin client then waits on that broker until its
+    next metadata refresh. -1 (NO_CONTROLLER_ID) when no broker is listed."""
+    if any(b.node_id == node_id for b in brokers):
+        return node_id
     return _RANDOM.choice(brokers).node_id if brokers else -1
 
 
@@ -108,6 +113,6 @@ async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
     return MetadataResponse(
         brokers=brokers,
         cluster_id=ctx.cluster_id,
-        controller_id=controller_id_for(brokers),
+        controller_id=controller_id_for(brokers, ctx.node_id),
         topics=topics,
     )

@@ -33,4 +33,4 @@ async def handle(ctx, req: DescribeClusterRequest) -> DescribeClusterResponse:
         if not b.fenced:
             live.append(b)
     return DescribeClusterResponse(error_code=0, endpoint_type=BROKERS, cluster_id=ctx.cluster_id or "",
-                                   controller_id=controller_id_for(live), brokers=brokers)
+                                   controller_id=controller_id_for(live, ctx.node_id), brokers=brokers)

@@ -22,4 +22,5 @@ class ControllerContext:
     client_host: str | None = None
     now_ms: int = 0  # the controller's clock: broker sessions are timed with it
     describe_quorum: Callable[[], QuorumView | None] = lambda: None  # the quorum leader's view (DescribeQuorum)
-    voter_endpoints: Mapping[int, tuple[str, str, int]] = dataclasses.field(default_factory=dict)  # (listener, host, port)
+    # each voter's (listener, host, port)
+    voter_endpoints: Mapping[int, tuple[str, str, int]] = dataclasses.field(default_factory=dict)

@@ -1,5 +1,7 @@
 """BrokerRegistration on the controller (ClusterControlManager.registerBroker): the broker's listeners,
-rack, incarnation and log dirs become a RegisterBrokerRecord; its broker epoch is that record's offset."""
+rack, incarnation and log dirs become a RegisterBrokerRecord; its broker epoch is that record's offset.
+Another cluster id is INCONSISTENT_CLUSTER_ID; a new incarnation while the old one's session is valid is
+DUPLICATE_BROKER_REGISTRATION."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ def handle(cctx: ControllerContext, req: BrokerRegistrationRequest) -> Controlle
         return ControllerResult([], BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID))
     res = cctx.controller.register_broker(
         cctx.image, req.broker_id, req.incarnation_id, [(lst.name, lst.host, lst.port) for lst in req.listeners],
-        req.rack, cctx.next_offset, list(req.log_dirs))
+        req.rack, cctx.next_offset, list(req.log_dirs), cctx.now_ms)
+    if res.response:
+        return ControllerResult([], BrokerRegistrationResponse(error_code=res.response))
     if res.records:
         epoch = cctx.next_offset
     else:  # the same registration again: the broker keeps its epoch

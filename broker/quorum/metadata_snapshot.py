@@ -78,6 +78,18 @@ def validate_snapshot(data: bytes) -> None:
     _data_batches(data)
 
 
+def snapshot_timestamp(data: bytes) -> int:
+    """The header's LastContainedLogTimestamp (what ``metadata.max.retention.ms`` is measured from, as Kafka's
+    KafkaMetadataLog.readSnapshotTimestamp does)."""
+    try:
+        header, records = decode_batch(memoryview(data), 0)
+        if not header.is_control or parse_control_record_type(records[0].key) is not ControlRecordType.SNAPSHOT_HEADER:
+            raise SnapshotError("no SnapshotHeaderRecord at its start")
+        return SnapshotHeaderRecord.decode(records[0].value, 0).last_contained_log_timestamp
+    except (ProtocolError, ValueError, IndexError) as exc:
+        raise SnapshotError(f"a damaged header: {exc}") from None
+
+
 def snapshot_records(data: bytes) -> list[Message]:
     """The metadata records of a snapshot."""
     try:

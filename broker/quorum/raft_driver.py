@@ -31,6 +31,7 @@ from cluster.raft.node import RaftConfig, RaftNode, Ready, Role
 
 log = logging.getLogger("odradek.raft")
 
+LOG_CLEAN_INTERVAL_S = 60.0  # metadata log retention also runs on this timer, as Kafka's does
 TICK_S = 0.01
 RESPONSE_TYPES = tuple(wire.RESPONSE_FOR.values())
 
@@ -67,6 +68,10 @@ class RaftDriver:
         self.leader_listeners: list[Callable[[int, int], None]] = []  # (epoch, leader id) on every change
         self.fetch_snapshots_received = 0
         self._stopped = False
+        # the core raised (a broken invariant, a metadata log that cannot be written): the node cannot go on,
+        # as Kafka's fatal fault handler ends the process; whoever runs the node waits on this and stops it
+        self.failed = asyncio.Event()
+        self.failure: BaseException | None = None
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
@@ -142,23 +147,34 @@ class RaftDriver:
         """Append ``batch`` (``count`` records) as the leader and return once it is committed and applied."""
         async with self._lock:
             node = self.node
-            if node is None or node.role is not Role.LEADER:
+            if node is None or self._stopped or node.role is not Role.LEADER:
                 raise NotLeaderError(f"node {self.node_id} is not the quorum leader")
             offset = node.propose(batch, self._now(), count=count)
             if offset is None:
                 raise NotLeaderError(f"node {self.node_id} is not the quorum leader")
             fut = asyncio.get_running_loop().create_future()
             self._commit_waiters.append((offset + count, node.epoch, fut))
-            await self._process()
+            try:
+                await self._process()
+            except Exception as exc:
+                self._fail(exc)
         await fut
 
     async def create_snapshot(self, end_offset: int, data: bytes) -> bool:
-        """Keep ``data`` as the snapshot up to ``end_offset`` (committed and applied) and drop the log before
-        it; False when the core refuses (not applied yet, or not past the log start)."""
+        """Keep ``data`` as the snapshot up to ``end_offset`` (committed and applied), then let the log's
+        retention clean before older snapshots; False when the core refuses (not applied yet, or not past the
+        latest snapshot)."""
         async with self._lock:
             if self.node is None or self._stopped:
                 return False
-            return await asyncio.to_thread(self.node.snapshot_at, end_offset, data)
+            return await asyncio.to_thread(self._snapshot_and_clean, self.node, end_offset, data)
+
+    def _snapshot_and_clean(self, node: RaftNode, end_offset: int, data: bytes) -> bool:
+        if not node.snapshot_at(end_offset, data):
+            return False
+        if self.log.maybe_clean():
+            log.info("metadata log retention: log start now %d", self.log.start_offset)
+        return True
 
     # ---- inbound KRaft requests ---------------------------------------------------------------------------
 
@@ -186,11 +202,27 @@ class RaftDriver:
 
     async def _step_and_reply(self, request, expected):
         async with self._lock:
-            if self.node is None:
+            if self.node is None or self._stopped:
                 return None
-            self.node.step(request, self._now())
-            replies = await self._process(reply_to=(request.src, expected))
+            try:
+                self.node.step(request, self._now())
+                replies = await self._process(reply_to=(request.src, expected))
+            except Exception as exc:
+                self._fail(exc)
+                return None
         return replies[0] if replies else None
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.failure is None:
+            self.failure = exc
+            log.critical("node %d: the metadata quorum failed, this node stops: %r", self.node_id, exc,
+                         exc_info=exc)
+        self._stopped = True
+        self.failed.set()
+        for _, _, fut in self._commit_waiters:
+            if not fut.done():
+                fut.set_exception(NotLeaderError("the metadata quorum failed"))
+        self._commit_waiters.clear()
 
     # ---- the loop -----------------------------------------------------------------------------------------
 
@@ -198,11 +230,22 @@ class RaftDriver:
         return self.clock.now_ms()
 
     async def _tick_loop(self) -> None:
+        next_clean = self.clock.monotonic() + LOG_CLEAN_INTERVAL_S
         while not self._stopped:
             await asyncio.sleep(TICK_S)
             async with self._lock:
-                self.node.tick(self._now())
-                await self._process()
+                if self._stopped:
+                    return
+                try:
+                    self.node.tick(self._now())
+                    await self._process()
+                    if self.clock.monotonic() >= next_clean:  # KafkaRaftClient's RaftMetadataLogCleanerManager
+                        next_clean = self.clock.monotonic() + LOG_CLEAN_INTERVAL_S
+                        if await asyncio.to_thread(self.log.maybe_clean):
+                            log.info("metadata log retention: log start now %d", self.log.start_offset)
+                except Exception as exc:
+                    self._fail(exc)
+                    return
 
     async def _process(self, reply_to: tuple[int, type] | None = None) -> list:
         """Carry out the core's Ready until it has nothing more (called with the lock held)."""
@@ -299,8 +342,11 @@ class RaftDriver:
         async with self._lock:
             if self.node is None or self._stopped:
                 return
-            self.node.step(reply, self._now())
-            await self._process()
+            try:
+                self.node.step(reply, self._now())
+                await self._process()
+            except Exception as exc:
+                self._fail(exc)
 
     async def _fetch_snapshot(self, client: NodeClient, msg: m.FetchSnapshotRequest, timeout: float):
         """The whole snapshot, chunk by chunk (FetchSnapshot's ``position``)."""

@@ -71,12 +71,12 @@ class RaftQuorum:
     def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], partition_dir: Path, cluster_id: str,
                  publisher: MetadataPublisher, clock: Clock, config: RaftConfig,
                  rng: random.Random | None = None, snapshots: SnapshotPolicy = SnapshotPolicy(),
-                 segment_bytes: int = 1073741824) -> None:
+                 segment_bytes: int = 1073741824, retention: tuple[int, int] = (104857600, 604800000)) -> None:
         self.publisher = publisher
         self.clock = clock
         self.snapshots = snapshots
         self.commit_latency = LatencyWindow()
-        self.log = KRaftLog(partition_dir, frozenset(voters), clock.now_ms, segment_bytes)
+        self.log = KRaftLog(partition_dir, frozenset(voters), clock.now_ms, segment_bytes, *retention)
         self.driver = RaftDriver(node_id, voters, cluster_id, self.log, QuorumStateStore(partition_dir), clock,
                                  config, self._apply, rng)
         self._image = publisher.image
@@ -152,7 +152,8 @@ class RaftQuorum:
         return int(self.clock.monotonic() * 1000)
 
     async def _write_snapshot(self, image: MetadataImage, last: Entry) -> None:
-        """Snapshot ``image`` (everything up to ``last``) off the loop; the log before it is deleted."""
+        """Snapshot ``image`` (everything up to ``last``) off the loop; retention may then delete the log before
+        an older snapshot."""
         try:
             data = await asyncio.to_thread(write_snapshot, image, last.epoch, self._last_batch_timestamp,
                                            self.clock.now_ms())

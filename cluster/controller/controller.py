@@ -174,18 +174,27 @@ class Controller:
 
     def register_broker(self, image: MetadataImage, node_id: int, incarnation_id: bytes,
                         endpoints: list[tuple[str, str, int]], rack: str | None, broker_epoch: int,
-                        log_dirs: list[bytes]) -> ControllerResult:
+                        log_dirs: list[bytes], now_ms: int = 0) -> ControllerResult:
+        """ClusterControlManager.registerBroker; the response is the error code: another incarnation of a
+        broker whose session is still valid is DUPLICATE_BROKER_REGISTRATION (it registers again once the
+        session expires and the old incarnation is fenced)."""
         eps = [BrokerEndpoint(name=n, host=h, port=p, security_protocol=SECURITY_PROTOCOL_PLAINTEXT)
                for n, h, p in endpoints]
         old = image.brokers.get(node_id)
+        if old is not None and old.incarnation_id != incarnation_id and \
+                self.heartbeats.has_valid_session(node_id, now_ms):
+            log.info("broker %d: registration of incarnation %s refused: incarnation %s has a live session",
+                     node_id, incarnation_id.hex(), old.incarnation_id.hex())
+            return ControllerResult([], ErrorCode.DUPLICATE_BROKER_REGISTRATION)
         if (old is not None and not old.fenced and old.rack == rack
                 and [(e.listener, e.host, e.port) for e in old.endpoints] == list(endpoints)
                 and old.incarnation_id == incarnation_id):
-            return ControllerResult([])
+            return ControllerResult([], 0)
         rec = RegisterBrokerRecord(broker_id=node_id, incarnation_id=incarnation_id, broker_epoch=broker_epoch,
                                    end_points=eps, rack=rack, fenced=self.register_fenced,
                                    log_dirs=list(log_dirs))
-        return ControllerResult([rec])
+        self.heartbeats.register(node_id, self.register_fenced, now_ms)
+        return ControllerResult([rec], 0)
 
     # ---- broker lifecycle (ClusterControlManager, ReplicationControlManager) ------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from bisect import bisect_right
-from typing import Any
+from typing import Any, Callable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +57,21 @@ class MemoryLog:
         self.entries: list[Entry] = []
         self.start_offset = 0
         self.flushed_offset = 0  # everything below it survives a crash
-        self.snapshot: Snapshot | None = None
+        self.snapshots: list[Snapshot] = []  # oldest first; the log before the oldest may be deleted
+
+    @property
+    def latest_snapshot(self) -> Snapshot | None:
+        return self.snapshots[-1] if self.snapshots else None
+
+    @property
+    def earliest_snapshot(self) -> Snapshot | None:
+        return self.snapshots[0] if self.snapshots else None
+
+    def snapshot_with_id(self, end_offset: int, epoch: int) -> Snapshot | None:
+        for s in self.snapshots:
+            if (s.end_offset, s.epoch) == (end_offset, epoch):
+                return s
+        return None
 
     # ---- reading ----------------------------------------------------------------------------------------
 
@@ -69,7 +83,8 @@ class MemoryLog:
     def last_fetched_epoch(self) -> int:
         if self.entries:
             return self.entries[-1].epoch
-        return self.snapshot.epoch if self.snapshot is not None else 0
+        latest = self.latest_snapshot
+        return latest.epoch if latest is not None else 0
 
     def _index(self, offset: int) -> int:
         """The index of the entry holding ``offset`` (len(entries) past the end)."""
@@ -104,10 +119,12 @@ class MemoryLog:
         last_epoch = self.last_fetched_epoch
         if epoch >= last_epoch:
             return last_epoch, self.end_offset
-        snap = self.snapshot
-        if snap is not None and snap.epoch > epoch:
+        base = self.earliest_snapshot
+        if base is not None and base.end_offset != self.start_offset:
+            base = None  # the log reaches below the oldest snapshot: its entries tell the epochs
+        if base is not None and base.epoch > epoch:
             return epoch, self.start_offset
-        found_epoch = snap.epoch if snap is not None else -1
+        found_epoch = base.epoch if base is not None else -1
         for e in self.entries:
             if e.epoch > epoch:
                 return (found_epoch if found_epoch >= 0 else epoch), e.offset
@@ -117,11 +134,15 @@ class MemoryLog:
     def validate_offset_and_epoch(self, offset: int, epoch: int) -> ValidOffsetAndEpoch:
         """ReplicatedLog.validateOffsetAndEpoch: may a follower that has ``offset`` entries whose last one has
         ``epoch`` go on from there (VALID), must it truncate (DIVERGING, to the returned epoch's end) or does it
-        need the snapshot (SNAPSHOT)?"""
-        snap = self.snapshot
-        if snap is not None and (offset < self.start_offset or (offset == self.start_offset
-                                                                 and epoch != snap.epoch)):
-            return ValidOffsetAndEpoch(Validation.SNAPSHOT, snap.end_offset, snap.epoch)
+        need the latest snapshot (SNAPSHOT): it is behind the log start, or its last epoch is older than the
+        oldest snapshot's."""
+        if self.start_offset == 0 and offset == 0:
+            return ValidOffsetAndEpoch(Validation.VALID, 0, 0)
+        early = self.earliest_snapshot
+        if early is not None and (offset < self.start_offset or epoch < early.epoch
+                                  or (offset == self.start_offset and epoch != early.epoch)):
+            latest = self.snapshots[-1]
+            return ValidOffsetAndEpoch(Validation.SNAPSHOT, latest.end_offset, latest.epoch)
         if offset < self.start_offset:
             return ValidOffsetAndEpoch(Validation.SNAPSHOT, -1, -1)
         end_epoch, end = self.end_offset_for_epoch(epoch)
@@ -157,18 +178,42 @@ class MemoryLog:
     # ---- snapshots ----------------------------------------------------------------------------------------
 
     def create_snapshot(self, snapshot: Snapshot) -> None:
-        """Keep ``snapshot`` (at or below the high watermark, the caller checks) and drop the log before it."""
-        if snapshot.end_offset > self.end_offset or snapshot.end_offset < self.start_offset:
-            raise ValueError(f"snapshot at {snapshot.end_offset} outside the log [{self.start_offset}, "
-                             f"{self.end_offset}]")
-        self.snapshot = snapshot
+        """Keep ``snapshot`` (at or below the high watermark, the caller checks); the log before it stays until
+        retention deletes it (``clean``), so a follower a little behind still fetches entries, not the snapshot."""
+        latest = self.latest_snapshot
+        floor = latest.end_offset if latest is not None else self.start_offset
+        if snapshot.end_offset > self.end_offset or snapshot.end_offset < floor:
+            raise ValueError(f"snapshot at {snapshot.end_offset} outside [{floor}, {self.end_offset}]")
+        if latest is not None and latest.end_offset == snapshot.end_offset:
+            return
+        self.snapshots.append(snapshot)
+
+    def delete_before_snapshot(self, snapshot: Snapshot) -> bool:
+        """KafkaMetadataLog.deleteBeforeSnapshot: advance the log start to a kept ``snapshot`` (not past the
+        latest) and forget the entries and snapshots before it."""
+        latest = self.latest_snapshot
+        if (snapshot not in self.snapshots or latest is None or snapshot.end_offset <= self.start_offset
+                or snapshot.end_offset > latest.end_offset):
+            return False
         del self.entries[:self._index(snapshot.end_offset)]
         self.start_offset = snapshot.end_offset
         self.flushed_offset = max(self.flushed_offset, self.start_offset)
+        self.snapshots = [s for s in self.snapshots if s.end_offset >= snapshot.end_offset]
+        return True
+
+    def clean(self, should_clean: Callable[[Snapshot], bool]) -> bool:
+        """KafkaMetadataLog.cleanSnapshots: oldest first, while ``should_clean(snapshot)`` says a snapshot may
+        go, delete the log before the next one. The latest snapshot always stays."""
+        cleaned = False
+        for older, newer in list(zip(self.snapshots, self.snapshots[1:])):
+            if not (should_clean(older) and self.delete_before_snapshot(newer)):
+                break
+            cleaned = True
+        return cleaned
 
     def install_snapshot(self, snapshot: Snapshot) -> None:
         """A follower behind the leader's log start takes the leader's snapshot: its own log is replaced."""
-        self.snapshot = snapshot
+        self.snapshots = [snapshot]
         self.entries = []
         self.start_offset = snapshot.end_offset
         self.flushed_offset = snapshot.end_offset

@@ -105,10 +105,12 @@ class RaftNode:
         self.epoch = state.epoch
         self.leader_id = state.leader_id
         self.voted_id = state.voted_id
-        self.high_watermark = log.start_offset  # below it everything is committed; the snapshot is
-        self.applied = log.start_offset  # what the application has been given
+        latest = log.latest_snapshot
+        base = max(log.start_offset, latest.end_offset if latest is not None else 0)
+        self.high_watermark = base  # below it everything is committed: a snapshot holds only committed entries
+        self.applied = base  # what the application has been given (the latest snapshot, loaded first)
         self._ready = Ready()
-        self._snapshot_to_load = log.snapshot
+        self._snapshot_to_load = latest
         # timers (absolute ms)
         self.election_deadline = 0
         self.fetch_deadline = 0
@@ -127,6 +129,7 @@ class RaftNode:
         self.fetch_target: int | None = None
         self.fetching_snapshot: tuple[int, int] | None = None
         self.leader_resigned = False
+        self.fetched_from_leader = False
         self.truncations = 0
         self.now = now_ms
         # Kafka's QuorumState.initialize: a node that led this epoch cannot resume it; one that knew a
@@ -179,8 +182,11 @@ class RaftNode:
         return offset
 
     def snapshot_at(self, offset: int, data: Any) -> bool:
-        """The application's state up to ``offset`` (committed, applied) as a snapshot; the log before it goes."""
-        if offset > min(self.high_watermark, self.applied) or offset <= self.log.start_offset:
+        """The application's state up to ``offset`` (committed, applied) as a snapshot; the log before it stays
+        until the log's retention cleans it."""
+        latest = self.log.latest_snapshot
+        if (offset > min(self.high_watermark, self.applied) or offset <= self.log.start_offset
+                or (latest is not None and offset <= latest.end_offset)):
             return False
         prev = self.log.entry(offset - 1)
         if prev is None or prev.next_offset != offset:
@@ -234,7 +240,11 @@ class RaftNode:
                 if now_ms - self.vote_sent_at.get(voter, now_ms) >= self.cfg.request_timeout_ms:
                     self._send_vote(voter, now_ms)
         if now_ms >= self.election_deadline:
-            if role in (Role.PROSPECTIVE, Role.CANDIDATE):
+            if role is Role.PROSPECTIVE and self.leader_id not in (NO_ID, self.node_id):
+                # KIP-996: a prospective that lost its pre-vote goes back to following the leader it knew (it
+                # fetches again; a dead leader makes it time out into a new pre-vote)
+                self._become_follower(self.epoch, self.leader_id, now_ms)
+            elif role in (Role.PROSPECTIVE, Role.CANDIDATE):
                 # lost or split: back off a random time, then ask for pre-votes again
                 self.backoff_until = now_ms + self.rng.randint(0, self.cfg.election_backoff_max_ms)
                 self.election_deadline = self.backoff_until
@@ -279,9 +289,12 @@ class RaftNode:
             return reply(False, ErrorCode.FENCED_LEADER_EPOCH)
         up_to_date = self._log_up_to_date(r.last_epoch, r.last_offset)
         if r.pre_vote:  # never changes this node's state
-            leader_alive = (self.role is Role.LEADER
-                            or (self.role is Role.FOLLOWER and self.now < self.fetch_deadline
-                                and not self.leader_resigned))
+            # FollowerState.canGrantVote: a follower rejects pre-votes only once it has fetched from its leader
+            # in this state (one that merely returned to a leader it knew grants them, so followers of a dead
+            # leader cannot keep each other from electing a new one)
+            leader_alive = self.role is Role.LEADER or (
+                self.role is Role.FOLLOWER and self.fetched_from_leader and self.now < self.fetch_deadline
+                and not self.leader_resigned)
             return reply(up_to_date and not leader_alive and r.epoch > self.epoch)
         if r.epoch > self.epoch:
             self._become_unattached(r.epoch, self.now)
@@ -312,6 +325,8 @@ class RaftNode:
             (self.granted if r.granted else self.rejected).add(r.src)
             if self._majority(self.granted):
                 self._become_candidate(self.now)
+            elif self._vote_rejected() and self.leader_id not in (NO_ID, self.node_id):
+                self._become_follower(self.epoch, self.leader_id, self.now)  # the leader it knew still leads
             return
         if self._maybe_higher_epoch(r.epoch, r.leader_id):
             return
@@ -323,10 +338,20 @@ class RaftNode:
 
     # BeginQuorumEpoch / EndQuorumEpoch
 
+    def _voter_only_error(self, src: int, epoch: int) -> int:
+        """KafkaRaftClient.validateVoterOnlyRequest: an old epoch, or a sender or receiver outside the voters."""
+        if epoch < self.epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if src < 0:
+            return ErrorCode.INVALID_REQUEST
+        if not self.is_voter or src not in self.voters:
+            return ErrorCode.INCONSISTENT_VOTER_SET
+        return 0
+
     def _on_begin_epoch(self, r: BeginQuorumEpochRequest) -> None:
-        if r.epoch < self.epoch:
-            self._send(BeginQuorumEpochResponse(self.node_id, r.src, self.epoch, self.leader_id,
-                                                ErrorCode.FENCED_LEADER_EPOCH))
+        error = self._voter_only_error(r.src, r.epoch)
+        if error:
+            self._send(BeginQuorumEpochResponse(self.node_id, r.src, self.epoch, self.leader_id, error))
             return
         if r.epoch > self.epoch or self.role is not Role.FOLLOWER or self.leader_id != r.src:
             if r.epoch == self.epoch and self.role is Role.LEADER:
@@ -341,9 +366,9 @@ class RaftNode:
             self.unacked_begin.pop(r.src, None)
 
     def _on_end_epoch(self, r: EndQuorumEpochRequest) -> None:
-        if r.epoch < self.epoch:
-            self._send(EndQuorumEpochResponse(self.node_id, r.src, self.epoch, self.leader_id,
-                                              ErrorCode.FENCED_LEADER_EPOCH))
+        error = self._voter_only_error(r.src, r.epoch)
+        if error:
+            self._send(EndQuorumEpochResponse(self.node_id, r.src, self.epoch, self.leader_id, error))
             return
         if self._maybe_higher_epoch(r.epoch, NO_ID):
             pass
@@ -369,14 +394,16 @@ class RaftNode:
                                      high_watermark=self.high_watermark, log_start_offset=self.log.start_offset,
                                      fetch_offset=r.fetch_offset, last_fetched_epoch=r.last_fetched_epoch, **kw))
 
+        # KafkaRaftClient.handleFetchRequest: malformed positions first; a fetch offset past this log's end is
+        # not one of them (a follower with a longer divergent tail is told where to truncate)
+        if r.fetch_offset < 0 or r.last_fetched_epoch < 0 or r.last_fetched_epoch > r.epoch:
+            return reply(error=ErrorCode.INVALID_REQUEST)
         if r.epoch < self.epoch:
             return reply(error=ErrorCode.FENCED_LEADER_EPOCH)
         if r.epoch > self.epoch:
             return reply(error=ErrorCode.UNKNOWN_LEADER_EPOCH)
         if self.role is not Role.LEADER:
             return reply(error=ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if r.fetch_offset < 0 or r.fetch_offset > self.log.end_offset:
-            return reply(error=ErrorCode.INVALID_REQUEST)
         v = self.log.validate_offset_and_epoch(r.fetch_offset, r.last_fetched_epoch)
         if v.kind is Validation.DIVERGING:
             return reply(diverging=(v.offset, v.epoch))
@@ -438,6 +465,7 @@ class RaftNode:
             else:
                 return
         self.fetch_deadline = self.now + self.cfg.fetch_timeout_ms
+        self.fetched_from_leader = True
         if (r.fetch_offset, r.last_fetched_epoch) != (self.log.end_offset, self.log.last_fetched_epoch):
             return  # answers an older fetch: the log has moved since
         if r.diverging is not None:
@@ -464,12 +492,12 @@ class RaftNode:
         self._send_fetch(self.now)
 
     def _on_fetch_snapshot_request(self, r: FetchSnapshotRequest) -> None:
-        snap = self.log.snapshot
+        snap = self.log.snapshot_with_id(*r.snapshot_id)
         if r.epoch != self.epoch or self.role is not Role.LEADER:
             error = ErrorCode.FENCED_LEADER_EPOCH if r.epoch < self.epoch else ErrorCode.NOT_LEADER_OR_FOLLOWER
             self._send(FetchSnapshotResponse(self.node_id, r.src, self.epoch, self.leader_id, error))
             return
-        if snap is None or (snap.end_offset, snap.epoch) != tuple(r.snapshot_id):
+        if snap is None:
             self._send(FetchSnapshotResponse(self.node_id, r.src, self.epoch, self.leader_id,
                                              ErrorCode.SNAPSHOT_NOT_FOUND))
             return
@@ -513,6 +541,7 @@ class RaftNode:
         self.fetching_snapshot = None
         self.backoff_until = None
         self.leader_resigned = False
+        self.fetched_from_leader = False  # a successful Fetch from the leader in this follower state
 
     def _become_unattached(self, epoch: int, now_ms: int, keep_vote: bool = False) -> None:
         changed = epoch != self.epoch or self.leader_id != NO_ID or (self.voted_id != NO_ID and not keep_vote)
@@ -598,6 +627,10 @@ class RaftNode:
 
     def _majority(self, ids: set[int]) -> bool:
         return len(ids & self.voters) * 2 > len(self.voters)
+
+    def _vote_rejected(self) -> bool:
+        """EpochElection.isVoteRejected: too many rejections for the votes left to make a majority."""
+        return not self._majority(self.voters - self.rejected)
 
     def _send_vote(self, voter: int, now_ms: int) -> None:
         self.vote_sent_at[voter] = now_ms

@@ -157,26 +157,55 @@ def _replay(entries) -> MetadataImage:
 def test_a_node_restarted_from_a_snapshot_and_the_log_after_it_reaches_the_image_of_a_full_replay(tmp_path):
     tmp_path = tmp_path / "__cluster_metadata-0"
     now = lambda: 1000  # noqa: E731
-    raft_log = KRaftLog(tmp_path, frozenset({1}), now, segment_bytes=1024)
+    raft_log = KRaftLog(tmp_path, frozenset({1}), now, segment_bytes=1024, retention_bytes=0)
     raft_log.open()
     entries = _fill(raft_log, _history())
     full = _replay(entries)
-    cut = entries[9]
-    at_cut = _replay(entries[:10])
+    first, cut = entries[5], entries[9]
     segments_before = len(list(tmp_path.glob("*.log")))
-    raft_log.create_snapshot(Snapshot(cut.next_offset, cut.epoch, write_snapshot(at_cut, cut.epoch, 0, 1000)))
-    assert len(list(tmp_path.glob("*.log"))) < segments_before  # the log before the snapshot is deleted
+    raft_log.create_snapshot(Snapshot(first.next_offset, first.epoch,
+                                      write_snapshot(_replay(entries[:6]), first.epoch, 0, 1000)))
+    assert not raft_log.maybe_clean() and raft_log.start_offset == 0  # one snapshot: the log stays
+    raft_log.create_snapshot(Snapshot(cut.next_offset, cut.epoch,
+                                      write_snapshot(_replay(entries[:10]), cut.epoch, 0, 1000)))
+    assert len(list(tmp_path.glob("*.log"))) == segments_before  # a snapshot alone deletes nothing
+    assert raft_log.maybe_clean()  # over metadata.max.retention.bytes: the log before the newest one goes
+    assert raft_log.start_offset == cut.next_offset and len(list(tmp_path.glob("*.log"))) < segments_before
+    assert not (tmp_path / snapshot_name(first.next_offset, first.epoch)).exists()
     raft_log.close()
 
     reopened = KRaftLog(tmp_path, frozenset({1}), now, segment_bytes=1024)
     reopened.open()
-    assert reopened.start_offset == cut.next_offset and reopened.end_offset == entries[-1].next_offset
-    assert (tmp_path / snapshot_name(cut.next_offset, cut.epoch)).exists()
-    image = image_from_snapshot(reopened.snapshot.data, reopened.snapshot.end_offset)
-    for e in reopened.read_until(reopened.start_offset, reopened.end_offset):
+    # the log start comes back as the first segment's base (whole segments are deleted), at or below the cut
+    assert reopened.start_offset <= cut.next_offset and reopened.end_offset == entries[-1].next_offset
+    assert [(sn.end_offset, sn.epoch) for sn in reopened.snapshots] == [(cut.next_offset, cut.epoch)]
+    snap = reopened.latest_snapshot
+    image = image_from_snapshot(snap.data, snap.end_offset)
+    for e in reopened.read_until(snap.end_offset, reopened.end_offset):
         image = image.apply(records_of(e.data), e.next_offset - 1)
     assert image == full
     reopened.close()
+
+
+def test_retention_by_time_keeps_snapshots_younger_than_metadata_max_retention_ms(tmp_path):
+    """KafkaMetadataLogTest.testSnapshotDeletionWithRetentionMs shape: the oldest snapshot goes (and the log
+    start moves to the next one) only once its last contained record is older than the retention."""
+    clock = [10_000]
+    raft_log = KRaftLog(tmp_path / "__cluster_metadata-0", frozenset({1}), lambda: clock[0],
+                        retention_bytes=-1, retention_ms=5_000)
+    raft_log.open()
+    entries = _fill(raft_log, _history())
+    for i, ts in ((3, 1_000), (7, 9_000), (11, 9_500)):
+        e = entries[i]
+        raft_log.create_snapshot(Snapshot(e.next_offset, e.epoch, write_snapshot(_replay(entries[:i + 1]),
+                                                                                  e.epoch, ts, clock[0])))
+    assert raft_log.maybe_clean()  # the first snapshot's records are 9 s old, the second's 1 s
+    assert raft_log.start_offset == entries[7].next_offset and len(raft_log.snapshots) == 2
+    clock[0] = 14_000
+    assert not raft_log.maybe_clean()
+    clock[0] = 14_001
+    assert raft_log.maybe_clean() and raft_log.start_offset == entries[11].next_offset
+    raft_log.close()
 
 
 def test_a_damaged_snapshot_file_stops_the_node_naming_the_file(tmp_path):

@@ -204,6 +204,24 @@ def test_registration_is_fenced_until_caught_up():
     assert not c.image.brokers[2].fenced
 
 
+def test_a_new_incarnation_waits_for_the_old_sessions_expiry():
+    """ClusterControlManager.registerBroker: DuplicateBrokerRegistrationException while the registered
+    incarnation's session is valid; once it expires (and it is fenced) the new incarnation registers."""
+    c = Cluster()
+    before = c.image
+    c.now = 5000
+    res = c.controller.register_broker(c.image, 2, b"\x99" * 16, [("PLAINTEXT", "h", 9002)], None, c.image.offset + 1,
+                                       [], c.now)
+    assert (res.records, res.response) == ([], ErrorCode.DUPLICATE_BROKER_REGISTRATION) and c.image is before
+    same = c.controller.register_broker(c.image, 2, bytes([2]) * 16, [("PLAINTEXT", "h", 9002)], None,
+                                        c.image.offset + 1, [], c.now)
+    assert same.response == 0  # the live incarnation itself may register again
+    c.now = 9001  # the session (last heartbeat at 0, 9 s) expired
+    res = c.controller.register_broker(c.image, 2, b"\x99" * 16, [("PLAINTEXT", "h", 9002)], None, c.image.offset + 1,
+                                       [], c.now)
+    assert res.response == 0 and res.records[0].incarnation_id == b"\x99" * 16
+
+
 def test_heartbeat_with_a_stale_epoch_changes_nothing():
     """ClusterControlManagerTest / checkBrokerEpoch: an old incarnation's heartbeat is STALE_BROKER_EPOCH."""
     c = Cluster()

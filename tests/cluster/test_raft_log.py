@@ -1,6 +1,8 @@
 """MemoryLog with entries that span offsets (one record batch per entry)."""
 
-from cluster.raft.log import Entry, MemoryLog, Snapshot, Validation
+import pytest
+
+from cluster.raft.log import Entry, MemoryLog, Snapshot, Validation, ValidOffsetAndEpoch
 
 
 def _log() -> MemoryLog:
@@ -33,5 +35,31 @@ def test_epoch_boundaries_and_snapshots_with_batches():
     assert log.end_offset_for_epoch(1) == (1, 5)
     assert log.validate_offset_and_epoch(9, 1).kind is Validation.DIVERGING
     log.create_snapshot(Snapshot(5, 1, "state"))
+    assert log.start_offset == 0 and len(log.entries) == 3  # kept until retention cleans it
+    assert log.validate_offset_and_epoch(3, 1).kind is Validation.VALID
+    assert not log.clean(lambda s: True)  # the latest snapshot and the log after the oldest one always stay
+    assert log.delete_before_snapshot(log.latest_snapshot)
     assert log.start_offset == 5 and [e.data for e in log.entries] == ["c"]
     assert log.validate_offset_and_epoch(3, 1).kind is Validation.SNAPSHOT
+
+
+def test_cleaning_keeps_the_latest_snapshot_and_moves_the_start_to_a_snapshot():
+    """KafkaMetadataLogTest.testAdvanceLogStartOffsetAfterCleaning / testSnapshotDeletionWithInvalidSnapshotState:
+    the start moves only to a kept snapshot, oldest first, while the predicate allows; a follower whose last
+    epoch is older than the oldest snapshot's gets the latest snapshot (validateOffsetAndEpoch)."""
+    log = MemoryLog()
+    log.append([Entry(i, 1 + i // 4, f"e{i}") for i in range(12)])
+    for end in (4, 8, 10):
+        log.create_snapshot(Snapshot(end, log.entry(end - 1).epoch, f"s{end}"))
+    with pytest.raises(ValueError):
+        log.create_snapshot(Snapshot(6, 2, "older than the latest"))
+    assert log.validate_offset_and_epoch(0, 0).kind is Validation.VALID
+    seen = []
+    assert log.clean(lambda s: seen.append(s.end_offset) or s.end_offset < 8)
+    assert seen == [4, 8] and log.start_offset == 8 and [s.end_offset for s in log.snapshots] == [8, 10]
+    assert log.validate_offset_and_epoch(6, 2) == ValidOffsetAndEpoch(Validation.SNAPSHOT, 10, 3)
+    assert log.validate_offset_and_epoch(9, 3).kind is Validation.VALID
+    assert log.validate_offset_and_epoch(8, 1).kind is Validation.SNAPSHOT  # epoch older than the oldest snapshot
+    assert not log.delete_before_snapshot(Snapshot(12, 3, "not kept"))
+    assert log.clean(lambda s: True) and log.start_offset == 10 and len(log.snapshots) == 1
+    assert not log.clean(lambda s: True)

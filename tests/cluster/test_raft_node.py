@@ -8,8 +8,8 @@ import random
 from cluster.raft.election_state import ElectionState
 from cluster.raft.log import Entry, MemoryLog, Snapshot
 from cluster.raft.messages import (
-    BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest, FetchResponse, FetchSnapshotRequest,
-    FetchSnapshotResponse, VoteRequest, VoteResponse,
+    BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest, EndQuorumEpochResponse, FetchRequest,
+    FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, VoteRequest, VoteResponse,
 )
 from cluster.raft.node import RaftConfig, RaftNode, Role
 from protocol.errors import ErrorCode
@@ -166,12 +166,26 @@ def test_invalid_fetch_request():
     """KafkaRaftClientTest.testInvalidFetchRequest and testFetchRequestClusterIdValidation's epoch checks"""
     n = elect(node())
     drain(n, 1)
-    for req, error in [(FetchRequest(2, 1, 0, 0, 0), ErrorCode.FENCED_LEADER_EPOCH),
-                       (FetchRequest(2, 1, 2, 0, 0), ErrorCode.UNKNOWN_LEADER_EPOCH),
-                       (FetchRequest(2, 1, 1, 99, 1), ErrorCode.INVALID_REQUEST)]:
+    for req, error in [(FetchRequest(2, 1, 1, -5, 0), ErrorCode.INVALID_REQUEST),
+                       (FetchRequest(2, 1, 1, 0, -1), ErrorCode.INVALID_REQUEST),
+                       (FetchRequest(2, 1, 1, 0, 2), ErrorCode.INVALID_REQUEST),  # last epoch past the current
+                       (FetchRequest(2, 1, 0, 0, 0), ErrorCode.FENCED_LEADER_EPOCH),
+                       (FetchRequest(2, 1, 2, 0, 0), ErrorCode.UNKNOWN_LEADER_EPOCH)]:
         n.step(req, 2)
         (resp,) = [m for m in drain(n, 2) if isinstance(m, FetchResponse)]
         assert resp.error == error
+
+
+def test_a_fetch_past_the_leaders_end_is_told_where_to_diverge():
+    """A follower whose uncommitted tail of an old epoch reaches past the new leader's log end (a leader killed
+    with appended, unreplicated batches) is answered with the diverging epoch, not an error, so it truncates.
+    Found by the snapshot test: such a follower used to get INVALID_REQUEST forever while nothing new was
+    appended."""
+    n = elect(node())
+    drain(n, 1)
+    n.step(FetchRequest(2, 1, 1, 99, 0), 2)
+    (resp,) = [m for m in drain(n, 2) if isinstance(m, FetchResponse)]
+    assert resp.error == 0 and resp.diverging == (0, 0)
 
 
 def test_follower_log_reconciliation():
@@ -231,17 +245,58 @@ def test_vote_request_from_old_epoch_and_non_voter():
     assert (n.epoch, n.voted_id) == (5, -1)
 
 
-def test_follower_with_live_leader_refuses_pre_votes():
-    """KIP-996: a follower that hears from its leader refuses pre-votes (no disruption by a partitioned node),
-    and grants once its fetch timeout has passed."""
+def test_begin_and_end_quorum_epoch_from_a_non_voter_change_nothing():
+    """KafkaRaftClient.validateVoterOnlyRequest: a BeginQuorumEpoch or EndQuorumEpoch whose sender is not a
+    voter is INCONSISTENT_VOTER_SET (one from an old epoch FENCED_LEADER_EPOCH) and no state changes."""
     n = node(state=ElectionState(3, leader_id=2, voters=frozenset({1, 2, 3})))
     drain(n)
+    n.step(BeginQuorumEpochRequest(9, 1, 4), 10)
+    n.step(EndQuorumEpochRequest(9, 1, 3), 10)
+    n.step(BeginQuorumEpochRequest(3, 1, 2), 10)
+    begin, end, old = [m for m in drain(n, 10)
+                       if isinstance(m, (BeginQuorumEpochResponse, EndQuorumEpochResponse))]
+    assert begin.error == end.error == ErrorCode.INCONSISTENT_VOTER_SET
+    assert old.error == ErrorCode.FENCED_LEADER_EPOCH
+    assert (n.epoch, n.leader_id, n.role) == (3, 2, Role.FOLLOWER) and not n.leader_resigned
+
+
+def test_follower_with_live_leader_refuses_pre_votes():
+    """KafkaRaftClientPreVoteTest.testHandlePreVoteRequestAsFollowerWithElectedLeader (KIP-996): a follower
+    grants pre-votes until it has fetched from its leader; then it refuses them (no disruption by a
+    partitioned node), and grants again once its fetch timeout has passed."""
+    n = node(state=ElectionState(3, leader_id=2, voters=frozenset({1, 2, 3})))
+    n.tick(0)
+    (fetch,) = [m for m in drain(n) if isinstance(m, FetchRequest)]
+    n.step(VoteRequest(3, 1, 4, 3, 10, pre_vote=True), 5)
+    (resp,) = [m for m in drain(n, 5) if isinstance(m, VoteResponse)]
+    assert resp.granted and (n.epoch, n.role) == (3, Role.FOLLOWER)  # not fetched from the leader yet
+    n.step(FetchResponse(2, 1, 3, 2, high_watermark=0, fetch_offset=fetch.fetch_offset,
+                         last_fetched_epoch=fetch.last_fetched_epoch), 8)
+    drain(n, 8)
     n.step(VoteRequest(3, 1, 4, 3, 10, pre_vote=True), 10)
     (resp,) = [m for m in drain(n, 10) if isinstance(m, VoteResponse)]
     assert not resp.granted and (n.epoch, n.role) == (3, Role.FOLLOWER)
     n.step(VoteRequest(3, 1, 4, 3, 10, pre_vote=True), 2500)
     (resp,) = [m for m in drain(n, 2500) if isinstance(m, VoteResponse)]
     assert resp.granted and n.epoch == 3  # a pre-vote never changes the voter's epoch
+
+
+def test_prospective_that_loses_its_pre_vote_follows_the_leader_it_knew():
+    """KIP-996 (Kafka 4.x ProspectiveState): a follower whose fetches timed out asks for pre-votes; rejected by
+    a majority that still follows the leader, it goes back to following that leader and fetches again. Found
+    by the simulator's convergence check: such a node used to ask for pre-votes forever."""
+    n = node(state=ElectionState(3, leader_id=2, voters=frozenset({1, 2, 3})))
+    n.tick(0)
+    drain(n)
+    n.tick(CFG.fetch_timeout_ms + 1)
+    msgs = drain(n, CFG.fetch_timeout_ms + 1)
+    assert n.role is Role.PROSPECTIVE and {m.dst for m in msgs if isinstance(m, VoteRequest)} == {2, 3}
+    now = CFG.fetch_timeout_ms + 5
+    for voter in (2, 3):
+        n.step(VoteResponse(voter, 1, 3, 2, False, pre_vote=True), now)
+    msgs = drain(n, now)
+    assert (n.role, n.epoch, n.leader_id) == (Role.FOLLOWER, 3, 2)
+    assert [m.dst for m in msgs if isinstance(m, FetchRequest)] == [2]
 
 
 def test_handle_begin_quorum_epoch_after_user_initiated_resign():
@@ -279,6 +334,7 @@ def test_fetch_snapshot_when_behind_the_log_start():
     drain(leader, 2)
     assert leader.high_watermark == 6 and leader.applied == 6
     assert leader.snapshot_at(6, ("state", 6))
+    assert leader.log.delete_before_snapshot(leader.log.latest_snapshot)  # retention deleted the log before it
     leader.step(FetchRequest(3, 1, 1, 0, 0), 3)
     (resp,) = [m for m in drain(leader, 3) if isinstance(m, FetchResponse)]
     assert resp.snapshot_id == (6, 1)

@@ -17,8 +17,10 @@ from typing import Any
 
 from cluster.raft.election_state import ElectionState
 from cluster.raft.log import MemoryLog
+from cluster.raft.messages import FetchResponse
 from cluster.raft.node import RaftConfig, RaftNode, Role
 
+FETCH_MAX_WAIT_MS = 100  # below the request timeout, as Kafka's 500 ms is below its 2 s
 SIM_CONFIG = RaftConfig(election_timeout_ms=500, fetch_timeout_ms=1000, election_backoff_max_ms=300,
                         request_timeout_ms=300, retry_backoff_ms=20, fetch_max_entries=8)
 
@@ -67,6 +69,7 @@ class Simulation:
         self.events: list = []
         self._seq = 0
         self.groups: list[set[int]] | None = None  # network partition: nodes talk only within a group
+        self.parked: dict[int, list] = {}  # leader id -> empty fetch answers it holds back
         self.counters = Counters()
         self.leaders: dict[int, int] = {}  # epoch -> leader id (every leader ever seen)
         self.committed: dict[int, tuple[int, Any, int]] = {}  # offset -> (epoch, data, count) of each committed entry
@@ -98,6 +101,28 @@ class Simulation:
             self._at(self.now + self.rng.randint(0, 4), "ready", n.id, n.incarnation)
 
     def send(self, msg) -> None:
+        if (isinstance(msg, FetchResponse) and not msg.error and not msg.entries and msg.diverging is None
+                and msg.snapshot_id is None):
+            # the leader parks an empty answer (Kafka's fetch purgatory) until its log or high watermark moves
+            # or FETCH_MAX_WAIT_MS passes, as the driver does: followers do not spin on empty fetches
+            self.parked.setdefault(msg.src, []).append(msg)
+            self._at(self.now + FETCH_MAX_WAIT_MS, "release", msg.src, msg)
+            return
+        self._transmit(msg)
+
+    def _ev_release(self, node_id: int, msg) -> None:
+        parked = self.parked.get(node_id, [])
+        for i, m in enumerate(parked):
+            if m is msg:
+                del parked[i]
+                self._transmit(msg)
+                return
+
+    def _release_all(self, node_id: int) -> None:
+        for msg in self.parked.pop(node_id, []):
+            self._transmit(msg)
+
+    def _transmit(self, msg) -> None:
         self.counters.messages += 1
         if self.groups is not None and not any(msg.src in g and msg.dst in g for g in self.groups):
             self.counters.dropped += 1
@@ -143,6 +168,7 @@ class Simulation:
         if n.raft is None or n.incarnation != incarnation:
             return
         n.ready_scheduled = False
+        moved = (n.raft.log.end_offset, n.raft.high_watermark)
         for _ in range(100):
             r = n.raft.ready()
             if r.empty():
@@ -165,6 +191,8 @@ class Simulation:
             if r.leader_change is not None and r.leader_change[1] == n.id:
                 self.counters.leader_changes += 1
             n.raft.advance(self.now)
+        if (n.raft.log.end_offset, n.raft.high_watermark) != moved:
+            self._release_all(n.id)
 
     # ---- the application and the faults ----------------------------------------------------------------
 
@@ -186,10 +214,19 @@ class Simulation:
 
     def maybe_snapshot(self, n: SimNode) -> None:
         raft = n.raft
-        if raft is None or raft.applied - raft.log.start_offset < self.snapshot_every:
+        if raft is None:
+            return
+        latest = raft.log.latest_snapshot
+        if raft.applied - max(raft.log.start_offset, latest.end_offset if latest else 0) < self.snapshot_every:
             return
         if raft.snapshot_at(raft.applied, tuple(n.applied)):
             self.counters.snapshots += 1
+            # retention: sometimes the log before the newest snapshot goes at once, sometimes older snapshots
+            # and the log after them stay (a follower a little behind then fetches entries, not the snapshot)
+            if self.rng.random() < 0.3:
+                raft.log.delete_before_snapshot(raft.log.latest_snapshot)
+            else:
+                raft.log.clean(lambda _snapshot: self.rng.random() < 0.5)
 
     def crash(self, node_id: int) -> None:
         n = self.nodes[node_id]
@@ -198,6 +235,7 @@ class Simulation:
         self.counters.truncations += n.raft.truncations
         n.raft = None
         n.ready_scheduled = False
+        self.parked.pop(node_id, None)  # a crashed leader answers nothing
         n.log.crash()
         self.counters.crashes += 1
 
@@ -254,11 +292,25 @@ class Simulation:
             if n.applied != self.committed_payloads[:len(n.applied)]:
                 self._fail(f"node {n.id} applied {n.applied[-3:]} not a prefix of the committed sequence")
 
+    def check_converged(self) -> None:
+        """Liveness after a quiet spell: every node holds the leader's log end and high watermark and has
+        applied everything committed."""
+        leader = self.leader()
+        if leader is None:
+            self._fail("no leader after the quiet spell")
+        want = (leader.raft.log.end_offset, leader.raft.log.last_fetched_epoch, leader.raft.high_watermark)
+        for n in self.nodes.values():
+            got = (n.raft.log.end_offset, n.raft.log.last_fetched_epoch, n.raft.high_watermark)
+            if got != want or n.applied != self.committed_payloads:
+                self._fail(f"node {n.id} did not converge on leader {leader.id}'s log in {QUIET_MS} ms of quiet: "
+                           f"(end, last epoch, high watermark) {got} against {want}, applied {len(n.applied)} "
+                           f"of {len(self.committed_payloads)}")
+
     def _holds_durably(self, n: SimNode, hw: int) -> bool:
         log = n.log
         if log.flushed_offset < hw:
             return False
-        if log.snapshot is not None and log.snapshot.end_offset >= hw:
+        if log.latest_snapshot is not None and log.latest_snapshot.end_offset >= hw:
             return True
         e = log.entry(hw - 1)
         return e is not None and self.committed.get(e.offset) == (e.epoch, e.data, e.count)
@@ -283,10 +335,22 @@ class Simulation:
                         self._fail(f"logs of {a_id} and {b_id} agree at {last_same} but differ at {off}")
 
 
+QUIET_MS = 3_000
+
+
 def run_scenario(seed: int, voters: int, length_ms: int = 12_000, heal_at: int = 8_000,
                  observers: int = 1) -> Simulation:
     """One seeded run: random faults until ``heal_at``, then a healthy network; afterwards a leader must be
-    elected and a new proposal committed before the end (liveness)."""
+    elected and a new proposal committed before the end, and every node must converge after a quiet spell
+    (liveness). A failure names the call that replays it."""
+    try:
+        return _run_scenario(seed, voters, length_ms, heal_at, observers)
+    except InvariantViolation as exc:
+        raise InvariantViolation(f"{exc} [replay: run_scenario({seed}, {voters}, length_ms={length_ms}, "
+                                 f"heal_at={heal_at}, observers={observers})]") from None
+
+
+def _run_scenario(seed: int, voters: int, length_ms: int, heal_at: int, observers: int) -> Simulation:
     sim = Simulation(seed, voters=voters, observers=observers)
     rng = random.Random(seed * 7919 + voters)
     ids = sorted(sim.nodes)
@@ -333,6 +397,13 @@ def run_scenario(seed: int, voters: int, length_ms: int = 12_000, heal_at: int =
         sim._fail(f"no leader {deadline - heal_at} ms after the faults healed")
     if not proposed_after_heal or len(sim.committed_payloads) <= committed_before:
         sim._fail("nothing committed after the faults healed")
+    quiet_until = t + QUIET_MS  # nothing proposed: every node must converge on the leader's log
+    while t < quiet_until:
+        t += 50
+        sim.run_until(t)
+        for n in sim.nodes.values():
+            sim.maybe_snapshot(n)
+    sim.check_converged()
     for n in sim.nodes.values():
         if n.raft is not None:
             sim.counters.truncations += n.raft.truncations
