@@ -13,7 +13,7 @@ from cluster.controller.broker_heartbeats import BrokerControlState, BrokerHeart
 from cluster.controller.replication_control import PREFERRED, UNCLEAN, alter_partition
 from cluster.metadata_image import MetadataImage
 from protocol.errors import ErrorCode
-from protocol.generated.metadata import RegisterBrokerRecord
+from protocol.generated.metadata import BrokerRegistrationChangeRecord, RegisterBrokerRecord, UnregisterBrokerRecord
 from protocol.generated.metadata.register_broker_record import BrokerEndpoint
 
 S = BrokerControlState
@@ -363,3 +363,70 @@ def test_alter_partition_rejections(change, code):
     args.update(change)
     err, record, _ = alter_partition(c.image, **args)
     assert (err, record) == (code, None)
+
+
+# ---- ClusterControlManagerTest: registrations replayed into the image, registration records, placement -------------
+
+def _registered(broker_id=1, epoch=100, fenced=True, shutting_down=False, port=9092) -> RegisterBrokerRecord:
+    return RegisterBrokerRecord(broker_id=broker_id, broker_epoch=epoch, rack=None, fenced=fenced,
+                                in_controlled_shutdown=shutting_down, incarnation_id=bytes([broker_id]) * 16,
+                                end_points=[BrokerEndpoint("PLAINTEXT", "example.com", port, 0)])
+
+
+def test_replay_fence_and_unfence():
+    """ClusterControlManagerTest.testReplay (3.3-IV2 and later: BrokerRegistrationChangeRecord)"""
+    image = MetadataImage().apply([_registered()], 100)
+    assert 0 not in image.brokers and image.brokers[1].fenced
+    image = image.apply([BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=100, fenced=-1)], 101)
+    assert not image.brokers[1].fenced and 0 not in image.brokers
+    image = image.apply([BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=100, fenced=1)], 102)
+    assert image.brokers[1].fenced
+
+
+def test_replay_register_broker_record():
+    """ClusterControlManagerTest.testReplayRegisterBrokerRecord"""
+    image = MetadataImage().apply([_registered(0, shutting_down=True)], 100)
+    assert image.brokers[0].fenced and image.brokers[0].in_controlled_shutdown
+    image = image.apply([_registered(0)], 101)
+    assert image.brokers[0].fenced and not image.brokers[0].in_controlled_shutdown
+    image = image.apply([_registered(0, fenced=False)], 102)
+    assert image.brokers[0].active
+
+
+def test_replay_broker_registration_change_record():
+    """ClusterControlManagerTest.testReplayBrokerRegistrationChangeRecord"""
+    image = MetadataImage().apply([_registered(0, fenced=False)], 100)
+    assert image.brokers[0].active
+    image = image.apply([BrokerRegistrationChangeRecord(broker_id=0, broker_epoch=100, in_controlled_shutdown=1)], 101)
+    assert not image.brokers[0].fenced and image.brokers[0].in_controlled_shutdown
+    image = image.apply([BrokerRegistrationChangeRecord(broker_id=0, broker_epoch=100, fenced=-1)], 102)
+    assert not image.brokers[0].fenced and image.brokers[0].in_controlled_shutdown
+
+
+def test_unregister():
+    """ClusterControlManagerTest.testUnregister"""
+    image = MetadataImage().apply([_registered(1)], 100)
+    assert image.brokers[1].endpoints[0].host == "example.com"
+    image = image.apply([UnregisterBrokerRecord(broker_id=1, broker_epoch=100)], 101)
+    assert 1 not in image.brokers
+
+
+def test_register_broker_record():
+    """ClusterControlManagerTest.testRegisterBrokerRecordVersion: a new broker registers fenced, with the offset
+    as its epoch"""
+    controller = Controller(1, {"broker.session.timeout.ms": 9000}, random.Random(5), register_fenced=True)
+    res = controller.register_broker(MetadataImage(), 0, b"\x07" * 16, [], None, 123, [], 0)
+    assert res.response == 0 and len(res.records) == 1
+    rec = res.records[0]
+    assert (rec.broker_id, rec.broker_epoch, rec.incarnation_id, rec.fenced, rec.in_controlled_shutdown) == \
+        (0, 123, b"\x07" * 16, True, False)
+
+
+@pytest.mark.parametrize("usable", [3, 10])
+def test_place_replicas(usable):
+    """ClusterControlManagerTest.testPlaceReplicas: replication factor 3 over the unfenced brokers, 100 times"""
+    c = Cluster(brokers=range(usable))
+    assert all(b.active for b in c.image.brokers.values())
+    for i in range(100):
+        replicas = c.create(f"t{i}", 1, 3).partitions[0].replicas
+        assert len(set(replicas)) == 3 and all(0 <= r < usable for r in replicas)
