@@ -62,6 +62,8 @@ class RaftDriver:
         self._tasks: set[asyncio.Task] = set()
         self._ticker: asyncio.Task | None = None
         self._changed = asyncio.Event()  # set (and replaced) whenever the log end or high watermark moves
+        # what parked fetches last heard: compared after every event, since a proposal appends before _process
+        self._signalled: tuple[int, int] = (-1, -1)
         self._applied = asyncio.Condition()
         self.applied_offset = 0  # the application has everything below it
         self._commit_waiters: list[tuple[int, int, asyncio.Future]] = []  # (next offset, epoch, future)
@@ -255,7 +257,6 @@ class RaftDriver:
             ready: Ready = node.ready()
             if ready.empty():
                 break
-            end_before, hw_before = self.log.end_offset, node.high_watermark
             if ready.election_state is not None:
                 state = ready.election_state
                 await asyncio.to_thread(self.store.write, state)
@@ -278,10 +279,18 @@ class RaftDriver:
                     self._applied.notify_all()
                 self._complete_commits()
             node.advance(self._now())
-            if self.log.end_offset != end_before or node.high_watermark != hw_before or ready.leader_change:
-                self._changed.set()
-                self._changed = asyncio.Event()
+            self._wake_parked_fetches(force=ready.leader_change is not None)
+        self._wake_parked_fetches()
         return replies
+
+    def _wake_parked_fetches(self, force: bool = False) -> None:
+        """Kafka's fetchPurgatory.maybeComplete: parked fetches re-check once the log end or the high watermark
+        has moved since they were last told (a leader change wakes them too)."""
+        now = (self.log.end_offset, self.node.high_watermark)
+        if force or now != self._signalled:
+            self._signalled = now
+            self._changed.set()
+            self._changed = asyncio.Event()
 
     def _on_leader_change(self, epoch: int, leader_id: int) -> None:
         log.info("node %d: epoch %d, leader %s", self.node_id, epoch, leader_id if leader_id != NO_ID else "unknown")
