@@ -188,7 +188,7 @@ class Log:
             pm.record(topic_id)
         lg = cls(local, log_start_offset=offsets.log_start_offset, epoch_cache=epoch_cache, producer_state=psm,
                  partition_metadata=pm, topic_id=topic_id or existing_id, load_stats=stats)
-        lg._maybe_flush_metadata_file()
+        lg._schedule_metadata_flush()
         return lg
 
     # ==== identity / properties ===================================================================
@@ -291,6 +291,17 @@ class Log:
     def _maybe_flush_metadata_file(self) -> None:
         self.partition_metadata.maybe_flush()
 
+    def _schedule_metadata_flush(self) -> None:
+        """A newly recorded topic id is written by the scheduler (or by the first append, whichever comes first),
+        as UnifiedLog's ``scheduleOnce("flush-metadata-file")``: creating a thousand partitions does not wait for
+        a thousand fsyncs."""
+        if self.partition_metadata._dirty is not None:
+            self.scheduler.schedule_once("flush-metadata-file", self._flush_metadata_unless_gone)
+
+    def _flush_metadata_unless_gone(self) -> None:
+        if os.path.isdir(self.dir):  # a log deleted before the flush ran has nothing to record
+            self._maybe_flush_metadata_file()
+
     def assign_topic_id(self, topic_id: bytes) -> None:
         with self._lock:
             if self.topic_id is not None:
@@ -301,7 +312,7 @@ class Log:
                 return
             self.topic_id = topic_id
             self.partition_metadata.record(topic_id)
-            self._maybe_flush_metadata_file()
+            self._schedule_metadata_flush()
 
     # ==== high watermark / LSO ====================================================================
     def update_high_watermark(self, hw: int) -> int:

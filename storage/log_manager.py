@@ -60,6 +60,7 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self.offline_partitions: dict[TopicPartition, str] = {}
         self._lock = threading.RLock()
+        self._dirs_to_sync: set[str] = set()  # log dirs with new partition directories not yet fsynced
         self._dir_locks: dict[str, int] = {}
         self._had_clean_shutdown: dict[str, bool] = {}
         self._load_completed: dict[str, bool] = {}
@@ -231,6 +232,8 @@ class LogManager:
 
     def _next_log_dir(self) -> str:
         """The live dir with the fewest partitions (``LogManager.nextLogDirs``)."""
+        if len(self.live_log_dirs) == 1:
+            return self.live_log_dirs[0]
         counts = {d: 0 for d in self.live_log_dirs}
         for lg in self._logs.values():
             parent = os.path.dirname(lg.dir)
@@ -253,7 +256,7 @@ class LogManager:
             path = os.path.join(d, files.log_dir_name(topic, partition))
             try:
                 os.makedirs(path, exist_ok=True)
-                fileio.current.fsync_dir(d)
+                self._sync_dir_later(d)
                 lg = Log.open(path, config or self.config_for(topic), now_ms=now_ms, had_clean_shutdown=True,
                               scheduler=self.scheduler, topic_id=topic_id,
                               producer_id_expiration_ms=self.config.producer_id_expiration_ms,
@@ -263,6 +266,24 @@ class LogManager:
             self._logs[tp] = lg
             log.info("Created log for partition %s-%d in %s", topic, partition, path)
             return lg
+
+    def _sync_dir_later(self, d: str) -> None:
+        """New partition directories' entries are fsynced by the scheduler, one fsync per log dir for a whole
+        CreateTopics (creating a partition writes no data; its first flush makes its own files durable)."""
+        with self._lock:
+            first = not self._dirs_to_sync
+            self._dirs_to_sync.add(d)
+        if first:
+            self.scheduler.schedule_once("flush-log-dirs", self._sync_dirs)
+
+    def _sync_dirs(self) -> None:
+        with self._lock:
+            dirs, self._dirs_to_sync = self._dirs_to_sync, set()
+        for d in dirs:
+            try:
+                fileio.current.fsync_dir(d)
+            except OSError as e:
+                log.error("Error while flushing log dir %s: %s", d, e)
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename the partition's directory to ``<topic>-<partition>.<uuid>-delete``, delete it later."""
