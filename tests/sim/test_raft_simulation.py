@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 
 import pytest
 
@@ -18,6 +19,7 @@ from tests.sim.simulator import Counters, InvariantViolation, run_scenario
 
 CI_SEEDS = 100
 SOAK_SEEDS = int(os.environ.get("ODRADEK_SOAK_SEEDS", "5000"))  # x 2 quorum sizes = 10,000 runs
+SOAK_FIRST_SEED = int(os.environ.get("ODRADEK_SOAK_FIRST_SEED", "0"))  # to split a soak over processes
 
 
 def run_many(seeds, voters_list=(3, 5), **kw) -> Counters:
@@ -53,7 +55,10 @@ def test_a_seed_replays_exactly():
 
 @pytest.mark.soak
 def test_soak_ten_thousand_runs():
-    total = run_many(range(SOAK_SEEDS), length_ms=12_000, heal_at=8_000)
+    t0 = time.perf_counter()
+    total = run_many(range(SOAK_FIRST_SEED, SOAK_FIRST_SEED + SOAK_SEEDS), length_ms=12_000, heal_at=8_000)
+    last = SOAK_FIRST_SEED + SOAK_SEEDS - 1
+    print(f"seeds {SOAK_FIRST_SEED}..{last} x (3, 5) voters in {time.perf_counter() - t0:.0f} s")
     print(total)
     assert total.leader_changes >= SOAK_SEEDS and total.truncations >= SOAK_SEEDS // 10
 
