@@ -67,6 +67,14 @@ DEFAULTS: dict[str, Any] = {
     "request.timeout.ms": 30000,
     "controller.listener.names": None,
     "inter.broker.listener.name": None,
+    # replication (ReplicaFetcherThread, Partition): Kafka's defaults
+    "replica.lag.time.max.ms": 30000,
+    "replica.fetch.wait.max.ms": 500,
+    "replica.fetch.min.bytes": 1,
+    "replica.fetch.max.bytes": 1048576,
+    "replica.fetch.response.max.bytes": 10485760,
+    "replica.fetch.backoff.ms": 1000,
+    "replica.socket.timeout.ms": 30000,
     "listener.security.protocol.map": None,
     **GROUP_CONFIG_DEFAULTS,  # the group coordinator's own table (cluster/group_config.py)
     "group.coordinator.rebalance.protocols": "classic,consumer",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from broker.apis import HANDLERS
 from broker.controller_listener import CONTROLLER_LISTENER_HANDLERS
+from broker.replica_fetcher import ReplicaFetcherManager
 from broker.bootstrap_metadata import read_bootstrap
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig, Listener
@@ -62,6 +63,7 @@ class Broker:
         self.log_dirs: list[Path] = config.log_dirs
         self.cluster_id: str | None = None
         self.replicas: ReplicaManager | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
         send_stats = SendStats()
         self.metrics = BrokerMetrics(lambda: self.replicas, send_stats)
         self.server = NetworkServer(config.listeners, int(config["socket.request.max.bytes"]),
@@ -203,8 +205,13 @@ class Broker:
         self.log_manager = LogManager(lm_config, broker_props=self.config.values, topic_configs=topic_configs,
                                       broker_epoch=image.brokers[self.node_id].broker_epoch
                                       if self.node_id in image.brokers else -1)
-        self.replicas = ReplicaManager(self.node_id, self.log_manager, self.clock.now_ms, self.metrics)
+        self.replicas = ReplicaManager(self.node_id, self.log_manager, self.clock.now_ms, self.metrics,
+                                       replica_lag_time_max_ms=int(self.config["replica.lag.time.max.ms"]))
         self.replicas.loading = True
+        if self.raft is not None:  # a quorum's brokers replicate; a single node has nothing to fetch from
+            self.fetchers = ReplicaFetcherManager(self.node_id, self.replicas, self.clock,
+                                                  self._inter_broker_listener(), lambda: self.broker_epoch,
+                                                  self.config.values)
         self.metadata.add(self._publish_to_replicas)
         self.groups = GroupService(self.node_id, self.config, self.metadata, self.replicas, self.controller,
                                    self.clock)
@@ -302,6 +309,17 @@ class Broker:
         assert self.replicas is not None
         if not self.replicas.loading:
             await asyncio.to_thread(self.replicas.apply_image, image)
+            if self.fetchers is not None:
+                self.fetchers.update(image)
+
+    def _inter_broker_listener(self) -> str:
+        """``inter.broker.listener.name``, else the listener named after ``security.inter.broker.protocol``
+        (PLAINTEXT), else the first broker listener: where followers fetch from leaders."""
+        names = [ln.name for ln in self.config.listeners if ln.name not in self.config.controller_listener_names]
+        configured = self.config.get("inter.broker.listener.name")
+        if configured:
+            return configured
+        return "PLAINTEXT" if "PLAINTEXT" in names else names[0]
 
     async def _load_partitions(self) -> None:
         started = self.clock.monotonic()
@@ -313,6 +331,8 @@ class Broker:
         async with self.metadata.lock:
             await asyncio.to_thread(self.replicas.apply_image, self.metadata.image)
             self.replicas.loading = False
+            if self.fetchers is not None:
+                self.fetchers.update(self.metadata.image)
         self.log_manager.start_background(clock=self.clock.now_ms)
         await self.groups.start()
         log.info("loaded %d partitions in %.2f s", len(self.replicas.partitions), self.clock.monotonic() - started)
@@ -331,6 +351,8 @@ class Broker:
         self.metrics.stop()
         if self.logs_loaded is not None and not self.logs_loaded.done():
             await asyncio.wait([self.logs_loaded])  # recovery runs in threads: let it finish, then close
+        if self.fetchers is not None:
+            await self.fetchers.stop()
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown, self.clock.now_ms())
             self.log_manager = None

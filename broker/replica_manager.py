@@ -12,6 +12,7 @@ import dataclasses
 import logging
 from typing import Any, Callable, Mapping, NamedTuple, Protocol
 
+from broker.replica_state import FollowerState, leader_high_watermark
 from cluster.metadata_image import MetadataImage, PartitionInfo, TopicInfo
 from protocol.errors import ErrorCode, KafkaError
 from storage.config import ConfigError, LogConfig
@@ -57,6 +58,9 @@ class Partition:
     log: Log
     info: PartitionInfo
     appends: AppendQueue = dataclasses.field(default_factory=AppendQueue)
+    # as the leader: each follower's position (Kafka's remoteReplicasMap), reset for every new leader epoch
+    followers: dict[int, FollowerState] = dataclasses.field(default_factory=dict)
+    followers_epoch: int = -1
 
     @property
     def leader_epoch(self) -> int:
@@ -139,8 +143,10 @@ class AppendResult(NamedTuple):
 
 class ReplicaManager:
     def __init__(self, node_id: int, log_manager: LogManager, now_ms: Callable[[], int],
-                 metrics: AppendMetrics | None = None) -> None:
+                 metrics: AppendMetrics | None = None, replica_lag_time_max_ms: int = 30000) -> None:
         self.node_id = node_id
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.image = MetadataImage()  # the last image applied: broker fencing for ISR eligibility
         self.log_manager = log_manager
         self.now_ms = now_ms
         self.metrics = metrics
@@ -183,6 +189,7 @@ class ReplicaManager:
 
         Blocking (file system): called off the event loop, before the image is published to handlers.
         """
+        self.image = image
         wanted: dict[tuple[str, int], tuple[TopicInfo, PartitionInfo]] = {}
         for topic in image.topics_by_name.values():
             for p in topic.partitions.values():
@@ -219,9 +226,19 @@ class ReplicaManager:
             if info.leader == self.node_id:
                 if part.log.latest_epoch != info.leader_epoch:
                     part.log.maybe_assign_epoch_start_offset(info.leader_epoch, part.log.log_end_offset)
-                # Partition.makeLeader: the ISR may be down to the leader, so the HW moves at once
+                if part.followers_epoch != info.leader_epoch or set(part.followers) != set(info.replicas) - {
+                        self.node_id}:
+                    # Partition.makeLeader: followers' positions are unknown until they fetch in this epoch;
+                    # ISR members count as caught up now (resetReplicaState)
+                    part.followers = {r: FollowerState(last_caught_up_ms=now if r in info.isr else 0)
+                                      for r in info.replicas if r != self.node_id}
+                    part.followers_epoch = info.leader_epoch
+                # the ISR may be down to the leader, so the HW moves at once
                 # (after an unclean restart the checkpointed HW is stale)
                 self.maybe_advance_high_watermark(part)
+            else:
+                part.followers = {}
+                part.followers_epoch = -1
 
     def _open_log(self, tp: tuple[str, int], topic_id: bytes, now: int) -> Log:
         try:
@@ -254,9 +271,34 @@ class ReplicaManager:
             return self.log_manager.config_for(topic)
         return LogConfig.from_props(dict(overrides), self.log_manager.broker_props)
 
-    def maybe_advance_high_watermark(self, part: Partition) -> None:
-        """The high-watermark policy: with this broker as the only ISR member it follows the log end offset
-        (replication replaces this with the ISR's minimum log end offset). Completes waiting appends."""
-        if part.info.isr == (self.node_id,):
-            part.log.update_high_watermark(part.log.log_end_offset)
-        self.commit_waiters.advance((part.topic, part.index), part.log.high_watermark)
+    def maybe_advance_high_watermark(self, part: Partition) -> bool:
+        """The leader's high-watermark policy (``Partition.maybeIncrementLeaderHW``): the smallest log end
+        offset of the ISR and of the followers caught up enough to join it; never backwards. Completes
+        waiting appends; True when it moved."""
+        if not part.is_leader(self.node_id):
+            return False
+        lg = part.log
+        before = lg.high_watermark
+        hw = leader_high_watermark(lg.log_end_offset, part.followers, part.info.isr, self.now_ms(),
+                                   self.replica_lag_time_max_ms, self.isr_eligible)
+        if hw > before:
+            lg.update_high_watermark(hw)
+        self.commit_waiters.advance((part.topic, part.index), lg.high_watermark)
+        return lg.high_watermark > before
+
+    def isr_eligible(self, broker_id: int) -> bool:
+        """``Partition.isReplicaIsrEligible`` (KRaft): registered, unfenced, not shutting down."""
+        broker = self.image.brokers.get(broker_id)
+        return broker is not None and broker.active
+
+    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int, log_start_offset: int,
+                              leader_end_offset: int, broker_epoch: int) -> None:
+        """``Partition.updateFollowerFetchState``: the follower has everything below ``fetch_offset``; the
+        high watermark may move, which completes acks=all appends and wakes consumers parked at it."""
+        state = part.followers.get(replica_id)
+        if state is None:
+            return
+        before = state.log_end_offset
+        state.update_fetch(fetch_offset, log_start_offset, self.now_ms(), leader_end_offset, broker_epoch)
+        if before != fetch_offset and self.maybe_advance_high_watermark(part):
+            self.fetch_waiters.wake((part.topic, part.index))

@@ -13,8 +13,12 @@ Behaviour (KafkaApis.handleFetchRequest, ReplicaManager.fetchMessages/readFromLo
 * fetch sessions (KIP-227): full requests are answered with session id 0 (no session is created,
   which the protocol allows); an incremental request names a session that does not exist:
   FETCH_SESSION_ID_NOT_FOUND.
-Not implemented: follower fetches (replication is the cluster issue), diverging-epoch detection
-for ``last_fetched_epoch``.
+* replica fetches (``replica_id``, or ``replica_state`` from v15; Partition.fetchRecords): only from a
+  replica of the partition (else UNKNOWN_LEADER_EPOCH with a leader epoch, NOT_LEADER_OR_FOLLOWER without),
+  read up to the log end, a ``last_fetched_epoch`` that the leader's epochs do not end where the follower
+  thinks answers ``diverging_epoch`` (the follower truncates), and the fetch records the follower's position
+  (the high watermark may move).
+Not implemented: fetch from a follower (KIP-392), fetch sessions for replica fetchers.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import asyncio
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.generated.messages import FetchRequest, FetchResponse
-from protocol.generated.messages.fetch_response import FetchableTopicResponse, LeaderIdAndEpoch, PartitionData
+from protocol.generated.messages.fetch_response import (
+    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
+)
 from storage.errors import OffsetOutOfRangeError
 from storage.log import FetchIsolation
 
@@ -73,9 +79,20 @@ def _partition_keys(ctx, req: FetchRequest, version: int) -> list[tuple[str, int
     return keys
 
 
+def _replica(req: FetchRequest, version: int) -> tuple[int, int]:
+    """(replica id, broker epoch) of a follower's fetch; replica id -1 for a consumer."""
+    if version >= 15:
+        return req.replica_state.replica_id, req.replica_state.replica_epoch
+    return req.replica_id, -1
+
+
 def _read_all(ctx, req: FetchRequest, version: int) -> tuple[list[FetchableTopicResponse], int, bool]:
     image = ctx.image
+    replica_id, replica_epoch = _replica(req, version)
+    from_follower = replica_id >= 0
     isolation = FetchIsolation.TXN_COMMITTED if req.isolation_level == READ_COMMITTED else FetchIsolation.HIGH_WATERMARK
+    if from_follower:
+        isolation = FetchIsolation.LOG_END
     limit = req.max_bytes
     min_one = True
     total = 0
@@ -101,7 +118,21 @@ def _read_all(ctx, req: FetchRequest, version: int) -> tuple[list[FetchableTopic
                 errors = True
                 continue
             lg = part.log
+            if from_follower and replica_id not in part.followers:
+                pd.error_code = (ErrorCode.UNKNOWN_LEADER_EPOCH if fp.current_leader_epoch >= 0
+                                 else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                errors = True
+                continue
+            leader_end = lg.log_end_offset  # before the read: appends after it do not keep a follower out
             try:
+                if from_follower and fp.last_fetched_epoch >= 0:
+                    diverging = _diverging_epoch(lg, fp)
+                    if diverging is not None:
+                        pd.diverging_epoch = diverging
+                        errors = True  # answered now: the follower truncates before it fetches again
+                        pd.high_watermark, pd.log_start_offset = lg.high_watermark, lg.log_start_offset
+                        pd.last_stable_offset = lg.last_stable_offset
+                        continue
                 info = lg.read(fp.fetch_offset, min(fp.partition_max_bytes, limit), isolation, min_one)
             except OffsetOutOfRangeError:
                 pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
@@ -116,7 +147,24 @@ def _read_all(ctx, req: FetchRequest, version: int) -> tuple[list[FetchableTopic
                     min_one = False
                     limit = max(0, limit - size)
                     total += size
+                if from_follower:
+                    ctx.replicas.record_follower_fetch(part, replica_id, fp.fetch_offset, fp.log_start_offset,
+                                                       leader_end, replica_epoch)
             pd.high_watermark = lg.high_watermark
             pd.last_stable_offset = lg.last_stable_offset
             pd.log_start_offset = lg.log_start_offset
     return out, total, errors
+
+
+def _diverging_epoch(lg, fp) -> EpochEndOffset | None:
+    """``Partition.readRecords``: where the leader's log ends for the follower's last fetched epoch, when
+    that is not where the follower's log says (OFFSET_OUT_OF_RANGE when the leader cannot tell)."""
+    found = lg.end_offset_for_epoch(fp.last_fetched_epoch)
+    if found is None or found[0] < 0:
+        raise OffsetOutOfRangeError(f"no end offset for the last fetched epoch {fp.last_fetched_epoch}")
+    if fp.fetch_offset < lg.log_start_offset:
+        raise OffsetOutOfRangeError(f"fetch offset {fp.fetch_offset} is below the log start {lg.log_start_offset}")
+    epoch, end_offset = found
+    if epoch < fp.last_fetched_epoch or end_offset < fp.fetch_offset:
+        return EpochEndOffset(epoch=epoch, end_offset=end_offset)
+    return None

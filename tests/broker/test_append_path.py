@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from broker.replica_manager import Partition, ReplicaManager
+from broker.replica_state import FollowerState
 from cluster.metadata_image import PartitionInfo
 from protocol.errors import ErrorCode, KafkaError
 from protocol.record_codec import Record, build_batch
@@ -34,6 +35,7 @@ def _setup(tmp_path, isr=(1,)):
     metrics = _Counts()
     rm = ReplicaManager(1, log_manager=None, now_ms=lambda: NOW, metrics=metrics)
     part = Partition("t", 0, b"\x07" * 16, log, PartitionInfo(0, (1, 2), isr, 1, 0, 0))
+    part.followers = {2: FollowerState(last_caught_up_ms=NOW if 2 in isr else 0)}  # as apply_image makes them
     rm.partitions[("t", 0)] = part
     return rm, part, metrics
 
@@ -60,7 +62,7 @@ def test_single_replica_append_is_committed_at_once(tmp_path):
 
 
 def test_completion_waits_for_the_high_watermark(tmp_path):
-    """With a follower in the ISR the policy holds the high watermark back; the completion follows it."""
+    """With a follower in the ISR the high watermark waits for its fetches; the completion follows it."""
 
     async def scenario():
         rm, part, _ = _setup(tmp_path, isr=(1, 2))
@@ -69,12 +71,13 @@ def test_completion_waits_for_the_high_watermark(tmp_path):
         assert first is not None and second is not None and len(rm.commit_waiters) == 2
         await asyncio.sleep(0)
         assert not first.done()
-        part.log.update_high_watermark(2)  # the follower fetched past the first batch
-        rm.commit_waiters.advance(("t", 0), part.log.high_watermark)
-        assert first.done() and not second.done()
-        part.log.update_high_watermark(4)
-        rm.commit_waiters.advance(("t", 0), part.log.high_watermark)
-        assert second.done() and len(rm.commit_waiters) == 0
+        consumer = rm.fetch_waiters.register([("t", 0)])  # a consumer parked at the high watermark
+        rm.record_follower_fetch(part, 2, 2, 0, part.log.log_end_offset, -1)  # the follower has the first batch
+        assert part.log.high_watermark == 2 and first.done() and not second.done() and consumer.done()
+        rm.record_follower_fetch(part, 2, 4, 0, part.log.log_end_offset, -1)
+        assert part.log.high_watermark == 4 and second.done() and len(rm.commit_waiters) == 0
+        rm.record_follower_fetch(part, 3, 4, 0, 4, -1)  # not a replica: changes nothing
+        assert set(part.followers) == {2}
         part.log.close()
 
     asyncio.run(scenario())

@@ -1,0 +1,233 @@
+"""Followers pull their partitions from the leaders (Kafka's ReplicaFetcherManager / ReplicaFetcherThread).
+
+One fetcher task per source broker carries every partition this broker follows from it, over one
+connection to the leader's inter-broker listener. Each round is one Fetch (``replica_state``: our node id
+and broker epoch; per partition the fetch offset = our log end, the last fetched epoch and the leader epoch
+we know). Batches are appended as the leader wrote them (``append_as_follower``: no re-stamping, no
+decoding), then the follower takes the leader's high watermark (up to its own log end) and log start
+offset. A ``diverging_epoch`` in the answer truncates the divergent tail first (AbstractFetcherThread's
+truncation on fetch response, KIP-320); a fetch offset below the leader's log start restarts the log
+there. A partition whose leader answers NOT_LEADER_OR_FOLLOWER or an epoch error waits for the next
+metadata image. The set of partitions per source changes with every image.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from broker.clock import Clock
+from broker.node_client import NodeClient
+from broker.replica_manager import Partition, ReplicaManager
+from cluster.metadata_image import MetadataImage
+from protocol.errors import ErrorCode
+from protocol.generated.messages import FetchRequest
+from protocol.generated.messages.fetch_request import FetchPartition, FetchTopic, ReplicaState
+from protocol.records import iter_batch_positions
+
+log = logging.getLogger("odradek.replica_fetcher")
+
+FETCH_VERSION = 17  # topic ids and replica_state (v15+), diverging epochs (v12+)
+UNDEFINED_EPOCH = -1
+
+
+class ReplicaFetcherManager:
+    """Which partitions this broker follows, from which leader; one ``ReplicaFetcher`` per leader."""
+
+    def __init__(self, node_id: int, replicas: ReplicaManager, clock: Clock, listener: str,
+                 broker_epoch: Callable[[], int], config: dict) -> None:
+        self.node_id = node_id
+        self.replicas = replicas
+        self.clock = clock
+        self.listener = listener
+        self.broker_epoch = broker_epoch
+        self.max_wait_ms = int(config.get("replica.fetch.wait.max.ms", 500))
+        self.min_bytes = int(config.get("replica.fetch.min.bytes", 1))
+        self.max_bytes = int(config.get("replica.fetch.response.max.bytes", 10485760))
+        self.partition_max_bytes = int(config.get("replica.fetch.max.bytes", 1048576))
+        self.backoff_s = int(config.get("replica.fetch.backoff.ms", 1000)) / 1000
+        self.request_timeout_s = int(config.get("replica.socket.timeout.ms", 30000)) / 1000
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+
+    def update(self, image: MetadataImage) -> None:
+        """Follow what ``image`` says (called on the event loop after the replica manager applied it)."""
+        wanted: dict[int, dict[tuple[str, int], Partition]] = {}
+        for tp, part in list(self.replicas.partitions.items()):
+            leader = part.info.leader
+            if leader < 0 or leader == self.node_id:
+                continue
+            wanted.setdefault(leader, {})[tp] = part
+        for leader in [b for b in self.fetchers if b not in wanted]:
+            self.fetchers.pop(leader).stop()
+        for leader, parts in wanted.items():
+            broker = image.brokers.get(leader)
+            endpoint = broker.endpoint(self.listener) if broker is not None else None
+            fetcher = self.fetchers.get(leader)
+            if fetcher is not None and endpoint is not None and (fetcher.host, fetcher.port) != (endpoint.host,
+                                                                                                  endpoint.port):
+                self.fetchers.pop(leader).stop()
+                fetcher = None
+            if fetcher is None:
+                if endpoint is None:
+                    log.warning("node %d: leader %d has no %s endpoint; not fetching %d partitions from it",
+                                self.node_id, leader, self.listener, len(parts))
+                    continue
+                fetcher = self.fetchers[leader] = ReplicaFetcher(self, leader, endpoint.host, endpoint.port)
+            fetcher.set_partitions(parts)
+
+    async def stop(self) -> None:
+        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        for f in fetchers:
+            f.stop()
+        await asyncio.gather(*(f.task for f in fetchers), return_exceptions=True)
+
+
+class ReplicaFetcher:
+    """The fetch loop for the partitions led by one broker."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader: int, host: str, port: int) -> None:
+        self.manager = manager
+        self.leader = leader
+        self.host, self.port = host, port
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        # partition -> (the leader epoch it failed at, when to retry: None = when an image moves the epoch)
+        self.delayed: dict[tuple[str, int], tuple[int, float | None]] = {}
+        self._changed = asyncio.Event()
+        self.client = NodeClient(host, port, f"replica-fetcher-{manager.node_id}-{leader}")
+        self.task = asyncio.ensure_future(self._run())
+
+    def set_partitions(self, parts: dict[tuple[str, int], Partition]) -> None:
+        self.partitions = dict(parts)
+        self.delayed = {tp: d for tp, d in self.delayed.items() if tp in parts and parts[tp].leader_epoch == d[0]}
+        self._changed.set()
+
+    def stop(self) -> None:
+        self.task.cancel()
+        asyncio.ensure_future(self.client.close())
+
+    def _fetchable(self) -> tuple[dict[tuple[str, int], Partition], float | None]:
+        """The partitions to fetch now, and when the next delayed one is due (None: none is)."""
+        now = self.manager.clock.monotonic()
+        for tp, (_, retry_at) in list(self.delayed.items()):
+            if retry_at is not None and retry_at <= now:
+                del self.delayed[tp]
+        due = [r for _, r in self.delayed.values() if r is not None]
+        return {tp: p for tp, p in self.partitions.items() if tp not in self.delayed}, (min(due) if due else None)
+
+    async def _run(self) -> None:
+        m = self.manager
+        while True:
+            parts, next_due = self._fetchable()
+            if not parts:
+                self._changed.clear()
+                timeout = None if next_due is None else max(0.0, next_due - m.clock.monotonic())
+                try:
+                    await asyncio.wait_for(self._changed.wait(), timeout)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            request = self._request(parts)
+            try:
+                response = await self.client.request(request, FETCH_VERSION, m.request_timeout_s + m.max_wait_ms / 1000)
+            except (ConnectionError, OSError, asyncio.TimeoutError) as exc:
+                log.info("node %d: fetch from leader %d failed: %r; retrying", m.node_id, self.leader, exc)
+                await asyncio.sleep(m.backoff_s)
+                continue
+            if response.error_code:
+                log.warning("node %d: fetch from leader %d answered error %d", m.node_id, self.leader,
+                            response.error_code)
+                await asyncio.sleep(m.backoff_s)
+                continue
+            try:
+                backoff = self._process(parts, response)
+            except Exception:
+                log.exception("node %d: processing a fetch response from leader %d failed", m.node_id, self.leader)
+                backoff = True
+            if backoff:
+                await asyncio.sleep(m.backoff_s)
+
+    def _request(self, parts: dict[tuple[str, int], Partition]) -> FetchRequest:
+        m = self.manager
+        by_topic: dict[bytes, FetchTopic] = {}
+        for (topic, index), part in parts.items():
+            lg = part.log
+            ft = by_topic.get(part.topic_id)
+            if ft is None:
+                ft = by_topic[part.topic_id] = FetchTopic(topic=topic, topic_id=part.topic_id, partitions=[])
+            last_epoch = lg.latest_epoch
+            ft.partitions.append(FetchPartition(
+                partition=index, current_leader_epoch=part.leader_epoch, fetch_offset=lg.log_end_offset,
+                last_fetched_epoch=last_epoch if last_epoch is not None else UNDEFINED_EPOCH,
+                log_start_offset=lg.log_start_offset, partition_max_bytes=m.partition_max_bytes))
+        return FetchRequest(replica_id=-1, replica_state=ReplicaState(replica_id=m.node_id,
+                                                                      replica_epoch=m.broker_epoch()),
+                            max_wait_ms=m.max_wait_ms, min_bytes=m.min_bytes, max_bytes=m.max_bytes,
+                            isolation_level=0, session_id=0, session_epoch=-1, topics=list(by_topic.values()),
+                            forgotten_topics_data=[], rack_id="")
+
+    def _process(self, parts: dict[tuple[str, int], Partition], response) -> bool:
+        """Apply one Fetch response; True when the fetcher should back off before the next round."""
+        m = self.manager
+        now = m.clock.now_ms()
+        by_id = {p.topic_id: p.topic for p in parts.values()}
+        backoff = False
+        for tr in response.responses:
+            topic = by_id.get(tr.topic_id)
+            for pd in tr.partitions:
+                part = parts.get((topic, pd.partition_index)) if topic is not None else None
+                if part is None or self.partitions.get((part.topic, part.index)) is not part:
+                    continue  # no longer followed from this leader
+                lg = part.log
+                if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and pd.log_start_offset > lg.log_end_offset:
+                    log.info("node %d: %s-%d: fetch offset %d below the leader's log start %d: restarting there",
+                             m.node_id, part.topic, part.index, lg.log_end_offset, pd.log_start_offset)
+                    lg.truncate_fully_and_start_at(pd.log_start_offset, now)
+                    continue
+                if pd.error_code:
+                    # AbstractFetcherThread: a fenced epoch waits for an image with a newer one; anything else
+                    # (the leader has not applied the image yet, an unknown epoch, ...) is retried after a backoff
+                    fenced = pd.error_code == ErrorCode.FENCED_LEADER_EPOCH
+                    log.info("node %d: %s-%d: leader %d answered error %d; %s", m.node_id, part.topic, part.index,
+                             self.leader, pd.error_code, "waiting for new metadata" if fenced else "retrying")
+                    self.delayed[(part.topic, part.index)] = (
+                        part.leader_epoch, None if fenced else m.clock.monotonic() + m.backoff_s)
+                    continue
+                diverging = pd.diverging_epoch
+                if diverging is not None and diverging.epoch >= 0:
+                    self._truncate_on_diverging(part, diverging.epoch, diverging.end_offset, now)
+                    continue
+                records = pd.records
+                if records is not None and len(records):
+                    scan = iter_batch_positions(records)
+                    for _ in scan:
+                        pass
+                    complete = scan.position  # a budget-cut tail batch is fetched again next round
+                    if complete:
+                        info = lg.append_as_follower(memoryview(records)[:complete], now)
+                        if info.last_offset >= 0:
+                            m.replicas.fetch_waiters.wake((part.topic, part.index))
+                hw = min(pd.high_watermark, lg.log_end_offset)
+                if hw > lg.high_watermark:
+                    lg.update_high_watermark(hw)
+                if lg.log_start_offset < pd.log_start_offset <= lg.high_watermark:
+                    lg.maybe_increment_log_start_offset(pd.log_start_offset, reason="leader")
+        return backoff
+
+    def _truncate_on_diverging(self, part: Partition, leader_epoch: int, leader_end_offset: int, now: int) -> None:
+        """``AbstractFetcherThread.getOffsetTruncationState``: cut to where our log and the leader's agree for
+        the leader's epoch; when we have no such epoch, to our end for the epoch below it (the next fetch
+        names that epoch and the leader checks again)."""
+        lg = part.log
+        end = lg.log_end_offset
+        ours = lg.end_offset_for_epoch(leader_epoch)
+        if ours is None:
+            target = min(leader_end_offset, end)
+        elif ours[0] == leader_epoch:
+            target = min(leader_end_offset, ours[1])
+        else:
+            target = min(ours[1], end)
+        if target < end:
+            log.info("node %d: %s-%d: truncating the divergent tail [%d, %d) (leader epoch %d ends at %d)",
+                     self.manager.node_id, part.topic, part.index, target, end, leader_epoch, leader_end_offset)
+            lg.truncate_to(target, now)
