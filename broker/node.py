@@ -14,6 +14,7 @@ from pathlib import Path
 
 from broker.apis import HANDLERS
 from broker.controller_listener import CONTROLLER_LISTENER_HANDLERS
+from broker.isr_sender import IsrSender
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.bootstrap_metadata import read_bootstrap
 from broker.clock import SYSTEM_CLOCK, Clock
@@ -64,6 +65,7 @@ class Broker:
         self.cluster_id: str | None = None
         self.replicas: ReplicaManager | None = None
         self.fetchers: ReplicaFetcherManager | None = None
+        self.isr: IsrSender | None = None
         send_stats = SendStats()
         self.metrics = BrokerMetrics(lambda: self.replicas, send_stats)
         self.server = NetworkServer(config.listeners, int(config["socket.request.max.bytes"]),
@@ -212,6 +214,8 @@ class Broker:
             self.fetchers = ReplicaFetcherManager(self.node_id, self.replicas, self.clock,
                                                   self._inter_broker_listener(), lambda: self.broker_epoch,
                                                   self.config.values)
+            self.isr = IsrSender(self.node_id, self.replicas, self.controller, lambda: self.broker_epoch)
+            self._spawn(self.isr.expire_periodically(int(self.config["replica.lag.time.max.ms"]) / 2000))
         self.metadata.add(self._publish_to_replicas)
         self.groups = GroupService(self.node_id, self.config, self.metadata, self.replicas, self.controller,
                                    self.clock)
@@ -309,6 +313,7 @@ class Broker:
         assert self.replicas is not None
         if not self.replicas.loading:
             await asyncio.to_thread(self.replicas.apply_image, image)
+            self.replicas.after_image()
             if self.fetchers is not None:
                 self.fetchers.update(image)
 
@@ -331,6 +336,7 @@ class Broker:
         async with self.metadata.lock:
             await asyncio.to_thread(self.replicas.apply_image, self.metadata.image)
             self.replicas.loading = False
+            self.replicas.after_image()
             if self.fetchers is not None:
                 self.fetchers.update(self.metadata.image)
         self.log_manager.start_background(clock=self.clock.now_ms)
@@ -353,6 +359,8 @@ class Broker:
             await asyncio.wait([self.logs_loaded])  # recovery runs in threads: let it finish, then close
         if self.fetchers is not None:
             await self.fetchers.stop()
+        if self.isr is not None:
+            await self.isr.stop()
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown, self.clock.now_ms())
             self.log_manager = None

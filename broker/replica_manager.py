@@ -12,7 +12,7 @@ import dataclasses
 import logging
 from typing import Any, Callable, Mapping, NamedTuple, Protocol
 
-from broker.replica_state import FollowerState, leader_high_watermark
+from broker.replica_state import FollowerState, leader_high_watermark, may_join_isr, out_of_sync_replicas
 from cluster.metadata_image import MetadataImage, PartitionInfo, TopicInfo
 from protocol.errors import ErrorCode, KafkaError
 from storage.config import ConfigError, LogConfig
@@ -61,6 +61,17 @@ class Partition:
     # as the leader: each follower's position (Kafka's remoteReplicasMap), reset for every new leader epoch
     followers: dict[int, FollowerState] = dataclasses.field(default_factory=dict)
     followers_epoch: int = -1
+    epoch_start_offset: int = 0  # the first offset of this leader epoch
+    # an ISR change sent to the controller (AlterPartition) and the partition epoch it was based on; until an
+    # image moves past that epoch, the maximal ISR (both) counts for the high watermark (KIP-497)
+    pending_isr: tuple[int, ...] | None = None
+    pending_from_epoch: int = -1
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        if self.pending_isr is None:
+            return self.info.isr
+        return self.info.isr + tuple(r for r in self.pending_isr if r not in self.info.isr)
 
     @property
     def leader_epoch(self) -> int:
@@ -147,6 +158,8 @@ class ReplicaManager:
         self.node_id = node_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.image = MetadataImage()  # the last image applied: broker fencing for ISR eligibility
+        # sends an ISR change to the controller (set by the node when it is part of a quorum)
+        self.alter_isr: Callable[[Partition, tuple[int, ...]], None] | None = None
         self.log_manager = log_manager
         self.now_ms = now_ms
         self.metrics = metrics
@@ -223,6 +236,8 @@ class ReplicaManager:
                 self.partitions[tp] = part
             else:
                 part.info = info
+            if part.pending_isr is not None and info.partition_epoch > part.pending_from_epoch:
+                part.pending_isr = None  # the change (or a newer one) is committed
             if info.leader == self.node_id:
                 if part.log.latest_epoch != info.leader_epoch:
                     part.log.maybe_assign_epoch_start_offset(info.leader_epoch, part.log.log_end_offset)
@@ -233,9 +248,8 @@ class ReplicaManager:
                     part.followers = {r: FollowerState(last_caught_up_ms=now if r in info.isr else 0)
                                       for r in info.replicas if r != self.node_id}
                     part.followers_epoch = info.leader_epoch
-                # the ISR may be down to the leader, so the HW moves at once
-                # (after an unclean restart the checkpointed HW is stale)
-                self.maybe_advance_high_watermark(part)
+                    before = part.log.end_offset_for_epoch(info.leader_epoch - 1) if info.leader_epoch > 0 else None
+                    part.epoch_start_offset = before[1] if before is not None else 0
             else:
                 part.followers = {}
                 part.followers_epoch = -1
@@ -279,7 +293,7 @@ class ReplicaManager:
             return False
         lg = part.log
         before = lg.high_watermark
-        hw = leader_high_watermark(lg.log_end_offset, part.followers, part.info.isr, self.now_ms(),
+        hw = leader_high_watermark(lg.log_end_offset, part.followers, part.maximal_isr, self.now_ms(),
                                    self.replica_lag_time_max_ms, self.isr_eligible)
         if hw > before:
             lg.update_high_watermark(hw)
@@ -300,5 +314,54 @@ class ReplicaManager:
             return
         before = state.log_end_offset
         state.update_fetch(fetch_offset, log_start_offset, self.now_ms(), leader_end_offset, broker_epoch)
+        self._maybe_expand_isr(part, replica_id, state)
         if before != fetch_offset and self.maybe_advance_high_watermark(part):
             self.fetch_waiters.wake((part.topic, part.index))
+
+    def after_image(self) -> None:
+        """On the event loop once an image is applied: led partitions' high watermarks may move (the ISR may
+        have shrunk to the leader; after an unclean restart the checkpointed one is stale)."""
+        for part in list(self.partitions.values()):
+            if part.is_leader(self.node_id) and self.maybe_advance_high_watermark(part):
+                self.fetch_waiters.wake((part.topic, part.index))
+
+    def _maybe_expand_isr(self, part: Partition, replica_id: int, state: FollowerState) -> None:
+        """``Partition.maybeExpandIsr``: an eligible follower that has caught up joins the ISR."""
+        if (self.alter_isr is None or part.pending_isr is not None or replica_id in part.info.isr
+                or not may_join_isr(state, part.log.high_watermark, part.epoch_start_offset)
+                or not self._isr_eligible_with_epoch(replica_id, state.broker_epoch)):
+            return
+        self._submit_isr(part, part.info.isr + (replica_id,))
+
+    def maybe_shrink_isr(self) -> None:
+        """``Partition.maybeShrinkIsr`` for every led partition (Kafka's isr-expiration task): followers that
+        have not caught up within ``replica.lag.time.max.ms`` leave the ISR (never the leader itself)."""
+        if self.alter_isr is None:
+            return
+        now = self.now_ms()
+        for part in list(self.partitions.values()):
+            if not part.is_leader(self.node_id) or part.pending_isr is not None:
+                continue
+            lagging = out_of_sync_replicas(part.log.log_end_offset, part.followers, part.info.isr, now,
+                                           self.replica_lag_time_max_ms)
+            if lagging:
+                log.info("%s-%d: shrinking the ISR from %s: %s out of sync", part.topic, part.index,
+                         list(part.info.isr), sorted(lagging))
+                self._submit_isr(part, tuple(r for r in part.info.isr if r not in lagging))
+
+    def _submit_isr(self, part: Partition, new_isr: tuple[int, ...]) -> None:
+        assert self.alter_isr is not None
+        part.pending_isr = new_isr
+        part.pending_from_epoch = part.info.partition_epoch
+        self.alter_isr(part, new_isr)
+
+    def isr_change_failed(self, part: Partition) -> None:
+        """The controller refused the change or could not be reached: the next fetch or expiry check retries."""
+        part.pending_isr = None
+
+    def _isr_eligible_with_epoch(self, broker_id: int, fetched_broker_epoch: int) -> bool:
+        """``isReplicaIsrEligible`` with ``isBrokerEpochIsrEligible``: the broker epoch of its fetches is the
+        registered one (or -1: an older fetch version)."""
+        broker = self.image.brokers.get(broker_id)
+        return (broker is not None and broker.active
+                and (fetched_broker_epoch == -1 or fetched_broker_epoch == broker.broker_epoch))

@@ -40,8 +40,8 @@ class FollowerState:
 
 def leader_high_watermark(leader_end_offset: int, followers: Mapping[int, FollowerState], isr: Iterable[int],
                           now_ms: int, lag_max_ms: int, isr_eligible: Callable[[int], bool]) -> int:
-    """``maybeIncrementLeaderHW``'s candidate: the smallest log end offset among the ISR members and the
-    followers caught up enough to join it (so a catching-up follower is not left behind forever)."""
+    """``maybeIncrementLeaderHW``'s candidate: the smallest log end offset among the (maximal) ISR members and
+    the followers caught up enough to join it (so a catching-up follower is not left behind forever)."""
     in_sync = set(isr)
     hw = leader_end_offset
     for replica_id, state in followers.items():
@@ -50,3 +50,15 @@ def leader_high_watermark(leader_end_offset: int, followers: Mapping[int, Follow
                 or (state.is_caught_up(leader_end_offset, now_ms, lag_max_ms) and isr_eligible(replica_id))):
             hw = state.log_end_offset
     return hw
+
+
+def out_of_sync_replicas(leader_end_offset: int, followers: Mapping[int, FollowerState], isr: Iterable[int],
+                         now_ms: int, lag_max_ms: int) -> set[int]:
+    """``Partition.getOutOfSyncReplicas``: ISR followers not caught up within ``replica.lag.time.max.ms``."""
+    return {r for r in isr if r in followers and not followers[r].is_caught_up(leader_end_offset, now_ms, lag_max_ms)}
+
+
+def may_join_isr(state: FollowerState, high_watermark: int, epoch_start_offset: int) -> bool:
+    """``Partition.isFollowerInSync``: a follower joins the ISR once it has the high watermark and this leader
+    epoch's first offset (else committed data between them could be lost if it became leader)."""
+    return state.log_end_offset >= high_watermark and state.log_end_offset >= epoch_start_offset

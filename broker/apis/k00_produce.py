@@ -23,6 +23,7 @@ import asyncio
 import logging
 
 from broker.errors import CloseConnection
+from broker.replica_manager import Partition
 from broker.log_validator import check_request_records, compression_level, needs_record_pass, record_pass
 from protocol.errors import ErrorCode, InvalidRecordError, KafkaError
 from protocol.generated.messages import ProduceRequest, ProduceResponse
@@ -85,11 +86,15 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
                 resp.current_leader = LeaderIdAndEpoch(part.info.leader, part.info.leader_epoch)
                 out.partition_responses.append(resp)
                 continue
+            if req.acks == -1 and len(part.info.isr) < part.log.config.min_insync_replicas:
+                # Partition.appendRecordsToLeader: not even attempted with too few in-sync replicas
+                out.partition_responses.append(_error(pd.index, ErrorCode.NOT_ENOUGH_REPLICAS))
+                continue
             slot = _error(pd.index, 0)
             out.partition_responses.append(slot)
             work.append((part, pd.records, slot, part.appends.ticket()))
     errors = False
-    waiting: list[tuple[PartitionProduceResponse, asyncio.Future]] = []  # acks=all: until committed
+    waiting: list[tuple[Partition, PartitionProduceResponse, asyncio.Future]] = []  # acks=all: until committed
     try:
         for part, records, slot, (prev, me) in work:
             try:
@@ -97,7 +102,7 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
                     await prev
                 committed = await _append(ctx, part, records, slot, req)
                 if committed is not None and req.acks == -1:
-                    waiting.append((slot, committed))
+                    waiting.append((part, slot, committed))
             except KafkaError as exc:
                 _fill_error(slot, exc, version)
             except Exception:
@@ -112,11 +117,18 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
         for _, _, _, (_, me) in work:
             if not me.done():
                 me.set_result(None)
-    for slot, committed in waiting:  # Kafka's DelayedProduce: the request completes when every partition has
-        try:
-            await committed
+    deadline = ctx.clock.monotonic() + max(0, req.timeout_ms) / 1000
+    for part, slot, committed in waiting:  # Kafka's DelayedProduce: complete when every partition has, or
+        try:                               # the request's timeout_ms passes
+            await asyncio.wait_for(asyncio.shield(committed), max(0.0, deadline - ctx.clock.monotonic()))
+        except asyncio.TimeoutError:
+            slot.error_code = ErrorCode.REQUEST_TIMED_OUT
         except KafkaError as exc:
             _fill_error(slot, exc, version)
+        else:
+            if len(part.maximal_isr) < part.log.config.min_insync_replicas:
+                # checkEnoughReplicasReachOffset: appended, but the ISR shrank below min.insync.replicas meanwhile
+                slot.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
     if req.acks == 0:
         if errors or any(p.error_code for t in topics_out for p in t.partition_responses):
             raise CloseConnection("acks=0 produce failed; closing the connection as Kafka does")
