@@ -469,8 +469,7 @@ class RaftNode:
         if (r.fetch_offset, r.last_fetched_epoch) != (self.log.end_offset, self.log.last_fetched_epoch):
             return  # answers an older fetch: the log has moved since
         if r.diverging is not None:
-            end, _epoch = r.diverging
-            target = max(min(end, self.log.end_offset), self.log.start_offset)
+            target = max(self._truncation_offset(*r.diverging), self.log.start_offset)
             if target < self.high_watermark:
                 raise AssertionError(f"node {self.node_id}: truncation to {target} below the high watermark "
                                      f"{self.high_watermark}")
@@ -490,6 +489,15 @@ class RaftNode:
         if r.high_watermark >= 0:
             self._set_high_watermark(min(r.high_watermark, self.log.end_offset))
         self._send_fetch(self.now)
+
+    def _truncation_offset(self, end: int, epoch: int) -> int:
+        """ReplicatedLog.truncateToEndOffset: where our log and the leader's agree, given that the leader's
+        ``epoch`` ends at ``end``: our end for that epoch (capped at the leader's) when we have the epoch, else
+        our end for the largest epoch below it (the next fetch names that one and the leader checks again)."""
+        if epoch == 0:
+            return min(end, self.log.end_offset)
+        local_epoch, local_end = self.log.end_offset_for_epoch(epoch)
+        return min(local_end, end) if local_epoch == epoch else local_end
 
     def _on_fetch_snapshot_request(self, r: FetchSnapshotRequest) -> None:
         snap = self.log.snapshot_with_id(*r.snapshot_id)

@@ -207,6 +207,31 @@ def test_follower_log_reconciliation():
     assert [e.data for e in n.log.entries] == ["a", "b", "c"] and n.high_watermark == 3
 
 
+def test_diverging_epoch_truncates_to_our_end_of_that_epoch():
+    """ReplicatedLog.truncateToEndOffset (found by the 10,000-run soak, seed 520): the leader says its epoch 1
+    ends at 5, past our end; our epoch 1 ends at 3 (then an epoch 2 entry it never had): we cut to 3, not to
+    min(5, our end), which cut nothing and fetched the same divergence forever."""
+    log = MemoryLog()
+    log.append([Entry(0, 1, "a"), Entry(1, 1, "b"), Entry(2, 1, "c"), Entry(3, 2, "x")])
+    log.flush()
+    n = node(state=ElectionState(3, leader_id=2, voters=frozenset({1, 2, 3})), log=log)
+    n.tick(0)
+    (fetch,) = [m for m in drain(n) if isinstance(m, FetchRequest)]
+    assert (fetch.fetch_offset, fetch.last_fetched_epoch) == (4, 2)
+    n.step(FetchResponse(2, 1, 3, 2, diverging=(5, 1), high_watermark=2, fetch_offset=4, last_fetched_epoch=2), 1)
+    (fetch,) = [m for m in drain(n, 1) if isinstance(m, FetchRequest)]
+    assert n.log.end_offset == 3 and (fetch.fetch_offset, fetch.last_fetched_epoch) == (3, 1)
+    # the leader has no epoch 1 entry at all (its epoch below ours): we cut to our end for that lower epoch
+    log = MemoryLog()
+    log.append([Entry(0, 1, "a"), Entry(1, 3, "b")])
+    log.flush()
+    n = node(state=ElectionState(4, leader_id=2, voters=frozenset({1, 2, 3})), log=log)
+    n.tick(0)
+    drain(n)
+    n.step(FetchResponse(2, 1, 4, 2, diverging=(9, 2), high_watermark=1, fetch_offset=2, last_fetched_epoch=3), 1)
+    assert n.log.end_offset == 1
+
+
 def test_stale_fetch_response_is_ignored():
     """A late or duplicated answer to an older fetch cannot make a follower truncate what it has since fetched
     (found by the simulator)."""
