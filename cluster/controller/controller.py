@@ -126,12 +126,6 @@ def _collides(name: str, existing: Iterable[str]) -> str | None:
     return None
 
 
-ALLOW_RF_ABOVE_ONE = "test.allow.replication.factor.above.one"  # test-only: RF > 1 before replication exists
-
-
-def _truthy(value: Any) -> bool:
-    return str(value).lower() == "true"
-
 
 class Controller:
     """Decisions for one cluster; ``config`` is the controller's broker config (Kafka property names)."""
@@ -352,13 +346,6 @@ class Controller:
                     res.error_code = ErrorCode.INVALID_REPLICATION_FACTOR
                     res.error_message = f"Unable to replicate the partition {rf} time(s): {exc}"
                     continue
-            if rf > 1 and self.register_fenced and not _truthy(self.config.get(ALLOW_RF_ABOVE_ONE)):
-                # a quorum moves no partition data yet (the replication issue): a leader moved to a replica
-                # without the data would lose acknowledged records
-                res.error_code = ErrorCode.INVALID_REPLICATION_FACTOR
-                res.error_message = (f"Replication factor {rf} needs partition replication, which this cluster "
-                                     "does not do yet; use 1")
-                continue
             if self.validate_topic_configs is not None:
                 cerr = self.validate_topic_configs(t.configs)
                 if cerr:

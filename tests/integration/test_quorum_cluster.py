@@ -165,7 +165,7 @@ def test_controller_kills_keep_every_acknowledged_change_and_logs_agree(cluster)
 
 @pytest.mark.parametrize("topology", list(TOPOLOGIES))
 def test_killed_broker_is_fenced_and_loses_its_leaderships(tmp_path, topology):
-    c = ClusterProcesses(tmp_path, overrides={**FAST, "test.allow.replication.factor.above.one": True},
+    c = ClusterProcesses(tmp_path, overrides=FAST,
                          **TOPOLOGIES[topology])
     try:
         c.start()
@@ -197,7 +197,7 @@ def test_killed_broker_is_fenced_and_loses_its_leaderships(tmp_path, topology):
 
 @pytest.mark.parametrize("topology", list(TOPOLOGIES))
 def test_sigterm_is_a_controlled_shutdown(tmp_path, topology):
-    c = ClusterProcesses(tmp_path, overrides={**FAST, "test.allow.replication.factor.above.one": True},
+    c = ClusterProcesses(tmp_path, overrides=FAST,
                          **TOPOLOGIES[topology])
     try:
         c.start()
