@@ -94,6 +94,8 @@ def cluster(request, tmp_path):
     c = ClusterProcesses(tmp_path, overrides=FAST, **TOPOLOGIES[request.param])
     try:
         c.start()
+        for i in c.broker_ports:  # every broker registered and unfenced: replicas go to all of them
+            until(lambda i=i: c.nodes[i].log_lines(rf"node {i} is unfenced") >= 1, 60, f"node {i} unfenced")
         yield c
     finally:
         c.close()
@@ -104,7 +106,8 @@ def test_acks_all_survives_follower_and_leader_kills_and_replicas_agree(cluster)
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
 
     def created():
-        for f in admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})]).values():
+        for f in admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})],
+                                         request_timeout=10).values():
             f.result()
         return True
 
@@ -149,7 +152,7 @@ def test_fetch_from_a_broker_that_is_not_a_replica_changes_nothing(cluster):
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
 
     def created():
-        for f in admin.create_topics([NewTopic(TOPIC, 1, 2)]).values():
+        for f in admin.create_topics([NewTopic(TOPIC, 1, 2)], request_timeout=10).values():
             f.result()
         return True
 
@@ -158,8 +161,12 @@ def test_fetch_from_a_broker_that_is_not_a_replica_changes_nothing(cluster):
                         what="a leader and its follower in the ISR")
     outsider = next(i for i in c.broker_ports if i not in isr)
     with KafkaWire(c.broker_ports[leader]) as w:
-        md = w.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=TOPIC)]))
-        topic_id, epoch = md.topics[0].topic_id, md.topics[0].partitions[0].leader_epoch
+        def leader_knows():  # the leader's own image has the partition (it may apply it after the others)
+            t = w.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=TOPIC)])).topics[0]
+            return t if t.partitions and t.partitions[0].leader_id == leader else None
+
+        t = until(leader_knows, 30, "the leader's own metadata for the topic")
+        topic_id, epoch = t.topic_id, t.partitions[0].leader_epoch
         # with the leader's epoch the outsider may be a replica the leader has not heard of yet (Kafka's reason)
         for epoch, code in ((epoch, ErrorCode.UNKNOWN_LEADER_EPOCH), (-1, ErrorCode.NOT_LEADER_OR_FOLLOWER)):
             request = FetchRequest(replica_id=-1, replica_state=ReplicaState(replica_id=outsider, replica_epoch=-1),
@@ -168,4 +175,4 @@ def test_fetch_from_a_broker_that_is_not_a_replica_changes_nothing(cluster):
                                                       partition_max_bytes=1 << 20)])])
             response = w.call(1, 17, request)
             assert response.responses[0].partitions[0].error_code == code
-    assert leader_and_isr(c) == (leader, isr)
+    until(lambda: leader_and_isr(c) == (leader, isr), 10, "the partition unchanged")
