@@ -56,6 +56,10 @@ class IsrSender:
             log.info("%s-%d: ISR change to %s refused with error %d", part.topic, part.index, list(new_isr), code)
             self.replicas.isr_change_failed(part)
         else:
+            if len(new_isr) < len(part.info.isr):
+                self.replicas.isr_shrinks += 1
+            else:
+                self.replicas.isr_expands += 1
             log.info("%s-%d: ISR now %s (partition epoch %d)", part.topic, part.index, list(new_isr),
                      response.topics[0].partitions[0].partition_epoch)
 

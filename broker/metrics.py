@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 if TYPE_CHECKING:
     from broker.replica_manager import ReplicaManager
@@ -142,21 +142,40 @@ class _LogCollector:
         end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset", labels=["topic", "partition"])
         replicas = self.replicas()
         parts = dict(replicas.partitions) if replicas is not None else {}
-        under = 0
+        under = under_min = at_min = 0
+        lag = GaugeMetricFamily("kafka_server_fetcherlagmetrics_consumerlag",
+                                "Follower lag behind the leader's high watermark (ReplicaFetcherThread)",
+                                labels=["topic", "partition"])
         for (topic, p), part in sorted(parts.items()):
             labels = [topic, str(p)]
             lg = part.log
             size.add_metric(labels, lg.size)
             start.add_metric(labels, lg.log_start_offset)
             end.add_metric(labels, lg.log_end_offset)
-            if len(part.info.isr) < len(part.info.replicas):
-                under += 1
+            if replicas is not None and part.is_leader(replicas.node_id):  # Partition's leader-only gauges
+                isr, min_isr = len(part.info.isr), lg.config.min_insync_replicas
+                under += isr < len(part.info.replicas)
+                under_min += isr < min_isr
+                at_min += isr == min_isr
+            elif part.follower_lag >= 0:
+                lag.add_metric(labels, part.follower_lag)
         yield size
         yield start
         yield end
-        urp = GaugeMetricFamily("kafka_server_replicamanager_underreplicatedpartitions", "Under-replicated partitions")
-        urp.add_metric([], under)
-        yield urp
+        yield lag
+        for name, doc, value in (
+                ("underreplicatedpartitions", "Led partitions whose ISR is smaller than the replica set", under),
+                ("underminisrpartitioncount", "Led partitions whose ISR is below min.insync.replicas", under_min),
+                ("atminisrpartitioncount", "Led partitions whose ISR is exactly min.insync.replicas", at_min)):
+            g = GaugeMetricFamily(f"kafka_server_replicamanager_{name}", doc)
+            g.add_metric([], value)
+            yield g
+        for name, doc, value in (
+                ("isrshrinks", "ISR shrinks committed (IsrShrinksPerSec)", replicas.isr_shrinks if replicas else 0),
+                ("isrexpands", "ISR expansions committed (IsrExpandsPerSec)", replicas.isr_expands if replicas else 0)):
+            c = CounterMetricFamily(f"kafka_server_replicamanager_{name}", doc)
+            c.add_metric([], value)
+            yield c
         count = GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions hosted")
         count.add_metric([], len(parts))
         yield count

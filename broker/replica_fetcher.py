@@ -207,6 +207,7 @@ class ReplicaFetcher:
                         info = lg.append_as_follower(memoryview(records)[:complete], now)
                         if info.last_offset >= 0:
                             m.replicas.fetch_waiters.wake((part.topic, part.index))
+                part.follower_lag = max(0, pd.high_watermark - lg.log_end_offset)
                 hw = min(pd.high_watermark, lg.log_end_offset)
                 if hw > lg.high_watermark:
                     lg.update_high_watermark(hw)

@@ -66,6 +66,7 @@ class Partition:
     # image moves past that epoch, the maximal ISR (both) counts for the high watermark (KIP-497)
     pending_isr: tuple[int, ...] | None = None
     pending_from_epoch: int = -1
+    follower_lag: int = -1  # as a follower: the leader's high watermark minus our log end, at the last fetch
 
     @property
     def maximal_isr(self) -> tuple[int, ...]:
@@ -160,6 +161,8 @@ class ReplicaManager:
         self.image = MetadataImage()  # the last image applied: broker fencing for ISR eligibility
         # sends an ISR change to the controller (set by the node when it is part of a quorum)
         self.alter_isr: Callable[[Partition, tuple[int, ...]], None] | None = None
+        self.isr_shrinks = 0  # committed ISR changes this broker asked for (IsrShrinksPerSec, IsrExpandsPerSec)
+        self.isr_expands = 0
         self.log_manager = log_manager
         self.now_ms = now_ms
         self.metrics = metrics

@@ -107,3 +107,26 @@ def test_a_rejected_append_is_counted_and_raises(tmp_path):
         part.log.close()
 
     asyncio.run(scenario())
+
+
+def test_replication_gauges_count_led_partitions_only(tmp_path):
+    """ReplicaManager's UnderReplicatedPartitions / UnderMinIsrPartitionCount / AtMinIsrPartitionCount are about
+    partitions this broker leads; a follower reports its fetch lag instead."""
+    from broker.metrics import _LogCollector
+    from broker.sendfile import SendStats
+
+    rm, part, _ = _setup(tmp_path, isr=(1,))  # replicas (1, 2), ISR (1): under-replicated, at min ISR 1
+    follower_log = Log.open(str(tmp_path / "t-1"), LogConfig.from_props({}), now_ms=NOW)
+    followed = Partition("t", 1, b"\x07" * 16, follower_log, PartitionInfo(1, (1, 2), (2,), 2, 0, 0))
+    followed.follower_lag = 7
+    rm.partitions[("t", 1)] = followed
+    rm.isr_shrinks = 2
+    got = {(s.name, tuple(sorted(s.labels.items()))): s.value
+           for fam in _LogCollector(lambda: rm, SendStats()).collect() for s in fam.samples}
+    assert got[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 1
+    assert got[("kafka_server_replicamanager_atminisrpartitioncount", ())] == 1
+    assert got[("kafka_server_replicamanager_underminisrpartitioncount", ())] == 0
+    assert got[("kafka_server_fetcherlagmetrics_consumerlag", (("partition", "1"), ("topic", "t")))] == 7
+    assert got[("kafka_server_replicamanager_isrshrinks_total", ())] == 2
+    part.log.close()
+    follower_log.close()
