@@ -10,6 +10,10 @@ Behaviour (KafkaApis.handleProduceRequest, ReplicaManager.appendRecords, LogVali
   than ``producer`` recompresses: both need the records, and run off the event loop;
 * appends to one partition happen in request-arrival order (AppendQueue), so pipelined idempotent
   produce requests keep their sequence order;
+* acks=all (Partition.appendRecordsToLeader, DelayedProduce): NOT_ENOUGH_REPLICAS before the append when the
+  ISR is below ``min.insync.replicas``; then the response waits until the high watermark (the ISR's log
+  end) passes the batch, REQUEST_TIMED_OUT once the request's ``timeout_ms`` passes first, and
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below ``min.insync.replicas`` meanwhile;
 * acks=0: no response; any error closes the connection, as Kafka does;
 * v8+: only LogValidator's record-level rejections (RecordValidationException: keyless records on a
   compacted topic, timestamps) carry record_errors and error_message; every other error is a bare
