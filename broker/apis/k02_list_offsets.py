@@ -4,7 +4,9 @@ Behaviour (Partition.fetchOffsetForTimestamp): -2 earliest (log start offset), -
 watermark, or the last stable offset for read_committed), -3 max timestamp (v7+), -4 earliest local
 (v8+), -5 latest tiered (v9+; no tiered storage: -1), otherwise the first offset whose timestamp is at
 least the target, through the time index; none found (or only past the fetchable end): offset -1.
-Leader-epoch fencing and the usual unknown-topic / not-leader errors per partition.
+Leader-epoch fencing and the usual unknown-topic / not-leader errors per partition. A new leader whose high
+watermark is still below the first offset of its epoch answers OFFSET_NOT_AVAILABLE for latest and for a
+timestamp whose offset it cannot serve yet (the followers have not told it what is committed).
 """
 
 from __future__ import annotations
@@ -50,7 +52,10 @@ def _lookup(part, timestamp: int, isolation_level: int, pr: ListOffsetsPartition
         pr.offset = lg.log_start_offset
         pr.leader_epoch = _epoch_at(lg, pr.offset)
         return
+    lagging = part.epoch_start_offset > lg.high_watermark  # Partition.fetchOffsetForTimestamp's maybeOffsetsError
     if timestamp == LATEST:
+        if lagging:
+            raise KafkaError("the high watermark is behind this leader epoch's start", ErrorCode.OFFSET_NOT_AVAILABLE)
         pr.offset = fetchable
         pr.leader_epoch = _epoch_at(lg, pr.offset)
         return
@@ -58,6 +63,8 @@ def _lookup(part, timestamp: int, isolation_level: int, pr: ListOffsetsPartition
         return
     found = lg.fetch_offset_by_timestamp(timestamp)
     if found is None or found.offset < 0 or (timestamp >= 0 and found.offset >= fetchable):
+        if lagging:
+            raise KafkaError("the high watermark is behind this leader epoch's start", ErrorCode.OFFSET_NOT_AVAILABLE)
         return
     pr.offset = found.offset
     pr.timestamp = found.timestamp

@@ -130,3 +130,27 @@ def test_replication_gauges_count_led_partitions_only(tmp_path):
     assert got[("kafka_server_replicamanager_isrshrinks_total", ())] == 2
     part.log.close()
     follower_log.close()
+
+
+def test_list_offsets_on_a_new_leader_behind_its_epoch_start(tmp_path):
+    """Partition.fetchOffsetForTimestamp: until the followers let the new leader's high watermark reach its
+    epoch's first offset, latest is OFFSET_NOT_AVAILABLE (earliest still answers)."""
+    from broker.apis.k02_list_offsets import EARLIEST, LATEST, _lookup
+    from protocol.generated.messages.list_offsets_response import ListOffsetsPartitionResponse
+
+    async def scenario():
+        rm, part, _ = _setup(tmp_path, isr=(1, 2))
+        rm.append(part, _batch(3), NOW)  # the follower has not fetched: the high watermark stays at 0
+        part.epoch_start_offset = 3
+        pr = ListOffsetsPartitionResponse()
+        with pytest.raises(KafkaError) as exc:
+            _lookup(part, LATEST, 0, pr)
+        assert exc.value.code == ErrorCode.OFFSET_NOT_AVAILABLE
+        _lookup(part, EARLIEST, 0, pr)
+        assert pr.offset == 0
+        rm.record_follower_fetch(part, 2, 3, 0, 3, -1)
+        _lookup(part, LATEST, 0, pr)
+        assert pr.offset == 3
+        part.log.close()
+
+    asyncio.run(scenario())
