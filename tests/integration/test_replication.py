@@ -3,7 +3,8 @@ keeps taking idempotent acks=all writes while a follower is killed (the ISR shri
 and rejoins) and then the leader is killed (a new leader from the ISR); nothing acknowledged is lost or read
 twice, and once every replica is back the three logs hold the same batches, byte for byte.
 
-A Fetch from a broker that is not a replica of the partition gets Kafka's error and changes nothing.
+A Fetch from a broker that is not a replica of the partition, or from a follower naming a leader epoch from the
+future, gets Kafka's error and changes nothing.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ def test_acks_all_survives_follower_and_leader_kills_and_replicas_agree(cluster)
         assert logged == reference, f"replica {i}'s batches differ from the leader's"
 
 
-def test_fetch_from_a_broker_that_is_not_a_replica_changes_nothing(cluster):
+def test_fetch_from_a_non_replica_or_a_future_epoch_changes_nothing(cluster):
     c = cluster
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
 
@@ -168,8 +169,11 @@ def test_fetch_from_a_broker_that_is_not_a_replica_changes_nothing(cluster):
         t = until(leader_knows, 30, "the leader's own metadata for the topic")
         topic_id, epoch = t.topic_id, t.partitions[0].leader_epoch
         # with the leader's epoch the outsider may be a replica the leader has not heard of yet (Kafka's reason)
-        for epoch, code in ((epoch, ErrorCode.UNKNOWN_LEADER_EPOCH), (-1, ErrorCode.NOT_LEADER_OR_FOLLOWER)):
-            request = FetchRequest(replica_id=-1, replica_state=ReplicaState(replica_id=outsider, replica_epoch=-1),
+        follower = next(i for i in isr if i != leader)
+        for replica, epoch, code in ((outsider, epoch, ErrorCode.UNKNOWN_LEADER_EPOCH),
+                                     (outsider, -1, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                                     (follower, epoch + 5, ErrorCode.UNKNOWN_LEADER_EPOCH)):  # from the future
+            request = FetchRequest(replica_id=-1, replica_state=ReplicaState(replica_id=replica, replica_epoch=-1),
                                    max_wait_ms=0, min_bytes=0, topics=[FetchTopic(topic_id=topic_id, partitions=[
                                        FetchPartition(partition=0, current_leader_epoch=epoch, fetch_offset=0,
                                                       partition_max_bytes=1 << 20)])])
