@@ -161,6 +161,8 @@ class ReplicaManager:
         self.image = MetadataImage()  # the last image applied: broker fencing for ISR eligibility
         # sends an ISR change to the controller (set by the node when it is part of a quorum)
         self.alter_isr: Callable[[Partition, tuple[int, ...]], None] | None = None
+        # DeleteRecords waiting for every live replica's log start (DelayedDeleteRecords): (offset, future)
+        self.low_watermark_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}
         self.isr_shrinks = 0  # committed ISR changes this broker asked for (IsrShrinksPerSec, IsrExpandsPerSec)
         self.isr_expands = 0
         self.log_manager = log_manager
@@ -315,11 +317,47 @@ class ReplicaManager:
         state = part.followers.get(replica_id)
         if state is None:
             return
-        before = state.log_end_offset
+        before, start_before = state.log_end_offset, state.log_start_offset
         state.update_fetch(fetch_offset, log_start_offset, self.now_ms(), leader_end_offset, broker_epoch)
+        if state.log_start_offset != start_before:
+            self._complete_low_watermark_waiters(part)
         self._maybe_expand_isr(part, replica_id, state)
         if before != fetch_offset and self.maybe_advance_high_watermark(part):
             self.fetch_waiters.wake((part.topic, part.index))
+
+    def low_watermark(self, part: Partition) -> int:
+        """``Partition.lowWatermarkIfLeader``: the smallest log start offset of the leader and of the followers
+        on live (unfenced) brokers; -1 until each of them has fetched in this leader epoch."""
+        low = part.log.log_start_offset
+        for replica_id, state in part.followers.items():
+            broker = self.image.brokers.get(replica_id)
+            if broker is not None and not broker.fenced:
+                low = min(low, state.log_start_offset)
+        return low
+
+    def wait_for_low_watermark(self, part: Partition, offset: int) -> asyncio.Future | None:
+        """DeleteRecords: a future done once every live replica has moved its log start to ``offset`` (None:
+        already)."""
+        if self.low_watermark(part) >= offset:
+            return None
+        fut = asyncio.get_running_loop().create_future()
+        self.low_watermark_waiters.setdefault((part.topic, part.index), []).append((offset, fut))
+        return fut
+
+    def _complete_low_watermark_waiters(self, part: Partition) -> None:
+        key = (part.topic, part.index)
+        waiting = self.low_watermark_waiters.get(key)
+        if not waiting:
+            return
+        low = self.low_watermark(part)
+        keep = [(o, f) for o, f in waiting if not f.done() and o > low]
+        for o, f in waiting:
+            if o <= low and not f.done():
+                f.set_result(low)
+        if keep:
+            self.low_watermark_waiters[key] = keep
+        else:
+            del self.low_watermark_waiters[key]
 
     def after_image(self) -> None:
         """On the event loop once an image is applied: led partitions' high watermarks may move (the ISR may

@@ -2,11 +2,15 @@
 
 Behaviour (ReplicaManager.deleteRecords): moves the log start offset to the requested offset (-1 = the
 high watermark); OFFSET_OUT_OF_RANGE past the high watermark or for a negative offset other than -1;
-the low watermark in the response is the new log start offset. Whole segments below it are deleted
-by the next retention pass, as in Kafka.
+the response waits until every replica on a live broker has moved its log start there too
+(DelayedDeleteRecords; followers learn it from their fetches), REQUEST_TIMED_OUT once ``timeout_ms`` passes
+first; its low watermark is the smallest log start offset of those replicas. Whole segments below it are
+deleted by the next retention pass, as in Kafka.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.generated.messages import DeleteRecordsRequest, DeleteRecordsResponse
@@ -19,6 +23,7 @@ HIGH_WATERMARK = -1
 
 async def handle(ctx, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
     topics = []
+    waiting = []
     for t in req.topics:
         tr = DeleteRecordsTopicResult(name=t.name)
         topics.append(tr)
@@ -35,7 +40,17 @@ async def handle(ctx, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
                 continue
             try:
                 lg.maybe_increment_log_start_offset(offset, "client delete records request")
-                pr.low_watermark = lg.log_start_offset
             except KafkaError as exc:
                 pr.error_code = int(exc.code)
+                continue
+            waiting.append((part, pr, ctx.replicas.wait_for_low_watermark(part, offset)))
+    deadline = ctx.clock.monotonic() + max(0, req.timeout_ms) / 1000
+    for part, pr, moved in waiting:
+        if moved is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(moved), max(0.0, deadline - ctx.clock.monotonic()))
+            except asyncio.TimeoutError:
+                pr.error_code = ErrorCode.REQUEST_TIMED_OUT
+                continue
+        pr.low_watermark = ctx.replicas.low_watermark(part)
     return DeleteRecordsResponse(topics=topics)

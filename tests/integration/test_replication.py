@@ -139,6 +139,10 @@ def test_acks_all_survives_follower_and_leader_kills_and_replicas_agree(cluster)
 
     c.start(leader)  # the old leader rejoins as a follower (truncating what it had not replicated)
     until(lambda: leader_and_isr(c)[1] == sorted(isr), 60, "every replica back in the ISR")
+    # DeleteRecords answers once every live replica has moved its log start: the low watermark is 100
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})  # kept: a collected client fails its futures
+    deleted = admin.delete_records([TopicPartition(TOPIC, 0, 100)], request_timeout=30, operation_timeout=30)
+    assert next(iter(deleted.values())).result(timeout=60).low_watermark == 100
     for n in c.nodes.values():  # nothing is being written: every replica holds what the leader holds
         n.kill()
     ends = {i: batches(c.nodes[i].data_dir) for i in isr}
