@@ -361,10 +361,14 @@ class ReplicaManager:
 
     def after_image(self) -> None:
         """On the event loop once an image is applied: led partitions' high watermarks may move (the ISR may
-        have shrunk to the leader; after an unclean restart the checkpointed one is stale)."""
+        have shrunk to the leader; after an unclean restart the checkpointed one is stale); acks=all appends
+        waiting on a partition led elsewhere now fail with NOT_LEADER_OR_FOLLOWER."""
         for part in list(self.partitions.values()):
-            if part.is_leader(self.node_id) and self.maybe_advance_high_watermark(part):
-                self.fetch_waiters.wake((part.topic, part.index))
+            key = (part.topic, part.index)
+            if not part.is_leader(self.node_id):  # DelayedProduce: leadership moved while acks=all waited
+                self.commit_waiters.fail(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            elif self.maybe_advance_high_watermark(part):
+                self.fetch_waiters.wake(key)
 
     def _maybe_expand_isr(self, part: Partition, replica_id: int, state: FollowerState) -> None:
         """``Partition.maybeExpandIsr``: an eligible follower that has caught up joins the ISR."""

@@ -154,3 +154,21 @@ def test_list_offsets_on_a_new_leader_behind_its_epoch_start(tmp_path):
         part.log.close()
 
     asyncio.run(scenario())
+
+
+def test_acks_all_waiters_fail_when_leadership_moves(tmp_path):
+    """DelayedProduce: an append waiting for the ISR fails with NOT_LEADER_OR_FOLLOWER once an image makes
+    another broker the leader (the client retries there), instead of waiting out its timeout."""
+    import dataclasses
+
+    async def scenario():
+        rm, part, _ = _setup(tmp_path, isr=(1, 2))
+        _, committed = rm.append(part, _batch(1), NOW)
+        part.info = dataclasses.replace(part.info, leader=2, leader_epoch=1)
+        rm.after_image()
+        with pytest.raises(KafkaError) as exc:
+            await committed
+        assert exc.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        part.log.close()
+
+    asyncio.run(scenario())
