@@ -23,6 +23,10 @@ class Runner:
         self.processed = 0
         self.commit_errors: list = []
         self.uncommitted: list[tuple[int, int]] = []  # (partition, offset) processed but whose commit failed
+        # (partition, offset) delivered again to this consumer while it kept owning the partition: the client
+        # moved its own position back (see ``_record``); the broker's commits and assignments played no part
+        self.rewound: list[tuple[int, int]] = []
+        self._furthest: dict[int, int] = {}  # partition -> furthest offset processed since it was assigned
         self.error: BaseException | None = None
         self.started_at = 0.0
         self.thread = threading.Thread(target=self._main, name=f"{self.kind}-{name}", daemon=True)
@@ -40,6 +44,18 @@ class Runner:
             raise self.error
 
     def _record(self, partition: int, offset: int) -> None:
+        """A record processed. An offset at or below the furthest one processed from a partition this consumer
+        has owned throughout is a client-side rewind: librdkafka 2.16 with ``group.protocol=consumer`` can fire
+        an offset-query timer armed for an earlier "reset to BEGINNING" (an outdated ListOffsets reply during a
+        reconciliation) after the partition is already fetching, and starts it again from offset 0 (its debug
+        log: "timed offset query for offset BEGINNING ... in state active"). Such redeliveries are recorded, not
+        hidden: a duplicate across consumers (a stale commit or an assignment handed over too early) is still
+        caught."""
+        furthest = self._furthest.get(partition)
+        if furthest is not None and offset <= furthest:
+            self.rewound.append((partition, offset))
+        else:
+            self._furthest[partition] = offset
         with self.lock:
             self.sink.append((partition, offset))
         self.processed += 1
@@ -47,12 +63,18 @@ class Runner:
     def _on_assign(self, parts) -> None:
         # incremental (KIP-848 / cooperative) callbacks name only the added partitions; eager ones follow a
         # revocation of everything, so a union is right for both
-        self.assigned |= set(parts)
+        parts = set(parts)
+        for _, p in parts:  # a fresh ownership starts from the committed offset
+            self._furthest.pop(p, None)
+        self.assigned |= parts
         self.assign_times.append(time.monotonic())
 
     def _on_revoke(self, parts) -> None:
+        parts = set(parts)
+        for _, p in parts:
+            self._furthest.pop(p, None)
         self.revocations += 1
-        self.assigned -= set(parts)
+        self.assigned -= parts
 
     def _main(self) -> None:
         try:

@@ -97,7 +97,8 @@ def test_three_consumers_converge_and_a_leaving_member_moves_partitions_without_
     finally:
         for r in runners:
             r.stop()
-    check_at_least_once(consumed, produced, [x for r in started for x in r.uncommitted])
+    check_at_least_once(consumed, produced, [x for r in started for x in r.uncommitted],
+                        [x for r in started for x in r.rewound])
 
 
 def test_range_assignor_and_regex_subscription(gbroker):
