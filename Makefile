@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test generate bench kcat java venv venv-test clean
+.PHONY: run test soak generate bench kcat java iproute2 venv venv-test clean
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -28,13 +28,22 @@ run: venv
 kcat:
 	@command -v kcat >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat; }
 
+iproute2:  # the network-partition tests build Linux network namespaces with `ip netns`
+	@command -v ip >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq iproute2; }
+
 java:  # the PySpark tests need a JVM
 	@command -v java >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jre-headless; }
 
 ## create/update .venv with the test extras, install kcat (and a JVM for Spark) if missing, run the suite
-test: venv-test kcat java
+test: venv-test kcat java iproute2
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+## the long fault profiles, run by hand (not in CI): Raft simulation seeds, controller kills, replication faults
+soak: venv-test
+	ODRADEK_SOAK=1 $(PY) -m pytest -s -m soak tests/sim
+	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_quorum_cluster.py -k controller_kills
+	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_replication_faults.py
 
 ## regenerate the protocol codec from ../shared/kafka-spec
 generate: venv

@@ -82,6 +82,7 @@ DEFAULTS: dict[str, Any] = {
     "transaction.state.log.replication.factor": 3,
     "transaction.state.log.min.isr": 2,
     "metrics.prometheus.listener": None,  # host:port of the Prometheus endpoint; unset = no endpoint
+    "odradek.test.fault.injection.file": None,  # test-only fault hook (broker/fault_injection.py); loopback only
     "event.loop": "uvloop",
     "logging.format": "text",  # text lines, or json: one object per line
 }
@@ -188,6 +189,13 @@ class BrokerConfig:
         except ValueError as exc:
             raise ConfigException(f"Invalid value for configuration listeners: {exc}") from None
         self._validate_roles()
+        if self.values.get("odradek.test.fault.injection.file"):
+            from broker.fault_injection import check_loopback_only
+
+            try:
+                check_loopback_only([lst.host for lst in self.listeners + self.advertised_listeners])
+            except ValueError as exc:
+                raise ConfigException(str(exc)) from None
         try:
             LogConfig.from_props({}, self.values)
             LogManagerConfig.from_props(self.values)

@@ -20,6 +20,7 @@ import logging
 from typing import Any, Protocol
 
 from broker.clock import Clock
+from broker.fault_injection import FaultRules
 from broker.controller_apis import CONTROLLER_HANDLERS
 from broker.controller_apis.context import ControllerContext
 from broker.errors import CloseConnection
@@ -178,8 +179,10 @@ class QuorumControllerChannel(LocalControllerChannel):
     RETRY_BACKOFF_S = 0.05
 
     def __init__(self, controller: Controller, quorum, config: dict[str, Any], cluster_id: str,
-                 voters: dict[int, tuple[str, int]], node_id: int, timeout_ms: int) -> None:
+                 voters: dict[int, tuple[str, int]], node_id: int, timeout_ms: int,
+                 faults: FaultRules | None = None) -> None:
         super().__init__(controller, quorum, config, cluster_id)
+        self.faults = faults
         self.voters = voters
         self.node_id = node_id
         self.timeout_ms = timeout_ms
@@ -213,7 +216,8 @@ class QuorumControllerChannel(LocalControllerChannel):
                 client = self._clients.get(leader)
                 if client is None:
                     host, port = self.voters[leader]
-                    client = self._clients[leader] = NodeClient(host, port, f"controller-channel-{self.node_id}")
+                    client = self._clients[leader] = NodeClient(host, port, f"controller-channel-{self.node_id}",
+                                                                    peer=leader, faults=self.faults)
                 try:
                     response = await client.request(request, version, max(0.1, deadline - loop.time()))
                     if getattr(response, "error_code", 0) != ErrorCode.NOT_CONTROLLER:

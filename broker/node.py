@@ -22,6 +22,7 @@ from broker.config import BrokerConfig, Listener
 from broker.context import BrokerHandles
 from broker.controller_channel import ControllerUnavailable, LocalControllerChannel, QuorumControllerChannel
 from broker.errors import QuorumFailed
+from broker.fault_injection import CONFIG_KEY as FAULT_INJECTION_FILE, FaultRules, FaultRulesFile
 from broker.group_service import GroupService
 from broker.local_quorum import LocalQuorum
 from broker.log_dirs import ensure_meta_properties
@@ -90,6 +91,9 @@ class Broker:
         self._want_shut_down = False
         self.fenced = True
         self.is_broker = "broker" in config.process_roles
+        fault_file = config.get(FAULT_INJECTION_FILE)  # test-only; the config refuses it off loopback
+        self.faults = FaultRules() if fault_file else None
+        self._fault_rules_file = FaultRulesFile(fault_file, self.faults) if fault_file else None
 
     # ---- what tests and the CLI look at ------------------------------------------------------------
 
@@ -135,6 +139,9 @@ class Broker:
         LEADER_NOT_AVAILABLE and groups COORDINATOR_LOAD_IN_PROGRESS, Kafka's retriable errors.
         ``wait_for_logs`` returns only once loading finished (the embedded broker's default).
         """
+        if self._fault_rules_file is not None:
+            log.warning("node %d: the test-only fault hook is on (%s)", self.node_id, FAULT_INJECTION_FILE)
+            self._fault_rules_file.start()
         self.cluster_id = ensure_meta_properties(self.log_dirs, self.node_id, self.config.get("cluster.id"))
         bootstrap = await asyncio.to_thread(read_bootstrap, metadata_log_dir(self.log_dirs,
                                                                              self.config.get("metadata.log.dir")))
@@ -159,10 +166,11 @@ class Broker:
                 snapshots=SnapshotPolicy(int(cfg["metadata.log.max.record.bytes.between.snapshots"]),
                                          int(cfg["metadata.log.max.snapshot.interval.ms"])),
                 segment_bytes=int(cfg["metadata.log.segment.bytes"]),
-                retention=(int(cfg["metadata.max.retention.bytes"]), int(cfg["metadata.max.retention.ms"])))
+                retention=(int(cfg["metadata.max.retention.bytes"]), int(cfg["metadata.max.retention.ms"])),
+                faults=self.faults)
             self.quorum = self.raft
             self.controller = QuorumControllerChannel(controller, self.raft, cfg.values, self.cluster_id, self.voters,
-                                                      self.node_id, int(cfg["request.timeout.ms"]))
+                                                      self.node_id, int(cfg["request.timeout.ms"]), self.faults)
             image = self.metadata.image
         self.metrics.registry.register(QuorumCollector(self.quorum, "controller" in self.config.process_roles))
         if self.is_broker:
@@ -373,6 +381,8 @@ class Broker:
             await self.raft.stop()
         else:
             await asyncio.to_thread(self.metadata_log.close)
+        if self._fault_rules_file is not None:
+            await self._fault_rules_file.stop()
 
     async def _controlled_shutdown(self, grace_s: float) -> None:
         """Kafka's controlled shutdown: heartbeats with want_shut_down until the controller has moved this

@@ -12,6 +12,7 @@ import itertools
 import logging
 import struct
 
+from broker.fault_injection import FaultRules
 from protocol.framing import FrameReader
 from protocol.generated.api_keys import APIS
 from protocol.generated.messages import RequestHeader, ResponseHeader
@@ -23,9 +24,11 @@ MAX_RESPONSE_BYTES = 128 * 1024 * 1024
 
 
 class NodeClient:
-    def __init__(self, host: str, port: int, client_id: str, connect_timeout_s: float = 2.0) -> None:
+    def __init__(self, host: str, port: int, client_id: str, connect_timeout_s: float = 2.0,
+                 peer: int | None = None, faults: FaultRules | None = None) -> None:
         self.host, self.port = host, port
         self.client_id = client_id
+        self.peer, self.faults = peer, faults  # the node at the other end; the test-only fault hook
         self.connect_timeout_s = connect_timeout_s
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task | None = None
@@ -39,6 +42,11 @@ class NodeClient:
 
     async def request(self, body: Message, version: int, timeout_s: float) -> Message:
         """Send ``body`` at ``version`` and return the decoded response; ConnectionError or TimeoutError."""
+        if self.faults is not None:
+            await asyncio.sleep(self.faults.delay_s(self.peer))
+            if self.faults.blocks(self.peer):  # lost on a cut link: the caller's timeout is what it sees
+                await asyncio.sleep(timeout_s)
+                raise asyncio.TimeoutError(f"request to node {self.peer} dropped by the fault hook")
         spec = APIS[body.API_KEY]
         writer = await self._connect()
         corr = next(self._corr) & 0x7FFFFFFF
@@ -98,6 +106,8 @@ class NodeClient:
         entry = self._pending.get(corr)
         if entry is None:
             return  # answers a request that timed out
+        if self.faults is not None and self.faults.blocks(self.peer):
+            return  # the link was cut while this request was out: its answer never arrives
         fut, api_key, version = entry
         spec = APIS[api_key]
         try:

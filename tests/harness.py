@@ -7,6 +7,7 @@ Every wait is bounded; a test owns its processes and closes them also when it fa
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -24,9 +25,10 @@ ODRADEK = [sys.executable, "-m", "broker.cli"]
 class BrokerProcess:
     """``odradek serve`` in a subprocess on an ephemeral port; restartable on the same data dir."""
 
-    def __init__(self, data_dir: Path, overrides: dict | None = None) -> None:
+    def __init__(self, data_dir: Path, overrides: dict | None = None, prefix: list[str] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.overrides = dict(overrides or {})
+        self.prefix = list(prefix or [])  # e.g. ``ip netns exec NS``: where the process runs
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self._stderr = None
@@ -40,7 +42,7 @@ class BrokerProcess:
         """Spawn the broker and (``wait``) return once it listens; ``wait_started`` finishes a start that did
         not wait (cluster nodes start together: each waits for a quorum of the others)."""
         assert self.proc is None or self.proc.poll() is not None, "already running"
-        args = [*ODRADEK, "serve", "--config", str(REPO / "config" / "single-node.yaml"),
+        args = [*self.prefix, *ODRADEK, "serve", "--config", str(REPO / "config" / "single-node.yaml"),
                 "--override", "listeners=PLAINTEXT://127.0.0.1:0",
                 "--override", "advertised.listeners=PLAINTEXT://127.0.0.1:0",
                 "--override", f"log.dirs={self.data_dir}", "--override", "metrics.prometheus.listener="]
@@ -56,7 +58,7 @@ class BrokerProcess:
         def read_port() -> None:
             assert self.proc is not None and self.proc.stdout is not None
             for line in self.proc.stdout:
-                m = re.search(r"listening on \w+://127\.0\.0\.1:(\d+)", line)  # the first listener
+                m = re.search(r"listening on \w+://[^\s:]+:(\d+)", line)  # the first listener
                 if m:
                     port.append(int(m.group(1)))
                     break
@@ -127,6 +129,15 @@ class BrokerProcess:
             self.proc.wait(timeout=10)
             raise AssertionError(f"broker ignored SIGTERM for {timeout}s:\n{self.stderr_tail()}")
 
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets but answers nothing (a GC pause, a frozen VM)."""
+        assert self.proc is not None and self.proc.poll() is None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs."""
         if self.proc is not None and self.proc.poll() is None:
@@ -141,6 +152,21 @@ class BrokerProcess:
                 pass
         if self._stderr is not None:
             self._stderr.close()
+
+
+def quorum_leader_of(nodes: dict[int, BrokerProcess]) -> tuple[int, int]:
+    """(epoch, leader id) from the live nodes' quorum-state files: the newest epoch that has a leader."""
+    best = (-1, -1)
+    for node in nodes.values():
+        if not node.alive():
+            continue
+        try:
+            state = json.loads((node.data_dir / "__cluster_metadata-0" / "quorum-state").read_text())
+        except (OSError, ValueError):
+            continue
+        if state["leaderId"] >= 0 and state["leaderEpoch"] > best[0]:
+            best = (state["leaderEpoch"], state["leaderId"])
+    return best
 
 
 def wait_until(cond, timeout: float = 20.0, interval: float = 0.05, what: str = "condition",
@@ -183,8 +209,9 @@ class ClusterProcesses:
     (observers of the quorum). Voters get the ids from 1; ports are reserved per node for its lifetime."""
 
     def __init__(self, root: Path, combined: int = 3, brokers: int = 0, overrides: dict | None = None,
-                 controllers: int = 0) -> None:
+                 controllers: int = 0, fault_hook: bool = False) -> None:
         self.root = Path(root)
+        self.fault_hook = fault_hook
         voter_ids = list(range(1, combined + controllers + 1))
         ids = voter_ids + list(range(len(voter_ids) + 1, len(voter_ids) + brokers + 1))
         broker_ids = voter_ids[:combined] + ids[len(voter_ids):]
@@ -209,11 +236,19 @@ class ClusterProcesses:
                 if i in self.broker_ports else "",
                 "controller.listener.names": "CONTROLLER", "controller.quorum.voters": voters,
                 "cluster.id": "b2RyYWRlay10ZXN0LWNsdQ", "offsets.topic.replication.factor": 1,
+                **({"odradek.test.fault.injection.file": self._fault_file(i)} if fault_hook else {}),
                 **(overrides or {})})
 
     @property
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{p}" for p in self.broker_ports.values())
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return list(self.broker_ports)
+
+    def client_address(self, node_id: int) -> str:
+        return f"127.0.0.1:{self.broker_ports[node_id]}"
 
     def start(self, node_id: int | None = None, timeout: float = 60.0) -> None:
         """Start one node (or all, together), retrying a node while its reserved port is still held."""
@@ -230,6 +265,32 @@ class ClusterProcesses:
                         raise
                     time.sleep(0.5)
                     self.nodes[i].start(wait=False)
+
+    def quorum_leader(self) -> tuple[int, int]:
+        return quorum_leader_of(self.nodes)
+
+    # ---- the broker's test-only fault hook (fault_hook=True): each node drops its requests to named nodes ----
+
+    def _fault_file(self, node_id: int) -> Path:
+        return self.root / f"faults-{node_id}.json"
+
+    def _set_faults(self, node_id: int, drop: list[int]) -> None:
+        path = self._fault_file(node_id)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"drop": sorted(drop)}))
+        os.replace(tmp, path)  # the node never reads half a file
+
+    def isolate(self, node_id: int) -> None:
+        """Cut ``node_id`` off from every other node (both directions); clients still reach it."""
+        assert self.fault_hook, "start the cluster with fault_hook=True"
+        self._set_faults(node_id, [i for i in self.nodes if i != node_id])
+        for i in self.nodes:
+            if i != node_id:
+                self._set_faults(i, [node_id])
+
+    def heal(self) -> None:
+        for i in self.nodes:
+            self._set_faults(i, [])
 
     def close(self) -> None:
         for n in self.nodes.values():

@@ -19,6 +19,7 @@ import random
 from typing import Awaitable, Callable
 
 from broker.clock import Clock
+from broker.fault_injection import FaultRules
 from broker.node_client import NodeClient
 from broker.quorum import wire
 from broker.quorum.kraft_log import KRaftLog
@@ -45,8 +46,9 @@ class NotLeaderError(Exception):
 class RaftDriver:
     def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], cluster_id: str, raft_log: KRaftLog,
                  store: QuorumStateStore, clock: Clock, config: RaftConfig, apply: Apply,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, faults: FaultRules | None = None) -> None:
         self.node_id = node_id
+        self.faults = faults
         self.voter_addresses = voters
         self.voters = frozenset(voters)
         self.cluster_id = cluster_id
@@ -322,7 +324,8 @@ class RaftDriver:
             addr = self.voter_addresses.get(node_id)
             if addr is None:
                 return None
-            client = self._clients[node_id] = NodeClient(addr[0], addr[1], f"raft-client-{self.node_id}")
+            client = self._clients[node_id] = NodeClient(addr[0], addr[1], f"raft-client-{self.node_id}",
+                                                                 peer=node_id, faults=self.faults)
         return client
 
     async def _send(self, msg) -> None:

@@ -7,7 +7,6 @@ same records, a killed broker is fenced and loses its leaderships, and SIGTERM i
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -63,19 +62,7 @@ def wait_unfenced(c: ClusterProcesses) -> None:
 
 
 def quorum_leader(c: ClusterProcesses) -> tuple[int, int]:
-    """(epoch, leader id) from the live nodes' quorum-state files: the newest epoch that has a leader."""
-    best = (-1, -1)
-    for i, node in c.nodes.items():
-        if not node.alive():
-            continue
-        path = node.data_dir / "__cluster_metadata-0" / "quorum-state"
-        try:
-            state = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if state["leaderId"] >= 0 and state["leaderEpoch"] > best[0]:
-            best = (state["leaderEpoch"], state["leaderId"])
-    return best
+    return c.quorum_leader()
 
 
 def admin(c: ClusterProcesses, exclude: int | None = None) -> AdminClient:

@@ -1,0 +1,104 @@
+"""Network partitions for real: three combined nodes, each in its own Linux network namespace, linked only to
+each other through a switch namespace (tests/netns.py; addresses from ``TEST_RANGE``, nothing routed
+elsewhere). Clients (the Jepsen workload's producers and readers) run inside the switch namespace and reach
+every node on its client link; a partition takes a node's cluster link down, so it loses the quorum and its
+followers while clients still reach it.
+
+* A partition leader cut off: the others elect a new leader, the old one acknowledges no acks=all write,
+  and once the link is back it truncates its divergent tail and rejoins every ISR.
+* The active controller cut off: a new one is elected and metadata changes go on.
+In both, the history checker finds nothing lost, duplicated or inconsistent, and every replica ends with the
+leader's batches below the high watermark.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+
+from tests.netns import NetnsCluster, NetnsLab, in_netns, unshare_works
+
+pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from tests.jepsen.cluster_checks import (  # noqa: E402
+    PARTITIONS, TOPIC, acks_from, create_topic, finish, fully_in_sync, live_bootstrap, partitions, until,
+)
+from tests.jepsen.workload import Workload  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not unshare_works(), reason="network namespaces unavailable here (unshare -n fails)")
+
+FAST = {"controller.quorum.election.timeout.ms": 500, "controller.quorum.fetch.timeout.ms": 1000,
+        "controller.quorum.election.backoff.max.ms": 300, "controller.quorum.request.timeout.ms": 1000,
+        "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500, "replica.lag.time.max.ms": 4000}
+
+
+@pytest.fixture
+def lab():
+    lab = NetnsLab(3).create()
+    try:
+        yield lab
+    finally:
+        lab.close()
+
+
+@pytest.fixture
+def cluster(lab, tmp_path):
+    c = NetnsCluster(tmp_path, lab, FAST)
+    try:
+        c.start()
+        with in_netns(lab.switch):
+            create_topic(c)
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def rng():
+    seed = int(os.environ.get("ODRADEK_FAULT_SEED", random.randrange(2**32)))
+    print(f"[fault seed: ODRADEK_FAULT_SEED={seed}]")
+    return random.Random(seed)
+
+
+def test_partitioned_leader_cannot_acknowledge_and_truncates_after_healing(lab, cluster, rng):
+    c = cluster
+    with in_netns(lab.switch):  # the workload's threads (and librdkafka's) live in the switch namespace
+        workload = Workload(lambda: c.bootstrap, TOPIC, PARTITIONS).start()
+        time.sleep(1.0)
+        partition = rng.randrange(PARTITIONS)
+        victim = partitions(c)[partition][0]
+        lab.cut(victim)
+        until(lambda: partitions(c, without=victim)[partition][0] not in (victim, -1), 30,
+              f"a new leader than partitioned {victim}")
+        assert acks_from(c, victim, partition, workload.history) == [], "a partitioned leader acknowledged writes"
+        time.sleep(rng.uniform(0.0, 2.0))
+        lab.mend(victim)
+        until(lambda: fully_in_sync(c), 90, f"broker {victim} back in every ISR")
+        finish(c, workload)
+
+
+def test_partitioned_active_controller_is_replaced_and_the_cluster_goes_on(lab, cluster, rng):
+    c = cluster
+    with in_netns(lab.switch):
+        workload = Workload(lambda: c.bootstrap, TOPIC, PARTITIONS).start()
+        time.sleep(1.0)
+        _, victim = until(lambda: (lambda q: q if q[1] >= 0 else None)(c.quorum_leader()), 30,
+                          "the active controller")
+        lab.cut(victim)
+        until(lambda: c.quorum_leader()[1] not in (victim, -1), 30, f"a new controller than partitioned {victim}")
+        admin = AdminClient({"bootstrap.servers": live_bootstrap(c, victim)})
+
+        def created():
+            for f in admin.create_topics([NewTopic("after-partition", 1, 2)], request_timeout=10).values():
+                f.result()
+            return True
+
+        until(created, 60, "a topic created while the old controller is cut off")
+        time.sleep(rng.uniform(0.0, 2.0))
+        lab.mend(victim)
+        until(lambda: fully_in_sync(c), 90, f"node {victim} back in every ISR")
+        finish(c, workload)

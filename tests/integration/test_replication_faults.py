@@ -1,0 +1,133 @@
+"""Replication under faults, judged by a Jepsen-style history (tests/jepsen): idempotent acks=all producers
+(confluent-kafka and kafka-python) and two readers run against an RF 3, ``min.insync.replicas=2`` topic of 6
+partitions while partition leaders are killed with SIGKILL and restarted after a random delay, or stopped with
+SIGSTOP for longer than the broker session timeout, or cut off from every other node by the broker's test-only
+fault hook (a partition leader, then the active controller). The checker must find nothing lost, duplicated,
+read at two offsets, or read out of order; every killed, paused or isolated broker rejoins every ISR; and at
+the end every replica holds the leader's batches byte for byte below the high watermark.
+
+CI runs the short profile (2 kill rounds per topology, one pause); ``ODRADEK_SOAK=1`` runs the long one
+(``ODRADEK_FAULT_ROUNDS``, default 20 kill rounds per topology, 3 pauses). A failing run prints its seed;
+``ODRADEK_FAULT_SEED`` replays the same choices of victims and delays.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+
+from tests.harness import ClusterProcesses
+
+pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from tests.jepsen.cluster_checks import (  # noqa: E402
+    PARTITIONS, TOPIC, acks_from, create_topic, finish, fully_in_sync, live_bootstrap, partitions, until,
+)
+from tests.jepsen.workload import Workload  # noqa: E402
+
+SOAK = bool(os.environ.get("ODRADEK_SOAK"))
+KILL_ROUNDS = int(os.environ.get("ODRADEK_FAULT_ROUNDS", 20)) if SOAK else 2
+PAUSES = 3 if SOAK else 1
+FAST = {"controller.quorum.election.timeout.ms": 500, "controller.quorum.fetch.timeout.ms": 1000,
+        "controller.quorum.election.backoff.max.ms": 300, "controller.quorum.request.timeout.ms": 1000,
+        "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500, "replica.lag.time.max.ms": 4000}
+TOPOLOGIES = {"3 combined": {"combined": 3}, "3 controllers + 3 brokers": {"combined": 0, "controllers": 3,
+                                                                           "brokers": 3}}
+
+
+@pytest.fixture(params=list(TOPOLOGIES))
+def cluster(request, tmp_path):
+    c = ClusterProcesses(tmp_path, overrides=FAST, fault_hook=True, **TOPOLOGIES[request.param])
+    try:
+        c.start()
+        create_topic(c)
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def rng():
+    seed = int(os.environ.get("ODRADEK_FAULT_SEED", random.randrange(2**32)))
+    print(f"[fault seed: ODRADEK_FAULT_SEED={seed}]")
+    return random.Random(seed)
+
+
+def test_leader_kills_lose_nothing_and_replicas_agree(cluster, rng):
+    c = cluster
+    workload = Workload(lambda: c.bootstrap, TOPIC, PARTITIONS).start()
+    time.sleep(1.0)
+    for round_ in range(KILL_ROUNDS):
+        partition = rng.randrange(PARTITIONS)
+        victim = partitions(c)[partition][0]
+        c.nodes[victim].kill()
+        time.sleep(rng.uniform(0.2, 3.0))
+        c.start(victim)
+        until(lambda: fully_in_sync(c), 90, f"round {round_}: broker {victim} back in every ISR")
+        time.sleep(rng.uniform(0.0, 1.0))
+    finish(c, workload)
+
+
+def test_paused_leader_is_replaced_and_in_flight_writes_are_answered_or_kept(cluster, rng):
+    """SIGSTOP a leader for longer than the session timeout (3 s here) while writes to it are in flight: a new
+    leader is elected; on SIGCONT the paused broker truncates what it alone had and rejoins."""
+    c = cluster
+    workload = Workload(lambda: c.bootstrap, TOPIC, PARTITIONS).start()
+    time.sleep(1.0)
+    for _ in range(PAUSES):
+        partition = rng.randrange(PARTITIONS)
+        victim = partitions(c)[partition][0]
+        led = [p for p, (leader, _) in partitions(c).items() if leader == victim]
+        sent_before = sum(1 for e in workload.history.events if e.kind == "send" and e.partition in led)
+        c.nodes[victim].pause()
+        until(lambda: partitions(c, without=victim)[partition][0] not in (victim, -1), 30,
+              f"a new leader than paused {victim}")
+        in_flight = sum(1 for e in workload.history.events if e.kind == "send" and e.partition in led) - sent_before
+        assert in_flight >= 100, f"only {in_flight} writes went to the paused leader's partitions"
+        time.sleep(rng.uniform(0.0, 2.0))
+        c.nodes[victim].resume()
+        until(lambda: fully_in_sync(c), 90, f"paused broker {victim} back in every ISR")
+    finish(c, workload)
+
+
+def test_isolated_leader_cannot_acknowledge_and_truncates_after_healing(cluster, rng):
+    """A partition leader cut off from the quorum and its followers (clients still reach it): the others elect
+    a new leader; the old one acknowledges no acks=all write; healed, it truncates its divergent tail."""
+    c = cluster
+    workload = Workload(lambda: c.bootstrap, TOPIC, PARTITIONS).start()
+    time.sleep(1.0)
+    partition = rng.randrange(PARTITIONS)
+    victim = partitions(c)[partition][0]
+    c.isolate(victim)
+    until(lambda: partitions(c, without=victim)[partition][0] not in (victim, -1), 30,
+          f"a new leader than isolated {victim}")
+    assert acks_from(c, victim, partition, workload.history) == [], "an isolated leader acknowledged writes"
+    time.sleep(rng.uniform(0.0, 2.0))
+    c.heal()
+    until(lambda: fully_in_sync(c), 90, f"healed broker {victim} back in every ISR")
+    finish(c, workload)
+
+
+def test_isolated_active_controller_is_replaced_and_the_cluster_goes_on(cluster, rng):
+    c = cluster
+    workload = Workload(lambda: c.bootstrap, TOPIC, PARTITIONS).start()
+    time.sleep(1.0)
+    _, victim = until(lambda: (lambda q: q if q[1] >= 0 else None)(c.quorum_leader()), 30, "the active controller")
+    c.isolate(victim)
+    until(lambda: c.quorum_leader()[1] not in (victim, -1), 30, f"a new active controller than isolated {victim}")
+    admin = AdminClient({"bootstrap.servers": live_bootstrap(c, victim)})
+
+    def created():  # metadata changes go on through the new controller
+        for f in admin.create_topics([NewTopic("after-isolation", 1, 2)], request_timeout=10).values():
+            f.result()
+        return True
+
+    until(created, 60, "a topic created while the old controller is cut off")
+    time.sleep(rng.uniform(0.0, 2.0))
+    c.heal()
+    until(lambda: fully_in_sync(c), 90, f"healed node {victim} back in every ISR")
+    finish(c, workload)

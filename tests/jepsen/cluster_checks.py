@@ -1,0 +1,135 @@
+"""What the fault tests ask of a running cluster, whichever way its nodes run (loopback processes or network
+namespaces): who leads each partition, whether every ISR is full, and the end-of-run judgement (the history
+checked, every replica's batches compared with the leader's below the high watermark).
+
+A cluster here is anything with ``nodes`` (id -> ``BrokerProcess``), ``broker_ids`` and
+``client_address(id)`` (where clients reach that broker).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from storage.config import LogConfig
+from storage.log import FetchIsolation, Log
+from tests.harness import wait_until
+from tests.jepsen.checker import check
+from tests.jepsen.history import History
+from tests.jepsen.workload import Workload
+
+TOPIC, PARTITIONS, REPLICAS = "jepsen", 6, 3
+
+
+def until(predicate, timeout: float = 60.0, what: str = "condition"):
+    return wait_until(predicate, timeout, 0.2, what, retry=(Exception,))
+
+
+def live_bootstrap(c, without: int | None = None) -> str:
+    return ",".join(c.client_address(i) for i in c.broker_ids if c.nodes[i].alive() and i != without)
+
+
+def partitions(c, without: int | None = None) -> dict[int, tuple[int, list[int]]]:
+    """partition -> (leader, sorted ISR) as a live broker (not ``without``) answers Metadata."""
+    md = AdminClient({"bootstrap.servers": live_bootstrap(c, without)}).list_topics(TOPIC, timeout=5)
+    return {p.id: (p.leader, sorted(p.isrs)) for p in md.topics[TOPIC].partitions.values()}
+
+
+def fully_in_sync(c) -> bool:
+    parts = partitions(c)
+    return len(parts) == PARTITIONS and all(leader >= 0 and len(isr) == REPLICAS for leader, isr in parts.values())
+
+
+def create_topic(c) -> None:
+    """Every broker registered, then the RF 3, min.insync.replicas=2 topic led with full ISRs."""
+    for i in c.broker_ids:
+        until(lambda i=i: c.nodes[i].log_lines(rf"node {i} is unfenced") >= 1, 60, f"node {i} unfenced")
+    admin = AdminClient({"bootstrap.servers": live_bootstrap(c)})
+
+    def created():
+        for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, REPLICAS, config={"min.insync.replicas": "2"})],
+                                     request_timeout=10).values():
+            f.result()
+        return True
+
+    until(created, what="the topic")
+    until(lambda: fully_in_sync(c), what="every partition led with a full ISR")
+
+
+def acks_from(c, node: int, partition: int, history: History, n: int = 20) -> list[bytes]:
+    """Values that ``node`` alone acknowledged with acks=all (a producer that knows only that node); its sends
+    and answers go into the workload's history too."""
+    acked: list[bytes] = []
+
+    def report(err, msg):
+        if err is None:
+            acked.append(msg.value())
+            history.ack("isolated", msg.partition(), msg.value(), msg.offset())
+        else:
+            history.fail("isolated", msg.value(), str(err))
+
+    p = Producer({"bootstrap.servers": c.client_address(node), "acks": "all", "enable.idempotence": False,
+                  "retries": 0, "message.timeout.ms": 6000, "request.timeout.ms": 3000})
+    for i in range(n):
+        value = b"isolated-%04d" % i
+        history.send("isolated", partition, value)
+        p.produce(TOPIC, value=value, partition=partition, on_delivery=report)
+    assert p.flush(20) == 0
+    return acked
+
+
+def finish(c, workload: Workload) -> dict[str, int]:
+    """Stop writing, let every replica catch up, read everything, check the history and compare the logs (the
+    nodes are killed for that); returns the history's counts."""
+    workload.stop_producers()
+    until(lambda: fully_in_sync(c), 90, "every broker back in every ISR")
+    workload.drain()
+    workload.stop_readers()
+    report = check(workload.history)
+    counts = report.counts()
+    print(f"[history: {counts}]")
+    assert report.ok, report.summary()
+    assert counts["acked"] > 0
+    _assert_replicas_identical(c)
+    return counts
+
+
+def _high_watermarks(c) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": live_bootstrap(c), "group.id": "hw-unused"})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+
+
+def _batches_below(node_dir: Path, partition: int, high_watermark: int) -> list[bytes]:
+    lg = Log.open(str(node_dir / f"{TOPIC}-{partition}"), LogConfig.from_props({}), now_ms=0)
+    try:
+        out = []
+        for batch in lg.iter_batches(0, FetchIsolation.LOG_END):
+            base, = struct.unpack_from(">q", batch, 0)
+            last_delta, = struct.unpack_from(">i", batch, 23)
+            if base + last_delta < high_watermark:
+                out.append(bytes(batch))
+        return out
+    finally:
+        lg.close()
+
+
+def _assert_replicas_identical(c) -> None:
+    hws = _high_watermarks(c)
+    leaders = {p: leader for p, (leader, _) in partitions(c).items()}
+    time.sleep(1.0)  # followers learn the last high watermark on their next fetch
+    for n in c.nodes.values():
+        n.kill()
+    for p in range(PARTITIONS):
+        reference = _batches_below(c.nodes[leaders[p]].data_dir, p, hws[p])
+        assert reference or hws[p] == 0
+        for i in c.broker_ids:
+            got = _batches_below(c.nodes[i].data_dir, p, hws[p])
+            assert got == reference, (f"partition {p}: replica {i} holds {len(got)} batches below the high watermark "
+                                      f"{hws[p]}, the leader {leaders[p]} {len(reference)}, or they differ")
