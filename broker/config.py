@@ -75,6 +75,8 @@ DEFAULTS: dict[str, Any] = {
     "replica.fetch.response.max.bytes": 10485760,
     "replica.fetch.backoff.ms": 1000,
     "replica.socket.timeout.ms": 30000,
+    # incremental fetch sessions (KIP-227, broker/fetch_session.py): ServerConfigs' default
+    "max.incremental.fetch.session.cache.slots": 1000,
     "listener.security.protocol.map": None,
     **GROUP_CONFIG_DEFAULTS,  # the group coordinator's own table (cluster/group_config.py)
     "group.coordinator.rebalance.protocols": "classic,consumer",
@@ -183,6 +185,10 @@ class BrokerConfig:
                     raise ConfigException(f"Invalid value {value!r} for configuration {key}: expected true or false")
             elif isinstance(default, int) and (isinstance(value, bool) or not isinstance(value, int)):
                 raise ConfigException(f"Invalid value {value!r} for configuration {key}: expected a number")
+        for key in ("max.incremental.fetch.session.cache.slots",):  # ConfigDef's atLeast(0)
+            value = self.values.get(key)
+            if value is not None and value < 0:
+                raise ConfigException(f"Invalid value {value} for configuration {key}: Value must be at least 0")
         try:
             self.listeners
             self.advertised_listeners

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from broker.clock import Clock
     from broker.config import BrokerConfig, Listener
     from broker.controller_channel import ControllerChannel
+    from broker.fetch_session import FetchManager
     from broker.group_service import GroupService
     from broker.metadata_publisher import MetadataPublisher
     from broker.metrics import BrokerMetrics
@@ -44,6 +45,7 @@ class BrokerHandles:
     quorum: Any = None  # the Raft metadata quorum (RaftQuorum) of a node in a cluster; None for a single node
     controller_listeners: frozenset = frozenset()  # listener names that serve the controller table
     controller_advertised_apis: tuple = ()  # ApiVersion entries of the controller listener's table
+    fetch_sessions: "FetchManager | None" = None  # incremental fetch sessions (KIP-227); None: never a session
 
 
 @dataclasses.dataclass(slots=True)
@@ -121,3 +123,7 @@ class RequestContext:
     @property
     def telemetry(self) -> "ClientTelemetry":
         return self.handles.telemetry
+
+    @property
+    def fetch_sessions(self) -> "FetchManager | None":
+        return self.handles.fetch_sessions

@@ -108,8 +108,9 @@ class GroupService:
             if self.metadata.image.topic(GROUP_METADATA_TOPIC) is not None:
                 return
             config = self.broker_config
-            live = sum(1 for b in self.metadata.image.brokers.values() if not b.fenced) or 1
-            rf = max(1, min(int(config.get("offsets.topic.replication.factor")), live))
+            # never capped (Kafka): with fewer live brokers the creation fails and FindCoordinator answers
+            # COORDINATOR_NOT_AVAILABLE until the cluster has them
+            rf = int(config.get("offsets.topic.replication.factor"))
             # max.message.bytes: a group's metadata record holds every member's assignment; Kafka caps
             # it at 1 MiB (SyncGroup then fails), odradek lets it grow to the request size limit
             configs = {"cleanup.policy": "compact", "compression.type": "producer",

@@ -22,6 +22,9 @@ from broker.config import BrokerConfig, Listener
 from broker.context import BrokerHandles
 from broker.controller_channel import ControllerUnavailable, LocalControllerChannel, QuorumControllerChannel
 from broker.errors import QuorumFailed
+from broker.fetch_session import (
+    MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, FetchManager, FetchSessionCache, FetchSessionCacheCollector,
+)
 from broker.fault_injection import CONFIG_KEY as FAULT_INJECTION_FILE, FaultRules, FaultRulesFile
 from broker.group_service import GroupService
 from broker.local_quorum import LocalQuorum
@@ -91,6 +94,12 @@ class Broker:
         self._want_shut_down = False
         self.fenced = True
         self.is_broker = "broker" in config.process_roles
+        # incremental fetch sessions (KIP-227): the Fetch handler's FetchManager
+        self.fetch_sessions = FetchManager(FetchSessionCache(
+            int(config["max.incremental.fetch.session.cache.slots"]), MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS,
+            random.Random()))
+        if self.is_broker:
+            self.metrics.registry.register(FetchSessionCacheCollector(self.fetch_sessions))
         fault_file = config.get(FAULT_INJECTION_FILE)  # test-only; the config refuses it off loopback
         self.faults = FaultRules() if fault_file else None
         self._fault_rules_file = FaultRulesFile(fault_file, self.faults) if fault_file else None
@@ -182,7 +191,8 @@ class Broker:
             next_producer_id=self.next_producer_id,
             advertised_apis=tuple(ApiVersion(*entry) for entry in advertised(HANDLERS)), telemetry=self.telemetry,
             quorum=self.raft, controller_listeners=self.config.controller_listener_names,
-            controller_advertised_apis=tuple(ApiVersion(*e) for e in advertised(CONTROLLER_LISTENER_HANDLERS)))
+            controller_advertised_apis=tuple(ApiVersion(*e) for e in advertised(CONTROLLER_LISTENER_HANDLERS)),
+            fetch_sessions=self.fetch_sessions)
         await self.server.bind()
         if self.raft is None:
             await self.controller.bootstrap()
@@ -221,7 +231,7 @@ class Broker:
         if self.raft is not None:  # a quorum's brokers replicate; a single node has nothing to fetch from
             self.fetchers = ReplicaFetcherManager(self.node_id, self.replicas, self.clock,
                                                   self._inter_broker_listener(), lambda: self.broker_epoch,
-                                                  self.config.values)
+                                                  self.config.values, self.faults)
             self.isr = IsrSender(self.node_id, self.replicas, self.controller, lambda: self.broker_epoch)
             self._spawn(self.isr.expire_periodically(int(self.config["replica.lag.time.max.ms"]) / 2000))
         self.metadata.add(self._publish_to_replicas)

@@ -9,6 +9,15 @@ offset. A ``diverging_epoch`` in the answer truncates the divergent tail first (
 truncation on fetch response, KIP-320); a fetch offset below the leader's log start restarts the log
 there. A partition whose leader answers NOT_LEADER_OR_FOLLOWER or an epoch error waits for the next
 metadata image. The set of partitions per source changes with every image.
+
+Each fetcher keeps an incremental fetch session (KIP-227) with its leader, as Kafka's FetchSessionHandler
+(broker/fetch_session.py): the first fetch is full (session 0, epoch 0) and the leader answers with a session
+id; later fetches carry that id and the next epoch and name only the partitions added or whose fetch position
+(offset, log start, leader epoch, last fetched epoch) changed, with ``forgotten_topics_data`` for the ones no
+longer fetched; the leader answers only partitions with something new, so a partition missing from an
+incremental answer had nothing new. A session error (FETCH_SESSION_ID_NOT_FOUND after a leader restart,
+INVALID_FETCH_SESSION_EPOCH), a malformed answer or a failed request (timeout, lost connection) makes the next
+fetch full again.
 """
 
 from __future__ import annotations
@@ -18,26 +27,32 @@ import logging
 from typing import Callable
 
 from broker.clock import Clock
+from broker.fault_injection import FaultRules
+from broker.fetch_session import FetchRequestData, FetchSessionHandler, PartitionFetch
 from broker.node_client import NodeClient
 from broker.replica_manager import Partition, ReplicaManager
 from cluster.metadata_image import MetadataImage
 from protocol.errors import ErrorCode
 from protocol.generated.messages import FetchRequest
-from protocol.generated.messages.fetch_request import FetchPartition, FetchTopic, ReplicaState
+from protocol.generated.messages.fetch_request import FetchPartition, FetchTopic, ForgottenTopic, ReplicaState
 from protocol.records import iter_batch_positions
 
 log = logging.getLogger("odradek.replica_fetcher")
 
 FETCH_VERSION = 17  # topic ids and replica_state (v15+), diverging epochs (v12+)
 UNDEFINED_EPOCH = -1
+# answers after which the next fetch is full at once (FetchSessionHandler.handleResponse); other top-level
+# errors back off first
+SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
 
 
 class ReplicaFetcherManager:
     """Which partitions this broker follows, from which leader; one ``ReplicaFetcher`` per leader."""
 
     def __init__(self, node_id: int, replicas: ReplicaManager, clock: Clock, listener: str,
-                 broker_epoch: Callable[[], int], config: dict) -> None:
+                 broker_epoch: Callable[[], int], config: dict, faults: FaultRules | None = None) -> None:
         self.node_id = node_id
+        self.faults = faults  # the test-only fault hook (broker/fault_injection.py)
         self.replicas = replicas
         self.clock = clock
         self.listener = listener
@@ -94,7 +109,9 @@ class ReplicaFetcher:
         # partition -> (the leader epoch it failed at, when to retry: None = when an image moves the epoch)
         self.delayed: dict[tuple[str, int], tuple[int, float | None]] = {}
         self._changed = asyncio.Event()
-        self.client = NodeClient(host, port, f"replica-fetcher-{manager.node_id}-{leader}")
+        self.session = FetchSessionHandler(leader)
+        self.client = NodeClient(host, port, f"replica-fetcher-{manager.node_id}-{leader}", peer=leader,
+                                 faults=manager.faults)
         self.task = asyncio.ensure_future(self._run())
 
     def set_partitions(self, parts: dict[tuple[str, int], Partition]) -> None:
@@ -119,7 +136,8 @@ class ReplicaFetcher:
         m = self.manager
         while True:
             parts, next_due = self._fetchable()
-            if not parts:
+            data = self.session.build(self._partition_fetches(parts))
+            if not data.session_partitions and not data.to_forget:
                 self._changed.clear()
                 timeout = None if next_due is None else max(0.0, next_due - m.clock.monotonic())
                 try:
@@ -127,58 +145,82 @@ class ReplicaFetcher:
                 except asyncio.TimeoutError:
                     pass
                 continue
-            request = self._request(parts)
+            request = self._request(data)
             try:
                 response = await self.client.request(request, FETCH_VERSION, m.request_timeout_s + m.max_wait_ms / 1000)
             except (ConnectionError, OSError, asyncio.TimeoutError) as exc:
+                self.session.handle_error(exc)
                 log.info("node %d: fetch from leader %d failed: %r; retrying", m.node_id, self.leader, exc)
                 await asyncio.sleep(m.backoff_s)
                 continue
-            if response.error_code:
-                log.warning("node %d: fetch from leader %d answered error %d", m.node_id, self.leader,
-                            response.error_code)
-                await asyncio.sleep(m.backoff_s)
+            if not self.session.handle_response(response, FETCH_VERSION):
+                if response.error_code in SESSION_ERRORS:
+                    continue  # the session is gone or out of step: a full fetch at once
+                if response.error_code:
+                    log.warning("node %d: fetch from leader %d answered error %d", m.node_id, self.leader,
+                                response.error_code)
+                await asyncio.sleep(m.backoff_s)  # else a response the session could not use: a full fetch next
                 continue
             try:
-                backoff = self._process(parts, response)
+                backoff = self._process(parts, data.session_partitions, response)
             except Exception:
                 log.exception("node %d: processing a fetch response from leader %d failed", m.node_id, self.leader)
                 backoff = True
             if backoff:
                 await asyncio.sleep(m.backoff_s)
 
-    def _request(self, parts: dict[tuple[str, int], Partition]) -> FetchRequest:
+    def _partition_fetches(self, parts: dict[tuple[str, int], Partition]) -> dict[tuple[str, int], PartitionFetch]:
+        """What to ask of each partition now: our log end, log start, leader epoch and last fetched epoch."""
+        m = self.manager
+        out = {}
+        for tp, part in parts.items():
+            lg = part.log
+            last_epoch = lg.latest_epoch
+            out[tp] = PartitionFetch(part.topic_id, lg.log_end_offset, lg.log_start_offset, m.partition_max_bytes,
+                                     part.leader_epoch, last_epoch if last_epoch is not None else UNDEFINED_EPOCH)
+        return out
+
+    def _request(self, data: FetchRequestData) -> FetchRequest:
         m = self.manager
         by_topic: dict[bytes, FetchTopic] = {}
-        for (topic, index), part in parts.items():
-            lg = part.log
-            ft = by_topic.get(part.topic_id)
+        for (topic, index), pf in data.to_send.items():
+            ft = by_topic.get(pf.topic_id)
             if ft is None:
-                ft = by_topic[part.topic_id] = FetchTopic(topic=topic, topic_id=part.topic_id, partitions=[])
-            last_epoch = lg.latest_epoch
+                ft = by_topic[pf.topic_id] = FetchTopic(topic=topic, topic_id=pf.topic_id, partitions=[])
             ft.partitions.append(FetchPartition(
-                partition=index, current_leader_epoch=part.leader_epoch, fetch_offset=lg.log_end_offset,
-                last_fetched_epoch=last_epoch if last_epoch is not None else UNDEFINED_EPOCH,
-                log_start_offset=lg.log_start_offset, partition_max_bytes=m.partition_max_bytes))
+                partition=index, current_leader_epoch=pf.current_leader_epoch, fetch_offset=pf.fetch_offset,
+                last_fetched_epoch=pf.last_fetched_epoch, log_start_offset=pf.log_start_offset,
+                partition_max_bytes=pf.max_bytes))
+        forgotten: dict[bytes, ForgottenTopic] = {}
+        for topic_id, topic, index in [*data.to_forget, *data.to_replace]:  # v13+: replaced ones are forgotten
+            forgotten.setdefault(topic_id, ForgottenTopic(topic=topic, topic_id=topic_id, partitions=[])
+                                 ).partitions.append(index)
         return FetchRequest(replica_id=-1, replica_state=ReplicaState(replica_id=m.node_id,
                                                                       replica_epoch=m.broker_epoch()),
                             max_wait_ms=m.max_wait_ms, min_bytes=m.min_bytes, max_bytes=m.max_bytes,
-                            isolation_level=0, session_id=0, session_epoch=-1, topics=list(by_topic.values()),
-                            forgotten_topics_data=[], rack_id="")
+                            isolation_level=0, session_id=data.session_id, session_epoch=data.epoch,
+                            topics=list(by_topic.values()), forgotten_topics_data=list(forgotten.values()),
+                            rack_id="")
 
-    def _process(self, parts: dict[tuple[str, int], Partition], response) -> bool:
-        """Apply one Fetch response; True when the fetcher should back off before the next round."""
+    def _process(self, parts: dict[tuple[str, int], Partition], sent: dict[tuple[str, int], PartitionFetch],
+                 response) -> bool:
+        """Apply one Fetch response (for an incremental one, the partitions it carries: the others had nothing
+        new); True when the fetcher should back off before the next round."""
         m = self.manager
         now = m.clock.now_ms()
-        by_id = {p.topic_id: p.topic for p in parts.values()}
+        by_id = self.session.session_topic_names
         backoff = False
         for tr in response.responses:
             topic = by_id.get(tr.topic_id)
             for pd in tr.partitions:
-                part = parts.get((topic, pd.partition_index)) if topic is not None else None
-                if part is None or self.partitions.get((part.topic, part.index)) is not part:
+                tp = (topic, pd.partition_index)
+                part = parts.get(tp) if topic is not None else None
+                if part is None or self.partitions.get(tp) is not part or tp in self.delayed:
                     continue  # no longer followed from this leader
                 lg = part.log
+                request = sent.get(tp)
+                if request is None or request.fetch_offset != lg.log_end_offset:
+                    continue  # our log moved since the request (AbstractFetcherThread.processFetchRequest)
                 if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and pd.log_start_offset > lg.log_end_offset:
                     log.info("node %d: %s-%d: fetch offset %d below the leader's log start %d: restarting there",
                              m.node_id, part.topic, part.index, lg.log_end_offset, pd.log_start_offset)

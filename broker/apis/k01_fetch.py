@@ -10,26 +10,34 @@ Behaviour (KafkaApis.handleFetchRequest, ReplicaManager.fetchMessages/readFromLo
   UNKNOWN_LEADER_EPOCH against ``current_leader_epoch``; UNKNOWN_TOPIC_ID (v13+ ids) and
   UNKNOWN_TOPIC_OR_PARTITION; read_committed reads up to the last stable offset with an empty
   aborted-transactions list; ``preferred_read_replica`` is -1;
-* fetch sessions (KIP-227): full requests are answered with session id 0 (no session is created,
-  which the protocol allows); an incremental request names a session that does not exist:
-  FETCH_SESSION_ID_NOT_FOUND.
+* fetch sessions (KIP-227, broker/fetch_session.py, ``FetchManager.newContext``): session id 0 with epoch -1
+  is sessionless; epoch 0 is a full fetch that creates a session when the cache has room (session id 0 in the
+  answer otherwise) and closes the session it names; an id with epoch -1 closes that session and is served
+  sessionless; an id with an epoch above 0 is incremental: the request names only added or changed
+  partitions (``forgotten_topics_data`` drops some), every partition of the session is read and long-polled
+  on, and the answer carries only the partitions with records, a new high watermark or log start offset, or
+  an error. FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH and FETCH_SESSION_TOPIC_ID_ERROR answer
+  at once with no partitions. Followers' sessions are privileged in the cache's eviction;
 * replica fetches (``replica_id``, or ``replica_state`` from v15; Partition.fetchRecords): only from a
   replica of the partition (else UNKNOWN_LEADER_EPOCH with a leader epoch, NOT_LEADER_OR_FOLLOWER without),
   read up to the log end, a ``last_fetched_epoch`` that the leader's epochs do not end where the follower
   thinks answers ``diverging_epoch`` (the follower truncates), and the fetch records the follower's position
-  (the high watermark may move).
-Not implemented: fetch from a follower (KIP-392), fetch sessions for replica fetchers.
+  for every partition it reads (the high watermark may move): in an incremental fetch, every partition of
+  the session, at the offset the session holds.
+Not implemented: fetch from a follower (KIP-392).
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from broker.fetch_session import NO_SESSIONS, PartitionFetch, TopicIdPartition
 from protocol.errors import ErrorCode, KafkaError
 from protocol.generated.messages import FetchRequest, FetchResponse
 from protocol.generated.messages.fetch_response import (
     EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
 )
+from protocol.message import ZERO_UUID
 from storage.errors import OffsetOutOfRangeError
 from storage.log import FetchIsolation
 
@@ -41,22 +49,43 @@ READ_COMMITTED = 1
 
 async def handle(ctx, req: FetchRequest) -> FetchResponse:
     version = ctx.version
-    if req.session_id != 0 or req.session_epoch not in (0, -1):
-        code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND if req.session_id != 0 else ErrorCode.INVALID_FETCH_SESSION_EPOCH
-        return FetchResponse(error_code=code, session_id=0, responses=[])
+    image = ctx.image
+    replica_id, replica_epoch = _replica(req, version)
+    uses_ids = version >= 13
+
+    def topic_name(topic_id: bytes) -> str | None:
+        t = image.topics_by_id.get(topic_id)
+        return t.name if t is not None else None
+
+    def partition(topic_id: bytes, topic: str, index: int) -> TopicIdPartition:
+        if uses_ids:
+            return TopicIdPartition(topic_id, topic_name(topic_id), index)
+        return TopicIdPartition(ZERO_UUID, topic, index)
+
+    fetch_data: dict[TopicIdPartition, PartitionFetch] = {}
+    for ft in req.topics:
+        for fp in ft.partitions:
+            tp = partition(ft.topic_id, ft.topic, fp.partition)
+            fetch_data[tp] = PartitionFetch(tp.topic_id, fp.fetch_offset, fp.log_start_offset,
+                                            fp.partition_max_bytes, fp.current_leader_epoch, fp.last_fetched_epoch)
+    to_forget = [partition(ft.topic_id, ft.topic, p) for ft in req.forgotten_topics_data for p in ft.partitions]
+    sessions = ctx.fetch_sessions or NO_SESSIONS
+    fetch_context = sessions.new_context(version, req.session_id, req.session_epoch, replica_id >= 0, fetch_data,
+                                         to_forget, topic_name, ctx.clock.now_ms())
+    parts = fetch_context.partitions()
     deadline = ctx.clock.monotonic() + max(0, req.max_wait_ms) / 1000.0
-    keys = _partition_keys(ctx, req, version)
+    keys = _partition_keys(ctx, parts, version)
     while True:
-        responses, total, errors = _read_all(ctx, req, version)
+        updates, total, errors, served = _read_all(ctx, req, version, parts, replica_id, replica_epoch)
         remaining = deadline - ctx.clock.monotonic()
         if total >= req.min_bytes or errors or remaining <= 0 or not keys:
-            metrics = ctx.metrics
-            for tr, ft in zip(responses, req.topics):
-                served = sum(len(pd.records) for pd in tr.partitions)
-                if served:
-                    t = _topic_of(ctx.image, ft, version)
-                    metrics.fetched(t.name if t is not None else ft.topic, served)
-            return FetchResponse(error_code=0, session_id=0, responses=responses)
+            result = fetch_context.update_and_generate_response_data(updates, ctx.clock.now_ms())
+            if not result.error_code:  # every partition that returned records is in the response
+                metrics = ctx.metrics
+                for name, size in served.items():
+                    metrics.fetched(name, size)
+            return FetchResponse(error_code=result.error_code, session_id=result.session_id,
+                                 responses=_topic_responses(result.partitions, version))
         waiter = ctx.replicas.fetch_waiters.register(keys)
         try:
             await asyncio.wait_for(asyncio.shield(waiter), remaining)
@@ -66,17 +95,34 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
             ctx.replicas.fetch_waiters.unregister(keys, waiter)
 
 
-def _topic_of(image, ft, version):
-    return image.topics_by_id.get(ft.topic_id) if version >= 13 else image.topic(ft.topic)
+def _topic_of(image, tp: TopicIdPartition, version: int):
+    return image.topics_by_id.get(tp.topic_id) if version >= 13 else image.topic(tp.topic)
 
 
-def _partition_keys(ctx, req: FetchRequest, version: int) -> list[tuple[str, int]]:
+def _partition_keys(ctx, parts: list[tuple[TopicIdPartition, PartitionFetch]], version: int
+                    ) -> list[tuple[str, int]]:
+    """The long-poll keys: every partition the fetch reads (for an incremental fetch, the whole session)."""
     keys = []
-    for ft in req.topics:
-        t = _topic_of(ctx.image, ft, version)
+    image = ctx.image
+    for tp, _ in parts:
+        t = _topic_of(image, tp, version)
         if t is not None:
-            keys.extend((t.name, p.partition) for p in ft.partitions)
+            keys.append((t.name, tp.partition))
     return keys
+
+
+def _topic_responses(partitions: list, version: int) -> list[FetchableTopicResponse]:
+    """``FetchResponse.of``: consecutive partitions of one topic share a topic entry, in order."""
+    out: list[FetchableTopicResponse] = []
+    last = None
+    for tp, pd in partitions:
+        pd.partition_index = tp.partition
+        ident = tp.topic_id if version >= 13 else tp.topic
+        if not out or ident != last:
+            out.append(FetchableTopicResponse(topic=tp.topic if version < 13 else "", topic_id=tp.topic_id))
+            last = ident
+        out[-1].partitions.append(pd)
+    return out
 
 
 def _replica(req: FetchRequest, version: int) -> tuple[int, int]:
@@ -86,9 +132,11 @@ def _replica(req: FetchRequest, version: int) -> tuple[int, int]:
     return req.replica_id, -1
 
 
-def _read_all(ctx, req: FetchRequest, version: int) -> tuple[list[FetchableTopicResponse], int, bool]:
+def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPartition, PartitionFetch]],
+              replica_id: int, replica_epoch: int) -> tuple[dict, int, bool, dict[str, int]]:
+    """Read every partition: (response data per partition in order, bytes read, whether an error answers at
+    once, bytes per topic name)."""
     image = ctx.image
-    replica_id, replica_epoch = _replica(req, version)
     from_follower = replica_id >= 0
     isolation = FetchIsolation.TXN_COMMITTED if req.isolation_level == READ_COMMITTED else FetchIsolation.HIGH_WATERMARK
     if from_follower:
@@ -97,63 +145,62 @@ def _read_all(ctx, req: FetchRequest, version: int) -> tuple[list[FetchableTopic
     min_one = True
     total = 0
     errors = False
-    out = []
-    for ft in req.topics:
-        topic = _topic_of(image, ft, version)
-        tr = FetchableTopicResponse(topic=ft.topic if version < 13 else "", topic_id=ft.topic_id)
-        out.append(tr)
-        for fp in ft.partitions:
-            pd = PartitionData(partition_index=fp.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
-                               log_start_offset=-1, preferred_read_replica=-1, records=b"",
-                               aborted_transactions=[] if req.isolation_level == READ_COMMITTED else None)
-            tr.partitions.append(pd)
-            if topic is None:
-                pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                errors = True
-                continue
-            part, pd.error_code = ctx.replicas.leader_partition(topic.name, fp.partition, fp.current_leader_epoch)
-            if pd.error_code:
-                if pd.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and part is not None:
-                    pd.current_leader = LeaderIdAndEpoch(part.info.leader, part.info.leader_epoch)
-                errors = True
-                continue
-            lg = part.log
-            if from_follower and replica_id not in part.followers:
-                pd.error_code = (ErrorCode.UNKNOWN_LEADER_EPOCH if fp.current_leader_epoch >= 0
-                                 else ErrorCode.NOT_LEADER_OR_FOLLOWER)
-                errors = True
-                continue
-            leader_end = lg.log_end_offset  # before the read: appends after it do not keep a follower out
-            try:
-                if from_follower and fp.last_fetched_epoch >= 0:
-                    diverging = _diverging_epoch(lg, fp)
-                    if diverging is not None:
-                        pd.diverging_epoch = diverging
-                        errors = True  # answered now: the follower truncates before it fetches again
-                        pd.high_watermark, pd.log_start_offset = lg.high_watermark, lg.log_start_offset
-                        pd.last_stable_offset = lg.last_stable_offset
-                        continue
-                info = lg.read(fp.fetch_offset, min(fp.partition_max_bytes, limit), isolation, min_one)
-            except OffsetOutOfRangeError:
-                pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-                errors = True
-            except KafkaError as exc:
-                pd.error_code = int(exc.code)
-                errors = True
-            else:
-                size = info.records.length
-                if size:
-                    pd.records = info.records
-                    min_one = False
-                    limit = max(0, limit - size)
-                    total += size
-                if from_follower:
-                    ctx.replicas.record_follower_fetch(part, replica_id, fp.fetch_offset, fp.log_start_offset,
-                                                       leader_end, replica_epoch)
-            pd.high_watermark = lg.high_watermark
-            pd.last_stable_offset = lg.last_stable_offset
-            pd.log_start_offset = lg.log_start_offset
-    return out, total, errors
+    out: dict[TopicIdPartition, PartitionData] = {}
+    served: dict[str, int] = {}
+    for tp, fp in parts:
+        topic = _topic_of(image, tp, version)
+        pd = PartitionData(partition_index=tp.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
+                           log_start_offset=-1, preferred_read_replica=-1, records=b"",
+                           aborted_transactions=[] if req.isolation_level == READ_COMMITTED else None)
+        out[tp] = pd
+        if topic is None:
+            pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            errors = True
+            continue
+        part, pd.error_code = ctx.replicas.leader_partition(topic.name, tp.partition, fp.current_leader_epoch)
+        if pd.error_code:
+            if pd.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and part is not None:
+                pd.current_leader = LeaderIdAndEpoch(part.info.leader, part.info.leader_epoch)
+            errors = True
+            continue
+        lg = part.log
+        if from_follower and replica_id not in part.followers:
+            pd.error_code = (ErrorCode.UNKNOWN_LEADER_EPOCH if fp.current_leader_epoch >= 0
+                             else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            errors = True
+            continue
+        leader_end = lg.log_end_offset  # before the read: appends after it do not keep a follower out
+        try:
+            if from_follower and fp.last_fetched_epoch >= 0:
+                diverging = _diverging_epoch(lg, fp)
+                if diverging is not None:
+                    pd.diverging_epoch = diverging
+                    errors = True  # answered now: the follower truncates before it fetches again
+                    pd.high_watermark, pd.log_start_offset = lg.high_watermark, lg.log_start_offset
+                    pd.last_stable_offset = lg.last_stable_offset
+                    continue
+            info = lg.read(fp.fetch_offset, min(fp.max_bytes, limit), isolation, min_one)
+        except OffsetOutOfRangeError:
+            pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+            errors = True
+        except KafkaError as exc:
+            pd.error_code = int(exc.code)
+            errors = True
+        else:
+            size = info.records.length
+            if size:
+                pd.records = info.records
+                min_one = False
+                limit = max(0, limit - size)
+                total += size
+                served[topic.name] = served.get(topic.name, 0) + size
+            if from_follower:
+                ctx.replicas.record_follower_fetch(part, replica_id, fp.fetch_offset, fp.log_start_offset,
+                                                   leader_end, replica_epoch)
+        pd.high_watermark = lg.high_watermark
+        pd.last_stable_offset = lg.last_stable_offset
+        pd.log_start_offset = lg.log_start_offset
+    return out, total, errors, served
 
 
 def _diverging_epoch(lg, fp) -> EpochEndOffset | None:

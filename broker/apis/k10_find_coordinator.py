@@ -1,16 +1,21 @@
 """FindCoordinator: v0-6 (v4+ batches keys).
 
-Behaviour: GROUP keys are coordinated by this node (its endpoint for the request's listener);
-TRANSACTION keys answer COORDINATOR_NOT_AVAILABLE until transactions exist; other key types
-(share groups) INVALID_REQUEST. Advertising this API matters beyond groups: librdkafka only
-compresses with LZ4 when FindCoordinator is advertised.
+Behaviour (KafkaApis.getCoordinator): a GROUP key is coordinated by the leader of its
+``__consumer_offsets`` partition (created first when missing), at that broker's endpoint for the
+request's listener; COORDINATOR_NOT_AVAILABLE while the topic cannot be created (fewer live brokers
+than ``offsets.topic.replication.factor``) or the partition has no live leader. TRANSACTION keys answer
+COORDINATOR_NOT_AVAILABLE until transactions exist; other key types (share groups) INVALID_REQUEST.
+Advertising this API matters beyond groups: librdkafka only compresses with LZ4 when FindCoordinator
+is advertised.
 """
 
 from __future__ import annotations
 
+from cluster.group_classic import GroupError
 from protocol.errors import ErrorCode
 from protocol.generated.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.generated.messages.find_coordinator_response import Coordinator
+from protocol.topics import GROUP_METADATA_TOPIC
 
 API_KEY = 10
 VERSIONS = (0, 6)
@@ -18,19 +23,40 @@ VERSIONS = (0, 6)
 GROUP, TRANSACTION = 0, 1
 
 
-def _coordinator(ctx, key: str, key_type: int) -> Coordinator:
-    if key_type == GROUP:
+def _not_available(key: str) -> Coordinator:
+    return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                       error_message="The coordinator is not available.")
+
+
+async def _coordinator(ctx, key: str, key_type: int) -> Coordinator:
+    if key_type == TRANSACTION:
+        return _not_available(key)
+    if key_type != GROUP:
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST,
+                           error_message=f"Unsupported key type {key_type}")
+    groups = ctx.groups
+    try:
+        await groups.ensure_topic()
+    except GroupError:
+        return _not_available(key)
+    image = ctx.image
+    topic = image.topic(GROUP_METADATA_TOPIC)
+    info = topic.partitions.get(groups.partition_for(key)) if topic is not None else None
+    leader = info.leader if info is not None else -1
+    if leader == ctx.node_id:
         ep = ctx.handles.advertised_endpoint(ctx.listener)
-        return Coordinator(key=key, node_id=ctx.node_id, host=ep.host, port=ep.port, error_code=0)
-    code = ErrorCode.COORDINATOR_NOT_AVAILABLE if key_type == TRANSACTION else ErrorCode.INVALID_REQUEST
-    return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code,
-                       error_message="The coordinator is not available." if key_type == TRANSACTION else
-                       f"Unsupported key type {key_type}")
+        return Coordinator(key=key, node_id=leader, host=ep.host, port=ep.port, error_code=0)
+    broker = image.brokers.get(leader)
+    ep = broker.endpoint(ctx.listener) if broker is not None and not broker.fenced else None
+    if ep is None:
+        return _not_available(key)
+    return Coordinator(key=key, node_id=leader, host=ep.host, port=ep.port, error_code=0)
 
 
 async def handle(ctx, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     if ctx.version >= 4:
-        return FindCoordinatorResponse(coordinators=[_coordinator(ctx, k, req.key_type) for k in req.coordinator_keys])
-    c = _coordinator(ctx, req.key, req.key_type)
+        return FindCoordinatorResponse(coordinators=[await _coordinator(ctx, k, req.key_type)
+                                                     for k in req.coordinator_keys])
+    c = await _coordinator(ctx, req.key, req.key_type)
     return FindCoordinatorResponse(error_code=c.error_code, error_message=c.error_message, node_id=c.node_id,
                                    host=c.host, port=c.port)

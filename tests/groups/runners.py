@@ -146,6 +146,7 @@ class KafkaPythonRunner(Runner):
                             c.commit({tp: OffsetAndMetadata(m.offset + 1, "", -1)})
                         except (CommitFailedError, KafkaError) as exc:
                             self.commit_errors.append(exc)
+                            self.uncommitted.append((m.partition, m.offset))
         finally:
             c.close()
 
@@ -186,6 +187,7 @@ class AiokafkaRunner(Runner):
                             await c.commit({TopicPartition(tp.topic, tp.partition): m.offset + 1})
                         except (CommitFailedError, KafkaError) as exc:
                             self.commit_errors.append(exc)
+                            self.uncommitted.append((m.partition, m.offset))
         finally:
             await c.stop()
 

@@ -97,6 +97,87 @@ class KafkaPythonProducer(_Worker):
             p.close(timeout=10)
 
 
+class AiokafkaProducer(_Worker):
+    def run(self) -> None:
+        import asyncio
+
+        asyncio.run(self._arun())
+
+    async def _arun(self) -> None:
+        import asyncio
+
+        from aiokafka import AIOKafkaProducer
+
+        p = AIOKafkaProducer(bootstrap_servers=self.servers(), acks="all", enable_idempotence=True, linger_ms=5,
+                             request_timeout_ms=10000, client_id=self.name)
+        await p.start()
+        pending: set = set()
+
+        def report(fut, value):
+            pending.discard(fut)
+            exc = fut.exception()
+            if exc is not None:
+                self.history.fail(self.name, value, repr(exc))
+            else:
+                md = fut.result()
+                self.history.ack(self.name, md.partition, value, md.offset)
+
+        try:
+            for i in itertools.count():
+                if self.stop_event.is_set():
+                    break
+                value, partition = b"%s-%08d" % (self.name.encode(), i), i % self.partitions
+                self.history.send(self.name, partition, value)
+                fut = await p.send(self.topic, value=value, partition=partition)
+                pending.add(fut)
+                fut.add_done_callback(lambda f, v=value: report(f, v))
+                await asyncio.sleep(1 / RATE_PER_PRODUCER)
+            await p.flush()
+            if pending:
+                await asyncio.wait(list(pending), timeout=90)
+        finally:
+            await p.stop()
+
+
+class KafkaJsProducer(_Worker):
+    """KafkaJS's idempotent producer in a node process (tests/groups/js/producer.js), one send at a time."""
+
+    def run(self) -> None:
+        import os
+        import signal
+        import subprocess
+
+        from tests.groups.js_member import JS, ensure_kafkajs
+
+        ensure_kafkajs()
+        proc = subprocess.Popen(["node", os.path.join(JS, "producer.js"), self.servers(), self.topic, self.name,
+                                 str(self.partitions)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        sent = 0
+
+        def stop_later():
+            self.stop_event.wait()
+            proc.send_signal(signal.SIGTERM)
+
+        threading.Thread(target=stop_later, daemon=True).start()
+        try:
+            for line in proc.stdout:
+                kind, _, rest = line.strip().partition(" ")
+                if kind == "K":
+                    partition, offset, value = rest.split(" ", 2)
+                    self.history.send(self.name, int(partition), value.encode())
+                    self.history.ack(self.name, int(partition), value.encode(), int(offset))
+                    sent += 1
+                elif kind == "F":
+                    self.history.send(self.name, -1, rest.encode())
+                    self.history.fail(self.name, rest.encode(), "KafkaJS gave up")
+                elif kind == "ERR":
+                    raise AssertionError(f"{self.name}: {rest}")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(10)
+
+
 class ConfluentReader(_Worker):
     """Reads every partition from offset 0 with ``assign`` (no group: the position is the reader's own)."""
 

@@ -1,10 +1,11 @@
 // One KafkaJS group member for tests/groups/test_kafkajs.py.
 // Prints "A p,p,..." when the group assigns it partitions, "R partition offset" for every record it
-// processes (then commits offset+1 before taking the next one), and leaves the group on SIGTERM.
+// processes, "C partition offset" once its commit of offset+1 succeeded (before taking the next one), and
+// leaves the group on SIGTERM. The bootstrap argument may list several brokers, comma-separated.
 const { Kafka, logLevel } = require('kafkajs')
 
 const [bootstrap, groupId, topic, clientId] = process.argv.slice(2)
-const kafka = new Kafka({ clientId, brokers: [bootstrap], logLevel: logLevel.NOTHING })
+const kafka = new Kafka({ clientId, brokers: bootstrap.split(','), logLevel: logLevel.NOTHING })
 // maxWaitTimeInMs below the session timeout: KafkaJS only heartbeats between fetches
 const consumer = kafka.consumer({ groupId, sessionTimeout: 3000, heartbeatInterval: 300, rebalanceTimeout: 10000, maxWaitTimeInMs: 200 })
 const out = (line) => process.stdout.write(line + '\n')
@@ -21,6 +22,7 @@ async function main () {
     eachMessage: async ({ partition, message }) => {
       out(`R ${partition} ${message.offset}`)
       await consumer.commitOffsets([{ topic, partition, offset: (BigInt(message.offset) + 1n).toString() }])
+      out(`C ${partition} ${message.offset}`)
     }
   })
 }
