@@ -6,8 +6,9 @@ fault hook (a partition leader, then the active controller). The checker must fi
 read at two offsets, or read out of order; every killed, paused or isolated broker rejoins every ISR; and at
 the end every replica holds the leader's batches byte for byte below the high watermark.
 
-CI runs the short profile (2 kill rounds per topology, one pause); ``ODRADEK_SOAK=1`` runs the long one
-(``ODRADEK_FAULT_ROUNDS``, default 20 kill rounds per topology, 3 pauses). A failing run prints its seed;
+CI runs the short profile (each test on one topology: 2 kill rounds, one pause, one isolation each);
+``ODRADEK_SOAK=1`` runs the long one (every test on both topologies, ``ODRADEK_FAULT_ROUNDS`` kill rounds,
+default 20, and 3 pauses). A failing run prints its seed;
 ``ODRADEK_FAULT_SEED`` replays the same choices of victims and delays.
 """
 
@@ -39,7 +40,12 @@ TOPOLOGIES = {"3 combined": {"combined": 3}, "3 controllers + 3 brokers": {"comb
                                                                            "brokers": 3}}
 
 
-@pytest.fixture(params=list(TOPOLOGIES))
+def topologies(in_ci: str) -> list[str]:
+    """Both topologies in the long profile; the short one runs each test on one (they alternate)."""
+    return list(TOPOLOGIES) if SOAK else [in_ci]
+
+
+@pytest.fixture
 def cluster(request, tmp_path):
     c = ClusterProcesses(tmp_path, overrides=FAST, fault_hook=True, **TOPOLOGIES[request.param])
     try:
@@ -57,6 +63,7 @@ def rng():
     return random.Random(seed)
 
 
+@pytest.mark.parametrize("cluster", topologies("3 combined"), indirect=True)
 def test_leader_kills_lose_nothing_and_replicas_agree(cluster, rng):
     c = cluster
     workload = Workload(lambda: c.bootstrap, TOPIC, PARTITIONS).start()
@@ -72,6 +79,7 @@ def test_leader_kills_lose_nothing_and_replicas_agree(cluster, rng):
     finish(c, workload)
 
 
+@pytest.mark.parametrize("cluster", topologies("3 controllers + 3 brokers"), indirect=True)
 def test_paused_leader_is_replaced_and_in_flight_writes_are_answered_or_kept(cluster, rng):
     """SIGSTOP a leader for longer than the session timeout (3 s here) while writes to it are in flight: a new
     leader is elected; on SIGCONT the paused broker truncates what it alone had and rejoins."""
@@ -94,6 +102,7 @@ def test_paused_leader_is_replaced_and_in_flight_writes_are_answered_or_kept(clu
     finish(c, workload)
 
 
+@pytest.mark.parametrize("cluster", topologies("3 combined"), indirect=True)
 def test_isolated_leader_cannot_acknowledge_and_truncates_after_healing(cluster, rng):
     """A partition leader cut off from the quorum and its followers (clients still reach it): the others elect
     a new leader; the old one acknowledges no acks=all write; healed, it truncates its divergent tail."""
@@ -112,6 +121,7 @@ def test_isolated_leader_cannot_acknowledge_and_truncates_after_healing(cluster,
     finish(c, workload)
 
 
+@pytest.mark.parametrize("cluster", topologies("3 controllers + 3 brokers"), indirect=True)
 def test_isolated_active_controller_is_replaced_and_the_cluster_goes_on(cluster, rng):
     c = cluster
     workload = Workload(lambda: c.bootstrap, TOPIC, PARTITIONS).start()

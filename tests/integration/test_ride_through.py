@@ -1,0 +1,129 @@
+"""Clients ride through failover unchanged: confluent-kafka, kafka-python, aiokafka and KafkaJS idempotent
+producers and one consumer group per client (committing after every record) keep going while a partition
+leader is killed and then the broker coordinating the most groups (``ODRADEK_SOAK=1``: every broker that
+coordinates one, in turn); ``__consumer_offsets`` has three replicas, so a group's new coordinator loads it
+from its own replica.
+
+Every acknowledged record is processed by every group, and a group processes a record twice only when the
+commit after its first processing failed (or the client rewound by itself, see ``Runner.rewound``): the
+groups keep their committed offsets across the coordinator kills and resume from them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from protocol.generated.messages import FindCoordinatorRequest
+from tests.harness import ClusterProcesses
+from tests.kafka_wire import KafkaWire
+
+pytest.importorskip("confluent_kafka")
+
+from tests.groups.js_member import JsMember  # noqa: E402
+from tests.groups.runners import RUNNERS  # noqa: E402
+from tests.jepsen.cluster_checks import PARTITIONS, TOPIC, create_topic, fully_in_sync, partitions, until  # noqa: E402
+from tests.jepsen.history import History  # noqa: E402
+from tests.jepsen.workload import (  # noqa: E402
+    AiokafkaProducer, ConfluentProducer, KafkaJsProducer, KafkaPythonProducer,
+)
+
+SOAK = bool(os.environ.get("ODRADEK_SOAK"))
+FAST = {"controller.quorum.election.timeout.ms": 500, "controller.quorum.fetch.timeout.ms": 1000,
+        "controller.quorum.election.backoff.max.ms": 300, "controller.quorum.request.timeout.ms": 1000,
+        "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500, "replica.lag.time.max.ms": 4000,
+        "offsets.topic.replication.factor": 3, "offsets.topic.num.partitions": 6,
+        "group.min.session.timeout.ms": 1000, "group.initial.rebalance.delay.ms": 0}
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = ClusterProcesses(tmp_path, overrides=FAST)
+    try:
+        c.start()
+        create_topic(c)
+        yield c
+    finally:
+        c.close()
+
+
+def _coordinator_of(c: ClusterProcesses, group: str) -> int | None:
+    """The group's coordinator as a live broker answers FindCoordinator (None while there is none)."""
+    port = next(p for i, p in c.broker_ports.items() if c.nodes[i].alive())
+    with KafkaWire(port) as w:
+        answer = w.call(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=[group])).coordinators[0]
+    return answer.node_id if answer.error_code == 0 else None
+
+
+def _kill_and_restart(c: ClusterProcesses, node: int, why: str) -> None:
+    c.nodes[node].kill()
+    time.sleep(1.0)
+    c.start(node)
+    until(lambda: fully_in_sync(c), 90, f"broker {node} ({why}) back in every ISR")
+
+
+def test_clients_ride_through_a_leader_kill_and_coordinator_kills(cluster):
+    c = cluster
+    history = History()
+    args = (history, lambda: c.bootstrap, TOPIC, PARTITIONS)
+    producers = [ConfluentProducer("ck", *args), KafkaPythonProducer("kp", *args), AiokafkaProducer("ak", *args),
+                 KafkaJsProducer("kj", *args)]
+    lock = threading.Lock()
+    consumed: dict[str, list] = {kind: [] for kind in RUNNERS}
+    groups = {kind: f"ride-{kind}" for kind in RUNNERS}
+    runners = {kind: cls(c.bootstrap, groups[kind], TOPIC, consumed[kind], lock, f"{kind}-member")
+               for kind, cls in RUNNERS.items()}
+    js = None
+    try:
+        for p in producers:
+            p.start()
+        for r in runners.values():
+            r.start()
+        js = JsMember(c.bootstrap, "ride-kafkajs", TOPIC, "kafkajs-member")
+        until(lambda: all(len(r.assigned) == PARTITIONS for r in runners.values())
+              and len(js.assigned()) == PARTITIONS, 60, "every group's member to own every partition")
+        time.sleep(2.0)
+
+        _kill_and_restart(c, partitions(c)[0][0], "a partition leader")
+        def coordinator(g):
+            return until(lambda: _coordinator_of(c, g), 60, f"the coordinator of {g}")
+
+        coordinators = {g: coordinator(g) for g in [*groups.values(), "ride-kafkajs"]}
+        busiest = sorted(set(coordinators.values()), key=lambda n: -list(coordinators.values()).count(n))
+        for node in busiest if SOAK else busiest[:1]:
+            _kill_and_restart(c, node, f"coordinator of {sorted(g for g, n in coordinators.items() if n == node)}")
+            time.sleep(1.0)
+        moved = {g: coordinator(g) for g in coordinators}
+        print(f"[coordinators before {coordinators}, after {moved}]")
+        for p in producers:
+            p.stop()
+        acked = {(e.partition, e.offset) for e in history.events if e.kind == "ack"}
+        assert len(acked) > 100
+        seen = {kind: lambda kind=kind: set(consumed[kind]) for kind in RUNNERS}
+        seen["kafkajs"] = lambda: set(js.processed())
+        try:
+            until(lambda: all(acked <= f() for f in seen.values()), 120,
+                  "every group to process every acknowledged record")
+        except AssertionError:
+            missing = {kind: sorted(acked - f()) for kind, f in seen.items()}
+            raise AssertionError(f"not processed by every group: { {k: (len(v), v[:5]) for k, v in missing.items()} }; "
+                                 f"assigned: { {k: sorted(r.assigned) for k, r in runners.items()} }, "
+                                 f"kafkajs {sorted(js.assigned())}") from None
+    finally:
+        for p in producers:
+            if p.thread.is_alive():
+                p.stop_event.set()
+        for r in runners.values():
+            r.stop()
+        if js is not None:
+            js.stop()
+    for kind, r in runners.items():
+        dup = {x for x, n in Counter(consumed[kind]).items() if n > 1}
+        explained = set(r.uncommitted) | set(r.rewound)
+        assert dup <= explained, f"{kind}: processed twice after a successful commit: {sorted(dup - explained)[:10]}"
+    dup = {x for x, n in Counter(js.processed()).items() if n > 1}
+    assert dup <= set(js.uncommitted()), f"kafkajs: processed twice after a successful commit: {sorted(dup)[:10]}"
