@@ -177,6 +177,7 @@ class QuorumControllerChannel(LocalControllerChannel):
     ``request.timeout.ms`` (then the caller gets a retriable error)."""
 
     RETRY_BACKOFF_S = 0.05
+    LEADER_CHECK_S = 0.05  # how often a request in flight to a remote controller checks the quorum still names it
 
     def __init__(self, controller: Controller, quorum, config: dict[str, Any], cluster_id: str,
                  voters: dict[int, tuple[str, int]], node_id: int, timeout_ms: int,
@@ -219,15 +220,37 @@ class QuorumControllerChannel(LocalControllerChannel):
                     client = self._clients[leader] = NodeClient(host, port, f"controller-channel-{self.node_id}",
                                                                     peer=leader, faults=self.faults)
                 try:
-                    response = await client.request(request, version, max(0.1, deadline - loop.time()))
-                    if getattr(response, "error_code", 0) != ErrorCode.NOT_CONTROLLER:
+                    response = await self._while_leader(
+                        leader, client.request(request, version, max(0.1, deadline - loop.time())))
+                    if response is None:
+                        last = f"the quorum moved on from node {leader} while it had the request"
+                    elif getattr(response, "error_code", 0) != ErrorCode.NOT_CONTROLLER:
                         return response
-                    last = f"node {leader} is no longer the controller"
+                    else:
+                        last = f"node {leader} is no longer the controller"
                 except (ConnectionError, asyncio.TimeoutError) as exc:
                     last = f"node {leader}: {exc}"
             if loop.time() >= deadline:
                 raise ControllerUnavailable(f"no active controller answered within {self.timeout_ms} ms: {last}")
             await asyncio.sleep(self.RETRY_BACKOFF_S)
+
+    async def _while_leader(self, leader: int, request) -> Message | None:
+        """The answer to ``request``, or None once the quorum names another leader first: a paused or cut-off
+        old controller must not hold a broker's heartbeats until the request timeout (its session would expire
+        at the new controller). An old leader cannot commit once a new one is elected, so sending again is
+        safe (as Kafka's NodeToControllerChannelManager does after a disconnect)."""
+        task = asyncio.ensure_future(request)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.LEADER_CHECK_S)
+                if done:
+                    return task.result()
+                if self.quorum.driver.leader_id != leader:
+                    return None
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
 
     async def run_active_controller_duties(self, interval_s: float = 0.25) -> None:
         """While this node is the active controller: when it becomes active, start every broker's session and

@@ -214,3 +214,49 @@ def test_alter_partition_and_unregister_reject_bad_input(tmp_path):
         log.close()
 
     asyncio.run(run())
+
+
+def test_a_request_to_a_controller_the_quorum_has_replaced_goes_to_the_new_one(tmp_path):
+    """A paused old controller holds the request: once the quorum names a new leader the channel sends it there
+    (a broker's heartbeats must not wait out request.timeout.ms while its session expires)."""
+    from broker.controller_channel import QuorumControllerChannel
+    from protocol.generated.messages import BrokerHeartbeatRequest, BrokerHeartbeatResponse, ResponseHeader
+
+    async def run():
+        got = []
+
+        async def silent(reader, writer):  # node 1: SIGSTOPped, reads nothing, answers nothing
+            await asyncio.sleep(60)
+
+        async def answering(reader, writer):  # node 2: the new controller
+            size = await reader.readexactly(4)
+            frame = await reader.readexactly(int.from_bytes(size, "big"))
+            got.append(frame)
+            version = int.from_bytes(frame[2:4], "big")
+            body = ResponseHeader(correlation_id=int.from_bytes(frame[4:8], "big")).encode(1) + \
+                BrokerHeartbeatResponse(is_fenced=False).encode(version)
+            writer.write(len(body).to_bytes(4, "big") + body)
+
+        old = await asyncio.start_server(silent, "127.0.0.1", 0)
+        new = await asyncio.start_server(answering, "127.0.0.1", 0)
+        voters = {1: ("127.0.0.1", old.sockets[0].getsockname()[1]), 2: ("127.0.0.1", new.sockets[0].getsockname()[1])}
+
+        class Driver:
+            leader_id = 1
+
+        class Quorum:
+            driver = Driver()
+            is_active = False
+
+        channel = QuorumControllerChannel(None, Quorum(), {}, CLUSTER_ID, voters, node_id=3, timeout_ms=30000)
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.3, lambda: setattr(Quorum.driver, "leader_id", 2))
+        started = loop.time()
+        response = await channel.call(BrokerHeartbeatRequest(broker_id=3, broker_epoch=5))
+        assert response.is_fenced is False and len(got) == 1
+        assert loop.time() - started < 2.0  # not the 30 s request timeout
+        await channel.close()
+        old.close()
+        new.close()
+
+    asyncio.run(run())
