@@ -67,38 +67,38 @@ def rng():
 def test_partitioned_leader_cannot_acknowledge_and_truncates_after_healing(lab, cluster, rng):
     c = cluster
     with in_netns(lab.switch):  # the workload's threads (and librdkafka's) live in the switch namespace
-        workload = Workload(lambda: c.bootstrap, TOPIC, PARTITIONS).start()
-        time.sleep(1.0)
-        partition = rng.randrange(PARTITIONS)
-        victim = partitions(c)[partition][0]
-        lab.cut(victim)
-        until(lambda: partitions(c, without=victim)[partition][0] not in (victim, -1), 30,
-              f"a new leader than partitioned {victim}")
-        assert acks_from(c, victim, partition, workload.history) == [], "a partitioned leader acknowledged writes"
-        time.sleep(rng.uniform(0.0, 2.0))
-        lab.mend(victim)
-        until(lambda: fully_in_sync(c), 90, f"broker {victim} back in every ISR")
-        finish(c, workload)
+        with Workload(lambda: c.bootstrap, TOPIC, PARTITIONS) as workload:
+            time.sleep(1.0)
+            partition = rng.randrange(PARTITIONS)
+            victim = partitions(c)[partition][0]
+            lab.cut(victim)
+            until(lambda: partitions(c, without=victim)[partition][0] not in (victim, -1), 30,
+                  f"a new leader than partitioned {victim}")
+            assert acks_from(c, victim, partition, workload.history) == [], "a partitioned leader acknowledged writes"
+            time.sleep(rng.uniform(0.0, 2.0))
+            lab.mend(victim)
+            until(lambda: fully_in_sync(c), 90, f"broker {victim} back in every ISR")
+            finish(c, workload)
 
 
 def test_partitioned_active_controller_is_replaced_and_the_cluster_goes_on(lab, cluster, rng):
     c = cluster
     with in_netns(lab.switch):
-        workload = Workload(lambda: c.bootstrap, TOPIC, PARTITIONS).start()
-        time.sleep(1.0)
-        _, victim = until(lambda: (lambda q: q if q[1] >= 0 else None)(c.quorum_leader()), 30,
-                          "the active controller")
-        lab.cut(victim)
-        until(lambda: c.quorum_leader()[1] not in (victim, -1), 30, f"a new controller than partitioned {victim}")
-        admin = AdminClient({"bootstrap.servers": live_bootstrap(c, victim)})
+        with Workload(lambda: c.bootstrap, TOPIC, PARTITIONS) as workload:
+            time.sleep(1.0)
+            _, victim = until(lambda: (lambda q: q if q[1] >= 0 else None)(c.quorum_leader()), 30,
+                              "the active controller")
+            lab.cut(victim)
+            until(lambda: c.quorum_leader()[1] not in (victim, -1), 30, f"a new controller than partitioned {victim}")
+            admin = AdminClient({"bootstrap.servers": live_bootstrap(c, victim)})
 
-        def created():
-            for f in admin.create_topics([NewTopic("after-partition", 1, 2)], request_timeout=10).values():
-                f.result()
-            return True
+            def created():
+                for f in admin.create_topics([NewTopic("after-partition", 1, 2)], request_timeout=10).values():
+                    f.result()
+                return True
 
-        until(created, 60, "a topic created while the old controller is cut off")
-        time.sleep(rng.uniform(0.0, 2.0))
-        lab.mend(victim)
-        until(lambda: fully_in_sync(c), 90, f"node {victim} back in every ISR")
-        finish(c, workload)
+            until(created, 60, "a topic created while the old controller is cut off")
+            time.sleep(rng.uniform(0.0, 2.0))
+            lab.mend(victim)
+            until(lambda: fully_in_sync(c), 90, f"node {victim} back in every ISR")
+            finish(c, workload)

@@ -66,17 +66,17 @@ def rng():
 @pytest.mark.parametrize("cluster", topologies("3 combined"), indirect=True)
 def test_leader_kills_lose_nothing_and_replicas_agree(cluster, rng):
     c = cluster
-    workload = Workload(lambda: c.bootstrap, TOPIC, PARTITIONS).start()
-    time.sleep(1.0)
-    for round_ in range(KILL_ROUNDS):
-        partition = rng.randrange(PARTITIONS)
-        victim = partitions(c)[partition][0]
-        c.nodes[victim].kill()
-        time.sleep(rng.uniform(0.2, 3.0))
-        c.start(victim)
-        until(lambda: fully_in_sync(c), 90, f"round {round_}: broker {victim} back in every ISR")
-        time.sleep(rng.uniform(0.0, 1.0))
-    finish(c, workload)
+    with Workload(lambda: c.bootstrap, TOPIC, PARTITIONS) as workload:
+        time.sleep(1.0)
+        for round_ in range(KILL_ROUNDS):
+            partition = rng.randrange(PARTITIONS)
+            victim = partitions(c)[partition][0]
+            c.nodes[victim].kill()
+            time.sleep(rng.uniform(0.2, 3.0))
+            c.start(victim)
+            until(lambda: fully_in_sync(c), 90, f"round {round_}: broker {victim} back in every ISR")
+            time.sleep(rng.uniform(0.0, 1.0))
+        finish(c, workload)
 
 
 @pytest.mark.parametrize("cluster", topologies("3 controllers + 3 brokers"), indirect=True)
@@ -84,22 +84,22 @@ def test_paused_leader_is_replaced_and_in_flight_writes_are_answered_or_kept(clu
     """SIGSTOP a leader for longer than the session timeout (3 s here) while writes to it are in flight: a new
     leader is elected; on SIGCONT the paused broker truncates what it alone had and rejoins."""
     c = cluster
-    workload = Workload(lambda: c.bootstrap, TOPIC, PARTITIONS).start()
-    time.sleep(1.0)
-    for _ in range(PAUSES):
-        partition = rng.randrange(PARTITIONS)
-        victim = partitions(c)[partition][0]
-        led = [p for p, (leader, _) in partitions(c).items() if leader == victim]
-        sent_before = sum(1 for e in workload.history.events if e.kind == "send" and e.partition in led)
-        c.nodes[victim].pause()
-        until(lambda: partitions(c, without=victim)[partition][0] not in (victim, -1), 30,
-              f"a new leader than paused {victim}")
-        in_flight = sum(1 for e in workload.history.events if e.kind == "send" and e.partition in led) - sent_before
-        assert in_flight >= 100, f"only {in_flight} writes went to the paused leader's partitions"
-        time.sleep(rng.uniform(0.0, 2.0))
-        c.nodes[victim].resume()
-        until(lambda: fully_in_sync(c), 90, f"paused broker {victim} back in every ISR")
-    finish(c, workload)
+    with Workload(lambda: c.bootstrap, TOPIC, PARTITIONS) as workload:
+        time.sleep(1.0)
+        for _ in range(PAUSES):
+            partition = rng.randrange(PARTITIONS)
+            victim = partitions(c)[partition][0]
+            led = [p for p, (leader, _) in partitions(c).items() if leader == victim]
+            sent_before = sum(1 for e in workload.history.events if e.kind == "send" and e.partition in led)
+            c.nodes[victim].pause()
+            until(lambda: partitions(c, without=victim)[partition][0] not in (victim, -1), 30,
+                  f"a new leader than paused {victim}")
+            in_flight = sum(1 for e in workload.history.events if e.kind == "send" and e.partition in led) - sent_before
+            assert in_flight >= 100, f"only {in_flight} writes went to the paused leader's partitions"
+            time.sleep(rng.uniform(0.0, 2.0))
+            c.nodes[victim].resume()
+            until(lambda: fully_in_sync(c), 90, f"paused broker {victim} back in every ISR")
+        finish(c, workload)
 
 
 @pytest.mark.parametrize("cluster", topologies("3 combined"), indirect=True)
@@ -107,37 +107,37 @@ def test_isolated_leader_cannot_acknowledge_and_truncates_after_healing(cluster,
     """A partition leader cut off from the quorum and its followers (clients still reach it): the others elect
     a new leader; the old one acknowledges no acks=all write; healed, it truncates its divergent tail."""
     c = cluster
-    workload = Workload(lambda: c.bootstrap, TOPIC, PARTITIONS).start()
-    time.sleep(1.0)
-    partition = rng.randrange(PARTITIONS)
-    victim = partitions(c)[partition][0]
-    c.isolate(victim)
-    until(lambda: partitions(c, without=victim)[partition][0] not in (victim, -1), 30,
-          f"a new leader than isolated {victim}")
-    assert acks_from(c, victim, partition, workload.history) == [], "an isolated leader acknowledged writes"
-    time.sleep(rng.uniform(0.0, 2.0))
-    c.heal()
-    until(lambda: fully_in_sync(c), 90, f"healed broker {victim} back in every ISR")
-    finish(c, workload)
+    with Workload(lambda: c.bootstrap, TOPIC, PARTITIONS) as workload:
+        time.sleep(1.0)
+        partition = rng.randrange(PARTITIONS)
+        victim = partitions(c)[partition][0]
+        c.isolate(victim)
+        until(lambda: partitions(c, without=victim)[partition][0] not in (victim, -1), 30,
+              f"a new leader than isolated {victim}")
+        assert acks_from(c, victim, partition, workload.history) == [], "an isolated leader acknowledged writes"
+        time.sleep(rng.uniform(0.0, 2.0))
+        c.heal()
+        until(lambda: fully_in_sync(c), 90, f"healed broker {victim} back in every ISR")
+        finish(c, workload)
 
 
 @pytest.mark.parametrize("cluster", topologies("3 controllers + 3 brokers"), indirect=True)
 def test_isolated_active_controller_is_replaced_and_the_cluster_goes_on(cluster, rng):
     c = cluster
-    workload = Workload(lambda: c.bootstrap, TOPIC, PARTITIONS).start()
-    time.sleep(1.0)
-    _, victim = until(lambda: (lambda q: q if q[1] >= 0 else None)(c.quorum_leader()), 30, "the active controller")
-    c.isolate(victim)
-    until(lambda: c.quorum_leader()[1] not in (victim, -1), 30, f"a new active controller than isolated {victim}")
-    admin = AdminClient({"bootstrap.servers": live_bootstrap(c, victim)})
+    with Workload(lambda: c.bootstrap, TOPIC, PARTITIONS) as workload:
+        time.sleep(1.0)
+        _, victim = until(lambda: (lambda q: q if q[1] >= 0 else None)(c.quorum_leader()), 30, "the active controller")
+        c.isolate(victim)
+        until(lambda: c.quorum_leader()[1] not in (victim, -1), 30, f"a new active controller than isolated {victim}")
+        admin = AdminClient({"bootstrap.servers": live_bootstrap(c, victim)})
 
-    def created():  # metadata changes go on through the new controller
-        for f in admin.create_topics([NewTopic("after-isolation", 1, 2)], request_timeout=10).values():
-            f.result()
-        return True
+        def created():  # metadata changes go on through the new controller
+            for f in admin.create_topics([NewTopic("after-isolation", 1, 2)], request_timeout=10).values():
+                f.result()
+            return True
 
-    until(created, 60, "a topic created while the old controller is cut off")
-    time.sleep(rng.uniform(0.0, 2.0))
-    c.heal()
-    until(lambda: fully_in_sync(c), 90, f"healed node {victim} back in every ISR")
-    finish(c, workload)
+        until(created, 60, "a topic created while the old controller is cut off")
+        time.sleep(rng.uniform(0.0, 2.0))
+        c.heal()
+        until(lambda: fully_in_sync(c), 90, f"healed node {victim} back in every ISR")
+        finish(c, workload)

@@ -231,6 +231,17 @@ class Workload:
             w.start()
         return self
 
+    def __enter__(self) -> "Workload":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        """Whatever happened, no client thread outlives the test (a failed test must not leave readers
+        retrying dead brokers while the next one runs)."""
+        for w in self.producers + self.readers:
+            w.stop_event.set()
+        for w in self.producers + self.readers:
+            w.thread.join(10)
+
     def stop_producers(self) -> None:
         for w in self.producers:
             w.stop()
