@@ -199,12 +199,18 @@ class Broker:
             await self._register()
             self.fenced = False
         self.metrics.start(self.config.get("metrics.prometheus.listener"))
-        await self.server.start_serving()
-        if self.raft is not None:
+        if self.raft is None:
+            await self.server.start_serving()
+        else:
+            # BrokerServer: the controller listener serves the quorum at once; clients and followers are let in
+            # only once this node has caught up with the metadata log (before that its image is stale or empty,
+            # and a restarted broker would answer UNKNOWN_TOPIC_OR_PARTITION for topics that exist)
+            await self.server.start_serving(only=self.config.controller_listener_names)
             await self.raft.start()
             if self.node_id in self.voters:
                 self._spawn(self.controller.run_active_controller_duties())
             await self._catch_up()
+            await self.server.start_serving()
             if self.is_broker:
                 await self._register()
                 self._spawn(self._heartbeat_loop())

@@ -59,12 +59,17 @@ class NetworkServer:
             port = server.sockets[0].getsockname()[1]
             self.bound[lst.name] = Listener(lst.name, lst.host, port)
 
-    async def start_serving(self) -> None:
+    async def start_serving(self, only: frozenset[str] | None = None) -> None:
+        """Accept on every bound listener (``only``: just those names; a later call starts the others)."""
         handles = self.handles
         assert handles is not None, "the node sets the handlers' handles before serving"
-        for server in self._servers:
-            await server.start_serving()
-        self._sweeper = asyncio.ensure_future(self._close_idle_connections())
+        for lst, server in zip(self.listeners, self._servers):
+            if (only is None or lst.name in only) and not server.is_serving():
+                await server.start_serving()
+        if only is not None:
+            return
+        if self._sweeper is None:
+            self._sweeper = asyncio.ensure_future(self._close_idle_connections())
         log.info("odradek node %s listening on %s; data in %s; cluster id %s", handles.node_id,
                  ", ".join(f"{b.name}://{b.host}:{b.port}" for b in self.bound.values()),
                  ", ".join(map(str, handles.config.log_dirs)), handles.cluster_id)

@@ -6,7 +6,8 @@ fault hook (a partition leader, then the active controller). The checker must fi
 read at two offsets, or read out of order; every killed, paused or isolated broker rejoins every ISR; and at
 the end every replica holds the leader's batches byte for byte below the high watermark.
 
-CI runs the short profile (each test on one topology: 2 kill rounds, one pause, one isolation each);
+CI runs the short profile (each test on one topology: 2 kill rounds, one pause, the controller isolated; the
+isolated leader runs in CI across network namespaces instead);
 ``ODRADEK_SOAK=1`` runs the long one (every test on both topologies, ``ODRADEK_FAULT_ROUNDS`` kill rounds,
 default 20, and 3 pauses). A failing run prints its seed;
 ``ODRADEK_FAULT_SEED`` replays the same choices of victims and delays.
@@ -102,6 +103,7 @@ def test_paused_leader_is_replaced_and_in_flight_writes_are_answered_or_kept(clu
         finish(c, workload)
 
 
+@pytest.mark.soak  # CI runs the same scenario across network namespaces (test_netns_partitions.py)
 @pytest.mark.parametrize("cluster", topologies("3 combined"), indirect=True)
 def test_isolated_leader_cannot_acknowledge_and_truncates_after_healing(cluster, rng):
     """A partition leader cut off from the quorum and its followers (clients still reach it): the others elect

@@ -86,7 +86,7 @@ def test_clients_ride_through_a_leader_kill_and_coordinator_kills(cluster):
         js = JsMember(c.bootstrap, "ride-kafkajs", TOPIC, "kafkajs-member")
         until(lambda: all(len(r.assigned) == PARTITIONS for r in runners.values())
               and len(js.assigned()) == PARTITIONS, 60, "every group's member to own every partition")
-        time.sleep(2.0)
+        time.sleep(1.0)
 
         _kill_and_restart(c, partitions(c)[0][0], "a partition leader")
         def coordinator(g):
