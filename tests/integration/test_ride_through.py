@@ -1,8 +1,8 @@
 """Clients ride through failover unchanged: confluent-kafka, kafka-python, aiokafka and KafkaJS idempotent
 producers and a consumer group each of confluent-kafka, kafka-python and aiokafka (and of KafkaJS under
 ``ODRADEK_SOAK=1``: its member stalled in CI, under investigation), committing after every record, keep going
-while a partition leader is killed and then the broker coordinating the most groups (``ODRADEK_SOAK=1``: every broker that
-coordinates one, in turn); ``__consumer_offsets`` has three replicas, so a group's new coordinator loads it
+while a partition leader is killed and then the broker coordinating the most groups (``ODRADEK_SOAK=1``: every
+broker that coordinates one, in turn); ``__consumer_offsets`` has three replicas, so a group's new coordinator loads it
 from its own replica.
 
 Every acknowledged record is processed by every group, and a group processes a record twice only when the
