@@ -13,8 +13,6 @@ leader's batches below the high watermark.
 
 from __future__ import annotations
 
-import os
-import random
 import time
 
 import pytest
@@ -25,15 +23,13 @@ pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from tests.jepsen.cluster_checks import (  # noqa: E402
-    PARTITIONS, TOPIC, acks_from, create_topic, finish, fully_in_sync, live_bootstrap, partitions, until,
+    FAST, PARTITIONS, TOPIC, acks_from, create_topic, fault_rng, finish, fully_in_sync, live_bootstrap, partitions,
+    until,
 )
 from tests.jepsen.workload import Workload  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not unshare_works(), reason="network namespaces unavailable here (unshare -n fails)")
 
-FAST = {"controller.quorum.election.timeout.ms": 500, "controller.quorum.fetch.timeout.ms": 1000,
-        "controller.quorum.election.backoff.max.ms": 300, "controller.quorum.request.timeout.ms": 1000,
-        "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500, "replica.lag.time.max.ms": 4000}
 
 
 @pytest.fixture
@@ -59,9 +55,7 @@ def cluster(lab, tmp_path):
 
 @pytest.fixture
 def rng():
-    seed = int(os.environ.get("ODRADEK_FAULT_SEED", random.randrange(2**32)))
-    print(f"[fault seed: ODRADEK_FAULT_SEED={seed}]")
-    return random.Random(seed)
+    return fault_rng()
 
 
 def test_partitioned_leader_cannot_acknowledge_and_truncates_after_healing(lab, cluster, rng):

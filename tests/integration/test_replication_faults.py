@@ -16,7 +16,6 @@ default 20, and 3 pauses). A failing run prints its seed;
 from __future__ import annotations
 
 import os
-import random
 import time
 
 import pytest
@@ -27,16 +26,14 @@ pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from tests.jepsen.cluster_checks import (  # noqa: E402
-    PARTITIONS, TOPIC, acks_from, create_topic, finish, fully_in_sync, live_bootstrap, partitions, until,
+    FAST, PARTITIONS, TOPIC, acks_from, create_topic, fault_rng, finish, fully_in_sync, live_bootstrap, partitions,
+    until,
 )
 from tests.jepsen.workload import Workload  # noqa: E402
 
 SOAK = bool(os.environ.get("ODRADEK_SOAK"))
 KILL_ROUNDS = int(os.environ.get("ODRADEK_FAULT_ROUNDS", 20)) if SOAK else 2
 PAUSES = 3 if SOAK else 1
-FAST = {"controller.quorum.election.timeout.ms": 500, "controller.quorum.fetch.timeout.ms": 1000,
-        "controller.quorum.election.backoff.max.ms": 300, "controller.quorum.request.timeout.ms": 1000,
-        "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500, "replica.lag.time.max.ms": 4000}
 TOPOLOGIES = {"3 combined": {"combined": 3}, "3 controllers + 3 brokers": {"combined": 0, "controllers": 3,
                                                                            "brokers": 3}}
 
@@ -59,9 +56,7 @@ def cluster(request, tmp_path):
 
 @pytest.fixture
 def rng():
-    seed = int(os.environ.get("ODRADEK_FAULT_SEED", random.randrange(2**32)))
-    print(f"[fault seed: ODRADEK_FAULT_SEED={seed}]")
-    return random.Random(seed)
+    return fault_rng()
 
 
 @pytest.mark.parametrize("cluster", topologies("3 combined"), indirect=True)

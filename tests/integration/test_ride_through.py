@@ -27,23 +27,22 @@ pytest.importorskip("confluent_kafka")
 
 from tests.groups.js_member import JsMember  # noqa: E402
 from tests.groups.runners import RUNNERS  # noqa: E402
-from tests.jepsen.cluster_checks import PARTITIONS, TOPIC, create_topic, fully_in_sync, partitions, until  # noqa: E402
+from tests.jepsen.cluster_checks import (  # noqa: E402
+    FAST, PARTITIONS, TOPIC, create_topic, fully_in_sync, partitions, until,
+)
 from tests.jepsen.history import History  # noqa: E402
 from tests.jepsen.workload import (  # noqa: E402
     AiokafkaProducer, ConfluentProducer, KafkaJsProducer, KafkaPythonProducer,
 )
 
 SOAK = bool(os.environ.get("ODRADEK_SOAK"))
-FAST = {"controller.quorum.election.timeout.ms": 500, "controller.quorum.fetch.timeout.ms": 1000,
-        "controller.quorum.election.backoff.max.ms": 300, "controller.quorum.request.timeout.ms": 1000,
-        "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500, "replica.lag.time.max.ms": 4000,
-        "offsets.topic.replication.factor": 3, "offsets.topic.num.partitions": 6,
+OVERRIDES = {**FAST, "offsets.topic.replication.factor": 3, "offsets.topic.num.partitions": 6,
         "group.min.session.timeout.ms": 1000, "group.initial.rebalance.delay.ms": 0}
 
 
 @pytest.fixture
 def cluster(tmp_path):
-    c = ClusterProcesses(tmp_path, overrides=FAST)
+    c = ClusterProcesses(tmp_path, overrides=OVERRIDES)
     try:
         c.start()
         create_topic(c)

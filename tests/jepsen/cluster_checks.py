@@ -8,6 +8,8 @@ A cluster here is anything with ``nodes`` (id -> ``BrokerProcess``), ``broker_id
 
 from __future__ import annotations
 
+import os
+import random
 import struct
 import time
 from pathlib import Path
@@ -23,6 +25,17 @@ from tests.jepsen.history import History
 from tests.jepsen.workload import Workload
 
 TOPIC, PARTITIONS, REPLICAS = "jepsen", 6, 3
+# the fault tests' short timeouts: failover in seconds, not Kafka's defaults' tens of seconds
+FAST = {"controller.quorum.election.timeout.ms": 500, "controller.quorum.fetch.timeout.ms": 1000,
+        "controller.quorum.election.backoff.max.ms": 300, "controller.quorum.request.timeout.ms": 1000,
+        "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500, "replica.lag.time.max.ms": 4000}
+
+
+def fault_rng() -> random.Random:
+    """The fault choices' randomness: a seed printed so that ``ODRADEK_FAULT_SEED`` replays a failing run."""
+    seed = int(os.environ.get("ODRADEK_FAULT_SEED", random.randrange(2**32)))
+    print(f"[fault seed: ODRADEK_FAULT_SEED={seed}]")
+    return random.Random(seed)
 
 
 def until(predicate, timeout: float = 60.0, what: str = "condition"):
