@@ -226,6 +226,14 @@ class ReplicaFetcher:
                              m.node_id, part.topic, part.index, lg.log_end_offset, pd.log_start_offset)
                     lg.truncate_fully_and_start_at(pd.log_start_offset, now)
                     continue
+                if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and lg.high_watermark < lg.log_end_offset:
+                    # the leader cannot place our tail (our offset is past its end, or it has no end for our
+                    # last epoch): keep only what is committed, as Kafka does without an epoch to compare
+                    log.info("node %d: %s-%d: leader %d cannot serve offset %d; truncating to the high watermark "
+                             "%d", m.node_id, part.topic, part.index, self.leader, lg.log_end_offset,
+                             lg.high_watermark)
+                    lg.truncate_to(lg.high_watermark, now)
+                    continue
                 if pd.error_code:
                     # AbstractFetcherThread: a fenced epoch waits for an image with a newer one; anything else
                     # (the leader has not applied the image yet, an unknown epoch, ...) is retried after a backoff

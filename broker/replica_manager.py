@@ -241,6 +241,13 @@ class ReplicaManager:
                 self.partitions[tp] = part
             else:
                 part.info = info
+            latest_epoch = part.log.latest_epoch
+            if info.leader == self.node_id and latest_epoch is not None and latest_epoch > info.leader_epoch:
+                # leader epochs only grow, so an image naming us leader at an epoch our log has passed is stale:
+                # leading at it would re-stamp the epoch cache over newer entries (Partition.makeLeader skips it)
+                log.error("%s-%d: not leading at epoch %d: the log already holds epoch %d; waiting for newer "
+                          "metadata", tp[0], tp[1], info.leader_epoch, latest_epoch)
+                part.info = info = dataclasses.replace(info, leader=-1)  # no leader
             if part.pending_isr is not None and info.partition_epoch > part.pending_from_epoch:
                 part.pending_isr = None  # the change (or a newer one) is committed
             if info.leader == self.node_id:

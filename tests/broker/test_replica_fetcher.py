@@ -1,0 +1,90 @@
+"""How a follower applies its leader's Fetch answers (ReplicaFetcher._process): appends, diverging-epoch
+truncation (AbstractFetcherThread.getOffsetTruncationState) and the out-of-range cases, on real logs."""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.clock import ManualClock
+from broker.fetch_session import PartitionFetch
+from broker.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
+from broker.replica_manager import FetchWaiters, Partition
+from cluster.metadata_image import PartitionInfo
+from protocol.errors import ErrorCode
+from protocol.generated.messages import FetchResponse
+from protocol.generated.messages.fetch_response import EpochEndOffset, FetchableTopicResponse, PartitionData
+from protocol.record_codec import Record, build_batch
+from storage.config import LogConfig
+from storage.epoch import EpochEntry
+from storage.log import Log
+
+NOW = 1_700_000_000_000
+FOO = b"\x01" * 16
+
+
+class _Replicas:
+    def __init__(self) -> None:
+        self.partitions = {}
+        self.fetch_waiters = FetchWaiters()
+
+
+def _follower_log(tmp_path, epochs: list[tuple[int, int]], high_watermark: int) -> Log:
+    """A follower's log holding ``count`` records per ``(epoch, count)``, in order."""
+    lg = Log.open(str(tmp_path / "foo-0"), LogConfig.from_props({}), now_ms=NOW)
+    offset = 0
+    for epoch, count in epochs:
+        batch = build_batch([Record(value=b"e%d-%d" % (epoch, i)) for i in range(count)], base_offset=offset,
+                            partition_leader_epoch=epoch)
+        lg.append_as_follower(memoryview(bytes(batch)), NOW)
+        offset += count
+    lg.update_high_watermark(high_watermark)
+    return lg
+
+
+def _apply(tmp_path, lg: Log, answer: PartitionData) -> None:
+    """Feed one answer for foo-0 (fetched at our log end) to a follower fetcher."""
+
+    async def scenario():
+        manager = ReplicaFetcherManager(2, _Replicas(), ManualClock(NOW), "PLAINTEXT", lambda: 5, {})
+        fetcher = ReplicaFetcher(manager, 1, "127.0.0.1", 1)
+        fetcher.task.cancel()
+        await asyncio.gather(fetcher.task, return_exceptions=True)
+        part = Partition("foo", 0, FOO, lg, PartitionInfo(0, (1, 2), (1, 2), 1, 3, 3))
+        fetcher.partitions = {("foo", 0): part}
+        fetcher.session.session_topic_names = {FOO: "foo"}
+        sent = {("foo", 0): PartitionFetch(FOO, lg.log_end_offset, lg.log_start_offset, 1 << 20, 3,
+                                           lg.latest_epoch)}
+        answer.partition_index = 0
+        fetcher._process(fetcher.partitions, sent, FetchResponse(responses=[
+            FetchableTopicResponse(topic_id=FOO, partitions=[answer])]))
+
+    asyncio.run(scenario())
+
+
+def test_diverging_epoch_cuts_to_where_our_epoch_ends(tmp_path):
+    """We wrote epoch 1 at [3, 6) that the new leader never had; it says epoch 0 ends at 8 in its log: our
+    epoch 0 ends at 3, so the cut is at 3, not at min(8, our end)."""
+    lg = _follower_log(tmp_path, [(0, 3), (1, 3)], high_watermark=3)
+    _apply(tmp_path, lg, PartitionData(diverging_epoch=EpochEndOffset(epoch=0, end_offset=8), high_watermark=3))
+    assert lg.log_end_offset == 3
+    assert lg.leader_epoch_cache.epoch_entries() == [EpochEntry(0, 0)]
+    lg.close()
+
+
+def test_out_of_range_above_the_leaders_log_start_keeps_only_the_committed_part(tmp_path):
+    """The leader cannot place our tail (OFFSET_OUT_OF_RANGE, its log start below our end): the uncommitted
+    tail goes, the committed part stays, so the next fetch can succeed instead of failing forever."""
+    lg = _follower_log(tmp_path, [(0, 3), (1, 2), (2, 4)], high_watermark=5)
+    _apply(tmp_path, lg, PartitionData(error_code=ErrorCode.OFFSET_OUT_OF_RANGE, log_start_offset=0,
+                                       high_watermark=5))
+    assert lg.log_end_offset == 5 and lg.high_watermark == 5
+    assert lg.leader_epoch_cache.epoch_entries() == [EpochEntry(0, 0), EpochEntry(1, 3)]
+    lg.close()
+
+
+def test_out_of_range_below_the_leaders_log_start_restarts_there(tmp_path):
+    lg = _follower_log(tmp_path, [(0, 3)], high_watermark=3)
+    _apply(tmp_path, lg, PartitionData(error_code=ErrorCode.OFFSET_OUT_OF_RANGE, log_start_offset=10,
+                                       high_watermark=12))
+    assert (lg.log_start_offset, lg.log_end_offset) == (10, 10)
+    lg.close()
