@@ -30,7 +30,8 @@ def image_records(image: MetadataImage) -> list[Message]:
         for p in t.partitions.values():
             out.append(PartitionRecord(
                 partition_id=p.partition, topic_id=t.topic_id, replicas=list(p.replicas), isr=list(p.isr),
-                removing_replicas=[], adding_replicas=[], leader=p.leader,
+                removing_replicas=list(p.removing_replicas), adding_replicas=list(p.adding_replicas),
+                leader=p.leader,
                 leader_recovery_state=p.leader_recovery_state, leader_epoch=p.leader_epoch,
                 partition_epoch=p.partition_epoch, directories=[ZERO_UUID] * len(p.replicas)))
     for (resource_type, resource_name), configs in sorted(image.configs.items()):

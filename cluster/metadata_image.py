@@ -35,6 +35,13 @@ class PartitionInfo:
     partition_epoch: int
     offline_replicas: tuple[int, ...] = ()
     leader_recovery_state: int = 0  # LeaderRecoveryState: 0 RECOVERED, 1 RECOVERING (after an unclean election)
+    # an ongoing reassignment (KIP-455): ``replicas`` holds the target replicas followed by the ones leaving
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.removing_replicas or self.adding_replicas)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -143,7 +150,8 @@ class _Delta:
             return
         self._parts(name)[r.partition_id] = PartitionInfo(
             r.partition_id, tuple(r.replicas), tuple(r.isr), r.leader, r.leader_epoch, r.partition_epoch,
-            leader_recovery_state=r.leader_recovery_state)
+            leader_recovery_state=r.leader_recovery_state, removing_replicas=tuple(r.removing_replicas or ()),
+            adding_replicas=tuple(r.adding_replicas or ()))
 
     def _partition_change(self, r: PartitionChangeRecord) -> None:
         name = self.ids.get(r.topic_id)
@@ -161,7 +169,9 @@ class _Delta:
             isr=tuple(r.isr) if r.isr is not None else old.isr,
             leader=leader, leader_epoch=epoch, partition_epoch=old.partition_epoch + 1,
             leader_recovery_state=old.leader_recovery_state if r.leader_recovery_state == -1
-            else r.leader_recovery_state)
+            else r.leader_recovery_state,
+            removing_replicas=old.removing_replicas if r.removing_replicas is None else tuple(r.removing_replicas),
+            adding_replicas=old.adding_replicas if r.adding_replicas is None else tuple(r.adding_replicas))
 
     def _remove_topic(self, r: RemoveTopicRecord) -> None:
         name = self.ids.pop(r.topic_id, None)

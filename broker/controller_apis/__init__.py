@@ -11,6 +11,8 @@ from broker.controller_apis import k33_alter_configs
 from broker.controller_apis import k37_create_partitions
 from broker.controller_apis import k43_elect_leaders
 from broker.controller_apis import k44_incremental_alter_configs
+from broker.controller_apis import k45_alter_partition_reassignments
+from broker.controller_apis import k46_list_partition_reassignments
 from broker.controller_apis import k55_describe_quorum
 from broker.controller_apis import k56_alter_partition
 from broker.controller_apis import k62_broker_registration
@@ -26,6 +28,8 @@ CONTROLLER_HANDLERS = build_table([
     k37_create_partitions,
     k43_elect_leaders,
     k44_incremental_alter_configs,
+    k45_alter_partition_reassignments,
+    k46_list_partition_reassignments,
     k55_describe_quorum,
     k56_alter_partition,
     k62_broker_registration,

@@ -1,7 +1,9 @@
 """AlterPartition on the controller (ReplicationControlManager.alterPartition): a partition leader's ISR
 change, checked in Kafka's order (stale broker epoch, unknown topic, leader/partition epochs, the ISR's
 members: in the replica set, including the leader, registered, unfenced, not shutting down, with matching
-broker epochs (v3) else INELIGIBLE_REPLICA); the answer carries the partition as committed."""
+broker epochs (v3) else INELIGIBLE_REPLICA); the answer carries the partition as committed. An ISR that
+completes a reassignment (KIP-455) also removes the leaving replicas; when that moves the leader away the
+answer is NEW_LEADER_ELECTED."""
 
 from __future__ import annotations
 
@@ -47,6 +49,14 @@ def handle(cctx: ControllerContext, req: AlterPartitionRequest) -> ControllerRes
                 records.append(record)
             after = image.topics_by_id[t.topic_id].partitions[p.partition_index]
             leader_changes = record is not None and record.leader != -2
+            if leader_changes and record.leader != req.broker_id:
+                # the change completed a reassignment that moved the leader off this broker: it must learn the
+                # new metadata before anything else (Kafka answers NEW_LEADER_ELECTED and commits the record)
+                out.partitions.append(PartitionData(partition_index=p.partition_index,
+                                                    error_code=ErrorCode.NEW_LEADER_ELECTED))
+                continue
+            if record is not None and record.isr is not None:
+                isr = list(record.isr)  # a completed reassignment took the removed replicas out
             out.partitions.append(PartitionData(
                 partition_index=p.partition_index, error_code=0, leader_id=after.leader,
                 leader_epoch=after.leader_epoch + (1 if leader_changes else 0), isr=isr,

@@ -282,6 +282,20 @@ class Controller:
         records, results = rc.elect_leaders(image, election_type, partitions)
         return ControllerResult(list(records), results)
 
+    def alter_partition_reassignments(self, image: MetadataImage, topics: rc.ReassignmentTargets,
+                                      allow_replication_factor_change: bool = True) -> ControllerResult:
+        """AlterPartitionReassignments: the response is [(topic, [(partition, error, message)])]."""
+        records, results = rc.alter_partition_reassignments(image, topics, self.unclean_default,
+                                                            allow_replication_factor_change)
+        done = sum(1 for _, ps in results for _, code, _ in ps if not code)
+        log.info("Successfully altered %d out of %d partition reassignment(s).", done,
+                 sum(len(ps) for _, ps in results))
+        return ControllerResult(list(records), results)
+
+    def list_partition_reassignments(self, image: MetadataImage, topics: list[tuple[str, list[int]]] | None
+                                     ) -> ControllerResult:
+        return ControllerResult([], rc.list_partition_reassignments(image, topics))
+
     # ---- topics -----------------------------------------------------------------------------------
 
     def create_topics(self, image: MetadataImage, topics: list[NewTopic], validate_only: bool = False

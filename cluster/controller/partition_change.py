@@ -5,8 +5,9 @@ the first acceptable ISR member in replica order; PREFERRED tries the first repl
 back to any acceptable replica, resets the ISR to it and marks the leader RECOVERING) and returns the
 PartitionChangeRecord, or None when nothing changes. A leader change bumps the leader epoch (the record's
 ``leader`` field is set); an ISR change alone does not (metadata.version >= 3.6, KAFKA-15021).
-Not modelled: eligible leader replicas (KIP-966; ``eligible.leader.replicas.version`` is 0) and replica
-reassignment (adding/removing replicas; AlterPartitionReassignments is not served).
+A reassignment (KIP-455: target adding / removing replicas) completes in ``build`` once the ISR holds every
+target replica (``complete_reassignment_if_needed``): the removing replicas leave the replicas and the ISR.
+Not modelled: eligible leader replicas (KIP-966; ``eligible.leader.replicas.version`` is 0).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import enum
 import logging
 from typing import Callable
 
+from cluster.controller.partition_reassignment import PartitionReassignmentReplicas
 from cluster.metadata_image import PartitionInfo
 from protocol.generated.metadata import PartitionChangeRecord
 
@@ -48,6 +50,8 @@ class PartitionChangeBuilder:
         self.target_replicas: list[int] = list(partition.replicas)
         self.election = Election.ONLINE
         self.target_leader_recovery_state = partition.leader_recovery_state
+        self.target_removing: list[int] = list(partition.removing_replicas)
+        self.target_adding: list[int] = list(partition.adding_replicas)
 
     def set_target_isr(self, isr: list[int]) -> "PartitionChangeBuilder":
         self.target_isr = list(isr)
@@ -55,6 +59,14 @@ class PartitionChangeBuilder:
 
     def set_target_replicas(self, replicas: list[int]) -> "PartitionChangeBuilder":
         self.target_replicas = list(replicas)
+        return self
+
+    def set_target_removing(self, removing: list[int]) -> "PartitionChangeBuilder":
+        self.target_removing = list(removing)
+        return self
+
+    def set_target_adding(self, adding: list[int]) -> "PartitionChangeBuilder":
+        self.target_adding = list(adding)
         return self
 
     def set_election(self, election: Election) -> "PartitionChangeBuilder":
@@ -113,14 +125,27 @@ class PartitionChangeBuilder:
         if not set(self.partition.replicas) <= set(self.target_replicas):
             record.leader = self.partition.leader  # replicas left the set: fence them with a new epoch
 
+    def complete_reassignment_if_needed(self) -> None:
+        """PartitionChangeBuilder.completeReassignmentIfNeeded: done once the ISR holds every target replica."""
+        done = PartitionReassignmentReplicas(self.target_removing, self.target_adding, self.target_replicas
+                                             ).maybe_complete_reassignment(self.target_isr)
+        if done is not None:
+            self.target_replicas, self.target_isr = done
+            self.target_removing, self.target_adding = [], []
+
     def build(self) -> PartitionChangeRecord | None:
         record = PartitionChangeRecord(topic_id=self.topic_id, partition_id=self.partition_id)
+        self.complete_reassignment_if_needed()
         self._try_election(record)
         self._trigger_leader_epoch_bump_for_replica_reassignment(record)
         if record.isr is None and self.target_isr and self.target_isr != list(self.partition.isr):
             record.isr = list(self.target_isr)
         if self.target_replicas and self.target_replicas != list(self.partition.replicas):
             record.replicas = list(self.target_replicas)
+        if self.target_removing != list(self.partition.removing_replicas):
+            record.removing_replicas = list(self.target_removing)
+        if self.target_adding != list(self.partition.adding_replicas):
+            record.adding_replicas = list(self.target_adding)
         if self.target_leader_recovery_state != self.partition.leader_recovery_state:
             record.leader_recovery_state = self.target_leader_recovery_state
         return None if change_record_is_no_op(record) else record

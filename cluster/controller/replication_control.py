@@ -1,5 +1,6 @@
 """The parts of Kafka's ReplicationControlManager that move leadership: when a broker is fenced, shuts down,
-unregisters or comes back, and when an admin asks for an election (ElectLeaders).
+unregisters or comes back, and when an admin asks for an election (ElectLeaders) or moves replicas
+(AlterPartitionReassignments, KIP-455).
 
 Pure functions of the metadata image: they return PartitionChangeRecords (built by PartitionChangeBuilder)
 and per-partition results; committing them is the quorum's job.
@@ -10,6 +11,9 @@ from __future__ import annotations
 from typing import Callable, Iterable, Iterator
 
 from cluster.controller.partition_change import NO_LEADER, Election, PartitionChangeBuilder
+from cluster.controller.partition_reassignment import (
+    InvalidReplicaAssignment, PartitionReassignmentReplicas, PartitionReassignmentRevert,
+)
 from cluster.metadata_image import MetadataImage, PartitionInfo, TopicInfo
 from protocol.errors import ErrorCode
 from protocol.generated.metadata import PartitionChangeRecord
@@ -158,3 +162,135 @@ def alter_partition(image: MetadataImage, broker_id: int, broker_epoch: int,
     builder.set_target_leader_recovery_state(leader_recovery_state)
     record = builder.build()
     return 0, record, p
+
+
+# ---- partition reassignment (KIP-455) ---------------------------------------------------------------------------
+
+class _ReassignmentError(Exception):
+    """A partition's error; ``message`` None where Kafka's is its error's generic one (ApiError.fromThrowable)."""
+
+    def __init__(self, code: int, message: str | None) -> None:
+        super().__init__(message or "")
+        self.code = code
+        self.message = message
+
+
+ReassignmentTargets = Iterable[tuple[str, Iterable[tuple[int, "list[int] | None"]]]]
+ReassignmentResults = list[tuple[str, list[tuple[int, int, "str | None"]]]]
+
+
+def alter_partition_reassignments(image: MetadataImage, topics: ReassignmentTargets, unclean_default: bool,
+                                  allow_replication_factor_change: bool = True,
+                                  ) -> tuple[list[PartitionChangeRecord], ReassignmentResults]:
+    """AlterPartitionReassignments (ReplicationControlManager.alterPartitionReassignments): per topic, per
+    (partition, target replicas or None to cancel): (records, [(topic, [(partition, error, message)])]). A
+    partition that fails changes nothing; the others' records commit together."""
+    records: list[PartitionChangeRecord] = []
+    results = []
+    for name, partitions in topics:
+        out = []
+        for pid, target in partitions:
+            try:
+                record = _alter_partition_reassignment(image, name, pid, target, unclean_default,
+                                                       allow_replication_factor_change)
+            except _ReassignmentError as exc:
+                out.append((pid, exc.code, exc.message))
+                continue
+            if record is not None:
+                records.append(record)
+            out.append((pid, 0, None))
+        results.append((name, out))
+    return records, results
+
+
+def _alter_partition_reassignment(image: MetadataImage, name: str, pid: int, target: list[int] | None,
+                                  unclean_default: bool, allow_rf_change: bool) -> PartitionChangeRecord | None:
+    topic = image.topic(name)
+    if topic is None:
+        raise _ReassignmentError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}.")
+    p = topic.partitions.get(pid)
+    if p is None:
+        raise _ReassignmentError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{pid}.")
+    if target is None:
+        return _cancel_partition_reassignment(image, topic, p, unclean_default)
+    return _change_partition_reassignment(image, topic, p, target, allow_rf_change)
+
+
+def _cancel_partition_reassignment(image: MetadataImage, topic: TopicInfo, p: PartitionInfo, unclean_default: bool
+                                   ) -> PartitionChangeRecord | None:
+    """ReplicationControlManager.cancelPartitionReassignment: back to the original replicas."""
+    if not p.is_reassigning:
+        raise _ReassignmentError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+    try:
+        revert = PartitionReassignmentRevert(list(p.replicas), list(p.isr), list(p.removing_replicas),
+                                             list(p.adding_replicas))
+    except InvalidReplicaAssignment as exc:
+        raise _ReassignmentError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc)) from None
+    unclean = unclean_election_enabled(image, topic.name, unclean_default)
+    if revert.unclean and not unclean:
+        raise _ReassignmentError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Unable to revert partition assignment for {topic.name}:{p.partition} because it "
+                                 "would require an unclean leader election.")
+    builder = PartitionChangeBuilder(p, topic.topic_id, p.partition, lambda r: is_active(image, r))
+    if unclean:
+        builder.set_election(Election.UNCLEAN)
+    return (builder.set_target_isr(revert.isr).set_target_replicas(revert.replicas)
+            .set_target_removing([]).set_target_adding([]).build())
+
+
+def validate_manual_partition_assignment(image: MetadataImage, replicas: list[int]) -> None:
+    """ReplicationControlManager.validateManualPartitionAssignment: non-empty, registered brokers, no repeats."""
+    if not replicas:
+        raise _ReassignmentError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "The manual partition assignment includes an empty replica list.")
+    previous = None
+    for broker_id in sorted(replicas):
+        if broker_id not in image.brokers:
+            raise _ReassignmentError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"The manual partition assignment includes broker {broker_id}, but no such "
+                                     "broker is registered.")
+        if broker_id == previous:
+            raise _ReassignmentError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"The manual partition assignment includes the broker {broker_id} more than "
+                                     "once.")
+        previous = broker_id
+
+
+def _change_partition_reassignment(image: MetadataImage, topic: TopicInfo, p: PartitionInfo, target: list[int],
+                                   allow_rf_change: bool) -> PartitionChangeRecord | None:
+    """ReplicationControlManager.changePartitionReassignment: the replicas become target + removing with the
+    adding / removing lists set (stage 1); the builder completes it at once when the ISR already holds the
+    target (a reordering, or only removals), else AlterPartition does once the new replicas have joined."""
+    validate_manual_partition_assignment(image, target)
+    if not allow_rf_change:  # KIP-860 (v1): the target set of an ongoing reassignment counts as the current one
+        current = (set(p.replicas) | set(p.adding_replicas)) - set(p.removing_replicas) if p.is_reassigning \
+            else set(p.replicas)
+        if len(current) != len(target):
+            raise _ReassignmentError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                     f"The replication factor is changed from {len(current)} to {len(target)}")
+    reassignment = PartitionReassignmentReplicas.of(list(p.replicas), list(target))
+    builder = PartitionChangeBuilder(p, topic.topic_id, p.partition, lambda r: is_active(image, r))
+    if reassignment.replicas != list(p.replicas):
+        builder.set_target_replicas(reassignment.replicas)
+    if reassignment.removing:
+        builder.set_target_removing(reassignment.removing)
+    if reassignment.adding:
+        builder.set_target_adding(reassignment.adding)
+    return builder.build()
+
+
+def list_partition_reassignments(image: MetadataImage, topics: Iterable[tuple[str, Iterable[int]]] | None
+                                 ) -> list[tuple[str, list[PartitionInfo]]]:
+    """ListPartitionReassignments (ReplicationControlManager.listPartitionReassignments): the ongoing
+    reassignments among the named partitions (None: all); unknown topics and partitions are left out."""
+    out = []
+    if topics is None:
+        topics = [(t.name, list(t.partitions)) for t in image.topics_by_name.values()]
+    for name, pids in topics:
+        topic = image.topic(name)
+        if topic is None:
+            continue
+        ongoing = [p for p in (topic.partitions.get(pid) for pid in pids) if p is not None and p.is_reassigning]
+        if ongoing:
+            out.append((topic.name, ongoing))
+    return out
