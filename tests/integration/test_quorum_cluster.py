@@ -1,6 +1,7 @@
 """A KRaft cluster of three combined nodes as processes on loopback: the quorum elects, a new controller takes
 over after kill -9 of the active one with every acknowledged change kept, the nodes' metadata logs hold the
-same records, a killed broker is fenced and loses its leaderships, and SIGTERM is a controlled shutdown.
+same records, a killed broker is fenced and loses its leaderships (a preferred leader election gives them back once
+it is in the ISRs again), and SIGTERM is a controlled shutdown.
 
 ``ODRADEK_SOAK=1`` runs the long profile (10 controller kills in a row instead of 3).
 """
@@ -25,6 +26,7 @@ from tests.harness import ODRADEK, REPO, ClusterProcesses, reserve_ports, wait_u
 from tests.kafka_wire import KafkaWire
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import ElectionType, TopicPartition  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402
     AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
 )
@@ -178,6 +180,18 @@ def test_killed_broker_is_fenced_and_loses_its_leaderships(tmp_path, topology):
         c.start(victim)
         until(lambda: c.nodes[victim].log_lines(rf"node {victim} is unfenced") >= 1, 30,
               f"broker {victim} unfenced after its restart")
+
+        # preferred leader election gives the restarted broker its leaderships back once it is in the ISRs
+        until(lambda: all(victim in p.isrs for p in six_led_partitions(a, "spread")), 60,
+              f"broker {victim} back in every ISR")
+        preferred = {p.id for p in parts if p.replicas[0] == victim}
+        assert preferred == {p.id for p in parts if p.leader == victim}  # it led where it is the preferred replica
+        result = a.elect_leaders(ElectionType.PREFERRED, [TopicPartition("spread", i) for i in range(6)]).result(30)
+        codes = {tp.partition: err.code() if err is not None else None for tp, err in result.items()}
+        assert codes == {i: None if i in preferred else confluent_kafka.KafkaError.ELECTION_NOT_NEEDED
+                         for i in range(6)}
+        until(lambda: {p.id for p in six_led_partitions(a, "spread") if p.leader == victim} == preferred, 30,
+              f"broker {victim} leading its preferred partitions again")
     finally:
         c.close()
 

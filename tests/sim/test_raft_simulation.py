@@ -1,7 +1,7 @@
 """The Raft core under a seeded simulation (Kafka's RaftEventSimulationTest): faults, invariants after every
 event, liveness after healing, determinism, and mutations showing no invariant passes vacuously.
 
-CI runs a few hundred seeds; ``ODRADEK_SOAK=1 pytest -m soak tests/sim`` runs the long profile (10,000).
+CI runs a hundred runs (50 seeds x 2 quorum sizes); ``ODRADEK_SOAK=1 pytest -m soak tests/sim`` runs the long profile (10,000).
 A failure message starts with ``seed=<n> voters=<k>``: ``run_scenario(n, k)`` replays it exactly.
 """
 
@@ -17,7 +17,7 @@ from cluster.raft.log import MemoryLog, Validation, ValidOffsetAndEpoch
 from cluster.raft.node import RaftNode
 from tests.sim.simulator import Counters, InvariantViolation, run_scenario
 
-CI_SEEDS = 100
+CI_SEEDS = 50
 SOAK_SEEDS = int(os.environ.get("ODRADEK_SOAK_SEEDS", "5000"))  # x 2 quorum sizes = 10,000 runs
 SOAK_FIRST_SEED = int(os.environ.get("ODRADEK_SOAK_FIRST_SEED", "0"))  # to split a soak over processes
 
@@ -33,18 +33,18 @@ def run_many(seeds, voters_list=(3, 5), **kw) -> Counters:
 
 
 def test_ci_seeds_hold_every_invariant_and_faults_really_happen():
-    """200 runs (100 seeds x 3 and 5 voters, one observer each): after every event one leader per epoch,
+    """100 runs (50 seeds x 3 and 5 voters, one observer each): after every event one leader per epoch,
     persisted epochs non-decreasing, a leader's high watermark non-decreasing and durable on a majority,
     committed entries identical everywhere, applied sequences prefixes of the committed one; logs match at
     the end; after healing a leader commits a new entry. The floors show the faults were real."""
     total = run_many(range(CI_SEEDS), length_ms=8000, heal_at=5000)
     print(total)
-    assert total.crashes >= 100
-    assert total.leader_changes >= 150
-    assert total.commits >= 10_000
-    assert total.truncations >= 10
-    assert total.snapshot_loads >= 50
-    assert total.dropped >= 1000
+    assert total.crashes >= 50
+    assert total.leader_changes >= 75
+    assert total.commits >= 5_000
+    assert total.truncations >= 5
+    assert total.snapshot_loads >= 25
+    assert total.dropped >= 500
 
 
 def test_a_seed_replays_exactly():
