@@ -1,7 +1,8 @@
 """The Raft core under a seeded simulation (Kafka's RaftEventSimulationTest): faults, invariants after every
 event, liveness after healing, determinism, and mutations showing no invariant passes vacuously.
 
-CI runs a hundred runs (50 seeds x 2 quorum sizes); ``ODRADEK_SOAK=1 pytest -m soak tests/sim`` runs the long profile (10,000).
+CI runs 100 runs (50 seeds x 2 quorum sizes); ``ODRADEK_SOAK=1 pytest -m soak tests/sim`` runs the long
+profile (10,000).
 A failure message starts with ``seed=<n> voters=<k>``: ``run_scenario(n, k)`` replays it exactly.
 """
 
