@@ -75,6 +75,7 @@ DEFAULTS: dict[str, Any] = {
     "replica.fetch.response.max.bytes": 10485760,
     "replica.fetch.backoff.ms": 1000,
     "replica.socket.timeout.ms": 30000,
+    "replica.selector.class": None,  # fetch from the closest replica (KIP-392, broker/replica_selector.py)
     # incremental fetch sessions (KIP-227, broker/fetch_session.py): ServerConfigs' default
     "max.incremental.fetch.session.cache.slots": 1000,
     "listener.security.protocol.map": None,
@@ -189,6 +190,12 @@ class BrokerConfig:
             value = self.values.get(key)
             if value is not None and value < 0:
                 raise ConfigException(f"Invalid value {value} for configuration {key}: Value must be at least 0")
+        from broker.replica_selector import replica_selector
+
+        try:
+            replica_selector(self.values.get("replica.selector.class"))
+        except ValueError as exc:
+            raise ConfigException(str(exc)) from None
         try:
             self.listeners
             self.advertised_listeners

@@ -261,6 +261,8 @@ class ReplicaFetcher:
                 hw = min(pd.high_watermark, lg.log_end_offset)
                 if hw > lg.high_watermark:
                     lg.update_high_watermark(hw)
+                    # consumers long-polling on this follower (KIP-392) read up to its high watermark
+                    m.replicas.fetch_waiters.wake((part.topic, part.index))
                 if lg.log_start_offset < pd.log_start_offset <= lg.high_watermark:
                     lg.maybe_increment_log_start_offset(pd.log_start_offset, reason="leader")
         return backoff

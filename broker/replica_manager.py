@@ -275,15 +275,16 @@ class ReplicaManager:
             self.log_manager.delete_log(*tp)
             return self.log_manager.get_or_create_log(tp[0], tp[1], now_ms=now, topic_id=topic_id)
 
-    def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1
+    def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1, require_leader: bool = True
                          ) -> tuple[Partition | None, int]:
         """The partition if this broker leads it at the client's epoch, else the error Kafka answers:
         unknown (or NOT_LEADER_OR_FOLLOWER while loading), NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH
-        (client behind), UNKNOWN_LEADER_EPOCH (client ahead). ``current_leader_epoch`` -1 skips the check."""
+        (client behind), UNKNOWN_LEADER_EPOCH (client ahead). ``current_leader_epoch`` -1 skips the check.
+        ``require_leader`` False also takes a follower's replica (``localLogWithEpochOrThrow``: KIP-392 reads)."""
         part = self.partitions.get((topic, index))
         if part is None:
             return None, self.missing_error()
-        if not part.is_leader(self.node_id):
+        if require_leader and not part.is_leader(self.node_id):
             return part, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if 0 <= current_leader_epoch != part.leader_epoch:
             return part, (ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < part.leader_epoch

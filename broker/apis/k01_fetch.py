@@ -9,7 +9,15 @@ Behaviour (KafkaApis.handleFetchRequest, ReplicaManager.fetchMessages/readFromLo
 * OFFSET_OUT_OF_RANGE below the log start or past the log end; FENCED_LEADER_EPOCH /
   UNKNOWN_LEADER_EPOCH against ``current_leader_epoch``; UNKNOWN_TOPIC_ID (v13+ ids) and
   UNKNOWN_TOPIC_OR_PARTITION; read_committed reads up to the last stable offset with an empty
-  aborted-transactions list; ``preferred_read_replica`` is -1;
+  aborted-transactions list;
+* fetch from the closest replica (KIP-392, broker/replica_selector.py): a consumer's fetch from v11 on (Kafka's
+  ``clientMetadata``) is served by any replica of the partition, a follower reading its own log up to its own
+  high watermark (an offset past it answers no records, one past its log end OFFSET_OUT_OF_RANGE), with the
+  leader epoch checked against the follower's; older versions and replica fetches need the leader
+  (NOT_LEADER_OR_FOLLOWER). With ``replica.selector.class`` set, the leader picks the consumer's preferred read
+  replica from its ``rack_id``; when that is another broker the partition answers at once with
+  ``preferred_read_replica`` set, no records, and the leader's high watermark, last stable offset and log start
+  (``findPreferredReadReplica`` in ``readFromLog``); otherwise ``preferred_read_replica`` is -1;
 * fetch sessions (KIP-227, broker/fetch_session.py, ``FetchManager.newContext``): session id 0 with epoch -1
   is sessionless; epoch 0 is a full fetch that creates a session when the cache has room (session id 0 in the
   answer otherwise) and closes the session it names; an id with epoch -1 closes that session and is served
@@ -24,7 +32,6 @@ Behaviour (KafkaApis.handleFetchRequest, ReplicaManager.fetchMessages/readFromLo
   thinks answers ``diverging_epoch`` (the follower truncates), and the fetch records the follower's position
   for every partition it reads (the high watermark may move): in an incremental fetch, every partition of
   the session, at the offset the session holds.
-Not implemented: fetch from a follower (KIP-392).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from __future__ import annotations
 import asyncio
 
 from broker.fetch_session import NO_SESSIONS, PartitionFetch, TopicIdPartition
+from broker.replica_selector import FollowerView, preferred_read_replica, replica_selector
 from protocol.errors import ErrorCode, KafkaError
 from protocol.generated.messages import FetchRequest, FetchResponse
 from protocol.generated.messages.fetch_response import (
@@ -134,10 +142,13 @@ def _replica(req: FetchRequest, version: int) -> tuple[int, int]:
 
 def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPartition, PartitionFetch]],
               replica_id: int, replica_epoch: int) -> tuple[dict, int, bool, dict[str, int]]:
-    """Read every partition: (response data per partition in order, bytes read, whether an error answers at
-    once, bytes per topic name)."""
+    """Read every partition: (response data per partition in order, bytes read, whether an error or a preferred
+    read replica answers at once, bytes per topic name)."""
     image = ctx.image
     from_follower = replica_id >= 0
+    # Kafka's clientMetadata: a consumer from v11 on may read from a follower and be sent to one
+    client_metadata = version >= 11 and not from_follower
+    selector = replica_selector(ctx.config.get("replica.selector.class")) if client_metadata else None
     isolation = FetchIsolation.TXN_COMMITTED if req.isolation_level == READ_COMMITTED else FetchIsolation.HIGH_WATERMARK
     if from_follower:
         isolation = FetchIsolation.LOG_END
@@ -157,13 +168,22 @@ def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPar
             pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             errors = True
             continue
-        part, pd.error_code = ctx.replicas.leader_partition(topic.name, tp.partition, fp.current_leader_epoch)
+        part, pd.error_code = ctx.replicas.leader_partition(topic.name, tp.partition, fp.current_leader_epoch,
+                                                            require_leader=not client_metadata)
         if pd.error_code:
             if pd.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and part is not None:
                 pd.current_leader = LeaderIdAndEpoch(part.info.leader, part.info.leader_epoch)
             errors = True
             continue
         lg = part.log
+        if selector is not None and part.is_leader(ctx.node_id):
+            preferred = _preferred_read_replica(ctx, selector, part, req.rack_id, fp.fetch_offset)
+            if preferred is not None:  # no read: the client goes there
+                pd.preferred_read_replica = preferred
+                pd.high_watermark, pd.log_start_offset = lg.high_watermark, lg.log_start_offset
+                pd.last_stable_offset = lg.last_stable_offset
+                errors = True
+                continue
         if from_follower and replica_id not in part.followers:
             pd.error_code = (ErrorCode.UNKNOWN_LEADER_EPOCH if fp.current_leader_epoch >= 0
                              else ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -201,6 +221,23 @@ def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPar
         pd.last_stable_offset = lg.last_stable_offset
         pd.log_start_offset = lg.log_start_offset
     return out, total, errors, served
+
+
+def _preferred_read_replica(ctx, selector, part, client_rack: str | None, fetch_offset: int) -> int | None:
+    """``ReplicaManager.findPreferredReadReplica``: the leader's view of its followers, the racks of the replicas'
+    brokers that are unfenced with an endpoint on the client's listener."""
+    brokers = ctx.image.brokers
+    listener = ctx.listener
+    racks = {}
+    for r in part.info.replicas:
+        b = brokers.get(r)
+        if b is not None and not b.fenced and b.endpoint(listener) is not None:
+            racks[r] = b.rack
+    followers = {r: FollowerView(s.log_end_offset, s.log_start_offset, s.last_caught_up_ms)
+                 for r, s in part.followers.items()}
+    return preferred_read_replica(selector, part.topic, part.index, client_rack, part.info.leader,
+                                  part.log.log_end_offset, followers, part.info.isr, racks, fetch_offset,
+                                  ctx.clock.now_ms())
 
 
 def _diverging_epoch(lg, fp) -> EpochEndOffset | None:
