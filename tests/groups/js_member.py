@@ -26,10 +26,13 @@ def ensure_kafkajs() -> None:
 
 
 class JsMember:
-    def __init__(self, bootstrap, group, topic, name):
+    def __init__(self, bootstrap, group, topic, name, log_path: str | None = None):
+        """``log_path``: KafkaJS's own debug log goes there (else nowhere)."""
         self.lines: list[str] = []
+        env = {**os.environ, "KAFKAJS_LOG_LEVEL": "DEBUG"} if log_path else None
+        self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(["node", os.path.join(JS, "member.js"), bootstrap, group, topic, name],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                                     stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
@@ -60,5 +63,7 @@ class JsMember:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        if self._log is not subprocess.DEVNULL:
+            self._log.close()
         errors = [line for line in self.lines if line.startswith("ERR")]
         assert not errors, errors

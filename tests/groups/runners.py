@@ -172,7 +172,11 @@ class AiokafkaRunner(Runner):
 
         conf = dict(bootstrap_servers=self.bootstrap, group_id=self.group, auto_offset_reset="earliest",
                     enable_auto_commit=False, session_timeout_ms=3000, heartbeat_interval_ms=300,
-                    client_id=self.name)
+                    client_id=self.name,
+                    # aiokafka 0.14 answers a NOT_LEADER_OR_FOLLOWER on its offset-reset ListOffsets by retrying
+                    # the old leader until the periodic metadata refresh (5 min by default; the fetch path does
+                    # refresh): after a leader moves, a partition without a committed offset waits that long
+                    metadata_max_age_ms=3000)
         conf.update(self.conf)
         c = AIOKafkaConsumer(**conf)
         c.subscribe([self.topic], listener=Listener())

@@ -2,10 +2,12 @@
 // Prints "A p,p,..." when the group assigns it partitions, "R partition offset" for every record it
 // processes, "C partition offset" once its commit of offset+1 succeeded (before taking the next one), and
 // leaves the group on SIGTERM. The bootstrap argument may list several brokers, comma-separated.
+// "CRASH <error> <restart>" when KafkaJS's runner crashes; KAFKAJS_LOG_LEVEL=DEBUG logs KafkaJS to stderr.
 const { Kafka, logLevel } = require('kafkajs')
 
 const [bootstrap, groupId, topic, clientId] = process.argv.slice(2)
-const kafka = new Kafka({ clientId, brokers: bootstrap.split(','), logLevel: logLevel.NOTHING })
+const level = logLevel[process.env.KAFKAJS_LOG_LEVEL || 'NOTHING']
+const kafka = new Kafka({ clientId, brokers: bootstrap.split(','), logLevel: level })
 // maxWaitTimeInMs below the session timeout: KafkaJS only heartbeats between fetches
 const consumer = kafka.consumer({ groupId, sessionTimeout: 3000, heartbeatInterval: 300, rebalanceTimeout: 10000, maxWaitTimeInMs: 200 })
 const out = (line) => process.stdout.write(line + '\n')
@@ -14,6 +16,9 @@ async function main () {
   consumer.on(consumer.events.GROUP_JOIN, (e) => {
     const parts = (e.payload.memberAssignment[topic] || []).slice().sort((a, b) => a - b)
     out('A ' + parts.join(','))
+  })
+  consumer.on(consumer.events.CRASH, (e) => {
+    out(`CRASH ${e.payload.error && e.payload.error.name}:${e.payload.error && e.payload.error.message} ${e.payload.restart}`)
   })
   await consumer.connect()
   await consumer.subscribe({ topics: [topic], fromBeginning: true })
