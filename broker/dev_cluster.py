@@ -21,30 +21,35 @@ import yaml
 CLUSTER_ID = "b2RyYWRlay1kZXYtY2x1c3Q"  # a fixed id, so a second run finds the same cluster
 
 
-def node_configs(data: Path, combined: int, controllers: int, brokers: int, base_port: int,
-                 extra: dict | None = None) -> dict[int, dict]:
-    """node id -> Kafka properties for every node of the cluster."""
-    if combined:
-        voters, broker_ids = list(range(1, combined + 1)), list(range(1, combined + 1))
-    else:
-        voters = list(range(1, controllers + 1))
-        broker_ids = list(range(controllers + 1, controllers + brokers + 1))
-    quorum = ",".join(f"{i}@127.0.0.1:{base_port + 100 + i - 1}" for i in voters)
+def node_ids(combined: int, controllers: int, brokers: int) -> tuple[list[int], list[int]]:
+    """(voter ids, broker ids): ``combined`` broker+controller nodes from id 1, then ``controllers``
+    controller-only nodes, then ``brokers`` broker-only nodes."""
+    voters = list(range(1, combined + controllers + 1))
+    return voters, voters[:combined] + list(range(len(voters) + 1, len(voters) + brokers + 1))
+
+
+def node_configs(data: Path, controller_ports: dict[int, int], broker_ports: dict[int, int],
+                 extra: dict | None = None, cluster_id: str = CLUSTER_ID,
+                 per_node: dict[int, dict] | None = None) -> dict[int, dict]:
+    """node id -> Kafka properties for every node of a loopback cluster whose voters listen for the quorum on
+    ``controller_ports`` and whose brokers serve clients on ``broker_ports`` (node id -> port); ``extra``
+    goes to every node, ``per_node`` to one."""
+    quorum = ",".join(f"{i}@127.0.0.1:{p}" for i, p in controller_ports.items())
     out = {}
-    for i in sorted(set(voters) | set(broker_ids)):
-        roles = [r for r, ids in (("broker", broker_ids), ("controller", voters)) if i in ids]
+    for i in sorted(set(controller_ports) | set(broker_ports)):
+        roles = [r for r, ports in (("broker", broker_ports), ("controller", controller_ports)) if i in ports]
         listeners = []
-        if i in broker_ids:
-            listeners.append(f"PLAINTEXT://127.0.0.1:{base_port + i - 1}")
-        if i in voters:
-            listeners.append(f"CONTROLLER://127.0.0.1:{base_port + 100 + i - 1}")
+        if i in broker_ports:
+            listeners.append(f"PLAINTEXT://127.0.0.1:{broker_ports[i]}")
+        if i in controller_ports:
+            listeners.append(f"CONTROLLER://127.0.0.1:{controller_ports[i]}")
         props = {"node.id": i, "process.roles": ",".join(roles), "listeners": ",".join(listeners),
+                 "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker_ports[i]}" if i in broker_ports else None,
                  "controller.listener.names": "CONTROLLER", "controller.quorum.voters": quorum,
-                 "log.dirs": str(data / f"node{i}"), "cluster.id": CLUSTER_ID,
+                 "log.dirs": str(data / f"node{i}"), "cluster.id": cluster_id,
                  "offsets.topic.replication.factor": 1, "metrics.prometheus.listener": None}
-        if i in broker_ids:
-            props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{base_port + i - 1}"
         props.update(extra or {})
+        props.update((per_node or {}).get(i, {}))
         out[i] = props
     return out
 
@@ -71,7 +76,10 @@ def main(argv: list[str]) -> int:
             ap.error(f"override {item!r} is not key=value")
         extra[k] = v
     data = Path(args.data).resolve()
-    configs = node_configs(data, combined, args.controllers or 0, args.brokers or 0, args.base_port, extra)
+    voters, brokers = node_ids(combined, args.controllers or 0, args.brokers or 0)
+    # brokers on base-port, base-port+1, ... by node id; controllers 100 above
+    configs = node_configs(data, {i: args.base_port + 100 + i - 1 for i in voters},
+                           {i: args.base_port + i - 1 for i in brokers}, extra)
     procs: dict[int, subprocess.Popen] = {}
     formats = {}
     for i, props in configs.items():

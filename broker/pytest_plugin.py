@@ -1,11 +1,13 @@
-"""A pytest fixture for users' own suites: ``pytest_plugins = ["broker.pytest_plugin"]``, then
-``def test_x(odradek): producer = Producer({"bootstrap.servers": odradek.bootstrap_servers})``."""
+"""Pytest fixtures for users' own suites: ``pytest_plugins = ["broker.pytest_plugin"]``, then
+``def test_x(odradek): producer = Producer({"bootstrap.servers": odradek.bootstrap_servers})``, or
+``def test_y(odradek_cluster): ...`` for a replicated cluster with faults on demand."""
 
 from __future__ import annotations
 
 import pytest
 
 from broker.embedded import EmbeddedBroker
+from broker.embedded_cluster import EmbeddedCluster
 
 
 @pytest.fixture
@@ -13,3 +15,22 @@ def odradek(tmp_path):
     """A fresh broker on 127.0.0.1 (ephemeral port) with its data under the test's tmp_path."""
     with EmbeddedBroker(data_dir=tmp_path / "odradek-data") as b:
         yield b
+
+
+@pytest.fixture
+def odradek_cluster(request, tmp_path):
+    """A fresh ``EmbeddedCluster`` (broker/embedded_cluster.py) of 3 combined broker+controller processes on
+    127.0.0.1, ready (every broker unfenced), its data and node logs under the test's tmp_path
+    (``odradek-cluster/``), killed after the test. ``c.bootstrap_servers``, ``c.kill(n)``, ``c.restart(n)``,
+    ``c.pause(n)``/``c.resume(n)``, ``c.isolate(n)``/``c.heal()``, ``c.leader_of(topic, p)``, ``c.controller()``.
+
+    Another shape: pass ``EmbeddedCluster``'s keyword arguments as an indirect parameter::
+
+        @pytest.mark.parametrize("odradek_cluster", [{"brokers": 5}], indirect=True)
+        @pytest.mark.parametrize("odradek_cluster", [{"controllers": 3, "brokers": 2,
+                                                      "overrides": {"min.insync.replicas": 2}}], indirect=True)
+    """
+    options = dict(getattr(request, "param", None) or {})
+    options.setdefault("data_dir", tmp_path / "odradek-cluster")
+    with EmbeddedCluster(**options) as c:
+        yield c
