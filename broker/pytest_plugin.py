@@ -24,11 +24,17 @@ def odradek_cluster(request, tmp_path):
     (``odradek-cluster/``), killed after the test. ``c.bootstrap_servers``, ``c.kill(n)``, ``c.restart(n)``,
     ``c.pause(n)``/``c.resume(n)``, ``c.isolate(n)``/``c.heal()``, ``c.leader_of(topic, p)``, ``c.controller()``.
 
-    Another shape: pass ``EmbeddedCluster``'s keyword arguments as an indirect parameter::
+    Another shape: pass ``EmbeddedCluster``'s keyword arguments as an indirect parameter, one dict per
+    cluster (the test runs once for each)::
 
-        @pytest.mark.parametrize("odradek_cluster", [{"brokers": 5}], indirect=True)
-        @pytest.mark.parametrize("odradek_cluster", [{"controllers": 3, "brokers": 2,
-                                                      "overrides": {"min.insync.replicas": 2}}], indirect=True)
+        @pytest.mark.parametrize("odradek_cluster", [
+            {"brokers": 5},
+            {"controllers": 3, "brokers": 2, "overrides": {"min.insync.replicas": 2}},
+        ], indirect=True)
+        def test_failover(odradek_cluster): ...
+
+    For a cluster shared by several tests, or more than one per test, use ``EmbeddedCluster`` itself in a
+    fixture of your own (``with EmbeddedCluster(...) as c: yield c``).
     """
     options = dict(getattr(request, "param", None) or {})
     options.setdefault("data_dir", tmp_path / "odradek-cluster")
