@@ -9,6 +9,7 @@ from typing import Callable
 
 from broker.controller_channel import ControllerChannel
 from broker.replica_manager import Partition, ReplicaManager
+from protocol.errors import ErrorCode
 from protocol.generated.messages import AlterPartitionRequest
 from protocol.generated.messages.alter_partition_request import BrokerState, PartitionData, TopicData
 
@@ -52,7 +53,12 @@ class IsrSender:
         code = response.error_code
         if not code and response.topics and response.topics[0].partitions:
             code = response.topics[0].partitions[0].error_code
-        if code:
+        if code == ErrorCode.NEW_LEADER_ELECTED:
+            # committed, and it completed a reassignment that moved leadership away: stay as we are until the
+            # metadata says so (Partition.handleAlterPartitionError), no retry
+            log.info("%s-%d: ISR change to %s completed a reassignment; a new leader was elected", part.topic,
+                     part.index, list(new_isr))
+        elif code:
             log.info("%s-%d: ISR change to %s refused with error %d", part.topic, part.index, list(new_isr), code)
             self.replicas.isr_change_failed(part)
         else:

@@ -336,6 +336,10 @@ class Broker:
         applies the latest image when it is done."""
         assert self.replicas is not None
         if not self.replicas.loading:
+            # partitions moved away or deleted stop first (out of the table and the fetchers), on the event loop
+            self.replicas.stop_partitions(image)
+            if self.fetchers is not None:
+                self.fetchers.update(image)
             await asyncio.to_thread(self.replicas.apply_image, image)
             self.replicas.after_image()
             if self.fetchers is not None:

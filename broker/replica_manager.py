@@ -172,6 +172,7 @@ class ReplicaManager:
         self.fetch_waiters = FetchWaiters()
         self.commit_waiters = CommitWaiters()
         self.loading = False  # partition logs still being loaded / recovered at start-up
+        self._stopped: list[tuple[str, int]] = []  # out of the table, their logs deleted by the next apply_image
 
     def append(self, part: Partition, records, now_ms: int, origin: str = ORIGIN_CLIENT) -> AppendResult:
         """The one append path (Produce and the group coordinator): append as leader, count it, move the
@@ -180,6 +181,9 @@ class ReplicaManager:
         Synchronous, so callers keep their own arrival order. ``committed`` is what acks=all waits on:
         the high-watermark policy alone decides when it completes.
         """
+        if self.partitions.get((part.topic, part.index)) is not part or not part.is_leader(self.node_id):
+            # stopped (moved away or deleted) or led elsewhere since the caller looked it up
+            raise KafkaError("partition is no longer led here", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         try:
             info = part.log.append_as_leader(records, part.leader_epoch, now_ms, origin=origin)
         except KafkaError:
@@ -195,12 +199,30 @@ class ReplicaManager:
             return AppendResult(info, None)
         return AppendResult(info, self.commit_waiters.register(key, info.last_offset))
 
-    def missing_error(self) -> int:
-        """The error for a partition not hosted here: retriable NOT_LEADER_OR_FOLLOWER while logs load."""
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER if self.loading else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    def missing_error(self, topic: str | None = None, index: int = -1) -> int:
+        """The error for a partition not hosted here: retriable NOT_LEADER_OR_FOLLOWER while logs load, or when the
+        metadata has it on other brokers (moved away: the client must refresh its metadata)."""
+        t = self.image.topic(topic) if topic is not None else None
+        if self.loading or (t is not None and index in t.partitions):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
+
+    def stop_partitions(self, image: MetadataImage) -> None:
+        """Kafka's stopPartitions, on the event loop before ``apply_image`` deletes their logs: partitions ``image``
+        no longer places here (a reassignment moved them away, the topic was deleted) leave the table at once, so
+        no append or follower write reaches a log being deleted; acks=all appends waiting on them fail with
+        NOT_LEADER_OR_FOLLOWER."""
+        for tp, part in list(self.partitions.items()):
+            topic = image.topics_by_id.get(part.topic_id)
+            info = topic.partitions.get(tp[1]) if topic is not None else None
+            if info is None or self.node_id not in info.replicas:
+                del self.partitions[tp]
+                self._stopped.append(tp)
+                self.commit_waiters.fail(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                log.info("stopped partition %s-%d: %s", *tp, "no longer a replica" if info else "deleted")
 
     def apply_image(self, image: MetadataImage) -> None:
         """Open logs for partitions hosted here, delete logs of removed topics, refresh topic configs.
@@ -213,6 +235,10 @@ class ReplicaManager:
             for p in topic.partitions.values():
                 if self.node_id in p.replicas:
                     wanted[(topic.name, p.partition)] = (topic, p)
+        stopped, self._stopped = self._stopped, []
+        for tp in stopped:  # out of the table already (stop_partitions)
+            self.log_manager.delete_log(*tp)
+            log.info("deleted partition %s-%d", *tp)
         for tp in [tp for tp in self.partitions if tp not in wanted]:
             self.partitions.pop(tp)
             self.commit_waiters.fail(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -253,8 +279,7 @@ class ReplicaManager:
             if info.leader == self.node_id:
                 if part.log.latest_epoch != info.leader_epoch:
                     part.log.maybe_assign_epoch_start_offset(info.leader_epoch, part.log.log_end_offset)
-                if part.followers_epoch != info.leader_epoch or set(part.followers) != set(info.replicas) - {
-                        self.node_id}:
+                if part.followers_epoch != info.leader_epoch:
                     # Partition.makeLeader: followers' positions are unknown until they fetch in this epoch;
                     # ISR members count as caught up now (resetReplicaState)
                     part.followers = {r: FollowerState(last_caught_up_ms=now if r in info.isr else 0)
@@ -262,6 +287,11 @@ class ReplicaManager:
                     part.followers_epoch = info.leader_epoch
                     before = part.log.end_offset_for_epoch(info.leader_epoch - 1) if info.leader_epoch > 0 else None
                     part.epoch_start_offset = before[1] if before is not None else 0
+                elif set(part.followers) != set(info.replicas) - {self.node_id}:
+                    # replicas added by a reassignment in this epoch (updateAssignmentAndIsr): the others keep
+                    # their positions, the new ones start unknown
+                    part.followers = {r: part.followers.get(r) or FollowerState()
+                                      for r in info.replicas if r != self.node_id}
             else:
                 part.followers = {}
                 part.followers_epoch = -1
@@ -283,7 +313,7 @@ class ReplicaManager:
         ``require_leader`` False also takes a follower's replica (``localLogWithEpochOrThrow``: KIP-392 reads)."""
         part = self.partitions.get((topic, index))
         if part is None:
-            return None, self.missing_error()
+            return None, self.missing_error(topic, index)
         if require_leader and not part.is_leader(self.node_id):
             return part, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if 0 <= current_leader_epoch != part.leader_epoch:

@@ -75,7 +75,7 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
                 continue
             part = replicas.get(topic.name, pd.index)
             if part is None:
-                out.partition_responses.append(_error(pd.index, replicas.missing_error()))
+                out.partition_responses.append(_error(pd.index, replicas.missing_error(topic.name, pd.index)))
                 continue
             try:
                 check_request_records(pd.records, version)  # KafkaApis: before ReplicaManager sees the request
