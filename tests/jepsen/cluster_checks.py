@@ -17,9 +17,13 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from protocol.generated.messages import FetchRequest, MetadataRequest
+from protocol.generated.messages.fetch_request import FetchPartition, FetchTopic
+from protocol.generated.messages.metadata_request import MetadataRequestTopic
 from storage.config import LogConfig
 from storage.log import FetchIsolation, Log
 from tests.harness import wait_until
+from tests.kafka_wire import KafkaWire
 from tests.jepsen.checker import check
 from tests.jepsen.history import History
 from tests.jepsen.workload import Workload
@@ -73,6 +77,32 @@ def create_topic(c) -> None:
     until(lambda: fully_in_sync(c), what="every partition led with a full ISR")
 
 
+def probe(c, partition: int, offset: int) -> str:
+    """What each live broker says of ``partition`` now (for a failure message): its metadata's leader and epoch,
+    and a consumer's Fetch v12 at ``offset`` (error, high watermark, bytes, preferred read replica)."""
+    lines = []
+    for i in c.broker_ids:
+        if not c.nodes[i].alive():
+            continue
+        try:
+            host, port = c.client_address(i).rsplit(":", 1)
+            with KafkaWire(int(port), host=host, timeout=5) as w:
+                md = w.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=TOPIC)]))
+                t = md.topics[0]
+                mp = next(p for p in t.partitions if p.partition_index == partition)
+                f = w.call(1, 12, FetchRequest(
+                    replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                    session_id=0, session_epoch=-1, topics=[FetchTopic(topic=TOPIC, partitions=[FetchPartition(
+                        partition=partition, current_leader_epoch=-1, fetch_offset=offset,
+                        partition_max_bytes=1 << 20)])])).responses[0].partitions[0]
+            lines.append(f"broker {i}: metadata leader {mp.leader_id} epoch {mp.leader_epoch} isr {mp.isr_nodes}; "
+                         f"fetch@{offset}: error {f.error_code} hw {f.high_watermark} "
+                         f"bytes {len(f.records or b'')} preferred {f.preferred_read_replica}")
+        except Exception as exc:  # a diagnostic: say what failed and go on
+            lines.append(f"broker {i}: {exc!r}")
+    return "; ".join(lines)
+
+
 def acks_from(c, node: int, partition: int, history: History, n: int = 20) -> list[bytes]:
     """Values that ``node`` alone acknowledged with acks=all (a producer that knows only that node); its sends
     and answers go into the workload's history too."""
@@ -119,8 +149,8 @@ def _high_watermarks(c) -> dict[int, int]:
         consumer.close()
 
 
-def _batches_below(node_dir: Path, partition: int, high_watermark: int) -> list[bytes]:
-    lg = Log.open(str(node_dir / f"{TOPIC}-{partition}"), LogConfig.from_props({}), now_ms=0)
+def _batches_below(node_dir: Path, partition: int, high_watermark: int, topic: str = TOPIC) -> list[bytes]:
+    lg = Log.open(str(node_dir / f"{topic}-{partition}"), LogConfig.from_props({}), now_ms=0)
     try:
         out = []
         for batch in lg.iter_batches(0, FetchIsolation.LOG_END):

@@ -22,9 +22,11 @@ RATE_PER_PRODUCER = 100  # records/s: enough that every fault lands on writes in
 
 
 class _Worker:
-    def __init__(self, name: str, history: History, servers, topic: str, partitions: int) -> None:
+    def __init__(self, name: str, history: History, servers, topic: str, partitions: int,
+                 rate: float = RATE_PER_PRODUCER) -> None:
         self.name, self.history, self.servers = name, history, servers
         self.topic, self.partitions = topic, partitions
+        self.rate = rate  # records/s (a producer's sends are paced by it)
         self.stop_event = threading.Event()
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._main, name=name, daemon=True)
@@ -70,7 +72,7 @@ class ConfluentProducer(_Worker):
             value, partition = b"%s-%08d" % (self.name.encode(), i), i % self.partitions
             self.history.send(self.name, partition, value)
             p.produce(self.topic, value=value, partition=partition, on_delivery=report)
-            p.poll(1 / RATE_PER_PRODUCER)
+            p.poll(1 / self.rate)
         remaining = p.flush(90)
         assert remaining == 0, f"{self.name}: {remaining} records neither acknowledged nor failed after 90 s"
 
@@ -91,7 +93,7 @@ class KafkaPythonProducer(_Worker):
                 future = p.send(self.topic, value=value, partition=partition)
                 future.add_callback(lambda md, v=value: self.history.ack(self.name, md.partition, v, md.offset))
                 future.add_errback(lambda exc, v=value: self.history.fail(self.name, v, repr(exc)))
-                time.sleep(1 / RATE_PER_PRODUCER)
+                time.sleep(1 / self.rate)
             p.flush(90)
         finally:
             p.close(timeout=10)
@@ -131,7 +133,7 @@ class AiokafkaProducer(_Worker):
                 fut = await p.send(self.topic, value=value, partition=partition)
                 pending.add(fut)
                 fut.add_done_callback(lambda f, v=value: report(f, v))
-                await asyncio.sleep(1 / RATE_PER_PRODUCER)
+                await asyncio.sleep(1 / self.rate)
             await p.flush()
             if pending:
                 await asyncio.wait(list(pending), timeout=90)
@@ -151,7 +153,8 @@ class KafkaJsProducer(_Worker):
 
         ensure_kafkajs()
         proc = subprocess.Popen(["node", os.path.join(JS, "producer.js"), self.servers(), self.topic, self.name,
-                                 str(self.partitions)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                                 str(self.partitions), str(round(1000 / self.rate))],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         sent = 0
 
         def stop_later():

@@ -7,7 +7,9 @@ const { Kafka, logLevel } = require('kafkajs')
 
 const [bootstrap, groupId, topic, clientId] = process.argv.slice(2)
 const level = logLevel[process.env.KAFKAJS_LOG_LEVEL || 'NOTHING']
-const kafka = new Kafka({ clientId, brokers: bootstrap.split(','), logLevel: level })
+// KafkaJS's default logger writes debug lines to stdout, which carries this script's protocol: use stderr
+const toStderr = () => ({ namespace, label, log }) => process.stderr.write(JSON.stringify({ label, namespace, ...log }) + '\n')
+const kafka = new Kafka({ clientId, brokers: bootstrap.split(','), logLevel: level, logCreator: toStderr })
 // maxWaitTimeInMs below the session timeout: KafkaJS only heartbeats between fetches
 const consumer = kafka.consumer({ groupId, sessionTimeout: 3000, heartbeatInterval: 300, rebalanceTimeout: 10000, maxWaitTimeInMs: 200 })
 const out = (line) => process.stdout.write(line + '\n')

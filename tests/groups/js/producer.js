@@ -1,9 +1,9 @@
 // An idempotent KafkaJS producer for the ride-through tests: sends "<name>-<n>" to partition n % partitions,
-// one record at a time (acks=all), printing "K partition offset value" for each acknowledgement and
+// one record at a time (acks=all) with a pause of pauseMs (default 20) after each, printing "K partition offset value" for each acknowledgement and
 // "F value" for a send that failed after KafkaJS' own retries; stops on SIGTERM once the send in flight ends.
 const { Kafka, logLevel } = require('kafkajs')
 
-const [bootstrap, topic, name, partitions] = process.argv.slice(2)
+const [bootstrap, topic, name, partitions, pauseMs] = process.argv.slice(2)
 const kafka = new Kafka({ clientId: name, brokers: bootstrap.split(','), logLevel: logLevel.NOTHING,
   retry: { retries: 30, initialRetryTime: 100, maxRetryTime: 1000 } })
 const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 })
@@ -22,7 +22,7 @@ async function main () {
     } catch (e) {
       out(`F ${value}`)
     }
-    await new Promise((resolve) => setTimeout(resolve, 20))
+    await new Promise((resolve) => setTimeout(resolve, Number(pauseMs || 20)))
   }
   await producer.disconnect()
   out('BYE')
