@@ -271,6 +271,19 @@ class Broker:
                 waited = 0.0
         log.info("node %d: caught up with the metadata log at offset %d", self.node_id, driver.applied_offset)
 
+    async def _registration_applied(self) -> None:
+        """Wait until the metadata holds this process's own registration (BrokerServer's initial catch-up): the
+        controller takes a new incarnation out of every ISR and leadership in the same batch, so the partitions
+        are never opened against an image in which a restarted broker still leads at its old epoch."""
+        waited = 0.0
+        while (b := self.metadata.image.brokers.get(self.node_id)) is None or b.broker_epoch != self.broker_epoch:
+            await asyncio.sleep(0.05)
+            waited += 0.05
+            if waited >= 10:
+                log.warning("node %d: still waiting for its registration (broker epoch %d) in the metadata",
+                            self.node_id, self.broker_epoch)
+                waited = 0.0
+
     async def _heartbeat_loop(self) -> None:
         """BrokerLifecycleManager: a heartbeat every ``broker.heartbeat.interval.ms`` keeps the session; the
         first ones unfence the broker once it has caught up; a STALE_BROKER_EPOCH means register again."""
@@ -361,6 +374,8 @@ class Broker:
         for d, clean in self.log_manager._had_clean_shutdown.items():
             log.info("log dir %s: %s", d, "clean shutdown, recovery skipped" if clean
                      else "no clean-shutdown marker, logs recovered from their recovery points")
+        if self.raft is not None:
+            await self._registration_applied()
         async with self.metadata.lock:
             await asyncio.to_thread(self.replicas.apply_image, self.metadata.image)
             self.replicas.loading = False

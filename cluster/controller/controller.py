@@ -187,8 +187,15 @@ class Controller:
         rec = RegisterBrokerRecord(broker_id=node_id, incarnation_id=incarnation_id, broker_epoch=broker_epoch,
                                    end_points=eps, rack=rack, fenced=self.register_fenced,
                                    log_dirs=list(log_dirs))
+        records: list[Message] = [rec]
+        if self.register_fenced and (old is None or old.incarnation_id != incarnation_id):
+            # a new process (handleBrokerUncleanShutdown, metadata.version 4.0): its log may have lost a tail the
+            # others acknowledged, so it leaves every ISR and leadership and rejoins once it has caught up (a
+            # single node registers unfenced: there is no other replica to defer to)
+            records += rc.leader_and_isr_updates(image, list(rc.partitions_with_broker_in_isr(image, node_id)),
+                                                 self.unclean_default, broker_to_remove=node_id)
         self.heartbeats.register(node_id, self.register_fenced, now_ms)
-        return ControllerResult([rec], 0)
+        return ControllerResult(records, 0)
 
     # ---- broker lifecycle (ClusterControlManager, ReplicationControlManager) ------------------------
 

@@ -222,6 +222,45 @@ def test_a_new_incarnation_waits_for_the_old_sessions_expiry():
     assert res.response == 0 and res.records[0].incarnation_id == b"\x99" * 16
 
 
+def test_a_new_incarnation_leaves_every_isr_and_leadership_until_it_catches_up():
+    """ClusterControlManager.registerBroker with a new incarnation id runs handleBrokerUncleanShutdown: the
+    restarted process may have lost an acknowledged tail, so it is no leader and in no ISR until it rejoins;
+    a partition whose only ISR member it is keeps it there, leaderless (it is the only copy with everything)."""
+    c = Cluster()
+    c.create("foo", 0, 0, assignments={0: [1, 2, 3], 1: [2, 3, 1], 2: [1]})
+    c.now = 9001
+    for b in (2, 3):
+        c.heartbeat(b)
+    # broker 1's session expired but the periodic fencing has not run yet: the new process registers first
+    assert not c.image.brokers[1].fenced
+    c.controller.register_fenced = True  # as a KRaft quorum's controller registers brokers
+    before = {i: p.leader_epoch for i, p in c.image.topic("foo").partitions.items()}
+    res = c.controller.register_broker(c.image, 1, b"\x77" * 16, [("PLAINTEXT", "h", 9001)], None,
+                                       c.image.offset + 1, [], c.now)
+    assert res.response == 0
+    c.commit(res.records)
+    parts = c.image.topic("foo").partitions
+    assert c.image.brokers[1].fenced and c.image.brokers[1].incarnation_id == b"\x77" * 16
+    assert all(1 not in p.isr and p.leader != 1 for i, p in parts.items() if i != 2)
+    assert (parts[2].leader, parts[2].isr) == (-1, (1,))
+    assert parts[0].leader_epoch == before[0] + 1 and parts[0].leader == 2  # it led: a new leader, a new epoch
+    # the same incarnation registering again changes no partition
+    again = c.controller.register_broker(c.image, 1, b"\x77" * 16, [("PLAINTEXT", "h", 9001)], None,
+                                         c.image.offset + 1, [], c.now)
+    assert not [r for r in again.records if type(r).__name__ == "PartitionChangeRecord"]
+
+
+def test_a_restart_within_the_session_is_refused_then_leaves_the_isrs():
+    """A broker restarted before its old session expired is refused (DUPLICATE_BROKER_REGISTRATION); once the
+    session expires its leaderships move at fencing and the new incarnation's registration leaves the ISRs."""
+    c = Cluster()
+    c.create("bar", 0, 0, assignments={0: [1, 2, 3]})
+    res = c.controller.register_broker(c.image, 1, b"\x78" * 16, [("PLAINTEXT", "h", 9001)], None,
+                                       c.image.offset + 1, [], c.now)
+    assert res.response == ErrorCode.DUPLICATE_BROKER_REGISTRATION and res.records == []
+    assert c.image.topic("bar").partitions[0].leader == 1
+
+
 def test_heartbeat_with_a_stale_epoch_changes_nothing():
     """ClusterControlManagerTest / checkBrokerEpoch: an old incarnation's heartbeat is STALE_BROKER_EPOCH."""
     c = Cluster()
