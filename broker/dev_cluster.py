@@ -78,6 +78,8 @@ def main(argv: list[str]) -> int:
     data = Path(args.data).resolve()
     voters, brokers = node_ids(combined, args.controllers or 0, args.brokers or 0)
     # brokers on base-port, base-port+1, ... by node id; controllers 100 above
+    # a group's coordinator fails over with its __consumer_offsets partition (``--override`` still wins)
+    extra = {"offsets.topic.replication.factor": min(3, len(brokers)), **extra}
     configs = node_configs(data, {i: args.base_port + 100 + i - 1 for i in voters},
                            {i: args.base_port + i - 1 for i in brokers}, extra)
     procs: dict[int, subprocess.Popen] = {}
