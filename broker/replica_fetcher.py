@@ -11,7 +11,7 @@ there. A partition whose leader answers NOT_LEADER_OR_FOLLOWER or an epoch error
 metadata image. The set of partitions per source changes with every image.
 
 Each fetcher keeps an incremental fetch session (KIP-227) with its leader, as Kafka's FetchSessionHandler
-(broker/fetch_session.py): the first fetch is full (session 0, epoch 0) and the leader answers with a session
+(broker/fetch_session/handler.py): the first fetch is full (session 0, epoch 0) and the leader answers with a session
 id; later fetches carry that id and the next epoch and name only the partitions added or whose fetch position
 (offset, log start, leader epoch, last fetched epoch) changed, with ``forgotten_topics_data`` for the ones no
 longer fetched; the leader answers only partitions with something new, so a partition missing from an
@@ -28,7 +28,8 @@ from typing import Callable
 
 from broker.clock import Clock
 from broker.fault_injection import FaultRules
-from broker.fetch_session import FetchRequestData, FetchSessionHandler, PartitionFetch
+from broker.fetch_session.handler import FetchRequestData, FetchSessionHandler
+from broker.fetch_session.metadata import PartitionFetch
 from broker.node_client import NodeClient
 from broker.replica_manager import Partition, ReplicaManager
 from cluster.metadata_image import MetadataImage

@@ -18,7 +18,7 @@ Behaviour (KafkaApis.handleFetchRequest, ReplicaManager.fetchMessages/readFromLo
   replica from its ``rack_id``; when that is another broker the partition answers at once with
   ``preferred_read_replica`` set, no records, and the leader's high watermark, last stable offset and log start
   (``findPreferredReadReplica`` in ``readFromLog``); otherwise ``preferred_read_replica`` is -1;
-* fetch sessions (KIP-227, broker/fetch_session.py, ``FetchManager.newContext``): session id 0 with epoch -1
+* fetch sessions (KIP-227, broker/fetch_session/, ``FetchManager.newContext``): session id 0 with epoch -1
   is sessionless; epoch 0 is a full fetch that creates a session when the cache has room (session id 0 in the
   answer otherwise) and closes the session it names; an id with epoch -1 closes that session and is served
   sessionless; an id with an epoch above 0 is incremental: the request names only added or changed
@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.fetch_session import NO_SESSIONS, PartitionFetch, TopicIdPartition
+from broker.fetch_session.contexts import NO_SESSIONS
+from broker.fetch_session.metadata import PartitionFetch, TopicIdPartition
 from broker.replica_selector import FollowerView, preferred_read_replica, replica_selector
 from protocol.errors import ErrorCode, KafkaError
 from protocol.generated.messages import FetchRequest, FetchResponse

@@ -1,4 +1,4 @@
-"""Incremental fetch sessions (KIP-227, broker/fetch_session.py): the broker's cache and fetch contexts as Kafka's
+"""Incremental fetch sessions (KIP-227, broker/fetch_session/): the broker's cache and fetch contexts as Kafka's
 FetchSessionTest exercises them, the client-side FetchSessionHandler, and the replica fetcher's session with a
 leader (a scripted leader in place of the connection)."""
 
@@ -11,11 +11,16 @@ import pytest
 
 from broker.clock import ManualClock
 from broker.config import BrokerConfig, ConfigException
-from broker.fetch_session import (
-    FINAL_EPOCH, INITIAL_EPOCH, INT32_MAX, MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, FetchManager, FetchSessionCache,
-    FetchSessionCacheCollector, FetchSessionHandler, FullFetchContext, IncrementalFetchContext, PartitionFetch,
-    SessionErrorContext, SessionlessFetchContext, TopicIdPartition, next_epoch,
+from broker.fetch_session.cache import FetchSessionCache
+from broker.fetch_session.contexts import (
+    FetchManager, FullFetchContext, IncrementalFetchContext, SessionErrorContext, SessionlessFetchContext,
 )
+from broker.fetch_session.handler import FetchSessionHandler
+from broker.fetch_session.metadata import (
+    FINAL_EPOCH, INITIAL_EPOCH, INT32_MAX, MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, PartitionFetch,
+    TopicIdPartition, next_epoch,
+)
+from broker.fetch_session.metrics import FetchSessionCacheCollector
 from broker.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
 from broker.replica_manager import FetchWaiters, Partition
 from cluster.metadata_image import PartitionInfo
