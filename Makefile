@@ -31,11 +31,14 @@ kcat:
 iproute2:  # the network-partition tests build Linux network namespaces with `ip netns`
 	@command -v ip >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq iproute2; }
 
+docker-compose:  # tests/integration/test_compose.py validates docker/compose*.yaml with Debian's docker-compose (no daemon)
+	@command -v docker-compose >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq docker-compose; }
+
 java:  # the PySpark tests need a JVM
 	@command -v java >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jre-headless; }
 
 ## create/update .venv with the test extras, install kcat (and a JVM for Spark) if missing, run the suite
-test: venv-test kcat java iproute2
+test: venv-test kcat java iproute2 docker-compose
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 

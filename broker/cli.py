@@ -100,9 +100,24 @@ async def _serve(config: BrokerConfig, config_path: str | None = None) -> None:
     await broker.stop()
 
 
-def _format(config: BrokerConfig, args) -> int:
+def format_storage(config: BrokerConfig, cluster_id: str, features: dict[str, int] | None = None,
+                   ignore_formatted: bool = False) -> list:
     """``kafka-storage.sh format``: meta.properties in every log dir and, on a node with the controller role,
-    bootstrap.checkpoint with the new cluster's feature levels in the metadata log dir."""
+    bootstrap.checkpoint with the new cluster's feature levels in the metadata log dir. Returns the log dirs
+    formatted now (BootstrapError, StartupError)."""
+    features = dict(BOOTSTRAP_FEATURES) if features is None else features
+    check_features(features)
+    done = format_log_dirs(config.log_dirs, config.node_id, cluster_id, ignore_formatted)
+    if "controller" in config.process_roles and done:
+        path = write_bootstrap(metadata_log_dir(config.log_dirs, config.get("metadata.log.dir")), features)
+        print(f"Bootstrap metadata: {path} ({', '.join(f'{k}={v}' for k, v in sorted(features.items()))})")
+    for d in done:
+        print(f"Formatting {d} with cluster.id {cluster_id} and node.id {config.node_id}", flush=True)
+    return done
+
+
+def _format(config: BrokerConfig, args) -> int:
+    """``odradek format``: as ``kafka-storage.sh format``."""
     features = dict(BOOTSTRAP_FEATURES)
     try:
         for item in args.feature:
@@ -110,20 +125,80 @@ def _format(config: BrokerConfig, args) -> int:
             if not sep or not level.strip().isdigit():
                 raise BootstrapError(f"--feature {item!r} is not name=level")
             features[name.strip()] = int(level)
-        check_features(features)
         cluster_id = args.cluster_id or config.get("cluster.id") or new_cluster_id()
-        done = format_log_dirs(config.log_dirs, config.node_id, cluster_id, args.ignore_formatted)
-        if "controller" in config.process_roles and done:
-            path = write_bootstrap(metadata_log_dir(config.log_dirs, config.get("metadata.log.dir")), features)
-            print(f"Bootstrap metadata: {path} ({', '.join(f'{k}={v}' for k, v in sorted(features.items()))})")
+        done = format_storage(config, cluster_id, features, args.ignore_formatted)
     except (BootstrapError, StartupError) as exc:
         print(f"odradek format: {exc}", file=sys.stderr)
         return 1
-    for d in done:
-        print(f"Formatting {d} with cluster.id {cluster_id} and node.id {config.node_id}")
     if not done:
         print("All of the log directories are already formatted.")
     return 0
+
+
+def setup_logging(config: BrokerConfig, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if str(config.get("logging.format")).lower() == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
+
+
+def run_serve(config: BrokerConfig, config_path: str | None = None) -> int:
+    """Serve until SIGTERM/SIGINT (``odradek serve``); 1 when the node cannot start."""
+    loop = new_event_loop(str(config.get("event.loop")))
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(_serve(config, config_path))
+    except (StartupError, BootstrapError, QuorumStateError, SnapshotError, MetadataLogCorruption,
+            QuorumFailed) as exc:
+        logging.getLogger("odradek").error("cannot start: %s", exc)
+        print(f"odradek: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        loop.close()
+    return 0
+
+
+def container_run(argv: list[str]) -> int:
+    """``odradek container-run [NAME=value ...]``: the image's entry point (broker/container.py's docstring)."""
+    import os
+
+    from broker.container import MOUNTED_CONFIG_DIR, formatted_ids, load, preflight
+    from broker.container_config import ContainerConfigError
+
+    ap = argparse.ArgumentParser(prog="odradek container-run", description="configure from the environment as "
+                                 "Apache Kafka's image does, format the log dirs with CLUSTER_ID, serve")
+    ap.add_argument("assignments", nargs="*", metavar="NAME=value",
+                    help="environment variables set before configuring, as Kafka's image takes them")
+    ap.add_argument("--mounted-config-dir", default=os.environ.get("ODRADEK_MOUNTED_CONFIG_DIR", MOUNTED_CONFIG_DIR),
+                    help="a server.properties here is read first; KAFKA_* variables override it "
+                         f"(default {MOUNTED_CONFIG_DIR})")
+    ap.add_argument("--log-level", default="INFO")
+    args = ap.parse_args(argv)
+    try:
+        cfg, config, warnings = load(args.mounted_config_dir, args.assignments)
+    except (ContainerConfigError, ConfigException, ValueError, OSError) as exc:
+        print(f"odradek container-run: {exc}", file=sys.stderr)
+        return 1
+    setup_logging(config, args.log_level)
+    for w in warnings:
+        logging.getLogger("odradek.container").warning("%s", w)
+    problem = preflight(cfg, config)
+    if problem:
+        logging.getLogger("odradek").error("cannot start: %s", problem)
+        print(f"odradek container-run: {problem}", file=sys.stderr)
+        return 1
+    ids, _ = formatted_ids(config)
+    if not cfg.cluster_id_defaulted:
+        config.values["cluster.id"] = cfg.cluster_id  # a volume of another cluster stops the start, naming both
+        config.explicit.add("cluster.id")
+    try:  # launch: kafka-storage.sh format --cluster-id $CLUSTER_ID, "already formatted" is fine
+        format_storage(config, ids.pop() if ids else cfg.cluster_id, ignore_formatted=True)
+    except (BootstrapError, StartupError) as exc:
+        print(f"odradek container-run: {exc}", file=sys.stderr)
+        return 1
+    return run_serve(config)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,6 +211,16 @@ def main(argv: list[str] | None = None) -> int:
         from broker.cluster_status import main as cluster_main
 
         return cluster_main(argv[1:])
+    if argv[:1] == ["container-run"]:  # the image's entry point
+        return container_run(argv[1:])
+    if argv[:1] in (["healthcheck"], ["random-uuid"]):  # the image's health check (broker/container.py)
+        from broker.container import main as container_main
+
+        return container_main(argv)
+    if argv[:1] == ["dev-cluster"] and any(a == "--compose" or a.startswith("--compose=") for a in argv[1:]):
+        from broker.compose_cluster import main as compose_main  # a compose file's nodes as processes
+
+        return compose_main(argv[1:])
     if argv[:1] == ["dev-cluster"]:  # a local cluster of processes (broker/dev_cluster.py)
         from broker.dev_cluster import main as dev_cluster_main
 
@@ -146,6 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("verify-log", help="check the CRCs and indexes of log directories (odradek verify-log --help)")
     sub.add_parser("dev-cluster", help="run a local KRaft cluster of processes (odradek dev-cluster --help)")
     sub.add_parser("cluster", help="look at a running cluster: odradek cluster status --bootstrap-server HOST:PORT")
+    sub.add_parser("container-run", help="a container's entry point: configure from KAFKA_* variables as Kafka's "
+                   "image does, format, serve (odradek container-run --help)")
+    sub.add_parser("healthcheck", help="exit 0 when this node serves: registered and unfenced, or its quorum has a "
+                   "leader (odradek healthcheck --help)")
+    sub.add_parser("random-uuid", help="print a new cluster id (kafka-storage.sh random-uuid)")
     for name, help_ in (("serve", "run a broker"), ("format", "write meta.properties into the log dirs")):
         p = sub.add_parser(name, help=help_)
         p.add_argument("--config", "-c", help="YAML file of Kafka properties")
@@ -164,26 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigException, OSError) as exc:
         print(f"odradek: {exc}", file=sys.stderr)
         return 1
-    handler = logging.StreamHandler(sys.stderr)
-    if str(config.get("logging.format")).lower() == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
+    setup_logging(config, args.log_level)
     if args.cmd == "format":
         return _format(config, args)
-    loop = new_event_loop(str(config.get("event.loop")))
-    asyncio.set_event_loop(loop)
-    try:
-        loop.run_until_complete(_serve(config, args.config))
-    except (StartupError, BootstrapError, QuorumStateError, SnapshotError, MetadataLogCorruption,
-            QuorumFailed) as exc:
-        logging.getLogger("odradek").error("cannot start: %s", exc)
-        print(f"odradek: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        loop.close()
-    return 0
+    return run_serve(config, args.config)
 
 
 if __name__ == "__main__":

@@ -63,7 +63,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--base-port", type=int, default=9092)
     ap.add_argument("--override", action="append", default=[], metavar="key=value",
                     help="a property for every node")
+    ap.add_argument("--compose", metavar="FILE", help="run a compose file's nodes instead (docker/compose.yaml), "
+                    "configured from their environment as in the containers: broker/compose_cluster.py")
+    ap.add_argument("--free-ports", action="store_true", help="with --compose: published ports get free ports too")
     args = ap.parse_args(argv)
+    if args.compose:  # broker/cli.py hands --compose to broker/compose_cluster.py before this parser
+        ap.error("--compose: run it as `odradek dev-cluster --compose FILE`")
     if (args.controllers is None) != (args.brokers is None):
         ap.error("--controllers and --brokers go together")
     combined = 0 if args.controllers is not None else args.nodes

@@ -138,10 +138,15 @@ def request(port: int, body, version: int, timeout: float = 5.0, host: str = "12
 
 class NodeProcess:
     """``odradek serve`` in a subprocess (port 0 unless its overrides name listeners); restartable on the same
-    data dir. ``prefix`` is prepended to the command (e.g. ``ip netns exec NS``)."""
+    data dir. ``prefix`` is prepended to the command (e.g. ``ip netns exec NS``). ``command`` runs another
+    ``odradek`` command instead of ``serve`` with the overrides (``["container-run"]``), and ``env`` replaces the
+    ``KAFKA_*`` and ``CLUSTER_ID`` variables of this process's environment for it."""
 
-    def __init__(self, data_dir: Path, overrides: dict | None = None, prefix: list[str] | None = None) -> None:
+    def __init__(self, data_dir: Path, overrides: dict | None = None, prefix: list[str] | None = None,
+                 command: list[str] | None = None, env: dict[str, str] | None = None) -> None:
         self.data_dir = Path(data_dir)
+        self.command = None if command is None else list(command)
+        self.env = None if env is None else dict(env)
         self.overrides = dict(overrides or {})
         self.prefix = list(prefix or [])
         self.proc: subprocess.Popen | None = None
@@ -162,9 +167,11 @@ class NodeProcess:
         props = {"listeners": "PLAINTEXT://127.0.0.1:0", "advertised.listeners": "PLAINTEXT://127.0.0.1:0",
                  "log.dirs": self.data_dir, "metrics.prometheus.listener": "",
                  "offsets.topic.replication.factor": 1, **self.overrides}
-        args = [*self.prefix, sys.executable, "-m", __name__, "serve"]
+        args = [*self.prefix, sys.executable, "-m", "broker.node_runner", "serve"]
         for k, v in props.items():
             args += ["--override", f"{k}={'' if v is None else v}"]
+        if self.command is not None:
+            args = [*self.prefix, sys.executable, "-m", "broker.node_runner", *self.command]
         self.starts += 1
         if self._stderr is not None:
             self._stderr.close()
@@ -172,6 +179,9 @@ class NodeProcess:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_ROOT),
                                                                        os.environ.get("PYTHONPATH")]))}
         env.pop(_PARENT_ENV, None)
+        if self.env is not None:
+            env = {k: v for k, v in env.items() if not k.startswith("KAFKA_") and k != "CLUSTER_ID"}
+            env.update(self.env)
         if threading.current_thread() is threading.main_thread():
             env[_PARENT_ENV] = str(os.getpid())
         self.proc = subprocess.Popen(args, cwd=self.data_dir.parent, stdout=subprocess.PIPE,
@@ -565,9 +575,3 @@ class EmbeddedCluster(ProcessCluster):
 
         return wait_until(active, timeout, 0.1, "an active controller")[0]
 
-
-if __name__ == "__main__":  # how NodeProcess runs a node: ``odradek ...``, dying with its parent
-    _die_with_parent()
-    from broker.cli import main
-
-    sys.exit(main(sys.argv[1:]))

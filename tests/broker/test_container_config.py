@@ -1,0 +1,174 @@
+"""The container's environment -> Kafka properties, as Apache Kafka's image maps it (broker/container_config.py),
+and the checks ``odradek container-run`` makes before it formats or serves."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.container_config import (
+    DEFAULT_SERVER_PROPERTIES, EXCLUDED, KAFKA_DEFAULT_CLUSTER_ID, ContainerConfigError, cluster_id_problem,
+    derive_listeners, env_to_property, from_environ, property_to_env, quorum_problem,
+)
+
+COMBINED = {
+    "CLUSTER_ID": "4L6g3nShT-eMCtK--X86sw",
+    "KAFKA_NODE_ID": "1",
+    "KAFKA_PROCESS_ROLES": "broker,controller",
+    "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PLAINTEXT_HOST:PLAINTEXT",
+    "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@kafka-1:9093,2@kafka-2:9093,3@kafka-3:9093",
+    "KAFKA_LISTENERS": "PLAINTEXT://:19092,CONTROLLER://:9093,PLAINTEXT_HOST://:9092",
+    "KAFKA_INTER_BROKER_LISTENER_NAME": "PLAINTEXT",
+    "KAFKA_ADVERTISED_LISTENERS": "PLAINTEXT://kafka-1:19092,PLAINTEXT_HOST://localhost:29092",
+    "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+    "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+    "KAFKA_LOG_DIRS": "/tmp/kraft-combined-logs",
+}
+
+
+@pytest.mark.parametrize("name, key", [
+    ("KAFKA_CONTROLLER_QUORUM_VOTERS", "controller.quorum.voters"),
+    ("KAFKA_NODE_ID", "node.id"),
+    # "_" in a property name is "__", "-" is "___" (KafkaDockerWrapper's replace chain)
+    ("KAFKA_LOG_CLEANER_DEDUPE__BUFFER__SIZE", "log.cleaner.dedupe_buffer_size"),
+    ("KAFKA_FOO___BAR", "foo-bar"),
+    ("KAFKA_A____B", "a-.b"),  # four underscores: "...." -> "-." (the chain replaces "..." first)
+    ("KAFKA_A_____B", "a-_b"),
+    ("KAFKA_lower_case", "lower.case"),
+    # Scala's replace removes every "KAFKA_", not only the prefix
+    ("KAFKA_X_KAFKA_Y", "x.y"),
+])
+def test_variable_names_map_as_kafkas_wrapper(name, key):
+    assert env_to_property(name) == key
+
+
+def test_excluded_and_foreign_variables_are_no_properties():
+    for name in EXCLUDED | {"CLUSTER_ID", "PATH", "HOME", "KAFKA", "XKAFKA_NODE_ID"}:
+        assert env_to_property(name) is None
+    assert EXCLUDED == {"KAFKA_VERSION", "KAFKA_HEAP_OPTS", "KAFKA_LOG4J_OPTS", "KAFKA_OPTS", "KAFKA_JMX_OPTS",
+                        "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_GC_LOG_OPTS", "KAFKA_LOG4J_ROOT_LOGLEVEL",
+                        "KAFKA_LOG4J_LOGGERS", "KAFKA_TOOLS_LOG4J_LOGLEVEL", "KAFKA_JMX_HOSTNAME"}
+    cfg = from_environ({**COMBINED, "KAFKA_HEAP_OPTS": "-Xmx1G", "KAFKA_OPTS": "-Dx=y", "KAFKA_JMX_PORT": "9101"})
+    assert not any("heap" in k or k == "opts" for k in cfg.properties)
+
+
+@pytest.mark.parametrize("key", ["controller.quorum.voters", "log.cleaner.dedupe_buffer_size", "a-b.c_d",
+                                 "offsets.topic.replication.factor"])
+def test_property_to_env_is_the_inverse(key):
+    assert env_to_property(property_to_env(key)) == key
+
+
+def test_kafkas_combined_example_becomes_a_valid_broker_config():
+    cfg = from_environ(COMBINED)
+    p = cfg.properties
+    assert p["node.id"] == 1 and p["offsets.topic.replication.factor"] == 1  # typed as a properties file
+    assert p["controller.quorum.voters"] == "1@kafka-1:9093,2@kafka-2:9093,3@kafka-3:9093"  # lists kept whole
+    assert "cluster.id" not in p and cfg.cluster_id == "4L6g3nShT-eMCtK--X86sw" and not cfg.cluster_id_defaulted
+    BrokerConfig(p).validate()
+    assert "node.id=1" in cfg.server_properties.splitlines()
+
+
+def test_lists_keep_their_items_and_values_are_read_as_a_properties_file():
+    cfg = from_environ({**COMBINED, "KAFKA_LOG_DIRS": "/data/a,/data/b", "KAFKA_LOG_RETENTION_MS": "3600000",
+                        "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false"})
+    c = BrokerConfig(cfg.properties)
+    assert [str(d) for d in c.log_dirs] == ["/data/a", "/data/b"]
+    assert cfg.properties["log.retention.ms"] == 3600000 and cfg.properties["auto.create.topics.enable"] is False
+    assert [x.name for x in c.listeners] == ["PLAINTEXT", "CONTROLLER", "PLAINTEXT_HOST"]
+
+
+def test_unknown_kafka_variables_are_logged_and_ignored():
+    cfg = from_environ({**COMBINED, "KAFKA_NUM_NETWORK_THREADS": "3", "KAFKA_NO_SUCH_THING": "x",
+                        "KAFKA_SSL_KEYSTORE_FILENAME": "k.jks"})
+    assert "num.network.threads" not in cfg.properties and "no.such.thing" not in cfg.properties
+    text = "\n".join(cfg.warnings)
+    assert "ignoring KAFKA_NO_SUCH_THING (no.such.thing): not a broker config" in text
+    assert "ignoring KAFKA_NUM_NETWORK_THREADS (num.network.threads): a Kafka broker config this broker does " \
+           "not use" in text
+    assert "KAFKA_SSL_KEYSTORE_FILENAME" in text
+    assert BrokerConfig(cfg.properties).validate() == []  # nothing unknown reaches the broker
+
+
+def test_listeners_derived_from_advertised_listeners_with_host_0000():
+    env = {k: v for k, v in COMBINED.items() if k != "KAFKA_LISTENERS"}
+    env["KAFKA_ADVERTISED_LISTENERS"] = "PLAINTEXT://kafka-1:19092,PLAINTEXT_HOST://localhost:29092"
+    assert from_environ(env).properties["listeners"] == "PLAINTEXT://0.0.0.0:19092,PLAINTEXT_HOST://0.0.0.0:29092"
+    assert derive_listeners("A://:1,B://h.example:2") == "A://0.0.0.0:1,B://0.0.0.0:2"
+    # an empty KAFKA_LISTENERS counts as unset, a given one is kept
+    assert from_environ({**env, "KAFKA_LISTENERS": ""}).properties["listeners"].startswith("PLAINTEXT://0.0.0.0")
+    assert from_environ({**env, "KAFKA_LISTENERS": "PLAINTEXT://:1"}).properties["listeners"] == "PLAINTEXT://:1"
+
+
+CONTROLLER = {"CLUSTER_ID": "4L6g3nShT-eMCtK--X86sw", "KAFKA_NODE_ID": "1", "KAFKA_PROCESS_ROLES": "controller",
+              "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@c-1:9093,2@c-2:9093,3@c-3:9093",
+              "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER", "KAFKA_LISTENERS": "CONTROLLER://:9093",
+              "KAFKA_LOG_DIRS": "/data"}
+
+
+def test_controller_only_nodes_refuse_advertised_listeners():
+    with pytest.raises(ContainerConfigError, match="KAFKA_ADVERTISED_LISTENERS is not supported on a KRaft "
+                                                   "controller"):
+        from_environ({**CONTROLLER, "KAFKA_ADVERTISED_LISTENERS": "CONTROLLER://c-1:9093"})
+    # empty: dropped, as configure unsets it; and no listeners are derived for a controller
+    cfg = from_environ({**CONTROLLER, "KAFKA_ADVERTISED_LISTENERS": ""})
+    assert "advertised.listeners" not in cfg.properties
+    BrokerConfig(cfg.properties).validate()
+    with pytest.raises(ContainerConfigError, match="advertised.listeners is not supported"):
+        from_environ({k: v for k, v in CONTROLLER.items() if k != "KAFKA_LISTENERS"},
+                     "listeners=CONTROLLER://:9093\nadvertised.listeners=CONTROLLER://c:9093\n")
+
+
+def test_mounted_server_properties_first_variables_win():
+    mounted = "node.id=7\nprocess.roles=broker\nlog.dirs=/from/file\ngroup.initial.rebalance.delay.ms=0\n"
+    cfg = from_environ({"KAFKA_NODE_ID": "8", "CLUSTER_ID": "x"}, mounted)
+    assert cfg.properties["node.id"] == 8 and cfg.properties["log.dirs"] == "/from/file"
+    assert cfg.properties["group.initial.rebalance.delay.ms"] == 0
+
+
+def test_nothing_given_uses_the_images_default_file_and_kafkas_default_cluster_id():
+    cfg = from_environ({"PATH": "/bin"})
+    assert cfg.server_properties == DEFAULT_SERVER_PROPERTIES
+    assert cfg.cluster_id == KAFKA_DEFAULT_CLUSTER_ID == "5L6g3nShT-eMCtK--X86sw" and cfg.cluster_id_defaulted
+    assert cfg.properties["log.dirs"] == "/var/lib/kafka/data"
+    assert BrokerConfig(cfg.properties).validate() == []
+    # a single KAFKA_ variable replaces the whole default file, as in Kafka's image
+    assert "controller.quorum.voters" not in from_environ({"KAFKA_NODE_ID": "2"}).properties
+    assert from_environ({"CLUSTER_ID": ""}).cluster_id_defaulted  # empty = unset (configureDefaults' -z)
+
+
+def test_container_arguments_are_exported_first():
+    cfg = from_environ(COMBINED, None, ["KAFKA_NODE_ID=3", "CLUSTER_ID=abc"])
+    assert cfg.properties["node.id"] == 3 and cfg.cluster_id == "abc"
+    with pytest.raises(ContainerConfigError, match="not NAME=value"):
+        from_environ(COMBINED, None, ["oops"])
+
+
+def test_log4j_variables_become_log_levels():
+    cfg = from_environ({**COMBINED, "KAFKA_LOG4J_ROOT_LOGLEVEL": "WARN",
+                        "KAFKA_LOG4J_LOGGERS": "odradek.raft=DEBUG, odradek.node=ERROR"})
+    assert cfg.properties["logger.root"] == "WARN"
+    assert cfg.properties["logger.odradek.raft"] == "DEBUG" and cfg.properties["logger.odradek.node"] == "ERROR"
+
+
+def test_a_quorum_list_that_cannot_name_this_node_is_a_problem():
+    assert quorum_problem(from_environ(COMBINED).properties) is None
+    wrong = from_environ({**COMBINED, "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@kafka-1:9094,2@kafka-2:9093"})
+    assert "lists this node (1) at kafka-1:9094, but its controller listener binds port 9093" in \
+        quorum_problem(wrong.properties)
+    assert "is not id@host:port" in quorum_problem({**COMBINED, "controller.quorum.voters": "1@kafka-1"})
+
+
+def test_cluster_id_problems():
+    given = from_environ(COMBINED)
+    unset = from_environ({k: v for k, v in COMBINED.items() if k != "CLUSTER_ID"})
+    assert cluster_id_problem(given, set(), True) is None
+    assert cluster_id_problem(given, {"4L6g3nShT-eMCtK--X86sw"}, False) is None
+    other = cluster_id_problem(given, {"AAAAAAAAAAAAAAAAAAAAAA"}, False)
+    assert "CLUSTER_ID is 4L6g3nShT-eMCtK--X86sw, but the log dirs are formatted for cluster " \
+           "AAAAAAAAAAAAAAAAAAAAAA" in other
+    # unset on a new volume of a 3-voter quorum: refused; on a formatted one: the volume's id is used
+    assert "CLUSTER_ID is not set and the log dirs are not formatted" in cluster_id_problem(unset, set(), True)
+    assert cluster_id_problem(unset, {"AAAAAAAAAAAAAAAAAAAAAA"}, False) is None
+    # a single node (a quorum of one, Kafka's default file) gets Kafka's default id
+    single = from_environ({**COMBINED, "CLUSTER_ID": "", "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@kafka-1:9093"})
+    assert cluster_id_problem(single, set(), True) is None
