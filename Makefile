@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test soak generate bench kcat java iproute2 venv venv-test clean
+.PHONY: run test soak docker-test generate bench kcat java iproute2 venv venv-test clean
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -47,6 +47,11 @@ soak: venv-test
 	ODRADEK_SOAK=1 $(PY) -m pytest -s -m soak tests/sim
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_quorum_cluster.py -k controller_kills
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_replication_faults.py
+
+## build docker/Dockerfile and run docker/compose.yaml's cluster for real on this machine (by hand, not in
+## `make test`): dockerd without its bridge, a debootstrap base image, host networking on 127.0.0.1
+docker-test: venv-test kcat
+	$(PY) docker/docker_test.py
 
 ## regenerate the protocol codec from ../shared/kafka-spec
 generate: venv
