@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import socket
 import struct
 
 from broker.fault_injection import FaultRules
@@ -30,8 +31,7 @@ class NodeClient:
         self.client_id = client_id
         self.peer, self.faults = peer, faults  # the node at the other end; the test-only fault hook
         self.connect_timeout_s = connect_timeout_s
-        self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task | None = None
+        self._conn: _Connection | None = None
         self._pending: dict[int, tuple[asyncio.Future, int, int]] = {}
         self._corr = itertools.count(1)
         self._connecting: asyncio.Lock | None = None
@@ -48,57 +48,49 @@ class NodeClient:
                 await asyncio.sleep(timeout_s)
                 raise asyncio.TimeoutError(f"request to node {self.peer} dropped by the fault hook")
         spec = APIS[body.API_KEY]
-        writer = await self._connect()
+        conn = await self._connect()
         corr = next(self._corr) & 0x7FFFFFFF
         header = RequestHeader(body.API_KEY, version, corr, self.client_id)
         payload = header.encode(spec.request_header_version(version)) + body.encode(version)
         fut = asyncio.get_running_loop().create_future()
         self._pending[corr] = (fut, body.API_KEY, version)
         try:
-            writer.write(struct.pack(">i", len(payload)) + payload)
+            conn.write(struct.pack(">i", len(payload)) + payload)
             return await asyncio.wait_for(fut, timeout_s)
         finally:
             self._pending.pop(corr, None)
 
-    async def _connect(self) -> asyncio.StreamWriter:
+    async def _connect(self) -> "_Connection":
         if self._closed:
             raise ConnectionError(f"{self} is closed")
-        if self._writer is not None and not self._writer.is_closing():
-            return self._writer
+        conn = self._conn
+        if conn is not None and not conn.lost:
+            return conn
         if self._connecting is None:
             self._connecting = asyncio.Lock()
         async with self._connecting:
-            if self._writer is not None and not self._writer.is_closing():
-                return self._writer
+            conn = self._conn
+            if conn is not None and not conn.lost:
+                return conn
+            loop = asyncio.get_running_loop()
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port),
-                                                        self.connect_timeout_s)
+                _, conn = await asyncio.wait_for(
+                    loop.create_connection(lambda: _Connection(self), self.host, self.port),
+                    self.connect_timeout_s)
             except (OSError, asyncio.TimeoutError) as exc:
                 raise ConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
-            self._writer = writer
-            self._reader_task = asyncio.ensure_future(self._read(reader, writer))
-            return writer
+            if self._closed:
+                conn.close()
+                raise ConnectionError(f"{self} is closed")
+            self._conn = conn
+            return conn
 
-    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        frames = FrameReader(MAX_RESPONSE_BYTES)
-        error: BaseException = ConnectionError(f"connection to {self.host}:{self.port} closed")
-        try:
-            while True:
-                data = await reader.read(1 << 20)
-                if not data:
-                    break
-                frames.feed(data)
-                while (frame := frames.next_frame()) is not None:
-                    self._complete(frame)
-        except (OSError, ValueError) as exc:
-            error = ConnectionError(f"connection to {self.host}:{self.port} failed: {exc}")
-        finally:
-            if self._writer is writer:
-                self._writer = None
-            writer.close()
-            for fut, _, _ in list(self._pending.values()):
-                if not fut.done():
-                    fut.set_exception(error)
+    def _connection_lost(self, conn: "_Connection", error: BaseException) -> None:
+        if self._conn is conn:
+            self._conn = None
+        for fut, _, _ in list(self._pending.values()):
+            if not fut.done():
+                fut.set_exception(error)
 
     def _complete(self, frame) -> None:
         mv = memoryview(frame)
@@ -122,8 +114,68 @@ class NodeClient:
 
     async def close(self) -> None:
         self._closed = True
-        if self._writer is not None:
-            self._writer.close()
-        if self._reader_task is not None:
-            self._reader_task.cancel()
-            await asyncio.gather(self._reader_task, return_exceptions=True)
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+            try:
+                await asyncio.wait_for(asyncio.shield(conn.closed), 5)
+            except asyncio.TimeoutError:
+                pass
+
+
+class _Connection(asyncio.BufferedProtocol):
+    """The socket's bytes go straight into the frame reader's buffers (asyncio's receive-into): a large
+    response (a follower's fetch of a megabyte of records) is copied once, by the kernel, into the buffer its
+    records are decoded and appended from, as the server receives requests (broker/server.py)."""
+
+    def __init__(self, client: NodeClient) -> None:
+        self.client = client
+        self.frames = FrameReader(MAX_RESPONSE_BYTES)
+        self.transport = None
+        self.lost = False
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        frames = self.frames
+        frames.buffer_updated(nbytes)
+        try:
+            while (frame := frames.next_frame()) is not None:
+                self.client._complete(frame)
+        except ValueError as exc:  # a bad frame size: the connection is unusable
+            self._fail(ConnectionError(f"connection to {self.client.host}:{self.client.port} failed: {exc}"))
+
+    def eof_received(self) -> bool:
+        return False  # close the transport: connection_lost fails what is pending
+
+    def write(self, data) -> None:
+        if self.lost:
+            raise ConnectionError(f"connection to {self.client.host}:{self.client.port} closed")
+        self.transport.write(data)
+
+    def _fail(self, error: BaseException) -> None:
+        if not self.lost:
+            self.lost = True
+            self.client._connection_lost(self, error)
+        if self.transport is not None:
+            self.transport.close()
+
+    def close(self) -> None:
+        self._fail(ConnectionError(f"connection to {self.client.host}:{self.client.port} closed"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        c = self.client
+        self._fail(ConnectionError(f"connection to {c.host}:{c.port} {'failed: ' + str(exc) if exc else 'closed'}"))
+        if not self.closed.done():
+            self.closed.set_result(None)

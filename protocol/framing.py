@@ -92,7 +92,9 @@ class FrameReader:
                 continue
             if size > self.SCRATCH // 2:  # receive the rest in place
                 have = avail - 4
-                frame = bytearray(min(size, max(have, self.DIRECT_STEP)))
+                # a step plus the scratch size: a response of a megabyte of records and its framing lands
+                # without regrowing (and copying) the buffer
+                frame = bytearray(min(size, max(have, self.DIRECT_STEP + self.SCRATCH)))
                 frame[:have] = self._view[start + 4:self._end]
                 self._frame, self._filled, self._size = frame, have, size
                 self._start = self._end = 0
