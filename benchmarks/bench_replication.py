@@ -20,8 +20,10 @@ topic. Clients are librdkafka's (confluent-kafka) in this process.
   for the partition leader and each follower, from before the first produce call until every replica's log holds
   the leader's bytes (the partition directories' ``.log`` sizes equal). Leader, mean follower, follower/leader
   (the target is a follower costing at most half the leader: reported, not asserted), and the RF 1 broker's own
-  CPU-s/GB as a reference. The active controller is one of the three nodes and its heartbeat handling is in its
-  figure; the table names it.
+  CPU-s/GB as a reference. Each node's idle CPU rate (``--idle-seconds`` of no traffic before each case: KRaft
+  ticks, heartbeats, long polls) is sampled too, and every figure is also given net of it (rate x the case's
+  wall time subtracted): at 2-3 % of a core per node it is a large part of a short case's figure. The active
+  controller is one of the three nodes and its heartbeat handling is in its figure; the table names it.
 * ``latency``: end to end at a fixed rate (``--rate`` 1000 msg/s for ``--seconds`` 20, quick 5): the producer
   (``linger.ms=0``) puts ``time.time_ns()`` in each value, a consumer thread (``assign``, default
   ``fetch.wait.max.ms``) takes the receive time minus that; p50/p99/max ms on RF 3 acks=all and on RF 1 acks=1.
@@ -288,18 +290,34 @@ def log_bytes(node: BrokerProcess, topic: str) -> int:
         return -1
 
 
-def bench_cpu(single: Single, three: Three, sizes: dict[int, int], repeat: int, timeout: float) -> dict:
+def idle_rates(pids: dict[int, int], seconds: float) -> dict[int, float]:
+    """Each process's CPU-seconds per second while nothing is produced (KRaft ticks and heartbeats, the
+    followers' long polls, the log manager's timers): what a case's figure holds that is not its records."""
+    before = {i: cpu_seconds(pid) for i, pid in pids.items()}
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    elapsed = time.perf_counter() - t0
+    return {i: (cpu_seconds(pid) - before[i]) / elapsed for i, pid in pids.items()}
+
+
+def bench_cpu(single: Single, three: Three, sizes: dict[int, int], repeat: int, timeout: float,
+              idle_seconds: float = 5.0) -> dict:
     out: dict = {}
     for size, n in sizes.items():
         gb = 0.0
         leader_s, follower_s, single_s = 0.0, [], 0.0
+        leader_net, follower_net, single_net = 0.0, [], 0.0
+        idle: list[float] = []
         leaders, controllers = [], []
         for rep in range(repeat):
             topic = fresh_topic(f"cpu-{size}b-rf3")
             create_topic(three, topic)
             leader = full_isr_leader(three.bootstrap, topic, 3, 60)
             nodes = three.nodes()
+            rates = idle_rates({i: nd.proc.pid for i, nd in nodes.items()}, idle_seconds)
+            idle.extend(rates.values())
             before = {i: cpu_seconds(nd.proc.pid) for i, nd in nodes.items()}
+            t0 = time.perf_counter()
             produce(three, topic, n, size, timeout)
 
             def caught_up() -> bool:  # every replica's log holds the leader's bytes
@@ -308,25 +326,42 @@ def bench_cpu(single: Single, three: Three, sizes: dict[int, int], repeat: int, 
 
             until(caught_up, 120, f"{topic}: every replica caught up")
             after = {i: cpu_seconds(nd.proc.pid) for i, nd in nodes.items()}
+            elapsed = time.perf_counter() - t0
             gb += n * size / 1e9
-            leader_s += after[leader] - before[leader]
-            follower_s.append(sum(after[i] - before[i] for i in nodes if i != leader) / (len(nodes) - 1))
+            used = {i: after[i] - before[i] for i in nodes}
+            net = {i: used[i] - rates[i] * elapsed for i in nodes}
+            followers = [i for i in nodes if i != leader]
+            leader_s += used[leader]
+            leader_net += net[leader]
+            follower_s.append(sum(used[i] for i in followers) / len(followers))
+            follower_net.append(sum(net[i] for i in followers) / len(followers))
             leaders.append(leader)
             controllers.append(three.c.quorum_leader()[1])
             # the baseline: the single broker's CPU for the same records on RF 1 acks=1
             topic1 = fresh_topic(f"cpu-{size}b-rf1")
             create_topic(single, topic1)
             pid = single.node.proc.pid
+            rate1 = idle_rates({1: pid}, idle_seconds)[1]
+            idle.append(rate1)
             b1 = cpu_seconds(pid)
+            t1 = time.perf_counter()
             produce(single, topic1, n, size, timeout)
-            single_s += cpu_seconds(pid) - b1
+            used1 = cpu_seconds(pid) - b1
+            single_s += used1
+            single_net += used1 - rate1 * (time.perf_counter() - t1)
         leader_gb, follower_gb = leader_s / gb, sum(follower_s) / gb
+        leader_net_gb, follower_net_gb = leader_net / gb, sum(follower_net) / gb
         out[f"{size} B x {n}"] = {
             "leader CPU-s/GB": round(leader_gb, 1), "mean follower CPU-s/GB": round(follower_gb, 1),
             "follower/leader": round(follower_gb / leader_gb, 3) if leader_gb else None,
             "target follower/leader": "<= 0.5 (reported, not asserted)",
             "RF 1 broker CPU-s/GB": round(single_s / gb, 1),
             "RF3 leader / RF1 broker": round(leader_s / single_s, 3) if single_s else None,
+            "idle CPU-s/s per node (min, max)": [round(min(idle), 4), round(max(idle), 4)],
+            "net of idle: leader CPU-s/GB": round(leader_net_gb, 1),
+            "net of idle: mean follower CPU-s/GB": round(follower_net_gb, 1),
+            "net of idle: follower/leader": round(follower_net_gb / leader_net_gb, 3) if leader_net_gb > 0 else None,
+            "net of idle: RF 1 broker CPU-s/GB": round(single_net / gb, 1),
             "leader node per run": leaders, "active controller per run": controllers}
     return out
 
@@ -514,12 +549,17 @@ def print_tables(results: dict) -> None:
                   f"{row['consume ratio RF3/RF1']:>14.3f}")
     if "cpu" in results:
         print("\n== broker CPU-seconds per GB produced (RF 3 acks=all; RF 1 acks=1 for reference) ==")
-        print(f"{'case':<14} {'leader':>8} {'follower':>9} {'fol/lead':>9} {'RF1 broker':>11} {'lead/RF1':>9}")
+        print(f"{'case':<14} {'':<12} {'leader':>8} {'follower':>9} {'fol/lead':>9} {'RF1 broker':>11} {'lead/RF1':>9}")
         for case, r in results["cpu"].items():
-            print(f"{case:<14} {r['leader CPU-s/GB']:>8.1f} {r['mean follower CPU-s/GB']:>9.1f} "
+            print(f"{case:<14} {'as measured':<12} {r['leader CPU-s/GB']:>8.1f} {r['mean follower CPU-s/GB']:>9.1f} "
                   f"{fmt(r['follower/leader']):>9} {r['RF 1 broker CPU-s/GB']:>11.1f} "
                   f"{fmt(r['RF3 leader / RF1 broker']):>9}"
                   f"   (leader {r['leader node per run']}, controller {r['active controller per run']})")
+            print(f"{'':<14} {'net of idle':<12} {r['net of idle: leader CPU-s/GB']:>8.1f} "
+                  f"{r['net of idle: mean follower CPU-s/GB']:>9.1f} {fmt(r['net of idle: follower/leader']):>9} "
+                  f"{r['net of idle: RF 1 broker CPU-s/GB']:>11.1f}"
+                  f"   (idle {r['idle CPU-s/s per node (min, max)'][0]:.3f}-"
+                  f"{r['idle CPU-s/s per node (min, max)'][1]:.3f} CPU-s/s per node)")
         print("target: follower/leader <= 0.5 (reported, not asserted)")
     if "latency" in results:
         r = results["latency"]
@@ -549,6 +589,8 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=1000.0, help="records/s in 'latency'")
     ap.add_argument("--seconds", type=float, default=20.0, help="duration of each 'latency' run")
     ap.add_argument("--kills", type=int, default=20, help="leader kills per timeout profile")
+    ap.add_argument("--idle-seconds", type=float, default=5.0,
+                    help="'cpu': seconds of idle CPU sampled per node before each case ('net of idle')")
     ap.add_argument("--timeout", type=float, default=300.0, help="bound on each produce/consume run (s)")
     ap.add_argument("--quick", action="store_true", help="small counts: a smoke run")
     ap.add_argument("--json", help="write the figures here")
@@ -575,7 +617,7 @@ def main() -> int:
                     results["throughput"] = bench_throughput(single, three, sizes, args.repeat, args.timeout)
                 if "cpu" in sections:
                     print(f"cpu: {sizes} records per case, {args.repeat} run(s) ...", flush=True)
-                    results["cpu"] = bench_cpu(single, three, sizes, args.repeat, args.timeout)
+                    results["cpu"] = bench_cpu(single, three, sizes, args.repeat, args.timeout, args.idle_seconds)
                 if "latency" in sections:
                     print(f"latency: {args.rate:.0f} msg/s for {args.seconds:.0f} s per topology ...", flush=True)
                     results["latency"] = bench_latency(single, three, args.rate, args.seconds)
