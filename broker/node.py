@@ -83,6 +83,7 @@ class Broker:
         self._telemetry_expiry: asyncio.Task | None = None
         self.log_manager: LogManager | None = None
         self.logs_loaded: asyncio.Future | None = None
+        self._awaiting_registration = False
         self.producer_ids = ProducerIdBlock()
         self._producer_id_lock = asyncio.Lock()
         self.incarnation_id = random_uuid()
@@ -293,7 +294,10 @@ class Broker:
             try:
                 response = await self.controller.call(BrokerHeartbeatRequest(
                     broker_id=self.node_id, broker_epoch=self.broker_epoch,
-                    current_metadata_offset=self.raft.driver.applied_offset - 1, want_fence=False,
+                    current_metadata_offset=self.raft.driver.applied_offset - 1,
+                    # fenced until the partitions are open (BrokerServer's setReadyToUnfence after the first
+                    # publish): an unfenced broker is elected where it is the last ISR member
+                    want_fence=self.logs_loaded is None or not self.logs_loaded.done(),
                     want_shut_down=self._want_shut_down))
                 if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
                     log.warning("node %d: heartbeat refused as a stale broker epoch %d; registering again",
@@ -375,7 +379,11 @@ class Broker:
             log.info("log dir %s: %s", d, "clean shutdown, recovery skipped" if clean
                      else "no clean-shutdown marker, logs recovered from their recovery points")
         if self.raft is not None:
-            await self._registration_applied()
+            self._awaiting_registration = True  # stop() may cancel here: no thread is working on the logs
+            try:
+                await self._registration_applied()
+            finally:
+                self._awaiting_registration = False
         async with self.metadata.lock:
             await asyncio.to_thread(self.replicas.apply_image, self.metadata.image)
             self.replicas.loading = False
@@ -399,6 +407,8 @@ class Broker:
             self._telemetry_expiry.cancel()
         self.metrics.stop()
         if self.logs_loaded is not None and not self.logs_loaded.done():
+            if self._awaiting_registration:  # the quorum never delivered our registration: do not wait for it
+                self.logs_loaded.cancel()
             await asyncio.wait([self.logs_loaded])  # recovery runs in threads: let it finish, then close
         if self.fetchers is not None:
             await self.fetchers.stop()

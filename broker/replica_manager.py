@@ -222,6 +222,7 @@ class ReplicaManager:
                 del self.partitions[tp]
                 self._stopped.append(tp)
                 self.commit_waiters.fail(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                self.fetch_waiters.wake(tp)  # parked fetches answer now (completeDelayedFetchOrProduceRequests)
                 log.info("stopped partition %s-%d: %s", *tp, "no longer a replica" if info else "deleted")
 
     def apply_image(self, image: MetadataImage) -> None:
@@ -261,19 +262,20 @@ class ReplicaManager:
                 self.partitions.pop(tp)
                 self.log_manager.delete_log(*tp)
                 part = None
+            lg = part.log if part is not None else self._open_log(tp, topic.topic_id, now)
+            latest_epoch = lg.latest_epoch
+            if info.leader == self.node_id and latest_epoch is not None and latest_epoch > info.leader_epoch:
+                # leader epochs only grow, so an image naming us leader at an epoch our log has passed is stale:
+                # leading at it would re-stamp the epoch cache over newer entries. Decided before the partition
+                # is visible (handlers run on the event loop meanwhile): it never leads at the stale epoch.
+                log.error("%s-%d: not leading at epoch %d: the log already holds epoch %d; waiting for newer "
+                          "metadata", tp[0], tp[1], info.leader_epoch, latest_epoch)
+                info = dataclasses.replace(info, leader=-1)  # no leader
             if part is None:
-                lg = self._open_log(tp, topic.topic_id, now)
                 part = Partition(tp[0], tp[1], topic.topic_id, lg, info)
                 self.partitions[tp] = part
             else:
                 part.info = info
-            latest_epoch = part.log.latest_epoch
-            if info.leader == self.node_id and latest_epoch is not None and latest_epoch > info.leader_epoch:
-                # leader epochs only grow, so an image naming us leader at an epoch our log has passed is stale:
-                # leading at it would re-stamp the epoch cache over newer entries (Partition.makeLeader skips it)
-                log.error("%s-%d: not leading at epoch %d: the log already holds epoch %d; waiting for newer "
-                          "metadata", tp[0], tp[1], info.leader_epoch, latest_epoch)
-                part.info = info = dataclasses.replace(info, leader=-1)  # no leader
             if part.pending_isr is not None and info.partition_epoch > part.pending_from_epoch:
                 part.pending_isr = None  # the change (or a newer one) is committed
             if info.leader == self.node_id:

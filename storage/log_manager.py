@@ -296,10 +296,6 @@ class LogManager:
         if self.cleaner is not None:
             self.cleaner.abort_and_pause_cleaning(tp)
         parent = os.path.dirname(lg.dir)
-        try:
-            lg.close()
-        except KafkaStorageError:
-            pass
         new_name = files.log_delete_dir_name(topic, partition)
         try:
             lg.rename_dir(new_name)
@@ -311,8 +307,10 @@ class LogManager:
         self.checkpoint_recovery_offsets_in_dir(parent)
         self.checkpoint_log_start_offsets_in_dir(parent)
         self.checkpoint_high_watermarks_in_dir(parent)
+        # the files stay open until then (Kafka's asyncDelete): a Fetch answer still being sent from a file slice
+        # reads the old bytes, never a reused descriptor
         delay = lg.config.file_delete_delay_ms
-        self.scheduler.schedule_once("delete-log", lambda p=lg.dir: _rmtree(p), delay)
+        self.scheduler.schedule_once("delete-log", lambda: _close_and_remove(lg), delay)
         return True
 
     def truncate_to(self, offsets: Mapping[TopicPartition, int], now_ms: int) -> None:
@@ -495,6 +493,14 @@ class LogManager:
             except OSError:
                 pass
         self._dir_locks.clear()
+
+
+def _close_and_remove(lg: Log) -> None:
+    try:
+        lg.close()
+    except KafkaStorageError:
+        pass
+    _rmtree(lg.dir)
 
 
 def _rmtree(path: str) -> None:

@@ -19,6 +19,7 @@ import urllib.request
 
 import pytest
 
+from broker.embedded_cluster import FAST_FAILOVER
 from protocol.errors import ErrorCode
 from protocol.generated.messages import FetchRequest, ListOffsetsRequest, MetadataRequest
 from protocol.generated.messages.fetch_request import FetchPartition, FetchTopic
@@ -31,10 +32,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-FAST = {"controller.quorum.election.timeout.ms": 500, "controller.quorum.fetch.timeout.ms": 1000,
-        "controller.quorum.election.backoff.max.ms": 300, "controller.quorum.request.timeout.ms": 1000,
-        "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500,
-        "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
+FAST = {**FAST_FAILOVER, "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
 TOPIC = "nearby"
 RECORDS = 3000  # produced up front; one more while a fetch waits on the follower
 

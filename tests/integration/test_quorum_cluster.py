@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from broker.embedded_cluster import FAST_FAILOVER
 from pathlib import Path
 
 import pytest
@@ -32,9 +33,7 @@ from confluent_kafka.admin import (  # noqa: E402
 )
 
 KILLS = 10 if os.environ.get("ODRADEK_SOAK") else 3
-FAST = {"controller.quorum.election.timeout.ms": 500, "controller.quorum.fetch.timeout.ms": 1000,
-        "controller.quorum.election.backoff.max.ms": 300, "controller.quorum.request.timeout.ms": 1000,
-        "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
+FAST = FAST_FAILOVER
 
 
 TOPOLOGIES = {"3 combined": {"combined": 3}, "3 controllers + 3 brokers": {"combined": 0, "controllers": 3,

@@ -9,6 +9,7 @@ future, gets Kafka's error and changes nothing.
 
 from __future__ import annotations
 
+from broker.embedded_cluster import FAST_FAILOVER
 from pathlib import Path
 
 import pytest
@@ -26,9 +27,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-FAST = {"controller.quorum.election.timeout.ms": 500, "controller.quorum.fetch.timeout.ms": 1000,
-        "controller.quorum.election.backoff.max.ms": 300, "controller.quorum.request.timeout.ms": 1000,
-        "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500, "replica.lag.time.max.ms": 4000}
+FAST = FAST_FAILOVER
 TOPOLOGIES = {"3 combined": {"combined": 3}, "3 controllers + 3 brokers": {"combined": 0, "controllers": 3,
                                                                            "brokers": 3}}
 TOPIC = "replicated"

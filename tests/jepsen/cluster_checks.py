@@ -12,6 +12,7 @@ import os
 import random
 import struct
 import time
+from broker.embedded_cluster import FAST_FAILOVER
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -30,9 +31,7 @@ from tests.jepsen.workload import Workload
 
 TOPIC, PARTITIONS, REPLICAS = "jepsen", 6, 3
 # the fault tests' short timeouts: failover in seconds, not Kafka's defaults' tens of seconds
-FAST = {"controller.quorum.election.timeout.ms": 500, "controller.quorum.fetch.timeout.ms": 1000,
-        "controller.quorum.election.backoff.max.ms": 300, "controller.quorum.request.timeout.ms": 1000,
-        "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500, "replica.lag.time.max.ms": 4000}
+FAST = FAST_FAILOVER
 
 
 def fault_rng() -> random.Random:

@@ -165,3 +165,22 @@ def test_background_threads_clean_and_retain(tmp_path):
     assert latest[b"k0"].startswith(b"99:") and latest[b"k1"].startswith(b"97:")
     assert lm2.get_log("c", 0).verify() == []
     lm2.shutdown(0)
+
+
+def test_a_deleted_log_keeps_its_files_open_until_the_delete_delay(tmp_path):
+    """Kafka's asyncDelete: the directory is renamed at once, the files close only when the delayed delete
+    runs, so a Fetch answer still being sent from a file slice reads the bytes it was given."""
+    root = str(tmp_path / "logs")
+    lm = LogManager(LogManagerConfig(log_dirs=(root,)), {"file.delete.delay.ms": "60000"})
+    lm.startup(0)
+    lg = lm.get_or_create_log("gone", 0, now_ms=0)
+    lg.append_as_leader(batch(3, ts=1000), 0, now_ms=0)
+    lg.update_high_watermark(lg.log_end_offset)
+    served = lg.read(0, 1 << 20).records  # a fetch answer not yet sent
+    expected = served.read()
+    assert lm.delete_log("gone", 0)
+    assert not os.path.exists(os.path.join(root, "gone-0"))  # renamed at once
+    assert served.read() == expected  # the descriptor still reads the same file
+    lm.scheduler.run_all()  # the delayed delete: closed and removed
+    assert not [d for d in os.listdir(root) if d.startswith("gone-0")]
+    lm.shutdown(0)
