@@ -34,13 +34,16 @@ from broker.node_client import NodeClient
 from broker.replica_manager import Partition, ReplicaManager
 from cluster.metadata_image import MetadataImage
 from protocol.errors import ErrorCode
-from protocol.generated.messages import FetchRequest
+from protocol.generated.messages import FetchRequest, ListOffsetsRequest
 from protocol.generated.messages.fetch_request import FetchPartition, FetchTopic, ForgottenTopic, ReplicaState
+from protocol.generated.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 from protocol.records import iter_batch_positions
 
 log = logging.getLogger("odradek.replica_fetcher")
 
 FETCH_VERSION = 17  # topic ids and replica_state (v15+), diverging epochs (v12+)
+LIST_OFFSETS_VERSION = 9  # current_leader_epoch (v4+); a replica's LATEST is the leader's log end
+LATEST = -1
 UNDEFINED_EPOCH = -1
 # answers after which the next fetch is full at once (FetchSessionHandler.handleResponse); other top-level
 # errors back off first
@@ -109,6 +112,7 @@ class ReplicaFetcher:
         self.partitions: dict[tuple[str, int], Partition] = {}
         # partition -> (the leader epoch it failed at, when to retry: None = when an image moves the epoch)
         self.delayed: dict[tuple[str, int], tuple[int, float | None]] = {}
+        self.out_of_range: set[tuple[str, int]] = set()  # answered OFFSET_OUT_OF_RANGE: ask the leader's log end
         self._changed = asyncio.Event()
         self.session = FetchSessionHandler(leader)
         self.client = NodeClient(host, port, f"replica-fetcher-{manager.node_id}-{leader}", peer=leader,
@@ -167,8 +171,50 @@ class ReplicaFetcher:
             except Exception:
                 log.exception("node %d: processing a fetch response from leader %d failed", m.node_id, self.leader)
                 backoff = True
+            if self.out_of_range:
+                backoff = await self._truncate_out_of_range() or backoff
             if backoff:
                 await asyncio.sleep(m.backoff_s)
+
+    async def _truncate_out_of_range(self) -> bool:
+        """``fetchOffsetAndTruncate``: ListOffsets LATEST as this replica gives the leader's log end; a log that
+        ends past it is cut there (the leader's log start is handled with the fetch answer). True to back off."""
+        m = self.manager
+        tps = [tp for tp in self.out_of_range if self.partitions.get(tp) is not None]
+        self.out_of_range.clear()
+        if not tps:
+            return False
+        by_topic: dict[str, list[ListOffsetsPartition]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp[0], []).append(ListOffsetsPartition(
+                partition_index=tp[1], current_leader_epoch=self.partitions[tp].leader_epoch, timestamp=LATEST))
+        request = ListOffsetsRequest(replica_id=m.node_id, isolation_level=0, topics=[
+            ListOffsetsTopic(name=name, partitions=ps) for name, ps in by_topic.items()])
+        try:
+            response = await self.client.request(request, LIST_OFFSETS_VERSION, m.request_timeout_s)
+        except (ConnectionError, OSError, asyncio.TimeoutError) as exc:
+            log.info("node %d: ListOffsets to leader %d failed: %r", m.node_id, self.leader, exc)
+            self.out_of_range.update(tps)
+            return True
+        now = m.clock.now_ms()
+        backoff = False
+        for tr in response.topics:
+            for pr in tr.partitions:
+                tp = (tr.name, pr.partition_index)
+                part = self.partitions.get(tp)
+                if part is None or tp not in tps:
+                    continue
+                lg = part.log
+                if pr.error_code:
+                    log.info("node %d: %s-%d: leader %d answered ListOffsets with error %d; retrying", m.node_id,
+                             *tp, self.leader, pr.error_code)
+                    self.out_of_range.add(tp)
+                    backoff = True
+                elif pr.offset < lg.log_end_offset:
+                    log.info("node %d: %s-%d: the leader's log ends at %d, ours at %d: truncating", m.node_id, *tp,
+                             pr.offset, lg.log_end_offset)
+                    lg.truncate_to(max(pr.offset, 0), now)
+        return backoff
 
     def _partition_fetches(self, parts: dict[tuple[str, int], Partition]) -> dict[tuple[str, int], PartitionFetch]:
         """What to ask of each partition now: our log end, log start, leader epoch and last fetched epoch."""
@@ -227,13 +273,10 @@ class ReplicaFetcher:
                              m.node_id, part.topic, part.index, lg.log_end_offset, pd.log_start_offset)
                     lg.truncate_fully_and_start_at(pd.log_start_offset, now)
                     continue
-                if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and lg.high_watermark < lg.log_end_offset:
-                    # the leader cannot place our tail (our offset is past its end, or it has no end for our
-                    # last epoch): keep only what is committed, as Kafka does without an epoch to compare
-                    log.info("node %d: %s-%d: leader %d cannot serve offset %d; truncating to the high watermark "
-                             "%d", m.node_id, part.topic, part.index, self.leader, lg.log_end_offset,
-                             lg.high_watermark)
-                    lg.truncate_to(lg.high_watermark, now)
+                if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    # the leader cannot place our tail (past its end, or no end for our last epoch): ask it where
+                    # its log ends before the next fetch (AbstractFetcherThread.handleOutOfRangeError)
+                    self.out_of_range.add(tp)
                     continue
                 if pd.error_code:
                     # AbstractFetcherThread: a fenced epoch waits for an image with a newer one; anything else

@@ -1,7 +1,8 @@
 """ListOffsets: v1-11 (v0 removed by KIP-896).
 
 Behaviour (Partition.fetchOffsetForTimestamp): -2 earliest (log start offset), -1 latest (high
-watermark, or the last stable offset for read_committed), -3 max timestamp (v7+), -4 earliest local
+watermark, or the last stable offset for read_committed; the log end offset when a replica asks,
+``replica_id`` not -1, as a follower does after OFFSET_OUT_OF_RANGE), -3 max timestamp (v7+), -4 earliest local
 (v8+), -5 latest tiered (v9+; no tiered storage: -1), otherwise the first offset whose timestamp is at
 least the target, through the time index; none found (or only past the fetchable end): offset -1.
 Leader-epoch fencing and the usual unknown-topic / not-leader errors per partition. A new leader whose high
@@ -39,20 +40,23 @@ async def handle(ctx, req: ListOffsetsRequest) -> ListOffsetsResponse:
             if pr.error_code:
                 continue
             try:
-                _lookup(part, p.timestamp, req.isolation_level, pr)
+                _lookup(part, p.timestamp, req.isolation_level if req.replica_id == -1 else None, pr)
             except KafkaError as exc:
                 pr.error_code = int(exc.code)
     return ListOffsetsResponse(topics=topics)
 
 
-def _lookup(part, timestamp: int, isolation_level: int, pr: ListOffsetsPartitionResponse) -> None:
+def _lookup(part, timestamp: int, isolation_level: int | None, pr: ListOffsetsPartitionResponse) -> None:
+    """``isolation_level`` None: a replica asks (KafkaApis: not a client request), and the log end is fetchable."""
     lg = part.log
-    fetchable = lg.last_stable_offset if isolation_level == 1 else lg.high_watermark
+    fetchable = (lg.log_end_offset if isolation_level is None
+                 else lg.last_stable_offset if isolation_level == 1 else lg.high_watermark)
     if timestamp == EARLIEST:
         pr.offset = lg.log_start_offset
         pr.leader_epoch = _epoch_at(lg, pr.offset)
         return
-    lagging = part.epoch_start_offset > lg.high_watermark  # Partition.fetchOffsetForTimestamp's maybeOffsetsError
+    # Partition.fetchOffsetForTimestamp's maybeOffsetsError (client requests only)
+    lagging = isolation_level is not None and part.epoch_start_offset > lg.high_watermark
     if timestamp == LATEST:
         if lagging:
             raise KafkaError("the high watermark is behind this leader epoch's start", ErrorCode.OFFSET_NOT_AVAILABLE)

@@ -146,6 +146,8 @@ def test_list_offsets_on_a_new_leader_behind_its_epoch_start(tmp_path):
         with pytest.raises(KafkaError) as exc:
             _lookup(part, LATEST, 0, pr)
         assert exc.value.code == ErrorCode.OFFSET_NOT_AVAILABLE
+        _lookup(part, LATEST, None, pr)  # a replica asking (a follower after OFFSET_OUT_OF_RANGE): the log end
+        assert pr.offset == 3
         _lookup(part, EARLIEST, 0, pr)
         assert pr.offset == 0
         rm.record_follower_fetch(part, 2, 3, 0, 3, -1)

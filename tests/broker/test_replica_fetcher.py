@@ -11,8 +11,9 @@ from broker.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
 from broker.replica_manager import FetchWaiters, Partition
 from cluster.metadata_image import PartitionInfo
 from protocol.errors import ErrorCode
-from protocol.generated.messages import FetchResponse
+from protocol.generated.messages import FetchResponse, ListOffsetsResponse
 from protocol.generated.messages.fetch_response import EpochEndOffset, FetchableTopicResponse, PartitionData
+from protocol.generated.messages.list_offsets_response import ListOffsetsPartitionResponse, ListOffsetsTopicResponse
 from protocol.record_codec import Record, build_batch
 from storage.config import LogConfig
 from storage.epoch import EpochEntry
@@ -41,14 +42,34 @@ def _follower_log(tmp_path, epochs: list[tuple[int, int]], high_watermark: int) 
     return lg
 
 
-def _apply(tmp_path, lg: Log, answer: PartitionData) -> None:
-    """Feed one answer for foo-0 (fetched at our log end) to a follower fetcher."""
+class _Leader:
+    """Answers the follower's ListOffsets with the leader's log end ``end``; records the requests."""
+
+    def __init__(self, end: int) -> None:
+        self.end = end
+        self.requests = []
+
+    async def request(self, body, version, timeout_s):
+        self.requests.append(body)
+        return ListOffsetsResponse(topics=[ListOffsetsTopicResponse(name=t.name, partitions=[
+            ListOffsetsPartitionResponse(partition_index=p.partition_index, offset=self.end, timestamp=-1,
+                                         leader_epoch=3) for p in t.partitions]) for t in body.topics])
+
+    async def close(self):
+        pass
+
+
+def _apply(tmp_path, lg: Log, answer: PartitionData, leader_end: int | None = None) -> list:
+    """Feed one answer for foo-0 (fetched at our log end) to a follower fetcher, then let it ask a leader whose
+    log ends at ``leader_end`` (the ListOffsets after OFFSET_OUT_OF_RANGE); the requests it sent."""
+    leader = _Leader(leader_end if leader_end is not None else -1)
 
     async def scenario():
         manager = ReplicaFetcherManager(2, _Replicas(), ManualClock(NOW), "PLAINTEXT", lambda: 5, {})
         fetcher = ReplicaFetcher(manager, 1, "127.0.0.1", 1)
         fetcher.task.cancel()
         await asyncio.gather(fetcher.task, return_exceptions=True)
+        fetcher.client = leader
         part = Partition("foo", 0, FOO, lg, PartitionInfo(0, (1, 2), (1, 2), 1, 3, 3))
         fetcher.partitions = {("foo", 0): part}
         fetcher.session.session_topic_names = {FOO: "foo"}
@@ -57,8 +78,11 @@ def _apply(tmp_path, lg: Log, answer: PartitionData) -> None:
         answer.partition_index = 0
         fetcher._process(fetcher.partitions, sent, FetchResponse(responses=[
             FetchableTopicResponse(topic_id=FOO, partitions=[answer])]))
+        if fetcher.out_of_range:
+            await fetcher._truncate_out_of_range()
 
     asyncio.run(scenario())
+    return leader.requests
 
 
 def test_diverging_epoch_cuts_to_where_our_epoch_ends(tmp_path):
@@ -71,14 +95,26 @@ def test_diverging_epoch_cuts_to_where_our_epoch_ends(tmp_path):
     lg.close()
 
 
-def test_out_of_range_above_the_leaders_log_start_keeps_only_the_committed_part(tmp_path):
-    """The leader cannot place our tail (OFFSET_OUT_OF_RANGE, its log start below our end): the uncommitted
-    tail goes, the committed part stays, so the next fetch can succeed instead of failing forever."""
-    lg = _follower_log(tmp_path, [(0, 3), (1, 2), (2, 4)], high_watermark=5)
-    _apply(tmp_path, lg, PartitionData(error_code=ErrorCode.OFFSET_OUT_OF_RANGE, log_start_offset=0,
-                                       high_watermark=5))
+def test_out_of_range_above_the_leaders_log_start_cuts_to_the_leaders_log_end(tmp_path):
+    """The leader cannot place our tail (OFFSET_OUT_OF_RANGE, its log start below our end): the follower asks
+    the leader's log end as a replica (ListOffsets LATEST, replica id 2) and cuts its log there, also below its
+    own high watermark (an unclean election's leader may end there), so the next fetch can succeed."""
+    lg = _follower_log(tmp_path, [(0, 3), (1, 2), (2, 4)], high_watermark=9)
+    requests = _apply(tmp_path, lg, PartitionData(error_code=ErrorCode.OFFSET_OUT_OF_RANGE, log_start_offset=0,
+                                                  high_watermark=5), leader_end=5)
+    assert [(r.replica_id, r.topics[0].partitions[0].timestamp, r.topics[0].partitions[0].current_leader_epoch)
+            for r in requests] == [(2, -1, 3)]
     assert lg.log_end_offset == 5 and lg.high_watermark == 5
     assert lg.leader_epoch_cache.epoch_entries() == [EpochEntry(0, 0), EpochEntry(1, 3)]
+    lg.close()
+
+
+def test_out_of_range_with_the_leader_ahead_keeps_the_log(tmp_path):
+    """The leader's log ends past ours: nothing to cut (Kafka fetches on from our end)."""
+    lg = _follower_log(tmp_path, [(0, 3)], high_watermark=3)
+    _apply(tmp_path, lg, PartitionData(error_code=ErrorCode.OFFSET_OUT_OF_RANGE, log_start_offset=0,
+                                       high_watermark=3), leader_end=10)
+    assert lg.log_end_offset == 3
     lg.close()
 
 
