@@ -12,6 +12,7 @@ import dataclasses
 import logging
 from typing import Any, Callable, Mapping, NamedTuple, Protocol
 
+from broker.replica_selector import FollowerView, ReplicaSelector, preferred_read_replica
 from broker.replica_state import FollowerState, leader_high_watermark, may_join_isr, out_of_sync_replicas
 from cluster.metadata_image import MetadataImage, PartitionInfo, TopicInfo
 from protocol.errors import ErrorCode, KafkaError
@@ -322,6 +323,24 @@ class ReplicaManager:
             return part, (ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < part.leader_epoch
                           else ErrorCode.UNKNOWN_LEADER_EPOCH)
         return part, 0
+
+    def preferred_read_replica(self, part: Partition, selector: ReplicaSelector, client_rack: str | None,
+                               fetch_offset: int, listener: str) -> int | None:
+        """``findPreferredReadReplica`` on the leader for a consumer (KIP-392): the replica it should fetch from
+        instead, or None. The candidates' racks are those of brokers the image has unfenced with an endpoint on
+        the client's ``listener``. Without a client rack the (rack-aware) selector always keeps the leader."""
+        if not client_rack:
+            return None
+        racks = {}
+        for r in part.info.replicas:
+            b = self.image.brokers.get(r)
+            if b is not None and not b.fenced and b.endpoint(listener) is not None:
+                racks[r] = b.rack
+        followers = {r: FollowerView(s.log_end_offset, s.log_start_offset, s.last_caught_up_ms)
+                     for r, s in part.followers.items()}
+        return preferred_read_replica(selector, part.topic, part.index, client_rack, part.info.leader,
+                                      part.log.log_end_offset, followers, part.info.isr, racks, fetch_offset,
+                                      self.now_ms())
 
     def topic_log_config(self, topic: str, overrides: Mapping[str, Any] | None = None) -> LogConfig:
         """The topic's effective log config: its overrides from the image (``overrides``) over the broker's

@@ -40,7 +40,7 @@ import asyncio
 
 from broker.fetch_session.contexts import NO_SESSIONS
 from broker.fetch_session.metadata import PartitionFetch, TopicIdPartition
-from broker.replica_selector import FollowerView, preferred_read_replica, replica_selector
+from broker.replica_selector import replica_selector
 from protocol.errors import ErrorCode, KafkaError
 from protocol.generated.messages import FetchRequest, FetchResponse
 from protocol.generated.messages.fetch_response import (
@@ -178,7 +178,7 @@ def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPar
             continue
         lg = part.log
         if selector is not None and part.is_leader(ctx.node_id):
-            preferred = _preferred_read_replica(ctx, selector, part, req.rack_id, fp.fetch_offset)
+            preferred = ctx.replicas.preferred_read_replica(part, selector, req.rack_id, fp.fetch_offset, ctx.listener)
             if preferred is not None:  # no read: the client goes there
                 pd.preferred_read_replica = preferred
                 pd.high_watermark, pd.log_start_offset = lg.high_watermark, lg.log_start_offset
@@ -222,23 +222,6 @@ def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPar
         pd.last_stable_offset = lg.last_stable_offset
         pd.log_start_offset = lg.log_start_offset
     return out, total, errors, served
-
-
-def _preferred_read_replica(ctx, selector, part, client_rack: str | None, fetch_offset: int) -> int | None:
-    """``ReplicaManager.findPreferredReadReplica``: the leader's view of its followers, the racks of the replicas'
-    brokers that are unfenced with an endpoint on the client's listener."""
-    brokers = ctx.image.brokers
-    listener = ctx.listener
-    racks = {}
-    for r in part.info.replicas:
-        b = brokers.get(r)
-        if b is not None and not b.fenced and b.endpoint(listener) is not None:
-            racks[r] = b.rack
-    followers = {r: FollowerView(s.log_end_offset, s.log_start_offset, s.last_caught_up_ms)
-                 for r, s in part.followers.items()}
-    return preferred_read_replica(selector, part.topic, part.index, client_rack, part.info.leader,
-                                  part.log.log_end_offset, followers, part.info.isr, racks, fetch_offset,
-                                  ctx.clock.now_ms())
 
 
 def _diverging_epoch(lg, fp) -> EpochEndOffset | None:
