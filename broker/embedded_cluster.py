@@ -374,6 +374,12 @@ class ProcessCluster:
         tmp.write_text(json.dumps({"drop": sorted(drop)}))
         os.replace(tmp, path)  # the node never reads half a file
 
+    def drop_requests(self, node_id: int, to: list[int]) -> None:
+        """One-way: ``node_id``'s requests to the nodes ``to`` are lost (``[]`` restores them); the rest of its
+        traffic flows. ``isolate`` is this in both directions for every peer."""
+        assert self.fault_hook, "start the cluster with fault_hook=True"
+        self._set_faults(node_id, to)
+
     def isolate(self, node_id: int) -> None:
         """Cut ``node_id`` off from every other node (both directions); clients still reach it."""
         assert self.fault_hook, "start the cluster with fault_hook=True"

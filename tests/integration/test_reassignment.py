@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.harness import ClusterProcesses
-from tests.jepsen.cluster_checks import FAST, _batches_below, until
+from tests.jepsen.cluster_checks import FAST, batches_below, until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")
@@ -91,7 +91,7 @@ def test_move_a_partition_off_its_leader_onto_a_new_broker_under_writes(tmp_path
         writer.start()
         until(lambda: len(writer.acked) >= 300, 30, "the first acknowledged writes")
 
-        c._set_faults(4, [1])  # the new replica cannot fetch from the leader yet: the move stays in flight
+        c.drop_requests(4, [1])  # the new replica cannot fetch from the leader yet: the move stays in flight
         try:
             assert kadmin.alter_partition_reassignments({TP: [2, 3, 4]}) == {TP: None}
             moving = {TP: {"replicas": [2, 3, 4, 1], "adding_replicas": [4], "removing_replicas": [1]}}
@@ -140,10 +140,10 @@ def test_move_a_partition_off_its_leader_onto_a_new_broker_under_writes(tmp_path
         time.sleep(1.0)  # followers learn the last high watermark on their next fetch
         for n in c.nodes.values():
             n.kill()
-        reference = _batches_below(c.nodes[leader].data_dir, 0, high_watermark, topic=TOPIC)
+        reference = batches_below(c.nodes[leader].data_dir, 0, high_watermark, topic=TOPIC)
         assert reference
         for i in (3, 4):
-            assert _batches_below(c.nodes[i].data_dir, 0, high_watermark, topic=TOPIC) == reference, (
+            assert batches_below(c.nodes[i].data_dir, 0, high_watermark, topic=TOPIC) == reference, (
                 f"replica {i}'s batches below the high watermark differ from the leader's")
     finally:
         if writer is not None:

@@ -148,7 +148,7 @@ def _high_watermarks(c) -> dict[int, int]:
         consumer.close()
 
 
-def _batches_below(node_dir: Path, partition: int, high_watermark: int, topic: str = TOPIC) -> list[bytes]:
+def batches_below(node_dir: Path, partition: int, high_watermark: int, topic: str = TOPIC) -> list[bytes]:
     lg = Log.open(str(node_dir / f"{topic}-{partition}"), LogConfig.from_props({}), now_ms=0)
     try:
         out = []
@@ -169,9 +169,9 @@ def _assert_replicas_identical(c) -> None:
     for n in c.nodes.values():
         n.kill()
     for p in range(PARTITIONS):
-        reference = _batches_below(c.nodes[leaders[p]].data_dir, p, hws[p])
+        reference = batches_below(c.nodes[leaders[p]].data_dir, p, hws[p])
         assert reference or hws[p] == 0
         for i in c.broker_ids:
-            got = _batches_below(c.nodes[i].data_dir, p, hws[p])
+            got = batches_below(c.nodes[i].data_dir, p, hws[p])
             assert got == reference, (f"partition {p}: replica {i} holds {len(got)} batches below the high watermark "
                                       f"{hws[p]}, the leader {leaders[p]} {len(reference)}, or they differ")
