@@ -76,7 +76,7 @@ DEFAULTS: dict[str, Any] = {
     "replica.fetch.backoff.ms": 1000,
     "replica.socket.timeout.ms": 30000,
     "replica.selector.class": None,  # fetch from the closest replica (KIP-392, broker/replica_selector.py)
-    # incremental fetch sessions (KIP-227, broker/fetch_session.py): ServerConfigs' default
+    # incremental fetch sessions (KIP-227, broker/fetch_session/): ServerConfigs' default
     "max.incremental.fetch.session.cache.slots": 1000,
     "listener.security.protocol.map": None,
     **GROUP_CONFIG_DEFAULTS,  # the group coordinator's own table (cluster/group_config.py)
