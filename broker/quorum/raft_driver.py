@@ -33,7 +33,9 @@ from cluster.raft.node import RaftConfig, RaftNode, Ready, Role
 log = logging.getLogger("odradek.raft")
 
 LOG_CLEAN_INTERVAL_S = 60.0  # metadata log retention also runs on this timer, as Kafka's does
-TICK_S = 0.01
+# the timer loop sleeps until the core's next deadline (KafkaRaftClient.poll's timeout), woken early by any event;
+# the bounds keep a late or skipped wake-up harmless
+MIN_TICK_WAIT_S, MAX_TICK_WAIT_S = 0.002, 0.5
 RESPONSE_TYPES = tuple(wire.RESPONSE_FOR.values())
 
 Apply = Callable[[list[Entry], "Snapshot | None"], Awaitable[None]]
@@ -64,6 +66,7 @@ class RaftDriver:
         self._tasks: set[asyncio.Task] = set()
         self._ticker: asyncio.Task | None = None
         self._changed = asyncio.Event()  # set (and replaced) whenever the log end or high watermark moves
+        self._timers_moved = asyncio.Event()  # set after every event the core processed: the timer loop looks again
         # what parked fetches last heard: compared after every event, since a proposal appends before _process
         self._signalled: tuple[int, int] = (-1, -1)
         self._applied = asyncio.Condition()
@@ -236,7 +239,13 @@ class RaftDriver:
     async def _tick_loop(self) -> None:
         next_clean = self.clock.monotonic() + LOG_CLEAN_INTERVAL_S
         while not self._stopped:
-            await asyncio.sleep(TICK_S)
+            wait = (self.node.next_deadline() - self._now()) / 1000
+            self._timers_moved.clear()
+            try:  # a message or proposal may bring the deadline forward: look again
+                await asyncio.wait_for(self._timers_moved.wait(), min(MAX_TICK_WAIT_S, max(MIN_TICK_WAIT_S, wait)))
+                continue
+            except asyncio.TimeoutError:
+                pass
             async with self._lock:
                 if self._stopped:
                     return
@@ -254,6 +263,7 @@ class RaftDriver:
     async def _process(self, reply_to: tuple[int, type] | None = None) -> list:
         """Carry out the core's Ready until it has nothing more (called with the lock held)."""
         node = self.node
+        self._timers_moved.set()
         replies = []
         for _ in range(100):
             ready: Ready = node.ready()

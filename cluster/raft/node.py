@@ -252,6 +252,27 @@ class RaftNode:
             else:
                 self._become_prospective(now_ms)
 
+    def next_deadline(self) -> int:
+        """The earliest time (ms) at which ``tick`` would act (KafkaRaftClient.poll's timeout): a driver may
+        sleep until then instead of ticking on a fixed period; any message or proposal can bring it forward."""
+        if self.backoff_until is not None:
+            return self.backoff_until
+        rt = self.cfg.request_timeout_ms
+        role = self.role
+        if role is Role.LEADER:
+            due = [sent + rt for sent in self.unacked_begin.values()]
+            if len(self.voters) > 1:
+                due.append(self.check_quorum_deadline)
+            return min(due, default=self.now + rt)
+        if role is Role.FOLLOWER or not self.is_voter:
+            resend = self.now if self.fetch_sent_at is None else self.fetch_sent_at + rt
+            return min(self.fetch_deadline, resend) if role is Role.FOLLOWER else resend
+        due = [self.election_deadline]
+        if role in (Role.PROSPECTIVE, Role.CANDIDATE):
+            due += [self.vote_sent_at[v] + rt for v in self.voters - {self.node_id} - self.granted - self.rejected
+                    if v in self.vote_sent_at]
+        return min(due)
+
     # ---- messages --------------------------------------------------------------------------------------
 
     def step(self, msg: Any, now_ms: int) -> None:
