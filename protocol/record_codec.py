@@ -19,8 +19,10 @@ from typing import Final, Iterable, Iterator, NamedTuple, Sequence
 
 from crc32c import crc32c as _crc32c
 
+from protocol import fast_records as _fast_records
 from protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, compress, decompress
 from protocol.errors import CorruptRecordError
+from protocol.fast_records import decode_records as _fast_decode
 from protocol.varint import (  # noqa: F401 - decode_varint/decode_varlong/encode_varint/encode_varlong re-exported
     MAX_VARINT_BYTES, MAX_VARLONG_BYTES, decode_varint, decode_varlong, encode_varint, encode_varlong,
     size_of_varint,
@@ -197,9 +199,13 @@ def build_batch(records: Iterable[Record], *, base_offset: int = 0, compression:
     return bytes(out)
 
 
-def decode_records(data, count: int, base_offset: int, base_timestamp: int,
-                   log_append_time: int | None = None) -> list[Record]:
-    """Decode exactly ``count`` records filling all of ``data`` (the uncompressed records section)."""
+def decode_records_reference(data, count: int, base_offset: int, base_timestamp: int,
+                             log_append_time: int | None = None) -> list[Record]:
+    """Decode exactly ``count`` records filling all of ``data`` (the uncompressed records section).
+
+    The reference decoder, in pure Python. :func:`decode_records` (what ``decode_batch`` and every reader use) is
+    the compiled one of :mod:`protocol.fast_records` when aiokafka is installed, with the same records and errors.
+    """
     if not isinstance(data, bytes):
         data = bytes(data)  # one copy: indexing bytes is much faster than a memoryview, and slices must be bytes
     end = len(data)
@@ -303,6 +309,17 @@ def _read_bytes(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
 def decode_batch(buf, pos: int = 0, *, verify_crc: bool = True,
                  max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> tuple[BatchHeader, list[Record]]:
     """Validate (magic, length, CRC unless ``verify_crc=False``), decompress and decode the batch at ``pos``."""
+    return _decode_batch(buf, pos, verify_crc, max_decompressed_size, decode_records)
+
+
+def decode_batch_reference(buf, pos: int = 0, *, verify_crc: bool = True,
+                           max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+                           ) -> tuple[BatchHeader, list[Record]]:
+    """:func:`decode_batch` with the pure-Python record decoder, whatever is installed (parity tests, benchmarks)."""
+    return _decode_batch(buf, pos, verify_crc, max_decompressed_size, decode_records_reference)
+
+
+def _decode_batch(buf, pos, verify_crc, max_decompressed_size, decode) -> tuple[BatchHeader, list[Record]]:
     h = validate_batch(buf, pos, check_crc=verify_crc)
     if h.records_count == 0:
         return h, []  # like Kafka, an empty batch's records section is never decompressed
@@ -315,7 +332,7 @@ def decode_batch(buf, pos: int = 0, *, verify_crc: bool = True,
         finally:
             section.release()
     lat = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
-    return h, decode_records(data, h.records_count, h.base_offset, h.base_timestamp, lat)
+    return h, decode(data, h.records_count, h.base_offset, h.base_timestamp, lat)
 
 
 def iter_batches(buf, start: int = 0, end: int | None = None, *, verify_crc: bool = True,
@@ -408,3 +425,21 @@ def build_end_txn_marker_batch(*, commit: bool, producer_id: int, producer_epoch
     return build_batch([rec], base_offset=base_offset, producer_id=producer_id, producer_epoch=producer_epoch,
                        base_sequence=NO_SEQUENCE, is_transactional=True, is_control=True,
                        partition_leader_epoch=partition_leader_epoch)
+
+
+# -- the decoder in use ---------------------------------------------------------------------------------------------
+
+def decode_records(data, count: int, base_offset: int, base_timestamp: int,
+                   log_append_time: int | None = None) -> list[Record]:
+    """Decode exactly ``count`` records filling all of ``data`` (an uncompressed records section): aiokafka's
+    compiled reader when it is installed (:mod:`protocol.fast_records`, loaded on first use), else, and for any input
+    it cannot vouch for, :func:`decode_records_reference`. Same records, same errors either way."""
+    out = _fast_decode(data, count, base_offset, base_timestamp, log_append_time, Record)
+    if out is None:
+        return decode_records_reference(data, count, base_offset, base_timestamp, log_append_time)
+    return out
+
+
+#: ``fast_decoder() -> bool``: whether the compiled decoder is in use; ``decoder_name() -> str``: which one runs.
+fast_decoder = _fast_records.available
+decoder_name = _fast_records.name
