@@ -28,6 +28,7 @@ def ensure_kafkajs() -> None:
 class JsMember:
     def __init__(self, bootstrap, group, topic, name, log_path: str | None = None):
         """``log_path``: KafkaJS's own debug log goes there (else nowhere)."""
+        ensure_kafkajs()
         self.lines: list[str] = []
         env = {**os.environ, "KAFKAJS_LOG_LEVEL": "DEBUG"} if log_path else None
         self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL
