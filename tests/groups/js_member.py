@@ -14,11 +14,19 @@ import pytest
 JS = os.path.join(os.path.dirname(__file__), "js")
 
 
+_INSTALL = threading.Lock()  # producer threads and group members may ask at once: one npm ci
+
+
 def ensure_kafkajs() -> None:
     """Install KafkaJS from the lockfile when missing (node is on the machine; `make test` needs nothing else)."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.fail("node and npm are needed for the KafkaJS tests")
+    with _INSTALL:
+        _install(npm)
+
+
+def _install(npm: str) -> None:
     if not os.path.isdir(os.path.join(JS, "node_modules", "kafkajs")):
         out = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS, capture_output=True, text=True,
                              timeout=300)
