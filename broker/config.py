@@ -63,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
     "metadata.max.retention.bytes": 104857600,
     "metadata.max.retention.ms": 604800000,
     "broker.session.timeout.ms": 9000,
+    "initial.broker.registration.timeout.ms": 60000,
     "broker.heartbeat.interval.ms": 2000,
     "request.timeout.ms": 30000,
     "controller.listener.names": None,

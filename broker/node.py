@@ -21,7 +21,7 @@ from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig, Listener
 from broker.context import BrokerHandles
 from broker.controller_channel import ControllerUnavailable, LocalControllerChannel, QuorumControllerChannel
-from broker.errors import QuorumFailed
+from broker.errors import QuorumFailed, StartupError
 from broker.fetch_session import (
     MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, FetchManager, FetchSessionCache, FetchSessionCacheCollector,
 )
@@ -330,7 +330,15 @@ class Broker:
             broker_id=self.node_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation_id,
             listeners=listeners, features=[], rack=self.config.get("broker.rack"), log_dirs=dir_ids,
             previous_broker_epoch=self.broker_epoch)
+        # BrokerLifecycleManager's RegistrationTimeoutEvent: a process whose first registration does not succeed in
+        # initial.broker.registration.timeout.ms exits (e.g. another live process registered with its node.id)
+        initial = self.broker_epoch < 0
+        deadline = self.clock.monotonic() + int(self.config["initial.broker.registration.timeout.ms"]) / 1000
+        why = "no controller answered"
         while True:
+            if initial and self.clock.monotonic() >= deadline:
+                raise StartupError(f"unable to register with the controller quorum as node {self.node_id} within "
+                                   f"initial.broker.registration.timeout.ms: {why}")
             try:
                 response = await self.controller.call(request)
             except ControllerUnavailable as exc:  # only a quorum's channel waits for a controller
@@ -340,6 +348,9 @@ class Broker:
                 # our previous incarnation's session has not expired yet, or the controller just moved
                 log.warning("node %d: registration refused with error %d; retrying", self.node_id,
                             response.error_code)
+                why = (f"another live process is registered as node {self.node_id} (DUPLICATE_BROKER_REGISTRATION:"
+                       f" a duplicate node.id?)" if response.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+                       else "the controller kept moving (NOT_CONTROLLER)")
                 await asyncio.sleep(1.0)
                 continue
             if response.error_code:

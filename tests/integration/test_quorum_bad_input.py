@@ -18,6 +18,7 @@ from protocol.generated.messages import (
 )
 from protocol.generated.messages.broker_registration_request import Listener
 from protocol.generated.messages.describe_quorum_request import PartitionData, TopicData
+from broker.embedded_cluster import NodeProcess
 from tests.harness import ClusterProcesses
 from tests.integration.test_quorum_cluster import (
     FAST, admin, quorum_leader, topics_seen, until, wait_unfenced,
@@ -160,3 +161,31 @@ def test_damage_on_disk_is_cut_or_stops_the_node_naming_the_file(cluster):
     tail = c.nodes[survivor].stderr_tail()
     assert f"the metadata log segment {segment} is corrupt below its recovery point" in tail, tail
     assert "Traceback" not in tail
+
+
+def test_a_second_process_with_a_live_brokers_node_id_exits_naming_the_conflict(tmp_path):
+    """A broker-only process started with the node.id of a live broker: the controller refuses its registration
+    (DUPLICATE_BROKER_REGISTRATION) until ``initial.broker.registration.timeout.ms``, then it exits 1 naming the
+    conflict (BrokerLifecycleManager's registration timeout); the live broker stays registered and serving."""
+    c = ClusterProcesses(tmp_path / "c", combined=0, controllers=1, brokers=1, overrides=FAST)
+    try:
+        c.start()
+        wait_unfenced(c)
+        original = c.nodes[2]
+        twin_dir = tmp_path / "twin"
+        twin_dir.mkdir()
+        twin = NodeProcess(twin_dir, {**original.overrides, "log.dirs": twin_dir,
+                                      "listeners": "PLAINTEXT://127.0.0.1:0",
+                                      "advertised.listeners": "PLAINTEXT://127.0.0.1:0",
+                                      "initial.broker.registration.timeout.ms": 3000})
+        twin.start(wait=False)
+        try:
+            assert twin.proc.wait(60) == 1
+            assert "DUPLICATE_BROKER_REGISTRATION" in twin.stderr_tail() and "node 2" in twin.stderr_tail()
+        finally:
+            twin.close()
+        assert original.alive()
+        make_topic(c, "still-served")
+        until(lambda: "still-served" in topics_seen(c, 2), 30, "the live broker serving the new topic")
+    finally:
+        c.close()
