@@ -187,6 +187,8 @@ class Controller:
         rec = RegisterBrokerRecord(broker_id=node_id, incarnation_id=incarnation_id, broker_epoch=broker_epoch,
                                    end_points=eps, rack=rack, fenced=self.register_fenced,
                                    log_dirs=list(log_dirs))
+        # the registration record first: the broker epoch is its offset, the first of this batch (k62 answers
+        # ``next_offset``); Kafka appends the ISR changes before it, which only moves the epoch's value
         records: list[Message] = [rec]
         if self.register_fenced and (old is None or old.incarnation_id != incarnation_id):
             # a new process (handleBrokerUncleanShutdown, metadata.version 4.0): its log may have lost a tail the
