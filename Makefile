@@ -38,9 +38,15 @@ java:  # the PySpark tests need a JVM
 	@command -v java >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jre-headless; }
 
 ## create/update .venv with the test extras, install kcat (and a JVM for Spark) if missing, run the suite
+# the pure-Python unit tests (CPU-bound, no processes or clusters) run on both cores (pytest-xdist); everything
+# else after them, one test at a time (clusters of processes, real clients, Spark). PYTEST_ARGS go to both runs.
+UNIT_TESTS := tests/protocol tests/storage tests/cluster tests/sim tests/test_layering.py tests/test_skip_policy.py
+
 test: venv-test kcat java iproute2 docker-compose
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 $(UNIT_TESTS) $(PYTEST_ARGS); unit=$$?; \
+	$(PY) -m pytest $(foreach t,$(UNIT_TESTS),--ignore=$(t)) $(PYTEST_ARGS); rest=$$?; \
+	[ $$unit = 0 ] && [ $$rest = 0 ]
 
 ## the long fault profiles, run by hand (not in CI): Raft simulation seeds, controller kills, replication faults
 soak: venv-test
