@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import socket
 import struct
 
 from broker.fault_injection import FaultRules
+from broker.tcp_nodelay import set_nodelay
 from protocol.framing import FrameReader
 from protocol.generated.api_keys import APIS
 from protocol.generated.messages import RequestHeader, ResponseHeader
@@ -137,12 +137,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
+        set_nodelay(transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.frames.get_buffer()

@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import socket
 from typing import TYPE_CHECKING
 
 from broker.config import Listener
 from broker.context import BrokerHandles, ClientInformation, RequestContext
 from broker.dispatch import dispatch
+from broker.tcp_nodelay import set_nodelay
 from broker.errors import CloseConnection
 from broker.sendfile import PartWriter, SendStats
 from protocol.connection import CONNECTION_CLOSED, NEED_DATA, ServerConnection
@@ -185,12 +185,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer = transport.get_extra_info("peername")
         if isinstance(self.peer, tuple) and len(self.peer) >= 2:
             self.peer_host, self.peer_port = self.peer[0], self.peer[1]
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
+        set_nodelay(transport)
         self.last_active = asyncio.get_running_loop().time()
         self._flow = _FlowControl(transport)
         self._part_writer = PartWriter(self._flow, server.send_stats, zero_copy=server.zero_copy)
