@@ -4,7 +4,7 @@
 from broker.controller_listener.raft_rpc import answer
 
 API_KEY = 1
-VERSIONS = (13, 17)
+VERSIONS = (13, 18)  # v18: the fetcher's high watermark (KIP-1166)
 
 
 async def handle(ctx, body):

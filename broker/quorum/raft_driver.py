@@ -189,8 +189,7 @@ class RaftDriver:
         """The core's answer to an inbound request (None when it gives none)."""
         expected = wire.RESPONSE_FOR[type(request)]
         reply = await self._step_and_reply(request, expected)
-        if (isinstance(request, m.FetchRequest) and max_wait_ms > 0 and reply is not None and not reply.error
-                and not reply.entries and reply.diverging is None and reply.snapshot_id is None):
+        if isinstance(request, m.FetchRequest) and max_wait_ms > 0 and reply is not None and reply.may_wait:
             hw = reply.high_watermark
             deadline = self.clock.monotonic() + max_wait_ms / 1000
             while not self._stopped:

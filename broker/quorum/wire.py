@@ -27,8 +27,8 @@ from protocol.records import LOG_OVERHEAD, iter_batch_positions
 from protocol.topics import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 from broker.quorum.kraft_log import entry_of
 
-# the versions a node sends (Kafka 4.0's: Vote v2 carries KIP-996's PreVote)
-VERSIONS = {VoteRequest: 2, BeginQuorumEpochRequest: 1, EndQuorumEpochRequest: 1, FetchRequest: 17,
+# the versions a node sends (Kafka 4.1's: Vote v2 carries KIP-996's PreVote, Fetch v18 KIP-1166's high watermark)
+VERSIONS = {VoteRequest: 2, BeginQuorumEpochRequest: 1, EndQuorumEpochRequest: 1, FetchRequest: 18,
             FetchSnapshotRequest: 1}
 FETCH_MAX_WAIT_MS = 500  # KafkaRaftClient's fetchMaxWaitMs
 FETCH_MAX_BYTES = 8 * 1024 * 1024  # KafkaRaftClient.MAX_FETCH_SIZE_BYTES
@@ -64,7 +64,8 @@ def to_request(msg, cluster_id: str) -> Message:
                                 f_req.FetchPartition(partition=METADATA_PARTITION, current_leader_epoch=msg.epoch,
                                                      fetch_offset=msg.fetch_offset,
                                                      last_fetched_epoch=msg.last_fetched_epoch,
-                                                     partition_max_bytes=FETCH_MAX_BYTES)])])
+                                                     partition_max_bytes=FETCH_MAX_BYTES,
+                                                     high_watermark=msg.high_watermark)])])
     if isinstance(msg, m.FetchSnapshotRequest):
         return fetch_snapshot_chunk_request(msg, cluster_id, 0)
     raise TypeError(f"not a request: {msg!r}")
@@ -155,7 +156,8 @@ def from_request(body: Message, node_id: int):
             raise NotForThisPartition(f"expected only {METADATA_TOPIC}-{METADATA_PARTITION}")
         p = t[0].partitions[0]
         replica = body.replica_state.replica_id if body.replica_state.replica_id >= 0 else body.replica_id
-        return m.FetchRequest(replica, node_id, p.current_leader_epoch, p.fetch_offset, p.last_fetched_epoch)
+        return m.FetchRequest(replica, node_id, p.current_leader_epoch, p.fetch_offset, p.last_fetched_epoch,
+                              p.high_watermark)
     if isinstance(body, FetchSnapshotRequest):
         p = _only_partition(body.topics, "name")
         return m.FetchSnapshotRequest(body.replica_id, node_id, p.current_leader_epoch,

@@ -11,6 +11,8 @@ from typing import Any
 
 from cluster.raft.log import Entry
 
+HIGH_WATERMARK_NOT_SUPPORTED = 2**63 - 1  # FetchRequest v18's default: a fetcher that does not say
+
 
 @dataclasses.dataclass(frozen=True)
 class VoteRequest:
@@ -73,6 +75,9 @@ class FetchRequest:
     epoch: int  # the fetcher's current leader epoch
     fetch_offset: int
     last_fetched_epoch: int
+    # the high watermark the fetcher knows (KIP-1166, Fetch v18; -1 unknown): a leader whose own is higher answers
+    # at once instead of parking the fetch, so a follower learns of a commit without waiting out the long poll
+    high_watermark: int = HIGH_WATERMARK_NOT_SUPPORTED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +96,9 @@ class FetchResponse:
     # ignored, as Kafka's one-fetch-in-flight with correlation ids guarantees
     fetch_offset: int = -1
     last_fetched_epoch: int = -1
+    # KafkaRaftClient.handleFetchRequest: an answer that carries nothing new for the fetcher (no error, records,
+    # divergence, snapshot or newer high watermark) may be parked until the log or high watermark moves
+    may_wait: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

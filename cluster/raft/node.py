@@ -411,9 +411,12 @@ class RaftNode:
 
     def _on_fetch_request(self, r: FetchRequest) -> None:
         def reply(**kw) -> None:
+            news = (kw.get("error") or kw.get("entries") or kw.get("diverging") or kw.get("snapshot_id")
+                    or r.high_watermark < self.high_watermark)
             self._send(FetchResponse(self.node_id, r.src, self.epoch, self.leader_id,
                                      high_watermark=self.high_watermark, log_start_offset=self.log.start_offset,
-                                     fetch_offset=r.fetch_offset, last_fetched_epoch=r.last_fetched_epoch, **kw))
+                                     fetch_offset=r.fetch_offset, last_fetched_epoch=r.last_fetched_epoch,
+                                     may_wait=not news, **kw))
 
         # KafkaRaftClient.handleFetchRequest: malformed positions first; a fetch offset past this log's end is
         # not one of them (a follower with a longer divergent tail is told where to truncate)
@@ -676,7 +679,7 @@ class RaftNode:
             return
         self.fetch_sent_at = now_ms
         self._send(FetchRequest(self.node_id, self.fetch_target, self.epoch, self.log.end_offset,
-                                self.log.last_fetched_epoch))
+                                self.log.last_fetched_epoch, self.high_watermark))
 
     def _set_high_watermark(self, hw: int) -> None:
         if hw > self.high_watermark:

@@ -162,6 +162,29 @@ def test_non_monotonic_high_watermark_update():
     assert n.high_watermark == 2
 
 
+def test_a_fetcher_behind_on_the_high_watermark_is_answered_at_once():
+    """KIP-1166 (KafkaRaftClient.handleFetchRequest's isHighWatermarkUpdated, Fetch v18): an empty answer may be
+    parked only when the fetcher already knows the leader's high watermark; otherwise the follower would learn of
+    a commit only after the long poll (a broker applied every metadata change ~500 ms after the others)."""
+    n = elect(node())
+    n.propose("a", 1)
+    drain(n, 1)
+    n.step(FetchRequest(2, 1, 1, 2, 1, high_watermark=0), 2)  # voter 2 is caught up: the HW moves to 2
+    drain(n, 2)
+    assert n.high_watermark == 2
+
+    def answer(known: int) -> FetchResponse:
+        n.step(FetchRequest(3, 1, 1, 2, 1, high_watermark=known), 3)
+        (resp,) = [m for m in drain(n, 3) if isinstance(m, FetchResponse)]
+        assert not resp.entries and resp.high_watermark == 2
+        return resp
+
+    assert not answer(0).may_wait  # voter 3 has the records but not the news that they are committed
+    assert not answer(-1).may_wait  # it knows no high watermark at all
+    assert answer(2).may_wait  # nothing new: the leader may park it
+    assert answer(2**63 - 1).may_wait  # a fetcher before v18 says nothing: parked as before
+
+
 def test_invalid_fetch_request():
     """KafkaRaftClientTest.testInvalidFetchRequest and testFetchRequestClusterIdValidation's epoch checks"""
     n = elect(node())

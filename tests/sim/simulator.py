@@ -101,8 +101,7 @@ class Simulation:
             self._at(self.now + self.rng.randint(0, 4), "ready", n.id, n.incarnation)
 
     def send(self, msg) -> None:
-        if (isinstance(msg, FetchResponse) and not msg.error and not msg.entries and msg.diverging is None
-                and msg.snapshot_id is None):
+        if isinstance(msg, FetchResponse) and msg.may_wait:
             # the leader parks an empty answer (Kafka's fetch purgatory) until its log or high watermark moves
             # or FETCH_MAX_WAIT_MS passes, as the driver does: followers do not spin on empty fetches
             self.parked.setdefault(msg.src, []).append(msg)
