@@ -12,7 +12,8 @@ topic. Clients are librdkafka's (confluent-kafka) in this process.
 
 * ``throughput``: produce and consume msg/s and MB/s (MB = 10^6 bytes of record values) for 100 B and 1 KiB
   values (``--records``/``--records-1k``: 200k and 50k; ``--quick`` 10x fewer). Produce: ``linger.ms=5``, default
-  ``batch.size``, records handed over with ``produce_batch``, timed from the first call to ``flush() == 0``.
+  ``batch.size``, records handed over with ``produce_batch``, timed from the first call to ``flush() == 0``,
+  after one untimed record (the producer's start and a new partition's first follower fetch are not throughput).
   Consume: one consumer, ``assign`` at offset 0, until every record is read (``fetch.queue.backoff.ms=10``, as in
   bench_broker.py: the default 1 s backoff makes 100-byte runs bimodal). RF 1 and RF 3 alternate, which goes
   first alternating with the repetition (``--repeat``); medians, and the median of the per-pair RF3/RF1 ratios.
@@ -208,6 +209,12 @@ def produce(topo: Single | Three, topic: str, n: int, size: int, timeout: float)
 
     value = os.urandom(size)
     deadline = time.monotonic() + timeout
+    # one record first, outside the timing: the producer's start (an idempotent one waits ~0.5 s for its producer
+    # id) and a new partition's first follower fetch (answered UNKNOWN_TOPIC_ID when it reaches the leader before
+    # the leader has the partition, then retried after replica.fetch.backoff.ms, as Kafka) are not throughput
+    p.produce(topic, value, on_delivery=on_delivery)
+    if p.flush(timeout):
+        raise TimeoutError(f"produce to {topic}: the first record unacknowledged after {timeout}s")
     t0 = time.perf_counter()
     sent = 0
     while sent < n:
