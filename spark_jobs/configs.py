@@ -172,8 +172,11 @@ class Checkpoints:
 
 def read_checkpoints(log_dirs: str | Iterable[str]) -> Checkpoints:
     """Kafka's ``cleaner-offset-checkpoint``, ``log-start-offset-checkpoint``, ``recovery-point-offset-checkpoint``
-    and ``replication-offset-checkpoint`` of each log dir (read only; an unreadable file is reported, not fatal)."""
+    and ``replication-offset-checkpoint`` of each log dir (read only; an unreadable file is reported, not fatal).
+    A partition with copies in several log dirs takes its entries from the log dir of the copy the jobs read."""
     cp = Checkpoints()
+    read_from = {(p.topic, p.partition): os.path.realpath(os.path.dirname(p.path))
+                 for p in list_partition_dirs(log_dirs, ScanBounds(include_internal=True))}
     for root in _split_paths(log_dirs):
         root = os.path.abspath(root)
         base = os.path.basename(root)
@@ -191,7 +194,9 @@ def read_checkpoints(log_dirs: str | Iterable[str]) -> Checkpoints:
             if not os.path.exists(path):
                 continue
             try:
-                target.update(OffsetCheckpointFile(path).read())
+                real_root = os.path.realpath(root)
+                target.update({tp: o for tp, o in OffsetCheckpointFile(path).read().items()
+                               if read_from.get(tp, real_root) == real_root})
             except Exception as e:  # a malformed checkpoint: report it, fall back to Kafka's behaviour
                 cp.errors.append(f"{path}: {e}")
     return cp

@@ -9,6 +9,10 @@ directories are skipped. A partition directory holds ``<20-digit base offset>.lo
 (8-byte entries: int32 relative offset, int32 position) and ``.timeindex`` (12-byte entries: int64 timestamp,
 int32 relative offset). ``.deleted``, ``.cleaned`` and ``.swap`` files are ignored.
 
+Several brokers' log dirs may be given at once: a replicated partition then has a copy in each, and exactly one is
+read (:func:`choose_replica`: the highest log end offset, ties to the lowest ``node.id``), so nothing is counted
+twice; :func:`replica_choices` says which copy was taken, for the reports.
+
 Pruning is sound by construction:
 
 * topics/partitions: by directory name, exact;
@@ -40,8 +44,9 @@ from protocol.records import (
 )
 
 __all__ = [
-    "NotALogDirError", "PartitionDir", "SegmentFile", "SegmentSlice", "ScanBounds", "PlanStats",
-    "list_partition_dirs", "list_segments", "plan_slices", "INTERNAL_TOPICS",
+    "NotALogDirError", "PartitionDir", "SegmentFile", "SegmentSlice", "ScanBounds", "PlanStats", "Replica",
+    "ReplicaChoice", "list_partition_dirs", "list_replicas", "choose_replica", "replica_choices", "list_segments",
+    "plan_slices", "INTERNAL_TOPICS",
 ]
 
 INTERNAL_TOPICS = KAFKA_INTERNAL_TOPICS | {METADATA_TOPIC}  # analysed only with includeInternal
@@ -205,18 +210,24 @@ def _looks_like_partition_dir(path: str) -> bool:
     return False
 
 
-def list_partition_dirs(log_dirs: str | Iterable[str], bounds: ScanBounds | None = None) -> list[PartitionDir]:
-    """The partition directories under one or more log dirs (comma-separated string or a list), sorted by
-    (topic, partition). A path that is itself a partition directory (``<topic>-<n>`` holding ``.log`` files) is
-    accepted too. Raises :class:`NotALogDirError` for a path that is neither."""
+def list_replicas(log_dirs: str | Iterable[str], bounds: ScanBounds | None = None
+                  ) -> dict[tuple[str, int], list[PartitionDir]]:
+    """Every copy of every partition directory under one or more log dirs (comma-separated string or a list):
+    several brokers' log dirs hold one copy each of a replicated partition. A path that is itself a partition
+    directory (``<topic>-<n>`` holding ``.log`` files) is accepted too. Raises :class:`NotALogDirError` for a
+    path that is neither."""
     bounds = bounds or ScanBounds()
-    found: dict[tuple[str, int], PartitionDir] = {}
+    found: dict[tuple[str, int], list[PartitionDir]] = {}
+    seen_roots: set[str] = set()
     for root in _split_paths(log_dirs):
         root = os.path.abspath(root)
         if not os.path.exists(root):
             raise NotALogDirError(f"log directory {root} does not exist")
         if not os.path.isdir(root):
             raise NotALogDirError(f"{root} is not a directory (expected a Kafka log directory)")
+        if os.path.realpath(root) in seen_roots:
+            continue                                    # the same directory named twice
+        seen_roots.add(os.path.realpath(root))
         tp = _parse_partition_dir_name(os.path.basename(root))
         if tp is not None and _looks_like_partition_dir(root):
             candidates = [(tp, root)]
@@ -247,11 +258,75 @@ def list_partition_dirs(log_dirs: str | Iterable[str], bounds: ScanBounds | None
                 continue
             if bounds.partitions is not None and partition not in bounds.partitions:
                 continue
-            if (topic, partition) in found:
-                raise NotALogDirError(f"partition {topic}-{partition} appears in two log directories: "
-                                      f"{found[(topic, partition)].path} and {path}")
-            found[(topic, partition)] = PartitionDir(topic, partition, path)
-    return [found[k] for k in sorted(found)]
+            copies = found.setdefault((topic, partition), [])
+            if all(os.path.realpath(c.path) != os.path.realpath(path) for c in copies):
+                copies.append(PartitionDir(topic, partition, path))
+    return found
+
+
+def list_partition_dirs(log_dirs: str | Iterable[str], bounds: ScanBounds | None = None) -> list[PartitionDir]:
+    """One directory per partition, sorted by (topic, partition): where several log dirs hold a copy, the one
+    :func:`choose_replica` picks, so a replicated partition is counted once."""
+    return [copies[0] if len(copies) == 1 else choose_replica(copies).chosen
+            for _, copies in sorted(list_replicas(log_dirs, bounds).items())]
+
+
+# -- replicas (the same partition under several brokers' log dirs) ----------------------------------------------
+
+@dataclass(frozen=True)
+class Replica:
+    pdir: PartitionDir
+    node_id: int | None               # from the log dir's meta.properties (node.id, else broker.id)
+    log_end_offset: int               # end of the last complete batch (headers walked, no CRC)
+
+
+@dataclass(frozen=True)
+class ReplicaChoice:
+    """Which copy of a partition the jobs read, and the copies they ignore."""
+
+    chosen: PartitionDir
+    replicas: tuple[Replica, ...]     # all copies, the chosen one first
+
+
+def choose_replica(copies: list[PartitionDir]) -> ReplicaChoice:
+    """The longest replica: highest log end offset, ties to the lowest node id (a log dir without one last), then
+    the path. Without the cluster's metadata the leader is unknown; the longest copy holds every offset any
+    reader could have been served (a follower only ever lags the leader or was truncated to it)."""
+    replicas = [Replica(c, log_dir_node_id(os.path.dirname(c.path)), log_end_offset(c)) for c in copies]
+    replicas.sort(key=lambda r: (-r.log_end_offset, r.node_id is None, r.node_id or 0, r.pdir.path))
+    return ReplicaChoice(replicas[0].pdir, tuple(replicas))
+
+
+def replica_choices(log_dirs: str | Iterable[str], bounds: ScanBounds | None = None) -> list[ReplicaChoice]:
+    """The choice made for every partition that has more than one copy, sorted by (topic, partition)."""
+    return [choose_replica(copies) for _, copies in sorted(list_replicas(log_dirs, bounds).items())
+            if len(copies) > 1]
+
+
+def log_dir_node_id(log_dir: str) -> int | None:
+    """``node.id`` (KRaft) or ``broker.id`` (ZooKeeper) from ``<log_dir>/meta.properties``, None if absent."""
+    data = _read_file(os.path.join(log_dir, "meta.properties"), 64 * 1024)
+    if data is None:
+        return None
+    props = {}
+    for line in data.decode("utf-8", "replace").splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            k, v = line.split("=", 1)
+            props[k.strip()] = v.strip()
+    for key in ("node.id", "broker.id"):
+        if props.get(key, "").lstrip("-").isdigit():
+            return int(props[key])
+    return None
+
+
+def log_end_offset(pdir: PartitionDir) -> int:
+    """The partition's log end offset as its files say: one past the last complete batch of the last segment, or
+    that segment's base offset if it holds none (0 for a directory without segments)."""
+    segs = list_segments(pdir)
+    if not segs:
+        return 0
+    entries, _ = scan_headers(segs[-1])
+    return entries[-1][0] + 1 if entries else segs[-1].base_offset
 
 
 def list_segments(pdir: PartitionDir) -> list[SegmentFile]:

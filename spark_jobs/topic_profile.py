@@ -20,6 +20,7 @@ if __package__ in (None, ""):  # run as a file (spark-submit spark_jobs/<job>.py
 import sys
 
 from spark_jobs.common import JobContext, fmt_bytes, job_parser, md_table, plt
+from spark_jobs.replica_section import replica_section
 
 SIZE_BUCKETS = [0, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576]
 
@@ -174,6 +175,7 @@ def run(ctx: JobContext) -> dict:
                   for r in rows["producers"]], limit=100) if rows["producers"] else "No idempotent or transactional "
                                                                                    "producers.",
     ]
+    sections += replica_section(ctx.log_dirs, ctx.bounds())
     ctx.write_report("Topic profile", sections)
     res["rows"] = rows
     return res
