@@ -22,6 +22,10 @@ The model is Kafka's ``LogCleanerManager`` + ``Cleaner`` (as storage/cleaner.py 
   delete horizon, is re-encoded with the same codec: its new size is computed by encoding it with
   :func:`protocol.record_codec.build_batch`, exactly as the cleaner writes it.
 
+Memory stays bounded whatever the log's size: nothing per record is cached; three scans produce one row per batch,
+one row per key (the cleaner's offset map, plus the key figures) and, per batch of the cleaned range, the offsets a
+pass keeps; a batch losing records is re-read from its segment to be re-encoded (see ``compute``).
+
 Batches without records (left by earlier cleanings) are read as rows with a null offset (``emptyBatches``): a pass
 drops them unless they are kept for the reasons above. Known limits: the cleaner's offset map
 is assumed big enough (flagged if the dirty section has more distinct keys than the default dedupe buffer holds);
@@ -42,6 +46,7 @@ from dataclasses import asdict, dataclass
 
 from spark_jobs.common import JobContext, fmt_bytes, fmt_ms, job_parser, md_table, plt
 from spark_jobs.configs import load_topic_configs, read_checkpoints
+from spark_jobs.replica_section import replica_section
 
 EMPTY_BATCH_BYTES = 61
 DEFAULT_DEDUPE_BUFFER = 128 * 1024 * 1024
@@ -141,73 +146,163 @@ def plan_partition(topic: str, partition: int, segs: list, seg_stats: dict, cfg,
 
 
 # -- the Spark part ----------------------------------------------------------------------------------------------
+#
+# Three scans, nothing per record kept between them (memory bounded by Spark's spilling aggregates and joins):
+#   1. batches: one row per batch (header fields, record count): segment figures, last stable offset, active
+#      producers, aborted transactions -> the plan of every partition;
+#   2. keys: one row per (topic, partition, key): versions, tombstones, payload bytes, per-section counts and the
+#      latest offset in the dirty section (the cleaner's offset map);
+#   3. retain: every record of the cleaned range against the offset map -> per batch how many records stay and
+#      which; batches losing records are then re-read by position and re-encoded (spark_jobs/cleaned_batch.py).
 
-def _reencode_sizes(table):
-    """applyInArrow: one cleaned batch's retained records -> the size the cleaner writes for it."""
-    import pyarrow as pa
+ABORT_TYPE_HEX = "0000"         # a control record key is int16 version, int16 type (0 abort, 1 commit)
 
-    from protocol.compression import CODEC_IDS
-    from protocol.record_codec import Record, build_batch
 
-    d = table.to_pydict()
-    n = len(d["offset"])
-    base = d["base_offset"][0]
-    new_horizon = d["new_horizon"][0]
-    lat = d["timestamp_type"][0] == 1
-    recs = []
-    order = sorted(range(n), key=lambda i: d["offset"][i])
-    for i in order:
-        hdrs = [(h["key"], h["value"]) for h in (d["headers"][i] or [])]
-        ts = d["ts_ms"][i]
-        recs.append(Record(d["key"][i], d["value"][i], hdrs, timestamp=-1 if ts is None else ts,
-                           offset_delta=d["offset"][i] - base))
-    b = build_batch(recs, base_offset=base, compression=CODEC_IDS.get(d["compression"][0], 0),
-                    producer_id=d["producer_id"][0], producer_epoch=d["producer_epoch"][0],
-                    base_sequence=d["base_sequence"][0], is_transactional=bool(d["is_transactional"][0]),
-                    timestamp_type=d["timestamp_type"][0], partition_leader_epoch=d["partition_leader_epoch"][0],
-                    last_offset_delta=d["last_offset"][0] - base, delete_horizon_ms=new_horizon,
-                    max_timestamp=d["max_timestamp"][0] if lat else None)
-    return pa.table({"topic": pa.array([d["topic"][0]], pa.string()),
-                     "partition": pa.array([d["partition"][0]], pa.int32()),
-                     "base_offset": pa.array([base], pa.int64()), "new_size": pa.array([len(b)], pa.int64())})
+def _batch_table(ctx: JobContext):
+    """Pass 1: one row per batch, empty batches included."""
+    from pyspark.sql import functions as F
+
+    recs = ctx.records(emptyBatches="true")
+    return recs.groupBy("topic", "partition", "base_offset").agg(
+        F.first("segment").alias("segment"), F.first("position").alias("position"),
+        F.first("last_offset").alias("last_offset"), F.first("max_timestamp").alias("max_timestamp"),
+        F.first("batch_size_bytes").cast("long").alias("size"), F.first("is_control").alias("is_control"),
+        F.first("is_transactional").alias("is_transactional"), F.first("producer_id").alias("producer_id"),
+        F.first("delete_horizon_ms").alias("delete_horizon_ms"),
+        F.count("offset").alias("records"),
+        F.max(F.when(F.col("is_control"), F.substring("key", 3, 2) == F.unhex(F.lit(ABORT_TYPE_HEX))))
+        .alias("is_abort"))
+
+
+def _segment_figures(batches) -> tuple[dict, dict, bool]:
+    """(segment stats per partition, log end offsets, whether any batch is transactional) for the plans."""
+    from pyspark.sql import functions as F
+
+    rows = (batches.groupBy("topic", "partition", "segment")
+            .agg(F.max("max_timestamp").alias("largest_ts"),
+                 F.min_by("max_timestamp", "position").alias("first_batch_ts"),
+                 F.max("last_offset").alias("last_offset"),
+                 F.max(F.col("is_transactional").cast("int")).alias("txn"))
+            .collect())
+    seg_stats: dict[tuple[str, int], dict[int, tuple]] = {}
+    ends: dict[tuple[str, int], int] = {}
+    any_txn = False
+    for r in rows:
+        tp = (r.topic, r.partition)
+        seg_stats.setdefault(tp, {})[r.segment] = (r.largest_ts, r.first_batch_ts)
+        ends[tp] = max(ends.get(tp, 0), r.last_offset + 1)
+        any_txn = any_txn or bool(r.txn)
+    return seg_stats, ends, any_txn
+
+
+def _last_stable_offsets(batches) -> dict[tuple[str, int], int]:
+    """The first offset of a transaction with no marker yet, per partition that has one."""
+    from pyspark.sql import functions as F
+
+    markers = (batches.where("is_control AND producer_id >= 0").groupBy("topic", "partition", "producer_id")
+               .agg(F.max("last_offset").alias("last_marker")))
+    open_txn = (batches.where("is_transactional AND NOT is_control")
+                .join(markers, ["topic", "partition", "producer_id"], "left")
+                .where(F.col("base_offset") > F.coalesce("last_marker", F.lit(-1)))
+                .groupBy("topic", "partition").agg(F.min("base_offset").alias("lso")))
+    return {(r.topic, r.partition): r.lso for r in open_txn.collect()}
+
+
+def _key_table(ctx: JobContext, plan_df):
+    """Pass 2: one row per (topic, partition, key); null keys make one row per partition."""
+    from pyspark.sql import functions as F
+
+    data = (ctx.records().where("NOT is_control")
+            .select("topic", "partition", "key", "offset", F.col("value").isNull().alias("tombstone"),
+                    (F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0)))
+                    .alias("payload"))
+            .join(F.broadcast(plan_df), ["topic", "partition"]))
+    dirty = (F.col("offset") >= F.col("first_dirty_offset")) & (F.col("offset") < F.col("first_uncleanable_offset"))
+
+    def count_if(cond):
+        return F.sum(F.when(cond, 1).otherwise(0))
+
+    return data.groupBy("topic", "partition", "key").agg(
+        F.count("*").alias("versions"),
+        count_if(F.col("tombstone")).alias("tombstones"),
+        F.sum("payload").alias("payload_bytes"),
+        F.max("offset").alias("last_offset"),
+        F.max(F.when(dirty, F.col("offset"))).alias("latest_dirty"),
+        count_if(F.col("offset") < F.col("first_dirty_offset")).alias("clean_records"),
+        count_if(dirty).alias("dirty_records"),
+        count_if(F.col("offset") >= F.col("first_uncleanable_offset")).alias("uncleanable_records"))
+
+
+def _retained_per_batch(ctx: JobContext, plan_df, keys):
+    """Pass 3: per batch of the cleaned range, the records one pass keeps (Cleaner.shouldRetainRecord)."""
+    from pyspark.sql import functions as F
+
+    offset_map = keys.where("key IS NOT NULL AND latest_dirty IS NOT NULL").select(
+        "topic", "partition", "key", "latest_dirty")
+    cleaned = (ctx.records().where("NOT is_control")
+               .select("topic", "partition", "base_offset", "offset", "key", "delete_horizon_ms",
+                       F.col("value").isNull().alias("tombstone"))
+               .join(F.broadcast(plan_df.where("cleaned")), ["topic", "partition"])
+               .where(F.col("offset") < F.col("first_uncleanable_offset"))
+               .join(offset_map, ["topic", "partition", "key"], "left"))
+    horizon_passed = F.col("delete_horizon_ms").isNotNull() & (F.lit(ctx.now_ms) >= F.col("delete_horizon_ms"))
+    retain = (F.when(F.col("key").isNull(), False)
+              .when(F.col("latest_dirty").isNotNull() & (F.col("offset") < F.col("latest_dirty")), False)
+              .when(F.col("tombstone"), ~horizon_passed)
+              .otherwise(True))
+    return (cleaned.withColumn("retain", retain).groupBy("topic", "partition", "base_offset").agg(
+        F.count("*").alias("data_records"),
+        F.sum(F.col("retain").cast("int")).alias("data_kept"),
+        F.sum((F.col("retain") & F.col("tombstone")).cast("int")).alias("kept_tombstones"),
+        F.sum((~F.col("retain") & F.col("tombstone")).cast("int")).alias("removed_tombstones"),
+        F.sum((~F.col("retain") & F.col("key").isNull()).cast("int")).alias("removed_null_key"),
+        F.collect_list(F.when(F.col("retain"), F.col("offset"))).alias("kept_offsets")))
+
+
+def _active_producers(batches, now_ms: int, expiration_ms: int):
+    """The last data batch of every producer not yet expired at ``now`` (its batch is kept even if emptied)."""
+    from pyspark.sql import functions as F
+
+    last_data = (batches.where("producer_id >= 0 AND NOT is_control")
+                 .groupBy("topic", "partition", "producer_id")
+                 .agg(F.max("last_offset").alias("producer_last_offset")))
+    last_any = (batches.where("producer_id >= 0").groupBy("topic", "partition", "producer_id")
+                .agg(F.max_by("max_timestamp", "last_offset").alias("producer_last_any_ts")))
+    return (last_data.join(last_any, ["topic", "partition", "producer_id"])
+            .where(F.lit(now_ms) - F.col("producer_last_any_ts") < F.lit(expiration_ms))
+            .select("topic", "partition", "producer_id", "producer_last_offset"))
+
+
+def _aborted_records(batches):
+    """Records of transactional data batches whose next marker of the same producer is an ABORT."""
+    from pyspark.sql import functions as F
+
+    markers = batches.where("is_control AND producer_id >= 0").select(
+        "topic", "partition", "producer_id", F.col("last_offset").alias("marker_offset"), "is_abort")
+    txn = batches.where("is_transactional AND NOT is_control AND records > 0").select(
+        "topic", "partition", "producer_id", "base_offset", "last_offset", "records")
+    nxt = (txn.join(markers, ["topic", "partition", "producer_id"]).where("marker_offset > last_offset")
+           .groupBy("topic", "partition", "producer_id", "base_offset")
+           .agg(F.first("records").alias("records"), F.min_by("is_abort", "marker_offset").alias("aborted")))
+    return nxt.where("aborted").groupBy("topic", "partition").agg(F.sum("records").alias("aborted_records"))
 
 
 def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS):
     """All the report's tables as Spark DataFrames / Python objects (the tests compare these)."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.types import (BooleanType, DoubleType, IntegerType, LongType, StringType, StructField,
                                    StructType)
+
+    from spark_jobs.cleaned_batch import cleaned_sizes
 
     spark = ctx.spark
     configs = load_topic_configs(ctx.log_dirs, ctx.args.config)
     cps = read_checkpoints(ctx.log_dirs)
     segs = ctx.segments()
-    recs = ctx.records(emptyBatches="true").withColumn("ts_ms", F.unix_millis("timestamp")).cache()
-
-    seg_stats_rows = (recs.groupBy("topic", "partition", "segment")
-                      .agg(F.max("max_timestamp").alias("largest_ts"),
-                           F.min_by("max_timestamp", "position").alias("first_batch_ts"),
-                           F.max("last_offset").alias("last_offset"),
-                           F.sum(F.col("is_transactional").cast("int")).alias("txn_rows"))
-                      .collect())
-    seg_stats: dict[tuple[str, int], dict[int, tuple]] = {}
-    ends: dict[tuple[str, int], int] = {}
-    any_txn = False
-    for r in seg_stats_rows:
-        seg_stats.setdefault((r.topic, r.partition), {})[r.segment] = (r.largest_ts, r.first_batch_ts)
-        ends[(r.topic, r.partition)] = max(ends.get((r.topic, r.partition), 0), r.last_offset + 1)
-        any_txn = any_txn or bool(r.txn_rows)
-
-    # last stable offset: the first offset of a transaction with no marker yet (only if there are transactions)
-    lsos: dict[tuple[str, int], int] = {}
-    if any_txn:
-        markers = (recs.where("is_control AND producer_id >= 0").groupBy("topic", "partition", "producer_id")
-                   .agg(F.max("last_offset").alias("last_marker")))
-        open_txn = (recs.where("is_transactional AND NOT is_control")
-                    .join(markers, ["topic", "partition", "producer_id"], "left")
-                    .where(F.col("base_offset") > F.coalesce("last_marker", F.lit(-1)))
-                    .groupBy("topic", "partition").agg(F.min("base_offset").alias("lso")))
-        lsos = {(r.topic, r.partition): r.lso for r in open_txn.collect()}
+    batches = _batch_table(ctx).persist(StorageLevel.MEMORY_AND_DISK)
+    seg_stats, ends, any_txn = _segment_figures(batches)
+    lsos = _last_stable_offsets(batches) if any_txn else {}
 
     by_tp: dict[tuple[str, int], list] = {}
     for s in segs:
@@ -222,98 +317,57 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
                                     cps.cleaner.get((topic, partition)), cps.log_start.get((topic, partition)),
                                     lsos.get((topic, partition)), leo, ctx.now_ms))
 
-    plan_schema = StructType([
-        StructField("topic", StringType()), StructField("partition", IntegerType()),
-        StructField("compact", BooleanType()), StructField("would_clean_now", BooleanType()),
-        StructField("first_dirty_offset", LongType()), StructField("first_uncleanable_offset", LongType()),
-        StructField("delete_retention_ms", LongType()),
-    ])
-    plan_df = spark.createDataFrame([(p.topic, p.partition, p.compact, p.would_clean_now, p.first_dirty_offset,
-                                      p.first_uncleanable_offset, p.delete_retention_ms) for p in plans],
-                                    plan_schema)
-    r = recs.join(F.broadcast(plan_df), ["topic", "partition"])
-    pos = F.coalesce(F.col("offset"), F.col("last_offset"))     # an empty batch sits at its last offset
-    r = r.withColumn("section", F.when(pos < F.col("first_dirty_offset"), "clean")
-                     .when(pos < F.col("first_uncleanable_offset"), "dirty").otherwise("uncleanable"))
+    plan_df = spark.createDataFrame(
+        [(p.topic, p.partition, p.compact and p.first_dirty_offset < p.first_uncleanable_offset, p.would_clean_now,
+          p.first_dirty_offset, p.first_uncleanable_offset, p.delete_retention_ms) for p in plans],
+        StructType([StructField("topic", StringType()), StructField("partition", IntegerType()),
+                    StructField("cleaned", BooleanType()), StructField("would_clean_now", BooleanType()),
+                    StructField("first_dirty_offset", LongType()), StructField("first_uncleanable_offset", LongType()),
+                    StructField("delete_retention_ms", LongType())]))
 
-    # -- per partition figures
-    data = r.where("NOT is_control AND offset IS NOT NULL")
-    per_tp = (data.groupBy("topic", "partition").agg(
-        F.count("*").alias("records"),
-        F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))).alias("payload_bytes"),
-        F.countDistinct("key").alias("distinct_keys"),
-        F.sum(F.when(F.col("value").isNull(), 1).otherwise(0)).alias("tombstones"),
-        F.sum(F.when(F.col("key").isNull(), 1).otherwise(0)).alias("null_key_records"),
-        F.sum(F.when(F.col("section") == "clean", 1).otherwise(0)).alias("clean_records"),
-        F.sum(F.when(F.col("section") == "dirty", 1).otherwise(0)).alias("dirty_records"),
-        F.sum(F.when(F.col("section") == "uncleanable", 1).otherwise(0)).alias("uncleanable_records"),
-    ))
-    batches_all = r.groupBy("topic", "partition", "base_offset").agg(F.first("batch_size_bytes").alias("size"))
-    bytes_tp = batches_all.groupBy("topic", "partition").agg(F.sum("size").alias("batch_bytes"))
+    keys = _key_table(ctx, plan_df).persist(StorageLevel.MEMORY_AND_DISK)
+    per_tp = keys.groupBy("topic", "partition").agg(
+        F.sum("versions").alias("records"), F.sum("payload_bytes").alias("payload_bytes"),
+        F.count("key").alias("distinct_keys"), F.sum("tombstones").alias("tombstones"),
+        F.sum(F.when(F.col("key").isNull(), F.col("versions")).otherwise(0)).alias("null_key_records"),
+        F.sum("clean_records").alias("clean_records"), F.sum("dirty_records").alias("dirty_records"),
+        F.sum("uncleanable_records").alias("uncleanable_records"))
+    bytes_tp = batches.groupBy("topic", "partition").agg(F.sum("size").alias("batch_bytes"))
 
-    # -- one cleaning pass: the offset map over the dirty section, then the retain rule
-    offset_map = (r.where("section = 'dirty' AND NOT is_control AND key IS NOT NULL AND offset IS NOT NULL")
-                  .groupBy("topic", "partition", "key").agg(F.max("offset").alias("latest")))
-    cleaned = (r.where("compact AND section <> 'uncleanable' AND first_dirty_offset < first_uncleanable_offset")
-               .join(offset_map, ["topic", "partition", "key"], "left"))
-    horizon_passed = F.col("delete_horizon_ms").isNotNull() & (F.lit(ctx.now_ms) >= F.col("delete_horizon_ms"))
-    retain = (F.when(F.col("offset").isNull(), F.lit(None).cast("boolean"))     # an empty batch: no record
-              .when(F.col("is_control"), True)
-              .when(F.col("key").isNull(), False)
-              .when(F.col("latest").isNotNull() & (F.col("offset") < F.col("latest")), False)
-              .when(F.col("value").isNull(), ~horizon_passed)
-              .otherwise(True))
-    cleaned = cleaned.withColumn("retain", retain)
-
-    # active producers: the last data batch of every producer not yet expired at `now`
-    last_data = (r.where("producer_id >= 0 AND NOT is_control")
-                 .groupBy("topic", "partition", "producer_id")
-                 .agg(F.max("last_offset").alias("producer_last_offset"),
-                      F.max_by("max_timestamp", "last_offset").alias("producer_last_ts")))
-    last_any = (r.where("producer_id >= 0").groupBy("topic", "partition", "producer_id")
-                .agg(F.max_by("max_timestamp", "last_offset").alias("producer_last_any_ts")))
-    active = (last_data.join(last_any, ["topic", "partition", "producer_id"])
-              .where(F.lit(ctx.now_ms) - F.col("producer_last_any_ts") < F.lit(producer_id_expiration_ms))
-              .select("topic", "partition", "producer_id", "producer_last_offset"))
-
-    per_batch = (cleaned.groupBy("topic", "partition", "base_offset").agg(
-        F.count("offset").alias("n"),
-        F.coalesce(F.sum(F.col("retain").cast("int")), F.lit(0)).alias("kept"),
-        F.sum(F.when(F.col("retain") & F.col("value").isNull() & ~F.col("is_control"), 1).otherwise(0))
-        .alias("kept_tombstones"),
-        F.sum(F.when(~F.col("retain") & F.col("value").isNull(), 1).otherwise(0)).alias("removed_tombstones"),
-        F.sum(F.when(~F.col("retain") & F.col("key").isNull(), 1).otherwise(0)).alias("removed_null_key"),
-        F.first("is_control").alias("is_control"),
-        F.first("delete_horizon_ms").alias("delete_horizon_ms"),
-        F.first("batch_size_bytes").alias("size"),
-        F.first("last_offset").alias("last_offset"),
-        F.first("producer_id").alias("producer_id"),
-        F.first("first_uncleanable_offset").alias("upper"),
-        F.first("would_clean_now").alias("would_clean_now"),
-        F.first("delete_retention_ms").alias("delete_retention_ms"),
-    ).join(active, ["topic", "partition", "producer_id"], "left"))
+    # -- one cleaning pass: every batch of the cleaned range, with what stays of it
+    retained = _retained_per_batch(ctx, plan_df, keys)
+    active = _active_producers(batches, ctx.now_ms, producer_id_expiration_ms)
+    in_range = (batches.join(F.broadcast(plan_df.where("cleaned")), ["topic", "partition"])
+                .where(F.col("last_offset") < F.col("first_uncleanable_offset")))
+    per_batch = (in_range.join(retained, ["topic", "partition", "base_offset"], "left")
+                 .join(active, ["topic", "partition", "producer_id"], "left")
+                 .withColumn("n", F.when(F.col("is_control"), F.col("records"))
+                             .otherwise(F.coalesce("data_records", F.lit(0))))
+                 .withColumn("kept", F.when(F.col("is_control"), F.col("records"))
+                             .otherwise(F.coalesce("data_kept", F.lit(0))))
+                 .fillna(0, ["kept_tombstones", "removed_tombstones", "removed_null_key"]))
     per_batch = per_batch.withColumn(
         "retain_empty", (F.col("producer_last_offset").isNotNull()
                          & (F.col("producer_last_offset") == F.col("last_offset")))
-        | (F.col("last_offset") + 1 == F.col("upper")))
+        | (F.col("last_offset") + 1 == F.col("first_uncleanable_offset")))
     per_batch = per_batch.withColumn(
         "rewrite", ~F.col("is_control") & (F.col("kept") > 0)
         & ((F.col("kept") < F.col("n")) | ((F.col("kept_tombstones") > 0) & F.col("delete_horizon_ms").isNull())))
-    per_batch = per_batch.withColumn(
-        "new_horizon", F.when(F.col("kept_tombstones") > 0,
-                              F.coalesce(F.col("delete_horizon_ms"), F.lit(ctx.now_ms) + F.col("delete_retention_ms"))))
-    rewrite_keys = per_batch.where("rewrite").select("topic", "partition", "base_offset", "new_horizon")
-    to_encode = (cleaned.where("retain").join(rewrite_keys, ["topic", "partition", "base_offset"])
-                 .select("topic", "partition", "base_offset", "offset", "ts_ms", "key", "value", "headers",
-                         "compression", "producer_id", "producer_epoch", "base_sequence", "is_transactional",
-                         "timestamp_type", "partition_leader_epoch", "last_offset", "max_timestamp", "new_horizon"))
-    new_sizes = to_encode.groupBy("topic", "partition", "base_offset").applyInArrow(
-        _reencode_sizes, "topic string, partition int, base_offset bigint, new_size bigint")
-    per_batch = per_batch.join(new_sizes, ["topic", "partition", "base_offset"], "left").withColumn(
-        "after", F.when(F.col("is_control"), F.col("size"))
-        .when(F.col("kept") == 0, F.when(F.col("retain_empty"), F.lit(EMPTY_BATCH_BYTES)).otherwise(0))
-        .when(F.col("rewrite"), F.col("new_size"))
-        .otherwise(F.col("size")))
+    per_batch = per_batch.withColumn(         # Cleaner: now + delete.retention.ms if a kept tombstone needs one
+        "new_horizon", F.when((F.col("kept_tombstones") > 0) & F.col("delete_horizon_ms").isNull(),
+                              F.lit(ctx.now_ms) + F.col("delete_retention_ms"))
+        .otherwise(F.col("delete_horizon_ms")))
+    dirs = {(s.topic, s.partition): s.dir for s in segs}
+    new_sizes = (per_batch.where("rewrite")
+                 .select("topic", "partition", "segment", "position", "base_offset", "size", "kept_offsets",
+                         "new_horizon")
+                 .mapInArrow(cleaned_sizes(dirs), "topic string, partition int, base_offset bigint, new_size bigint"))
+    per_batch = (per_batch.drop("kept_offsets").join(new_sizes, ["topic", "partition", "base_offset"], "left")
+                 .withColumn("after", F.when(F.col("is_control"), F.col("size"))
+                             .when(F.col("kept") == 0,
+                                   F.when(F.col("retain_empty"), F.lit(EMPTY_BATCH_BYTES)).otherwise(0))
+                             .when(F.col("rewrite"), F.col("new_size"))
+                             .otherwise(F.col("size"))))
     pass_tp = per_batch.groupBy("topic", "partition").agg(
         F.sum(F.col("n") - F.col("kept")).alias("pass_records_removed"),
         F.sum(F.col("size") - F.col("after")).alias("pass_bytes_removed"),
@@ -322,21 +376,10 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
         F.sum(F.when(F.col("kept") == 0, 1).otherwise(0)).alias("batches_emptied"),
         F.sum(F.when(F.col("rewrite"), 1).otherwise(0)).alias("batches_rewritten"),
     )
-    # aborted transactional data (Kafka drops it too; storage's cleaner does not): data batches of a producer
-    # followed by an ABORT marker (control key type 0)
-    ctrl = r.where("is_control AND producer_id >= 0").select(
-        "topic", "partition", "producer_id", F.col("offset").alias("marker_offset"),
-        (F.substring("key", 3, 2) == F.unhex(F.lit("0000"))).alias("is_abort"))
-    txn_data = (r.where("is_transactional AND NOT is_control AND offset IS NOT NULL")
-                .select("topic", "partition", "producer_id", "offset"))
-    nxt = (txn_data.join(ctrl, ["topic", "partition", "producer_id"]).where("marker_offset > offset")
-           .groupBy("topic", "partition", "producer_id", "offset")
-           .agg(F.min_by("is_abort", "marker_offset").alias("aborted")))
-    aborted = nxt.where("aborted").groupBy("topic", "partition").agg(F.count("*").alias("aborted_records"))
 
     per_tp_all = (per_tp.join(bytes_tp, ["topic", "partition"], "left")
                   .join(pass_tp, ["topic", "partition"], "left")
-                  .join(aborted, ["topic", "partition"], "left")
+                  .join(_aborted_records(batches), ["topic", "partition"], "left")
                   .fillna(0, ["pass_records_removed", "pass_bytes_removed", "pass_tombstones_removed",
                               "pass_null_key_removed", "batches_emptied", "batches_rewritten", "aborted_records"]))
     plans_df = spark.createDataFrame([asdict(p) for p in plans], StructType([
@@ -360,17 +403,16 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
                                  "clean_records", "dirty_records", "uncleanable_records", "batch_bytes"])
                      .orderBy("topic", "partition"))
 
-    keys = (data.where("key IS NOT NULL").groupBy("topic", "key")
-            .agg(F.count("*").alias("versions"), F.countDistinct("partition").alias("partitions"),
-                 F.sum(F.when(F.col("value").isNull(), 1).otherwise(0)).alias("tombstones"),
-                 F.max("offset").alias("last_offset")))
-    top = keys.orderBy(F.desc("versions"), "topic", "key").limit(top_keys)
-    versions_hist = (keys.groupBy("topic", F.least(F.col("versions"), F.lit(50)).alias("versions"))
+    topic_keys = (keys.where("key IS NOT NULL").groupBy("topic", "key")
+                  .agg(F.sum("versions").alias("versions"), F.count("*").alias("partitions"),
+                       F.sum("tombstones").alias("tombstones"), F.max("last_offset").alias("last_offset")))
+    top = topic_keys.orderBy(F.desc("versions"), "topic", "key").limit(top_keys)
+    versions_hist = (topic_keys.groupBy("topic", F.least(F.col("versions"), F.lit(50)).alias("versions"))
                      .agg(F.count("*").alias("keys")).orderBy("topic", "versions"))
     max_keys = int(DEFAULT_DEDUPE_BUFFER / 24 * 0.9)
     return {"partitions": partitions_df, "top_keys": top, "versions_hist": versions_hist, "plans": plans,
-            "per_batch": per_batch, "configs": configs, "records": recs, "checkpoint_errors": cps.errors,
-            "max_map_keys": max_keys}
+            "per_batch": per_batch, "configs": configs, "checkpoint_errors": cps.errors,
+            "max_map_keys": max_keys, "persisted": [batches, keys]}
 
 
 def run(ctx: JobContext) -> dict:
@@ -383,6 +425,8 @@ def run(ctx: JobContext) -> dict:
     ctx.write_parquet(parts, "compaction_partitions")
     ctx.write_parquet(top_df, "compaction_top_keys")
     ctx.write_parquet(hist_df, "compaction_key_versions")
+    for df in res["persisted"]:
+        df.unpersist()
 
     p = plt()
     compacted = [r for r in prow if r.compact]
@@ -449,6 +493,7 @@ def run(ctx: JobContext) -> dict:
     if res["checkpoint_errors"]:
         sections += ["", "Unreadable checkpoint files (ignored, as Kafka resets to the log start):", ""]
         sections += [f"- {e}" for e in res["checkpoint_errors"]]
+    sections += replica_section(ctx.log_dirs, ctx.bounds())
     ctx.write_report("Compaction report", sections)
     res["rows"] = prow
     return res

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from spark_jobs.common import JobContext, fmt_bytes, fmt_ms, fmt_ms_date, job_parser, md_table, plt
 from spark_jobs.configs import load_topic_configs, read_checkpoints
+from spark_jobs.replica_section import replica_section
 
 AGE_BUCKETS_MS = [3_600_000, 6 * 3_600_000, 86_400_000, 3 * 86_400_000, 7 * 86_400_000, 14 * 86_400_000,
                   30 * 86_400_000, 90 * 86_400_000]
@@ -116,15 +117,29 @@ def compute(ctx: JobContext):
     cps = read_checkpoints(ctx.log_dirs)
     what_if = _parse_what_if(getattr(ctx.args, "what_if", None))
     segs = ctx.segments()
-    recs = ctx.records().withColumn("ts_ms", F.unix_millis("timestamp")).cache()
+    recs = ctx.records().withColumn("ts_ms", F.unix_millis("timestamp"))
     seg_df = ctx.segments_df(segs)
 
-    per_seg = (recs.groupBy("topic", "partition", "segment").agg(
-        F.count("*").alias("records"),
-        F.sum(F.when(F.col("is_control"), 0).otherwise(1)).alias("data_records"),
-        F.min("offset").alias("first_offset"),
+    def age_bucket(age_ms):
+        expr = F.lit(len(AGE_BUCKETS_MS))
+        for i, b in reversed(list(enumerate(AGE_BUCKETS_MS))):
+            expr = F.when(age_ms < b, i).otherwise(expr)
+        return expr
+
+    # one scan, nothing per record kept: per segment and age bucket of the record (both tables derive from it);
+    # the records going backwards are the second and last scan
+    seg_ages = recs.groupBy(
+        "topic", "partition", "segment", "is_control",
+        F.when(F.col("ts_ms").isNotNull(), age_bucket(F.lit(ctx.now_ms) - F.col("ts_ms"))).alias("record_bucket"),
+    ).agg(F.count("*").alias("records"), F.min("offset").alias("first_offset"),
+          F.max("last_offset").alias("last_offset"), F.min("ts_ms").alias("min_timestamp"),
+          F.max("max_timestamp").alias("max_timestamp")).persist()
+    per_seg = (seg_ages.groupBy("topic", "partition", "segment").agg(
+        F.sum("records").alias("records"),
+        F.sum(F.when(F.col("is_control"), 0).otherwise(F.col("records"))).alias("data_records"),
+        F.min("first_offset").alias("first_offset"),
         F.max("last_offset").alias("last_offset"),
-        F.min("ts_ms").alias("min_timestamp"),
+        F.min("min_timestamp").alias("min_timestamp"),
         F.max("max_timestamp").alias("max_timestamp"),
     ))
     seg_table = (seg_df.join(per_seg, ["topic", "partition", "segment"], "left")
@@ -176,15 +191,11 @@ def compute(ctx: JobContext):
         "log_start_after_what_if bigint")).orderBy("topic", "partition")
 
     # bytes by age (segments, what retention acts on) and records by age
-    bucket_expr = F.lit(len(AGE_BUCKETS_MS))
-    for i, b in reversed(list(enumerate(AGE_BUCKETS_MS))):
-        bucket_expr = F.when(F.col("age_ms") < b, i).otherwise(bucket_expr)
-    bytes_by_age = (seg_table.withColumn("bucket", bucket_expr).groupBy("topic", "bucket")
+    bytes_by_age = (seg_table.withColumn("bucket", age_bucket(F.col("age_ms"))).groupBy("topic", "bucket")
                     .agg(F.sum("size").alias("bytes"), F.count("*").alias("segments")).orderBy("topic", "bucket"))
-    rec_age = (recs.where("NOT is_control AND ts_ms IS NOT NULL")
-               .withColumn("age_ms", F.lit(ctx.now_ms) - F.col("ts_ms")))
-    records_by_age = (rec_age.withColumn("bucket", bucket_expr).groupBy("topic", "bucket")
-                      .agg(F.count("*").alias("records")).orderBy("topic", "bucket"))
+    records_by_age = (seg_ages.where("NOT is_control AND record_bucket IS NOT NULL")
+                      .groupBy("topic", F.col("record_bucket").alias("bucket"))
+                      .agg(F.sum("records").alias("records")).orderBy("topic", "bucket"))
 
     # partition skew per topic
     skew = (seg_table.groupBy("topic", "partition").agg(F.sum("size").alias("bytes"), F.sum("records").alias("records"))
@@ -206,7 +217,7 @@ def compute(ctx: JobContext):
             .orderBy("topic", "partition"))
     return {"segments": segments_out, "partitions": partitions_out, "bytes_by_age": bytes_by_age,
             "records_by_age": records_by_age, "skew": skew, "partition_bytes": part_bytes, "backwards": back,
-            "what_if": what_if, "configs": configs}
+            "what_if": what_if, "configs": configs, "persisted": [seg_ages]}
 
 
 def run(ctx: JobContext) -> dict:
@@ -222,6 +233,8 @@ def run(ctx: JobContext) -> dict:
     wi = res["what_if"]
     for name in ("segments", "partitions", "bytes_by_age", "records_by_age", "skew", "backwards"):
         ctx.write_parquet(res[name], f"retention_{name}")
+    for df in res["persisted"]:
+        df.unpersist()
 
     p = plt()
     topics = sorted({a.topic for a in age})
@@ -285,6 +298,7 @@ def run(ctx: JobContext) -> dict:
                          [(f"{b.topic}-{b.partition}", b.backwards_records, fmt_ms(b.max_backwards_ms),
                            b.first_backwards_offset) for b in back]) if back else "None.",
                 ]
+    sections += replica_section(ctx.log_dirs, ctx.bounds())
     ctx.write_report("Retention report", sections)
     res.update({"segment_rows": segs, "partition_rows": parts, "backwards_rows": back, "skew_rows": skew,
                 "age_rows": age})
