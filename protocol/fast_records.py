@@ -86,6 +86,20 @@ def decode_records(data, count: int, base_offset: int, base_timestamp: int, log_
         return None
 
 
+def decode_columns(data, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
+                   ) -> tuple[list, list, list, list, list] | None:
+    """The records of an uncompressed records section as five lists (offsets, timestamps, keys, values, headers),
+    without building a ``Record`` per record; None exactly when :func:`decode_records` would be None."""
+    if _CBatch is _UNLOADED:
+        _load()
+    if _CBatch is None:
+        return None
+    try:
+        return _columns_c(data, count, base_offset, base_timestamp, log_append_time)
+    except Exception:  # whatever the C reader objects to, the reference decides
+        return None
+
+
 class _Mismatch(Exception):
     pass
 
@@ -122,3 +136,38 @@ def _decode_c(data, count, base_offset, base_timestamp, log_append_time, Record)
     if total != n:
         raise _Mismatch
     return out
+
+
+def _columns_c(data, count, base_offset, base_timestamp, log_append_time):
+    """:func:`_decode_c`'s loop and checks, appending to column lists instead of making records."""
+    n = len(data)
+    buf = b"".join((_HEADER.pack(base_offset, 0, -1, 2, 0, 0, 0, base_timestamp, 0, -1, -1, -1, count), data,
+                    _PAD))
+    batch = _CBatch(memoryview(buf)[:len(buf) - len(_PAD)])
+    offsets: list = []
+    timestamps: list = []
+    keys: list = []
+    values: list = []
+    headers_col: list = []
+    size_in_bytes = _size_in_bytes
+    total = 0
+    for r in batch:
+        key = r.key
+        value = r.value
+        headers = r.headers
+        ts = r.timestamp
+        offset = r.offset
+        delta = offset - base_offset
+        if not _INT32_MIN <= delta <= _INT32_MAX:
+            raise _Mismatch
+        total += size_in_bytes(delta, ts - base_timestamp, key, value, headers)
+        offsets.append(offset)
+        timestamps.append(ts)
+        keys.append(key)
+        values.append(value)
+        headers_col.append(headers)
+    if total != n:
+        raise _Mismatch
+    if log_append_time is not None:
+        timestamps = [log_append_time] * len(offsets)
+    return offsets, timestamps, keys, values, headers_col

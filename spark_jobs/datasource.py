@@ -22,7 +22,18 @@ Options (all strings, case-insensitive names):
 ``statsPath``              a directory where each task writes its scan counters (segments opened, batches...)
 ``emptyBatches``           also one row (null offset/key/value) per batch holding no records, as compaction
                            leaves them; off by default
+``columns``                comma-separated column names: the DataFrame has only these (same as ``.schema``)
 =========================  ==================================================================================
+
+Only the columns a query needs: Spark does not tell a Python data source which columns a query reads, so say it
+with a schema naming a subset of the columns (any order, same names and types), or the ``columns`` option::
+
+    spark.read.format("kafka-log").schema("topic string, partition int, offset long, key binary").load(d)
+
+The reader then decodes only those: no value array for a key-only query, and with none of ``offset``,
+``timestamp``, ``key``, ``value``, ``headers`` a batch wholly inside the bounds is counted from its CRC-checked
+header without decompressing it. An unknown column, another type or NOT NULL is refused with a message naming
+the column.
 
 With Spark >= 4.1 and ``spark.sql.python.filterPushdown.enabled=true``, ``WHERE`` conjuncts on ``topic``,
 ``partition``, ``offset`` and ``timestamp`` are pushed into the same pruning. Filters the reader applies exactly per
@@ -42,7 +53,7 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from .planning import DEFAULT_MAX_SLICE_BYTES, PlanStats, ScanBounds, SegmentSlice, plan_slices
-from .scan import SCHEMA_DDL, ScanStats, read_slice, write_stats
+from .scan import SCHEMA_DDL, SPARK_TYPES, ScanStats, read_slice, select_columns, write_stats
 
 try:  # Spark >= 4.1
     from pyspark.sql.datasource import (
@@ -140,8 +151,32 @@ def _min(a, b):
     return b if a is None else (a if b is None else min(a, b))
 
 
+def columns_option(options) -> tuple[str, ...] | None:
+    """The ``columns`` option as checked column names (None when absent)."""
+    cols = _opt(options, "columns")
+    if cols is None:
+        return None
+    names = [c.strip() for c in str(cols).split(",") if c.strip()]
+    return select_columns((c, SPARK_TYPES.get(c, "?"), True) for c in names)
+
+
+def columns_of_schema(schema, options) -> tuple[str, ...] | None:
+    """The columns Spark asks the reader for: None for the whole default schema, else the checked subset."""
+    option = columns_option(options)
+    if schema is None:
+        return option
+    fields = [(f.name, f.dataType.simpleString(), f.nullable) for f in schema.fields]
+    if option is None and fields == [(n, t, True) for n, t in SPARK_TYPES.items()]:
+        return None
+    cols = select_columns(fields)
+    if option is not None and option != cols:
+        raise ValueError(f"kafka-log: the schema's columns {list(cols)} differ from the columns option "
+                         f"{list(option)}; give one of them")
+    return cols
+
+
 class KafkaLogReader(DataSourceReader):
-    def __init__(self, options) -> None:
+    def __init__(self, options, columns: tuple[str, ...] | None = None) -> None:
         path = _opt(options, "path") or _opt(options, "paths")
         if not path:
             raise ValueError("kafka-log: give the log directory: spark.read.format('kafka-log').load('/path')")
@@ -155,6 +190,7 @@ class KafkaLogReader(DataSourceReader):
         self.use_indexes = True if use_idx is None else _bool(use_idx, "useIndexes")
         self.stats_path = _opt(options, "statsPath")
         self.empty_batches = _bool(_opt(options, "emptyBatches"), "emptyBatches")
+        self.columns = columns
         self.pushed: list[str] = []
 
     # -- filter pushdown (Spark >= 4.1; see KafkaLogPushdownReader) ---------------------------------------------
@@ -244,7 +280,7 @@ class KafkaLogReader(DataSourceReader):
         stats = ScanStats()
         try:
             yield from read_slice(partition.slice, self.bounds, ignore_corrupt=self.ignore_corrupt, stats=stats,
-                                  empty_batches=self.empty_batches)
+                                  empty_batches=self.empty_batches, columns=self.columns)
         finally:
             if self.stats_path:
                 write_stats(self.stats_path, stats)
@@ -287,16 +323,12 @@ class KafkaLogDataSource(DataSource):
         return "kafka-log"
 
     def schema(self) -> str:
-        return SCHEMA_DDL
+        cols = columns_option(self.options)
+        return SCHEMA_DDL if cols is None else ", ".join(f"{c} {SPARK_TYPES[c]}" for c in cols)
 
     def reader(self, schema) -> KafkaLogReader:
-        from .scan import ARROW_SCHEMA
-
-        names = [f.name for f in getattr(schema, "fields", [])]
-        if schema is not None and names != ARROW_SCHEMA.names:
-            raise ValueError("kafka-log has a fixed schema; select columns after load() instead of passing "
-                             ".schema(...)")
+        columns = columns_of_schema(schema, self.options)
         push = _opt(self.options, "pushdown")
         if _HAVE_FILTERS and (True if push is None else _bool(push, "pushdown")) and _pushdown_enabled():
-            return KafkaLogPushdownReader(self.options)
-        return KafkaLogReader(self.options)
+            return KafkaLogPushdownReader(self.options, columns)
+        return KafkaLogReader(self.options, columns)

@@ -17,14 +17,14 @@ import mmap
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Final, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from protocol.compression import CODEC_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE, NONE, decompress
 from protocol.errors import CorruptRecordError, KafkaError
-from protocol.record_codec import decode_records
+from protocol.record_codec import RecordColumns, decode_columns
 from protocol.records import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
@@ -71,14 +71,51 @@ ARROW_SCHEMA = pa.schema([
     pa.field("position", pa.int64()),
 ])
 
-SCHEMA_DDL = (
-    "topic string, partition int, offset bigint, timestamp timestamp, timestamp_type int, key binary, "
-    "value binary, headers array<struct<key:string,value:binary>>, base_offset bigint, last_offset bigint, "
-    "partition_leader_epoch int, producer_id bigint, producer_epoch int, base_sequence int, "
-    "is_transactional boolean, is_control boolean, compression string, batch_size_bytes int, "
-    "uncompressed_bytes int, record_count int, "
-    "max_timestamp bigint, delete_horizon_ms bigint, segment bigint, position bigint"
-)
+SPARK_TYPES: Final = {
+    "topic": "string", "partition": "int", "offset": "bigint", "timestamp": "timestamp", "timestamp_type": "int",
+    "key": "binary", "value": "binary", "headers": "array<struct<key:string,value:binary>>",
+    "base_offset": "bigint", "last_offset": "bigint", "partition_leader_epoch": "int", "producer_id": "bigint",
+    "producer_epoch": "int", "base_sequence": "int", "is_transactional": "boolean", "is_control": "boolean",
+    "compression": "string", "batch_size_bytes": "int", "uncompressed_bytes": "int", "record_count": "int",
+    "max_timestamp": "bigint", "delete_horizon_ms": "bigint", "segment": "bigint", "position": "bigint",
+}
+"""Each column's Spark type (``DataType.simpleString()``), in :data:`ARROW_SCHEMA` order."""
+
+SCHEMA_DDL = ", ".join(f"{name} {t}" for name, t in SPARK_TYPES.items())
+
+
+class ColumnSelectionError(ValueError):
+    """A user schema or ``columns`` option naming a column kafka-log does not have, or with another type."""
+
+
+def select_columns(fields: Iterable[tuple[str, str, bool]]) -> tuple[str, ...]:
+    """Check a requested schema, given as ``(name, simpleString type, nullable)`` per field, against
+    :data:`SPARK_TYPES`; the column names in the order asked. Every kafka-log column can be null (a null key, an
+    empty batch's row), so NOT NULL is refused too, rather than failing later in Spark's Arrow check."""
+    names: list[str] = []
+    for name, spark_type, nullable in fields:
+        if name not in SPARK_TYPES:
+            raise ColumnSelectionError(
+                f"kafka-log has no column {name!r}; its columns are: {', '.join(SPARK_TYPES)}")
+        if spark_type != SPARK_TYPES[name]:
+            raise ColumnSelectionError(
+                f"kafka-log column {name!r} is {SPARK_TYPES[name]}, not {spark_type}")
+        if not nullable:
+            raise ColumnSelectionError(f"kafka-log column {name!r} is nullable; drop NOT NULL from the schema")
+        if name in names:
+            raise ColumnSelectionError(f"kafka-log column {name!r} is asked for twice")
+        names.append(name)
+    if not names:
+        raise ColumnSelectionError("kafka-log: the schema selects no columns")
+    return tuple(names)
+
+
+def arrow_schema(columns: Iterable[str] | None) -> pa.Schema:
+    """:data:`ARROW_SCHEMA` restricted to ``columns`` (all when None), in their order."""
+    if columns is None:
+        return ARROW_SCHEMA
+    return pa.schema([ARROW_SCHEMA.field(c) for c in columns])
+
 
 DEFAULT_ROWS_PER_BATCH = 65536
 NO_TIMESTAMP = -1
@@ -100,6 +137,7 @@ class ScanStats:
     batches_seen: int = 0
     batches_skipped_by_header: int = 0
     batches_decoded: int = 0
+    batches_from_header: int = 0       # rows made from the header alone: no record column asked for
     records_decoded: int = 0
     rows_emitted: int = 0
     corrupt_batches: int = 0
@@ -146,16 +184,25 @@ def write_stats(stats_dir: str, stats: ScanStats) -> None:
     os.replace(tmp, os.path.join(stats_dir, f"scan-{uuid.uuid4().hex}.json"))
 
 
+RECORD_COLUMNS: Final = ("offset", "timestamp", "key", "value", "headers")
+"""Columns that need the records section decoded; every other column comes from the batch header (or the slice)."""
+
+_BATCH_FIELDS: Final = ("timestamp_type", "base_offset", "last_offset", "partition_leader_epoch", "producer_id",
+                        "producer_epoch", "base_sequence", "is_transactional", "is_control", "compression",
+                        "batch_size_bytes", "uncompressed_bytes", "record_count", "max_timestamp",
+                        "delete_horizon_ms", "position")
+
+
 class _Columns:
-    """Column builders for one output batch. Batch-level fields are stored once per batch and expanded with
-    ``take``; headers are built as flat arrays plus list offsets."""
+    """Column lists for one output batch, only for the columns asked for. Batch-level fields are stored once per
+    batch and expanded with ``take``; headers are built as flat arrays plus list offsets."""
 
     __slots__ = ("offsets", "timestamps", "keys", "values", "hdr_offsets", "hdr_keys", "hdr_values", "batch_idx",
                  "b_cols", "n")
 
     def __init__(self) -> None:
-        self.offsets: list[int] = []
-        self.timestamps: list[int | None] = []
+        self.offsets: list[int | None] = []
+        self.timestamps: list[int] = []
         self.keys: list[bytes | None] = []
         self.values: list[bytes | None] = []
         self.hdr_offsets: list[int] = [0]
@@ -171,38 +218,38 @@ class _Columns:
         return len(self.b_cols[0]) - 1
 
 
-_BATCH_FIELDS = ("timestamp_type", "base_offset", "last_offset", "partition_leader_epoch", "producer_id",
-                 "producer_epoch", "base_sequence", "is_transactional", "is_control", "compression",
-                 "batch_size_bytes", "uncompressed_bytes", "record_count", "max_timestamp", "delete_horizon_ms",
-                 "position")
-
-
-def _to_arrow(c: _Columns, sl: SegmentSlice) -> pa.RecordBatch:
+def _to_arrow(c: _Columns, sl: SegmentSlice, schema: pa.Schema) -> pa.RecordBatch:
+    """Arrays for the columns of ``schema`` only, each built in one call from its list."""
     n = c.n
-    idx = pa.array(c.batch_idx, pa.int32())
-    batch_arrays = {}
-    for name, col in zip(_BATCH_FIELDS, c.b_cols):
-        batch_arrays[name] = pa.array(col, ARROW_SCHEMA.field(name).type).take(idx)
-    header_struct = pa.StructArray.from_arrays(
-        [pa.array(c.hdr_keys, pa.string()), pa.array(c.hdr_values, pa.binary())], names=["key", "value"])
-    headers = pa.ListArray.from_arrays(pa.array(c.hdr_offsets, pa.int32()), header_struct, type=HEADER_TYPE)
-    ms = pa.array(c.timestamps, pa.int64())
-    ts = pc.if_else(pc.equal(ms, NO_TIMESTAMP), pa.scalar(None, pa.int64()), pc.multiply(ms, 1000)) \
-        .cast(pa.timestamp("us", tz="UTC"))
-    arrays = [
-        pa.array([sl.topic] * n, pa.string()) if n else pa.array([], pa.string()),
-        pa.array([sl.partition] * n, pa.int32()),
-        pa.array(c.offsets, pa.int64()),
-        ts,
-        batch_arrays["timestamp_type"],
-        pa.array(c.keys, pa.binary()),
-        pa.array(c.values, pa.binary()),
-        headers,
-    ] + [batch_arrays[name] for name in _BATCH_FIELDS[1:-1]] + [
-        pa.array([sl.base_offset] * n, pa.int64()),
-        batch_arrays["position"],
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+    idx = None
+    arrays = []
+    for name in schema.names:
+        if name == "topic":
+            arr = pa.repeat(pa.scalar(sl.topic, pa.string()), n)
+        elif name == "partition":
+            arr = pa.repeat(pa.scalar(sl.partition, pa.int32()), n)
+        elif name == "segment":
+            arr = pa.repeat(pa.scalar(sl.base_offset, pa.int64()), n)
+        elif name == "offset":
+            arr = pa.array(c.offsets, pa.int64())
+        elif name == "timestamp":
+            ms = pa.array(c.timestamps, pa.int64())
+            arr = pc.if_else(pc.equal(ms, NO_TIMESTAMP), pa.scalar(None, pa.int64()), pc.multiply(ms, 1000)) \
+                .cast(pa.timestamp("us", tz="UTC"))
+        elif name == "key":
+            arr = pa.array(c.keys, pa.binary())
+        elif name == "value":
+            arr = pa.array(c.values, pa.binary())
+        elif name == "headers":
+            header_struct = pa.StructArray.from_arrays(
+                [pa.array(c.hdr_keys, pa.string()), pa.array(c.hdr_values, pa.binary())], names=["key", "value"])
+            arr = pa.ListArray.from_arrays(pa.array(c.hdr_offsets, pa.int32()), header_struct, type=HEADER_TYPE)
+        else:
+            if idx is None:
+                idx = pa.array(c.batch_idx, pa.int32())
+            arr = pa.array(c.b_cols[_BATCH_FIELDS.index(name)], ARROW_SCHEMA.field(name).type).take(idx)
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _valid_utf8(s: str) -> str:
@@ -221,8 +268,14 @@ def _is_zero_fill(buf, pos: int, end: int) -> bool:
 
 def read_slice(sl: SegmentSlice, bounds: ScanBounds | None = None, *, ignore_corrupt: bool = False,
                stats: ScanStats | None = None, rows_per_batch: int = DEFAULT_ROWS_PER_BATCH,
-               max_decompressed_size: int | None = None, empty_batches: bool = False) -> Iterator[pa.RecordBatch]:
-    """Yield the slice's records that fall within ``bounds`` as Arrow batches of :data:`ARROW_SCHEMA`.
+               max_decompressed_size: int | None = None, empty_batches: bool = False,
+               columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """Yield the slice's records that fall within ``bounds`` as Arrow batches of :data:`ARROW_SCHEMA`, or of only
+    ``columns`` (in that order; names checked by :func:`select_columns`).
+
+    Only what the columns need is done: without ``offset``/``timestamp``/``key``/``value``/``headers`` a batch
+    whole inside the bounds is not decompressed or decoded (its CRC is still checked, and its header's record
+    count gives its rows); without ``value`` no value array is built.
 
     ``empty_batches``: also yield one row for every batch holding no records (the log cleaner leaves such batches
     behind), with ``offset``, ``timestamp``, ``key`` and ``value`` null and the batch columns filled in; such a
@@ -258,7 +311,7 @@ def read_slice(sl: SegmentSlice, bounds: ScanBounds | None = None, *, ignore_cor
         mm = mmap.mmap(f.fileno(), sl.end_pos, access=mmap.ACCESS_READ)
         try:
             yield from _walk(mm, sl, stats, off_lo, off_hi, ts_lo, ts_hi, ignore_corrupt, rows_per_batch, kw,
-                             empty_batches)
+                             empty_batches, arrow_schema(columns))
         finally:
             mm.close()
 
@@ -274,11 +327,15 @@ def _corrupt(stats: ScanStats, sl: SegmentSlice, pos: int, reason: str, ignore: 
 
 
 def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, ignore_corrupt: bool,
-          rows_per_batch: int, kw, empty_batches: bool = False) -> Iterator[pa.RecordBatch]:
+          rows_per_batch: int, kw, empty_batches: bool, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     end = sl.end_pos
     scan = iter_batch_positions(mm, sl.start_pos, end)
     cols = _Columns()
     ts_lo_ms = None if ts_lo is None else -(-ts_lo // 1000)      # ceil: a record at ms t has t*1000 us
+    wanted = set(schema.names)
+    record_cols = wanted.intersection(RECORD_COLUMNS)
+    want_offsets, want_ts, want_keys, want_values, want_headers = (c in wanted for c in RECORD_COLUMNS)
+    want_raw_len = "uncompressed_bytes" in wanted
     while True:
         try:
             item = next(scan, None)
@@ -301,32 +358,39 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
                 or (ts_hi is not None and attrs & TIMESTAMP_TYPE_MASK and h.max_timestamp * 1000 >= ts_hi)):
             stats.batches_skipped_by_header += 1
             continue
+        inside = (ts_lo is None and ts_hi is None and (off_lo is None or h.base_offset >= off_lo)
+                  and (off_hi is None or last_offset < off_hi))   # every record of the batch is within the bounds
+        rc = None
         try:
             # protocol.record_codec.decode_batch, unrolled to learn the uncompressed size on the way
             h = validate_batch(mm, pos)
             codec = attrs & COMPRESSION_MASK
-            if h.records_count == 0:
-                records, raw_len = [], 0
-            else:
+            n = h.records_count
+            raw_len = 0 if n == 0 else h.batch_length + LOG_OVERHEAD - RECORDS_OFFSET
+            if n and (record_cols or not inside or (want_raw_len and codec != NONE)):
                 with memoryview(mm) as mv, mv[pos + RECORDS_OFFSET:pos + h.batch_length + LOG_OVERHEAD] as section:
                     data = bytes(section) if codec == NONE else decompress(codec, section, kw)
                 raw_len = len(data)
-                records = decode_records(data, h.records_count, h.base_offset, h.base_timestamp,
-                                         h.max_timestamp if attrs & TIMESTAMP_TYPE_MASK else None)
+                if record_cols or not inside:
+                    rc = decode_columns(data, n, h.base_offset, h.base_timestamp,
+                                        h.max_timestamp if attrs & TIMESTAMP_TYPE_MASK else None)
                 del data
         except KafkaError as e:                    # CorruptRecordError, InvalidRecordError, UnsupportedMagic...
             _corrupt(stats, sl, pos, str(e), ignore_corrupt)
             continue
-        stats.batches_decoded += 1
-        stats.records_decoded += len(records)
-        if not records:
+        if rc is None and n:
+            stats.batches_from_header += 1
+        else:
+            stats.batches_decoded += 1
+            stats.records_decoded += n
+        batch_row = ((attrs & TIMESTAMP_TYPE_MASK) >> 3, h.base_offset, last_offset, h.partition_leader_epoch,
+                     h.producer_id, h.producer_epoch, h.base_sequence, bool(attrs & TRANSACTIONAL_MASK),
+                     bool(attrs & CONTROL_MASK), CODEC_NAMES.get(codec, "unknown"), h.batch_length + LOG_OVERHEAD,
+                     BATCH_HEADER_SIZE + raw_len, n, h.max_timestamp,
+                     h.base_timestamp if attrs & DELETE_HORIZON_MASK else None, pos)
+        if n == 0:
             if empty_batches:
-                bi = cols.add_batch((
-                    (attrs & TIMESTAMP_TYPE_MASK) >> 3, h.base_offset, last_offset, h.partition_leader_epoch,
-                    h.producer_id, h.producer_epoch, h.base_sequence, bool(attrs & TRANSACTIONAL_MASK),
-                    bool(attrs & CONTROL_MASK), CODEC_NAMES.get(attrs & COMPRESSION_MASK, "unknown"),
-                    h.batch_length + LOG_OVERHEAD, BATCH_HEADER_SIZE + raw_len, h.records_count, h.max_timestamp,
-                    h.base_timestamp if attrs & DELETE_HORIZON_MASK else None, pos))
+                bi = cols.add_batch(batch_row)
                 cols.offsets.append(None)
                 cols.timestamps.append(NO_TIMESTAMP)
                 cols.keys.append(None)
@@ -335,42 +399,36 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
                 cols.batch_idx.append(bi)
                 cols.n += 1
             continue
-        if ts_lo is None and ts_hi is None and (off_lo is None or h.base_offset >= off_lo) \
-                and (off_hi is None or last_offset < off_hi):
-            keep = records                         # the whole batch is inside the bounds: no per-record test
-        else:
-            keep = [r for r in records
-                    if (off_lo is None or r.offset >= off_lo) and (off_hi is None or r.offset < off_hi)
-                    and (ts_lo is None or (r.timestamp != NO_TIMESTAMP and r.timestamp * 1000 >= ts_lo))
-                    and (ts_hi is None or (r.timestamp != NO_TIMESTAMP and r.timestamp * 1000 < ts_hi))]
-            if not keep:
+        if rc is not None and not inside:
+            rc = _within(rc, off_lo, off_hi, ts_lo, ts_hi)
+            n = len(rc.offsets)
+            if not n:
                 continue
-        bi = cols.add_batch((
-            (attrs & TIMESTAMP_TYPE_MASK) >> 3, h.base_offset, last_offset, h.partition_leader_epoch,
-            h.producer_id, h.producer_epoch, h.base_sequence, bool(attrs & TRANSACTIONAL_MASK),
-            bool(attrs & CONTROL_MASK), CODEC_NAMES.get(attrs & COMPRESSION_MASK, "unknown"),
-            h.batch_length + LOG_OVERHEAD, BATCH_HEADER_SIZE + raw_len, h.records_count, h.max_timestamp,
-            h.base_timestamp if attrs & DELETE_HORIZON_MASK else None, pos))
-        n = len(keep)
-        cols.offsets.extend([r.offset for r in keep])
-        cols.timestamps.extend([r.timestamp for r in keep])          # ms; -1 (none) becomes null in _to_arrow
-        cols.keys.extend([r.key for r in keep])
-        cols.values.extend([r.value for r in keep])
-        hk_list = cols.hdr_keys
-        if any(r.headers for r in keep):
-            hv_list, ho = cols.hdr_values, cols.hdr_offsets
-            for r in keep:
-                for hk, hv in r.headers:
-                    hk_list.append(hk if hk.isascii() else _valid_utf8(hk))
-                    hv_list.append(hv)
-                ho.append(len(hk_list))
-        else:
-            cols.hdr_offsets.extend([len(hk_list)] * n)
+        bi = cols.add_batch(batch_row)
+        if want_offsets:
+            cols.offsets.extend(rc.offsets)
+        if want_ts:
+            cols.timestamps.extend(rc.timestamps)           # ms; -1 (none) becomes null in _to_arrow
+        if want_keys:
+            cols.keys.extend(rc.keys)
+        if want_values:
+            cols.values.extend(rc.values)
+        if want_headers:
+            hk_list = cols.hdr_keys
+            if any(rc.headers):
+                hv_list, ho = cols.hdr_values, cols.hdr_offsets
+                for hs in rc.headers:
+                    for hk, hv in hs:
+                        hk_list.append(hk if hk.isascii() else _valid_utf8(hk))
+                        hv_list.append(hv)
+                    ho.append(len(hk_list))
+            else:
+                cols.hdr_offsets.extend([len(hk_list)] * n)
         cols.batch_idx.extend([bi] * n)
         cols.n += n
         if cols.n >= rows_per_batch:
             stats.rows_emitted += cols.n
-            yield _to_arrow(cols, sl)
+            yield _to_arrow(cols, sl, schema)
             cols = _Columns()
     if scan.incomplete:
         pos = scan.position
@@ -381,4 +439,15 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
                      ignore_corrupt)
     if cols.n:
         stats.rows_emitted += cols.n
-        yield _to_arrow(cols, sl)
+        yield _to_arrow(cols, sl, schema)
+
+
+def _within(rc: RecordColumns, off_lo, off_hi, ts_lo, ts_hi) -> RecordColumns:
+    """The records of a batch straddling the bounds that lie within them (offsets exact, timestamps in us)."""
+    keep = [i for i, (o, t) in enumerate(zip(rc.offsets, rc.timestamps))
+            if (off_lo is None or o >= off_lo) and (off_hi is None or o < off_hi)
+            and (ts_lo is None or (t != NO_TIMESTAMP and t * 1000 >= ts_lo))
+            and (ts_hi is None or (t != NO_TIMESTAMP and t * 1000 < ts_hi))]
+    if len(keep) == len(rc.offsets):
+        return rc
+    return RecordColumns(*([col[i] for i in keep] for col in rc))
