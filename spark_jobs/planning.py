@@ -325,8 +325,25 @@ def log_end_offset(pdir: PartitionDir) -> int:
     segs = list_segments(pdir)
     if not segs:
         return 0
-    entries, _ = scan_headers(segs[-1])
-    return entries[-1][0] + 1 if entries else segs[-1].base_offset
+    seg = segs[-1]
+    if seg.size == 0:
+        return seg.base_offset
+    with open(seg.path, "rb") as f, mmap.mmap(f.fileno(), seg.size, access=mmap.ACCESS_READ) as mm:
+        # walk the headers from the last offset-index entry (checked to be a batch start), else from the start
+        entries = read_offset_index(seg) or []
+        starts = [0]
+        if entries and _is_batch_start(f.fileno(), entries[-1][1], entries[-1][0]):
+            starts.insert(0, entries[-1][1])
+        for start in starts:
+            last = None
+            try:
+                for _, h in iter_batch_positions(mm, start, seg.size):
+                    last = h.base_offset + h.last_offset_delta
+            except CorruptRecordError:
+                pass                                    # garbage after the last good batch: the log ends there
+            if last is not None:
+                return last + 1
+    return seg.base_offset
 
 
 def list_segments(pdir: PartitionDir) -> list[SegmentFile]:
