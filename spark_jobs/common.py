@@ -29,6 +29,8 @@ def job_parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--ignore-corrupt-batches", action="store_true",
                    help="skip batches failing CRC/structure checks and count them in the report")
     p.add_argument("--now-ms", type=int, default=None, help="the clock for age-based rules (default: now)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress lines on stderr (by default: one per finished Spark stage, records and MB/s)")
     return p
 
 
@@ -74,6 +76,7 @@ class JobContext:
     out: str
     now_ms: int
     stats_dir: str
+    progress: object = None     # StageProgress while the job runs, when the job started the Spark session
 
     @classmethod
     def create(cls, name: str, args: argparse.Namespace, spark=None) -> "JobContext":
@@ -85,7 +88,8 @@ class JobContext:
         # fail early, with a clear message, on something that is not a log dir
         list_partition_dirs(log_dirs, ScanBounds(include_internal=True))
         os.makedirs(out, exist_ok=True)
-        if spark is None:
+        own_session = spark is None
+        if own_session:
             spark = get_spark(args.master, f"odradek-{name}")
         else:
             from . import register
@@ -93,7 +97,12 @@ class JobContext:
             register(spark)
         now_ms = args.now_ms if args.now_ms is not None else int(time.time() * 1000)
         stats_dir = tempfile.mkdtemp(prefix=f"odradek-{name}-stats-")
-        return cls(name, args, spark, log_dirs, out, now_ms, stats_dir)
+        progress = None
+        if own_session and not getattr(args, "no_progress", False):
+            from .progress import StageProgress
+
+            progress = StageProgress(spark.sparkContext, stats_dir, name).start()
+        return cls(name, args, spark, log_dirs, out, now_ms, stats_dir, progress)
 
     def topics_filter(self) -> set[str] | None:
         if not self.args.topics:
@@ -154,6 +163,8 @@ class JobContext:
     def write_report(self, title: str, sections: Iterable[str]) -> str:
         import shutil
 
+        if self.progress is not None:
+            self.progress.stop()
         st = self.scan_stats()
         shutil.rmtree(self.stats_dir, ignore_errors=True)     # per-task counter files: read, no longer needed
         lines = [f"# {title}", "",
