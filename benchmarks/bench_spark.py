@@ -1,17 +1,25 @@
-"""Benchmark: the kafka-log data source and the compaction report over a >= 2 GB log directory, next to a plain-Python
-single-process reader over the same files and the raw read speed of the files, in one run.
+"""Benchmark: the kafka-log data source, a key-and-offset query and the compaction report over a generated log
+directory, next to a plain-Python single-process reader, the log cleaner and the raw read speed of the files; with
+``--baseline-tree`` the same measurements also run on an older checkout, on the same directory, in one run.
 
     .venv/bin/python benchmarks/bench_spark.py [--size-gb 2.0] [--dir /tmp/odradek-bench-spark] [--keep]
+    git worktree add /tmp/odradek-baseline 85ca107
+    .venv/bin/python benchmarks/bench_spark.py --size-gb 0.3 --baseline-tree /tmp/odradek-baseline
 
 The directory is generated under /tmp when the benchmark runs (never by the tests): four topics, one per
 combination of record size (1 KiB and 100 bytes of value) and codec (none, lz4), each ``size/4`` bytes on disk in
 two partitions, 128 MiB segments, written in Kafka's layout by :class:`spark_jobs.synth.PartitionWriter`. Values
 are half random, half repetitive (lz4 compresses them about 2:1); keys repeat, so compaction has work to do.
 
-Measured (wall clock): raw read of every .log file (64 MiB reads; files were just written, so this is page-cache
-speed), the plain-Python reader (protocol.record_codec.decode_batch on every batch, one process), Spark ``count()``
-and the compaction report (``spark_jobs.compaction_report.run``) on ``local[2]``. Records/s count records, MB/s
-count on-disk bytes (10^6 bytes).
+Each code tree (this checkout, and the baseline if given) is measured in its own Python process with that tree
+first on ``sys.path``, one after the other (never two Spark jobs at once). Measured (wall clock): the plain-Python
+reader (``decode_batch`` on every batch, one process), the log cleaner (storage's ``LogCleaner.force_clean`` on a
+copy of one 100-byte-record partition), Spark ``count()`` with the default schema, ``count()`` with a header-only
+schema (``topic string``), a key-and-offset query (``topic, partition, offset, key``: sum of key lengths, max
+offset, count) and the compaction report (``spark_jobs.compaction_report.run``), on ``local[2]``. A tree whose
+kafka-log source refuses a user schema (before column selection) runs the same queries on the default schema with
+``select``. Peak RSS of the Python workers (the executors' Python side; largest single worker and the sum) and of
+the JVM is sampled every 0.2 s per query. Records/s count records, MB/s count on-disk bytes (10^6 bytes).
 """
 
 from __future__ import annotations
@@ -22,14 +30,12 @@ import mmap
 import os
 import random
 import shutil
+import subprocess
 import sys
+import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from protocol.record_codec import Record, build_batch, decode_batch  # noqa: E402
-from protocol.records import iter_batch_positions  # noqa: E402
-from spark_jobs.synth import PartitionWriter  # noqa: E402
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 T0 = 1_700_000_000_000
 TOPICS = [  # (topic, value bytes, codec id, records per batch, key space)
@@ -57,6 +63,9 @@ def _value_source(n: int, rng: random.Random):
 
 def generate(root: str, size_bytes: int) -> dict:
     """Write the benchmark directory; returns per-topic record and byte counts."""
+    from protocol.record_codec import Record, build_batch
+    from spark_jobs.synth import PartitionWriter
+
     if os.path.exists(root):
         shutil.rmtree(root)
     os.makedirs(root)
@@ -113,6 +122,9 @@ def raw_read(files: list[str]) -> tuple[int, float]:
 
 
 def plain_python(files: list[str]) -> tuple[int, float]:
+    from protocol.record_codec import decode_batch
+    from protocol.records import iter_batch_positions
+
     t = time.perf_counter()
     records = 0
     for p in files:
@@ -125,6 +137,80 @@ def plain_python(files: list[str]) -> tuple[int, float]:
                     _, recs = decode_batch(mm, pos)
                     records += len(recs)
     return records, time.perf_counter() - t
+
+
+def cleaner(root: str, partition: str = "bench-100b-none-0") -> tuple[int, int, float]:
+    """(records read, bytes, seconds) of one ``force_clean`` on a copy of ``partition`` (the copy is removed)."""
+    from storage.cleaner import LogCleaner
+    from storage.config import LogConfig, LogManagerConfig
+    from storage.log import Log
+
+    work = root.rstrip("/") + "-clean"
+    shutil.rmtree(work, ignore_errors=True)
+    path = os.path.join(work, partition)
+    shutil.copytree(os.path.join(root, partition), path)
+    try:
+        lg = Log.open(path, LogConfig(cleanup_policy=("compact",), segment_bytes=SEGMENT_BYTES,
+                                      file_delete_delay_ms=0), now_ms=T0, had_clean_shutdown=True)
+        lg.roll(now_ms=T0)
+        lg.update_high_watermark(lg.log_end_offset)
+        before = lg.size
+        c = LogCleaner(LogManagerConfig(log_dirs=(work,)), lambda: {(partition, 0): lg}, [work])
+        t = time.perf_counter()
+        c.force_clean(lg, T0 + 10_000)
+        secs = time.perf_counter() - t
+        records = c.last_stats.messages_read if c.last_stats else 0
+        lg.close()
+        return records, before, secs
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class PeakRss:
+    """Samples, every 0.2 s, the RSS of this process's descendants: Spark's Python workers (``pyspark.daemon`` and
+    its forks, the executors' Python side in local mode) and the JVM."""
+
+    def __init__(self) -> None:
+        self.worker_max = self.worker_sum = self.jvm = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "PeakRss":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        page = os.sysconf("SC_PAGE_SIZE")
+        me = os.getpid()
+        while not self._stop.is_set():
+            procs = {}
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{pid}/stat") as f:
+                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                    with open(f"/proc/{pid}/statm") as f:
+                        rss = int(f.read().split()[1]) * page
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        cmd = f.read()
+                except (OSError, IndexError, ValueError):
+                    continue
+                procs[int(pid)] = (ppid, rss, cmd)
+            mine, frontier = set(), {me}
+            while frontier:
+                frontier = {p for p, (pp, _, _) in procs.items() if pp in frontier and p not in mine}
+                mine |= frontier
+            workers = [procs[p][1] for p in mine if b"pyspark" in procs[p][2] and b"java" not in procs[p][2]]
+            jvm = [procs[p][1] for p in mine if b"java" in procs[p][2]]
+            self.worker_max = max(self.worker_max, max(workers, default=0))
+            self.worker_sum = max(self.worker_sum, sum(workers))
+            self.jvm = max(self.jvm, sum(jvm))
+            self._stop.wait(0.2)
 
 
 def spark_session(master: str):
@@ -146,6 +232,93 @@ def spark_session(master: str):
     return s
 
 
+def kafka_log(spark, root: str, ddl: str | None):
+    """The source with a user schema, or, where the tree refuses one (before column selection), the default schema
+    and a ``select`` of the same columns."""
+    if ddl is None:
+        return spark.read.format("kafka-log").load(root)
+    try:
+        df = spark.read.format("kafka-log").schema(ddl).load(root)
+        df.limit(1).collect()
+        return df
+    except Exception as e:  # noqa: BLE001 - the old source's "fixed schema" ValueError, wrapped by Spark
+        if "fixed schema" not in str(e):
+            raise
+        return spark.read.format("kafka-log").load(root).select(*[c.split()[0] for c in ddl.split(", ")])
+
+
+KEY_OFFSET_DDL = "topic string, partition int, offset long, key binary"
+
+
+def measure(root: str, master: str, skip_compaction: bool) -> dict:
+    """Every measurement for the tree first on sys.path; one result row per measurement."""
+    from pyspark.sql import functions as F
+
+    files = log_files(root)
+    disk = sum(os.path.getsize(p) for p in files)
+    rows = []
+
+    def row(name, records, nbytes, secs, rss: PeakRss | None = None, **extra):
+        r = {"what": name, "records": records, "bytes": nbytes, "seconds": round(secs, 2),
+             "records_per_s": round(records / secs) if records else None, "MB_per_s": round(nbytes / 1e6 / secs, 1)}
+        if rss is not None:
+            r.update(worker_rss_max_MB=round(rss.worker_max / 1e6), worker_rss_sum_MB=round(rss.worker_sum / 1e6),
+                     jvm_rss_MB=round(rss.jvm / 1e6))
+        rows.append({**r, **extra})
+        print(f"  {name:<40} {secs:8.1f} s {r['MB_per_s']:9.1f} MB/s", file=sys.stderr, flush=True)
+
+    from protocol.record_codec import decoder_name
+
+    recs, secs = plain_python(files)
+    row("plain Python, 1 process (decode_batch)", recs, disk, secs, decoder=decoder_name())
+    n, nbytes, secs = cleaner(root)
+    row("log cleaner (force_clean, 1 partition)", n, nbytes, secs)
+    spark = spark_session(master)
+    spark.read.format("kafka-log").load(root).limit(1).collect()      # JVM and worker warm-up
+    for name, ddl in (("Spark count(), default schema", None), ("Spark count(), schema 'topic string'",
+                                                                 "topic string")):
+        df = kafka_log(spark, root, ddl)
+        with PeakRss() as rss:
+            t = time.perf_counter()
+            c = df.count()
+            secs = time.perf_counter() - t
+        assert c == recs, (name, c, recs)
+        row(name, c, disk, secs, rss)
+    df = kafka_log(spark, root, KEY_OFFSET_DDL)
+    with PeakRss() as rss:
+        t = time.perf_counter()
+        got = df.agg(F.count("*").alias("n"), F.sum(F.length("key")).alias("key_bytes"),
+                     F.max("offset").alias("max_offset")).collect()[0]
+        secs = time.perf_counter() - t
+    assert got.n == recs, (got, recs)
+    row("key and offset (sum key lengths)", recs, disk, secs, rss, key_bytes=got.key_bytes)
+    if not skip_compaction:
+        from spark_jobs import compaction_report
+        from spark_jobs.common import JobContext, job_parser
+
+        out = root.rstrip("/") + "-report"
+        a = job_parser("compaction_report", "").parse_args(
+            ["--log-dirs", root, "--out", out, "--config", "cleanup.policy=compact", "--now-ms",
+             str(T0 + 86_400_000)])
+        with PeakRss() as rss:
+            t = time.perf_counter()
+            res = compaction_report.run(JobContext.create("compaction_report", a, spark))
+            secs = time.perf_counter() - t
+        row("compaction report", recs, disk, secs, rss, result_keys=sorted(res))
+        shutil.rmtree(out, ignore_errors=True)
+    spark.stop()
+    return {"bytes_on_disk": disk, "results": rows}
+
+
+def measure_tree(tree: str, args) -> dict:
+    """:func:`measure` in a child process with ``tree`` first on sys.path (its protocol/, storage/, spark_jobs/)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--measure", "--tree", tree, "--dir", args.dir,
+           "--master", args.master] + (["--skip-compaction"] if args.skip_compaction else [])
+    env = {**os.environ, "PYTHONPATH": tree}
+    out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, check=True, text=True).stdout
+    return json.loads(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-gb", type=float, default=2.0)
@@ -154,9 +327,18 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the generated directory")
     ap.add_argument("--reuse", action="store_true", help="reuse an existing directory instead of generating")
     ap.add_argument("--skip-compaction", action="store_true")
+    ap.add_argument("--baseline-tree", default=None,
+                    help="a checkout of the old code (git worktree add DIR 85ca107): measured too, same directory")
+    ap.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)    # child: measure one tree
+    ap.add_argument("--tree", default=REPO, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.measure:
+        sys.path.insert(0, os.path.abspath(args.tree))
+        json.dump(measure(args.dir, args.master, args.skip_compaction), sys.stdout)
+        return
     if not os.path.abspath(args.dir).startswith("/tmp/"):
         raise SystemExit("--dir must be under /tmp")
+    sys.path.insert(0, REPO)
     t = time.perf_counter()
     if not (args.reuse and os.path.isdir(args.dir)):
         generate(args.dir, int(args.size_gb * 1e9))
@@ -165,41 +347,25 @@ def main() -> None:
     disk = sum(os.path.getsize(p) for p in files)
     print(f"directory {args.dir}: {disk / 1e9:.2f} GB in {len(files)} segments (generated in {gen_s:.0f}s)",
           flush=True)
-    results = []
-
-    def row(name, records, nbytes, secs):
-        results.append({"what": name, "records": records, "bytes": nbytes, "seconds": round(secs, 2),
-                        "records_per_s": round(records / secs) if records else None,
-                        "MB_per_s": round(nbytes / 1e6 / secs, 1)})
-        print(f"{name:<42} {secs:8.1f} s {records / secs if records else 0:12,.0f} rec/s "
-              f"{nbytes / 1e6 / secs:9.1f} MB/s", flush=True)
-
     n, s = raw_read(files)
-    row("raw read of the .log files (page cache)", 0, n, s)
-    recs, s = plain_python(files)
-    row("plain Python, 1 process (decode_batch)", recs, disk, s)
-    spark = spark_session(args.master)
-    spark.read.format("kafka-log").load(args.dir).limit(1).collect()      # JVM and worker warm-up
-    t = time.perf_counter()
-    c = spark.read.format("kafka-log").load(args.dir).count()
-    row(f"Spark count() {args.master}", c, disk, time.perf_counter() - t)
-    assert c == recs, (c, recs)
-    if not args.skip_compaction:
-        from spark_jobs import compaction_report
-        from spark_jobs.common import JobContext, job_parser
-
-        out = args.dir.rstrip("/") + "-report"
-        a = job_parser("compaction_report", "").parse_args(
-            ["--log-dirs", args.dir, "--out", out, "--config", "cleanup.policy=compact", "--now-ms",
-             str(T0 + 86_400_000)])
-        t = time.perf_counter()
-        res = compaction_report.run(JobContext.create("compaction_report", a, spark))
-        row(f"compaction report {args.master}", recs, disk, time.perf_counter() - t)
-        removed = sum(r.pass_records_removed for r in res["rows"])
-        print(f"  (one cleaning pass would remove {removed:,} of {recs:,} records; report in {out})")
-    spark.stop()
-    print(json.dumps({"dir": args.dir, "bytes_on_disk": disk, "cpus": os.cpu_count(),
-                      "load_avg": os.getloadavg(), "results": results}, indent=1))
+    print(f"raw read of the .log files (page cache): {n / 1e6 / s:.0f} MB/s", flush=True)
+    trees = ([("baseline", os.path.abspath(args.baseline_tree))] if args.baseline_tree else []) + [("this", REPO)]
+    runs = {}
+    for label, tree in trees:
+        print(f"{label}: {tree}", flush=True)
+        runs[label] = measure_tree(tree, args)
+    base = {r["what"]: r for r in runs["baseline"]["results"]} if "baseline" in runs else {}
+    print(f"\n{'':<42} {'MB/s':>8} {'rec/s':>11} {'worker RSS':>11}" + (f" {'baseline MB/s':>14} {'x':>6}"
+                                                                         if base else ""))
+    for r in runs["this"]["results"]:
+        rss = f"{r['worker_rss_max_MB']} MB" if "worker_rss_max_MB" in r else "-"
+        line = f"{r['what']:<42} {r['MB_per_s']:8.1f} {r['records_per_s'] or 0:11,} {rss:>11}"
+        b = base.get(r["what"])
+        if b:
+            line += f" {b['MB_per_s']:14.1f} {r['MB_per_s'] / b['MB_per_s']:6.1f}"
+        print(line)
+    print(json.dumps({"dir": args.dir, "bytes_on_disk": disk, "raw_read_MB_per_s": round(n / 1e6 / s),
+                      "cpus": os.cpu_count(), "load_avg": os.getloadavg(), "runs": runs}, indent=1))
     if not args.keep:
         shutil.rmtree(args.dir, ignore_errors=True)
 
