@@ -75,9 +75,11 @@ class StageProgress:
                 continue
             start, r, b, tasks = self._running.pop(sid)
             secs = now - start
-            if secs >= self.min_stage_s or self.records > r:
-                self._say(f"stage {sid} done in {secs:.1f} s ({tasks} tasks): scanned "
+            if self.records > r:    # stages running at the same time share what was scanned meanwhile
+                self._say(f"stage {sid} done in {secs:.1f} s ({tasks} tasks): scanned meanwhile "
                           f"{self._figures(self.records - r, self.bytes - b, secs)}")
+            elif secs >= self.min_stage_s:
+                self._say(f"stage {sid} done in {secs:.1f} s ({tasks} tasks)")
         if active and now - self._last_line >= self.interval:
             parts = []
             for sid in sorted(active):
