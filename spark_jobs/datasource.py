@@ -30,10 +30,11 @@ with a schema naming a subset of the columns (any order, same names and types), 
 
     spark.read.format("kafka-log").schema("topic string, partition int, offset long, key binary").load(d)
 
-The reader then decodes only those: no value array for a key-only query, and with none of ``offset``,
-``timestamp``, ``key``, ``value``, ``headers`` a batch wholly inside the bounds is counted from its CRC-checked
-header without decompressing it. An unknown column, another type or NOT NULL is refused with a message naming
-the column.
+The reader then decodes only those: no value array for a key-only query (``value_size``, the value's length or
+null for a tombstone, answers "is there a value, how big" without moving values), and with none of ``offset``,
+``timestamp``, ``key``, ``value``, ``headers``, ``value_size`` a batch wholly inside the bounds is counted from its
+CRC-checked header without decompressing it. An unknown column, another type or NOT NULL is refused with a
+message naming the column.
 
 With Spark >= 4.1 and ``spark.sql.python.filterPushdown.enabled=true``, ``WHERE`` conjuncts on ``topic``,
 ``partition``, ``offset`` and ``timestamp`` are pushed into the same pruning. Filters the reader applies exactly per

@@ -69,6 +69,7 @@ ARROW_SCHEMA = pa.schema([
     pa.field("delete_horizon_ms", pa.int64()),
     pa.field("segment", pa.int64()),
     pa.field("position", pa.int64()),
+    pa.field("value_size", pa.int32()),
 ])
 
 SPARK_TYPES: Final = {
@@ -78,6 +79,7 @@ SPARK_TYPES: Final = {
     "producer_epoch": "int", "base_sequence": "int", "is_transactional": "boolean", "is_control": "boolean",
     "compression": "string", "batch_size_bytes": "int", "uncompressed_bytes": "int", "record_count": "int",
     "max_timestamp": "bigint", "delete_horizon_ms": "bigint", "segment": "bigint", "position": "bigint",
+    "value_size": "int",
 }
 """Each column's Spark type (``DataType.simpleString()``), in :data:`ARROW_SCHEMA` order."""
 
@@ -184,7 +186,7 @@ def write_stats(stats_dir: str, stats: ScanStats) -> None:
     os.replace(tmp, os.path.join(stats_dir, f"scan-{uuid.uuid4().hex}.json"))
 
 
-RECORD_COLUMNS: Final = ("offset", "timestamp", "key", "value", "headers")
+RECORD_COLUMNS: Final = ("offset", "timestamp", "key", "value", "headers", "value_size")
 """Columns that need the records section decoded; every other column comes from the batch header (or the slice)."""
 
 _BATCH_FIELDS: Final = ("timestamp_type", "base_offset", "last_offset", "partition_leader_epoch", "producer_id",
@@ -197,14 +199,15 @@ class _Columns:
     """Column lists for one output batch, only for the columns asked for. Batch-level fields are stored once per
     batch and expanded with ``take``; headers are built as flat arrays plus list offsets."""
 
-    __slots__ = ("offsets", "timestamps", "keys", "values", "hdr_offsets", "hdr_keys", "hdr_values", "batch_idx",
-                 "b_cols", "n")
+    __slots__ = ("offsets", "timestamps", "keys", "values", "value_sizes", "hdr_offsets", "hdr_keys", "hdr_values",
+                 "batch_idx", "b_cols", "n")
 
     def __init__(self) -> None:
         self.offsets: list[int | None] = []
         self.timestamps: list[int] = []
         self.keys: list[bytes | None] = []
         self.values: list[bytes | None] = []
+        self.value_sizes: list[int | None] = []
         self.hdr_offsets: list[int] = [0]
         self.hdr_keys: list[str] = []
         self.hdr_values: list[bytes | None] = []
@@ -240,6 +243,8 @@ def _to_arrow(c: _Columns, sl: SegmentSlice, schema: pa.Schema) -> pa.RecordBatc
             arr = pa.array(c.keys, pa.binary())
         elif name == "value":
             arr = pa.array(c.values, pa.binary())
+        elif name == "value_size":
+            arr = pa.array(c.value_sizes, pa.int32())
         elif name == "headers":
             header_struct = pa.StructArray.from_arrays(
                 [pa.array(c.hdr_keys, pa.string()), pa.array(c.hdr_values, pa.binary())], names=["key", "value"])
@@ -273,9 +278,10 @@ def read_slice(sl: SegmentSlice, bounds: ScanBounds | None = None, *, ignore_cor
     """Yield the slice's records that fall within ``bounds`` as Arrow batches of :data:`ARROW_SCHEMA`, or of only
     ``columns`` (in that order; names checked by :func:`select_columns`).
 
-    Only what the columns need is done: without ``offset``/``timestamp``/``key``/``value``/``headers`` a batch
-    whole inside the bounds is not decompressed or decoded (its CRC is still checked, and its header's record
-    count gives its rows); without ``value`` no value array is built.
+    Only what the columns need is done: without one of :data:`RECORD_COLUMNS` a batch whole inside the bounds is
+    not decompressed or decoded (its CRC is still checked, and its header's record count gives its rows); without
+    ``value`` no value array is built (``value_size``, the value's length or null for a tombstone, is enough for
+    queries that only ask whether a value is there or how big it is).
 
     ``empty_batches``: also yield one row for every batch holding no records (the log cleaner leaves such batches
     behind), with ``offset``, ``timestamp``, ``key`` and ``value`` null and the batch columns filled in; such a
@@ -334,7 +340,8 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
     ts_lo_ms = None if ts_lo is None else -(-ts_lo // 1000)      # ceil: a record at ms t has t*1000 us
     wanted = set(schema.names)
     record_cols = wanted.intersection(RECORD_COLUMNS)
-    want_offsets, want_ts, want_keys, want_values, want_headers = (c in wanted for c in RECORD_COLUMNS)
+    want_offsets, want_ts, want_keys, want_values, want_headers, want_value_sizes = (
+        c in wanted for c in RECORD_COLUMNS)
     want_raw_len = "uncompressed_bytes" in wanted
     while True:
         try:
@@ -395,6 +402,7 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
                 cols.timestamps.append(NO_TIMESTAMP)
                 cols.keys.append(None)
                 cols.values.append(None)
+                cols.value_sizes.append(None)
                 cols.hdr_offsets.append(len(cols.hdr_keys))
                 cols.batch_idx.append(bi)
                 cols.n += 1
@@ -413,6 +421,8 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
             cols.keys.extend(rc.keys)
         if want_values:
             cols.values.extend(rc.values)
+        if want_value_sizes:
+            cols.value_sizes.extend([None if v is None else len(v) for v in rc.values])
         if want_headers:
             hk_list = cols.hdr_keys
             if any(rc.headers):

@@ -117,6 +117,13 @@ def _empty_batches(d) -> int:
     return t.column("record_count").to_pylist().count(0)
 
 
+def test_value_size_is_the_value_length_or_null(columns_dir):
+    full = scan(columns_dir, empty_batches=True)
+    sizes = scan(columns_dir, columns=("value_size",), empty_batches=True).column("value_size").to_pylist()
+    assert sizes == [None if v is None else len(v) for v in full.column("value").to_pylist()]
+    assert None in sizes and 0 < max(s for s in sizes if s is not None)
+
+
 def test_key_only_scan_builds_no_value_column(columns_dir):
     t = scan(columns_dir, columns=("key", "offset"))
     assert t.schema.names == ["key", "offset"] and t.num_rows == scan(columns_dir).num_rows
@@ -147,6 +154,7 @@ SCHEMAS = [
     "key binary, offset bigint",
     "value binary, headers array<struct<key:string,value:binary>>, offset long, is_control boolean",
     "record_count int, topic string, uncompressed_bytes int",
+    "key binary, value_size int, partition int",
 ]
 
 
