@@ -18,8 +18,10 @@ copy of one 100-byte-record partition), Spark ``count()`` with the default schem
 schema (``topic string``), a key-and-offset query (``topic, partition, offset, key``: sum of key lengths, max
 offset, count) and the compaction report (``spark_jobs.compaction_report.run``), on ``local[2]``. A tree whose
 kafka-log source refuses a user schema (before column selection) runs the same queries on the default schema with
-``select``. Peak RSS of the Python workers (the executors' Python side; largest single worker and the sum) and of
-the JVM is sampled every 0.2 s per query. Records/s count records, MB/s count on-disk bytes (10^6 bytes).
+``select``. Per Spark query also the CPU seconds of the JVM and the Python workers (less disturbed than wall time
+by other jobs on a shared machine) and the peak RSS of the Python workers (the executors' Python side; largest
+single worker and the sum) and of the JVM, sampled every 0.2 s. The trees alternate for ``--rounds`` rounds and
+each figure is the best round's. Records/s count records, MB/s count on-disk bytes (10^6 bytes).
 """
 
 from __future__ import annotations
@@ -166,50 +168,68 @@ def cleaner(root: str, partition: str = "bench-100b-none-0") -> tuple[int, int, 
         shutil.rmtree(work, ignore_errors=True)
 
 
-class PeakRss:
-    """Samples, every 0.2 s, the RSS of this process's descendants: Spark's Python workers (``pyspark.daemon`` and
-    its forks, the executors' Python side in local mode) and the JVM."""
+def _descendants() -> dict[int, tuple[int, int, bytes]]:
+    """pid -> (RSS bytes, CPU ticks (user + system), cmdline) of this process's descendants."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    procs = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/statm") as f:
+                rss = int(f.read().split()[1]) * page
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, IndexError, ValueError):
+            continue
+        procs[int(pid)] = (int(fields[1]), rss, int(fields[11]) + int(fields[12]), cmd)
+    mine, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {p for p, v in procs.items() if v[0] in frontier and p not in mine}
+        mine |= frontier
+    return {p: procs[p][1:] for p in mine}
+
+
+class Usage:
+    """Over a ``with`` block: the CPU seconds of Spark's JVM and Python workers (this process's descendants; less
+    disturbed by other jobs on a shared machine than wall time), and, sampled every 0.2 s, the peak RSS of the
+    Python workers (``pyspark.daemon`` and its forks, the executors' Python side in local mode: largest single
+    worker and the sum) and of the JVM."""
 
     def __init__(self) -> None:
         self.worker_max = self.worker_sum = self.jvm = 0
+        self.cpu_s = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "PeakRss":
+    def __enter__(self) -> "Usage":
+        self._first = {pid: cpu for pid, (_, cpu, _) in _descendants().items()}
+        self._last = dict(self._first)
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+        self._sample()
+        # a process that exited meanwhile counts up to its last sample (0.2 s apart)
+        ticks = sum(cpu - self._first.get(pid, 0) for pid, cpu in self._last.items())
+        self.cpu_s = ticks / os.sysconf("SC_CLK_TCK")
+
+    def _sample(self):
+        procs = _descendants()
+        self._last.update((pid, cpu) for pid, (_, cpu, _) in procs.items())
+        return procs.values()
 
     def _run(self) -> None:
-        page = os.sysconf("SC_PAGE_SIZE")
-        me = os.getpid()
         while not self._stop.is_set():
-            procs = {}
-            for pid in os.listdir("/proc"):
-                if not pid.isdigit():
-                    continue
-                try:
-                    with open(f"/proc/{pid}/stat") as f:
-                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                    with open(f"/proc/{pid}/statm") as f:
-                        rss = int(f.read().split()[1]) * page
-                    with open(f"/proc/{pid}/cmdline", "rb") as f:
-                        cmd = f.read()
-                except (OSError, IndexError, ValueError):
-                    continue
-                procs[int(pid)] = (ppid, rss, cmd)
-            mine, frontier = set(), {me}
-            while frontier:
-                frontier = {p for p, (pp, _, _) in procs.items() if pp in frontier and p not in mine}
-                mine |= frontier
-            workers = [procs[p][1] for p in mine if b"pyspark" in procs[p][2] and b"java" not in procs[p][2]]
-            jvm = [procs[p][1] for p in mine if b"java" in procs[p][2]]
+            procs = self._sample()
+            workers = [rss for rss, _, cmd in procs if b"pyspark" in cmd and b"java" not in cmd]
             self.worker_max = max(self.worker_max, max(workers, default=0))
             self.worker_sum = max(self.worker_sum, sum(workers))
-            self.jvm = max(self.jvm, sum(jvm))
+            self.jvm = max(self.jvm, sum(rss for rss, _, cmd in procs if b"java" in cmd))
             self._stop.wait(0.2)
 
 
@@ -258,12 +278,12 @@ def measure(root: str, master: str, skip_compaction: bool) -> dict:
     disk = sum(os.path.getsize(p) for p in files)
     rows = []
 
-    def row(name, records, nbytes, secs, rss: PeakRss | None = None, **extra):
+    def row(name, records, nbytes, secs, rss: Usage | None = None, **extra):
         r = {"what": name, "records": records, "bytes": nbytes, "seconds": round(secs, 2),
              "records_per_s": round(records / secs) if records else None, "MB_per_s": round(nbytes / 1e6 / secs, 1)}
         if rss is not None:
-            r.update(worker_rss_max_MB=round(rss.worker_max / 1e6), worker_rss_sum_MB=round(rss.worker_sum / 1e6),
-                     jvm_rss_MB=round(rss.jvm / 1e6))
+            r.update(cpu_s=round(rss.cpu_s, 1), worker_rss_max_MB=round(rss.worker_max / 1e6),
+                     worker_rss_sum_MB=round(rss.worker_sum / 1e6), jvm_rss_MB=round(rss.jvm / 1e6))
         rows.append({**r, **extra})
         print(f"  {name:<40} {secs:8.1f} s {r['MB_per_s']:9.1f} MB/s", file=sys.stderr, flush=True)
 
@@ -278,14 +298,14 @@ def measure(root: str, master: str, skip_compaction: bool) -> dict:
     for name, ddl in (("Spark count(), default schema", None), ("Spark count(), schema 'topic string'",
                                                                  "topic string")):
         df = kafka_log(spark, root, ddl)
-        with PeakRss() as rss:
+        with Usage() as rss:
             t = time.perf_counter()
             c = df.count()
             secs = time.perf_counter() - t
         assert c == recs, (name, c, recs)
         row(name, c, disk, secs, rss)
     df = kafka_log(spark, root, KEY_OFFSET_DDL)
-    with PeakRss() as rss:
+    with Usage() as rss:
         t = time.perf_counter()
         got = df.agg(F.count("*").alias("n"), F.sum(F.length("key")).alias("key_bytes"),
                      F.max("offset").alias("max_offset")).collect()[0]
@@ -300,7 +320,7 @@ def measure(root: str, master: str, skip_compaction: bool) -> dict:
         a = job_parser("compaction_report", "").parse_args(
             ["--log-dirs", root, "--out", out, "--config", "cleanup.policy=compact", "--now-ms",
              str(T0 + 86_400_000)])
-        with PeakRss() as rss:
+        with Usage() as rss:
             t = time.perf_counter()
             res = compaction_report.run(JobContext.create("compaction_report", a, spark))
             secs = time.perf_counter() - t
@@ -315,8 +335,26 @@ def measure_tree(tree: str, args) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--measure", "--tree", tree, "--dir", args.dir,
            "--master", args.master] + (["--skip-compaction"] if args.skip_compaction else [])
     env = {**os.environ, "PYTHONPATH": tree}
-    out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, check=True, text=True).stdout
+    # cwd too: Spark's Python workers put their working directory first on sys.path
+    out = subprocess.run(cmd, env=env, cwd=tree, stdout=subprocess.PIPE, check=True, text=True).stdout
     return json.loads(out)
+
+
+def best_of(runs: list[dict]) -> dict[str, dict]:
+    """Per measurement, the round with the shortest wall time; its CPU the least of any round, RSS the largest."""
+    out: dict[str, dict] = {}
+    for run in runs:
+        for r in run["results"]:
+            prev = out.get(r["what"])
+            keep = dict(r if prev is None or r["seconds"] < prev["seconds"] else prev)
+            if prev is not None:
+                if "cpu_s" in r:
+                    keep["cpu_s"] = min(r["cpu_s"], prev["cpu_s"])
+                for k in ("worker_rss_max_MB", "worker_rss_sum_MB", "jvm_rss_MB"):
+                    if k in r:
+                        keep[k] = max(r[k], prev[k])
+            out[r["what"]] = keep
+    return out
 
 
 def main() -> None:
@@ -329,6 +367,8 @@ def main() -> None:
     ap.add_argument("--skip-compaction", action="store_true")
     ap.add_argument("--baseline-tree", default=None,
                     help="a checkout of the old code (git worktree add DIR 85ca107): measured too, same directory")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="measure each tree this many times, alternating; keep the best")
     ap.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)    # child: measure one tree
     ap.add_argument("--tree", default=REPO, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -350,22 +390,28 @@ def main() -> None:
     n, s = raw_read(files)
     print(f"raw read of the .log files (page cache): {n / 1e6 / s:.0f} MB/s", flush=True)
     trees = ([("baseline", os.path.abspath(args.baseline_tree))] if args.baseline_tree else []) + [("this", REPO)]
-    runs = {}
-    for label, tree in trees:
-        print(f"{label}: {tree}", flush=True)
-        runs[label] = measure_tree(tree, args)
-    base = {r["what"]: r for r in runs["baseline"]["results"]} if "baseline" in runs else {}
-    print(f"\n{'':<42} {'MB/s':>8} {'rec/s':>11} {'worker RSS':>11}" + (f" {'baseline MB/s':>14} {'x':>6}"
-                                                                         if base else ""))
-    for r in runs["this"]["results"]:
+    runs: dict[str, list[dict]] = {label: [] for label, _ in trees}
+    for rnd in range(args.rounds):              # trees alternate, so a busy minute on the machine hits both
+        for label, tree in trees:
+            print(f"round {rnd + 1}/{args.rounds}, {label}: {tree}", flush=True)
+            runs[label].append(measure_tree(tree, args))
+    best = {label: best_of(rs) for label, rs in runs.items()}
+    base = best.get("baseline", {})
+    print(f"\nbest of {args.rounds} rounds (wall MB/s; CPU s of the JVM and Python workers; peak Python worker RSS)")
+    print(f"{'':<42} {'MB/s':>8} {'CPU s':>6} {'worker RSS':>11}"
+          + (f" {'baseline MB/s':>14} {'CPU s':>6} {'x MB/s':>7} {'x CPU':>6}" if base else ""))
+    for what, r in best["this"].items():
+        cpu = f"{r['cpu_s']:.1f}" if "cpu_s" in r else "-"
         rss = f"{r['worker_rss_max_MB']} MB" if "worker_rss_max_MB" in r else "-"
-        line = f"{r['what']:<42} {r['MB_per_s']:8.1f} {r['records_per_s'] or 0:11,} {rss:>11}"
-        b = base.get(r["what"])
+        line = f"{what:<42} {r['MB_per_s']:8.1f} {cpu:>6} {rss:>11}"
+        b = base.get(what)
         if b:
-            line += f" {b['MB_per_s']:14.1f} {r['MB_per_s'] / b['MB_per_s']:6.1f}"
+            bcpu = f"{b['cpu_s']:.1f}" if "cpu_s" in b else "-"
+            xcpu = f"{b['cpu_s'] / r['cpu_s']:.1f}" if "cpu_s" in b and r.get("cpu_s") else "-"
+            line += f" {b['MB_per_s']:14.1f} {bcpu:>6} {r['MB_per_s'] / b['MB_per_s']:7.1f} {xcpu:>6}"
         print(line)
     print(json.dumps({"dir": args.dir, "bytes_on_disk": disk, "raw_read_MB_per_s": round(n / 1e6 / s),
-                      "cpus": os.cpu_count(), "load_avg": os.getloadavg(), "runs": runs}, indent=1))
+                      "cpus": os.cpu_count(), "load_avg": os.getloadavg(), "best": best, "runs": runs}, indent=1))
     if not args.keep:
         shutil.rmtree(args.dir, ignore_errors=True)
 
