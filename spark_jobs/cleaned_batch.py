@@ -37,8 +37,10 @@ def cleaned_batch_size(raw: bytes, kept_offsets: Iterable[int], new_horizon: int
 
 
 def cleaned_sizes(partition_dirs: dict[tuple[str, int], str]):
-    """A ``mapInArrow`` function: rows (topic, partition, segment, position, base_offset, size, kept_offsets,
-    new_horizon) -> (topic, partition, base_offset, new_size). Each task keeps one descriptor per segment open."""
+    """A ``mapInArrow`` function over one row per batch: rows with ``rewrite`` true get ``new_size``, the bytes the
+    cleaner writes for them (from topic, partition, segment, position, base_offset, size, kept_offsets and
+    new_horizon); other rows get null. ``kept_offsets`` is dropped, every other column passes through, so the plan
+    stays one line (a branch joined back would scan the log twice). One descriptor per segment stays open per task."""
 
     def run(batches: Iterator) -> Iterator:
         import pyarrow as pa
@@ -46,9 +48,13 @@ def cleaned_sizes(partition_dirs: dict[tuple[str, int], str]):
         fds: dict[str, int] = {}
         try:
             for rb in batches:
-                cols = rb.to_pydict()
-                sizes = []
-                for i in range(rb.num_rows):
+                cols = rb.select(["topic", "partition", "segment", "position", "base_offset", "size", "kept_offsets",
+                                  "new_horizon", "rewrite"]).to_pydict()
+                sizes: list[int | None] = []
+                for i, rewrite in enumerate(cols["rewrite"]):
+                    if not rewrite:
+                        sizes.append(None)
+                        continue
                     tp = (cols["topic"][i], cols["partition"][i])
                     path = os.path.join(partition_dirs[tp], f"{cols['segment'][i]:020d}.log")
                     fd = fds.get(path)
@@ -62,9 +68,9 @@ def cleaned_sizes(partition_dirs: dict[tuple[str, int], str]):
                         raise SegmentChangedError(f"{where}: batch {base} is no longer there (segment changed "
                                                   "while the report ran)")
                     sizes.append(cleaned_batch_size(raw, cols["kept_offsets"][i], cols["new_horizon"][i], where))
-                yield pa.RecordBatch.from_arrays(
-                    [rb.column("topic"), rb.column("partition"), rb.column("base_offset"), pa.array(sizes, pa.int64())],
-                    names=["topic", "partition", "base_offset", "new_size"])
+                keep = [n for n in rb.schema.names if n != "kept_offsets"]
+                yield pa.RecordBatch.from_arrays([rb.column(n) for n in keep] + [pa.array(sizes, pa.int64())],
+                                                 names=keep + ["new_size"])
         finally:
             for fd in fds.values():
                 os.close(fd)

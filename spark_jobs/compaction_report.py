@@ -357,12 +357,14 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
         "new_horizon", F.when((F.col("kept_tombstones") > 0) & F.col("delete_horizon_ms").isNull(),
                               F.lit(ctx.now_ms) + F.col("delete_retention_ms"))
         .otherwise(F.col("delete_horizon_ms")))
-    dirs = {(s.topic, s.partition): s.dir for s in segs}
-    new_sizes = (per_batch.where("rewrite")
-                 .select("topic", "partition", "segment", "position", "base_offset", "size", "kept_offsets",
-                         "new_horizon")
-                 .mapInArrow(cleaned_sizes(dirs), "topic string, partition int, base_offset bigint, new_size bigint"))
-    per_batch = (per_batch.drop("kept_offsets").join(new_sizes, ["topic", "partition", "base_offset"], "left")
+    per_batch = per_batch.select(
+        "topic", "partition", "segment", "position", "base_offset", "last_offset", "size", "is_control",
+        "delete_horizon_ms", "n", "kept", "kept_tombstones", "removed_tombstones", "removed_null_key", "retain_empty",
+        "rewrite", "new_horizon", "kept_offsets")
+    partition_dirs = {(s.topic, s.partition): s.dir for s in segs}
+    out_schema = StructType([f for f in per_batch.schema.fields if f.name != "kept_offsets"]
+                            + [StructField("new_size", LongType())])
+    per_batch = (per_batch.mapInArrow(cleaned_sizes(partition_dirs), out_schema)
                  .withColumn("after", F.when(F.col("is_control"), F.col("size"))
                              .when(F.col("kept") == 0,
                                    F.when(F.col("retain_empty"), F.lit(EMPTY_BATCH_BYTES)).otherwise(0))
