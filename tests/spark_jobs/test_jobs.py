@@ -437,8 +437,8 @@ PROFILE_TABLES = ("sizes", "hourly", "size_hist", "codecs", "producers", "batch_
 def test_topic_profile_on_a_local_cluster(known, local_profile, tmp_path):
     """``python -m spark_jobs.topic_profile --master local-cluster[2,1,1024]`` end to end, in its own process: a
     standalone master and two workers, each executor its own JVM with its own Python workers reading the segments.
-    Its tables equal local mode's. (The compaction report passes the same check; at ~70 s on a busy 2-core machine
-    against ~50 s for this one, CI runs this one.)"""
+    Its tables (per topic: one topic keeps it short, three partitions of it) equal local mode's. (The compaction
+    report passes the same check; at ~70 s on a busy 2-core machine against ~40 s for this one, CI runs this one.)"""
     d, _ = known
     _, local_out = local_profile
     # local-cluster workers keep executor logs in $SPARK_HOME/work: a SPARK_HOME of links to pyspark's own keeps
@@ -453,16 +453,15 @@ def test_topic_profile_on_a_local_cluster(known, local_profile, tmp_path):
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(spark_home))
     out = tmp_path / "cluster"
     p = subprocess.run([sys.executable, "-m", "spark_jobs.topic_profile", *_args(d, out),
-                        "--master", "local-cluster[2,1,1024]"],
+                        "--master", "local-cluster[2,1,1024]", "--topics", "accounts"],
                        env=env, capture_output=True, text=True, timeout=300,
                        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert p.returncode == 0, p.stderr[-3000:]
     for table in PROFILE_TABLES:
         cluster_rows = pq.read_table(str(out / f"profile_{table}.parquet")).to_pylist()
-        local_rows = pq.read_table(str(local_out / f"profile_{table}.parquet")).to_pylist()
-        assert sorted(cluster_rows, key=repr) == sorted(local_rows, key=repr), table
-    sizes = pq.read_table(str(out / "profile_sizes.parquet")).to_pylist()
-    assert {r["topic"] for r in sizes} == {"accounts", "events.v1", "payments"}
+        local_rows = [r for r in pq.read_table(str(local_out / f"profile_{table}.parquet")).to_pylist()
+                      if r["topic"] == "accounts"]
+        assert local_rows and sorted(cluster_rows, key=repr) == sorted(local_rows, key=repr), table
     # both executors ran tasks, each in its own JVM (the workers relaunch a few at shutdown: those ran nothing)
     executor_logs = sorted(spark_home.glob("work/app-*/*/stderr"))
     assert len([log for log in executor_logs if "Finished task" in log.read_text()]) == 2
