@@ -148,30 +148,33 @@ def plan_partition(topic: str, partition: int, segs: list, seg_stats: dict, cfg,
 # -- the Spark part ----------------------------------------------------------------------------------------------
 #
 # Three scans, nothing per record kept between them (memory bounded by Spark's spilling aggregates and joins):
-#   1. batches: one row per batch (header fields, record count): segment figures, last stable offset, active
-#      producers, aborted transactions -> the plan of every partition;
-#   2. keys: one row per (topic, partition, key): versions, tombstones, payload bytes, per-section counts and the
-#      latest offset in the dirty section (the cleaner's offset map);
-#   3. retain: every record of the cleaned range against the offset map -> per batch how many records stay and
-#      which; batches losing records are then re-read by position and re-encoded (spark_jobs/cleaned_batch.py).
+#   1. batches: one row per batch from its header alone (nothing decompressed): segment figures, last stable
+#      offset, active producers -> the plan of every partition;
+#   2. keys (key, offset, value size): one row per (topic, partition, key): versions, tombstones, payload bytes,
+#      per-section counts and the latest offset in the dirty section (the cleaner's offset map);
+#   3. retain (the same columns): every record of the cleaned range against the offset map -> per batch how many
+#      records stay and which; batches losing records are then re-read by position and re-encoded
+#      (spark_jobs/cleaned_batch.py).
+# No value crosses into the JVM. A log holding transactions is read once more for its markers' keys (commit/abort).
 
 ABORT_TYPE_HEX = "0000"         # a control record key is int16 version, int16 type (0 abort, 1 commit)
 
 
+BATCH_COLUMNS = ("topic,partition,base_offset,last_offset,segment,position,max_timestamp,batch_size_bytes,record_count,"
+                 "is_control,is_transactional,producer_id,delete_horizon_ms")
+
+
 def _batch_table(ctx: JobContext):
-    """Pass 1: one row per batch, empty batches included."""
+    """Pass 1: one row per batch, empty batches included, from batch headers only (nothing decompressed)."""
     from pyspark.sql import functions as F
 
-    recs = ctx.records(emptyBatches="true")
+    recs = ctx.records(emptyBatches="true", columns=BATCH_COLUMNS)
     return recs.groupBy("topic", "partition", "base_offset").agg(
         F.first("segment").alias("segment"), F.first("position").alias("position"),
         F.first("last_offset").alias("last_offset"), F.first("max_timestamp").alias("max_timestamp"),
         F.first("batch_size_bytes").cast("long").alias("size"), F.first("is_control").alias("is_control"),
         F.first("is_transactional").alias("is_transactional"), F.first("producer_id").alias("producer_id"),
-        F.first("delete_horizon_ms").alias("delete_horizon_ms"),
-        F.count("offset").alias("records"),
-        F.max(F.when(F.col("is_control"), F.substring("key", 3, 2) == F.unhex(F.lit(ABORT_TYPE_HEX))))
-        .alias("is_abort"))
+        F.first("delete_horizon_ms").alias("delete_horizon_ms"), F.first("record_count").alias("records"))
 
 
 def _segment_figures(batches) -> tuple[dict, dict, bool]:
@@ -212,10 +215,9 @@ def _key_table(ctx: JobContext, plan_df):
     """Pass 2: one row per (topic, partition, key); null keys make one row per partition."""
     from pyspark.sql import functions as F
 
-    data = (ctx.records().where("NOT is_control")
-            .select("topic", "partition", "key", "offset", F.col("value").isNull().alias("tombstone"),
-                    (F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0)))
-                    .alias("payload"))
+    data = (ctx.records(columns="topic,partition,offset,key,value_size,is_control").where("NOT is_control")
+            .select("topic", "partition", "key", "offset", F.col("value_size").isNull().alias("tombstone"),
+                    (F.coalesce(F.length("key"), F.lit(0)) + F.coalesce("value_size", F.lit(0))).alias("payload"))
             .join(F.broadcast(plan_df), ["topic", "partition"]))
     dirty = (F.col("offset") >= F.col("first_dirty_offset")) & (F.col("offset") < F.col("first_uncleanable_offset"))
 
@@ -239,9 +241,10 @@ def _retained_per_batch(ctx: JobContext, plan_df, keys):
 
     offset_map = keys.where("key IS NOT NULL AND latest_dirty IS NOT NULL").select(
         "topic", "partition", "key", "latest_dirty")
-    cleaned = (ctx.records().where("NOT is_control")
+    cleaned = (ctx.records(columns="topic,partition,base_offset,offset,key,value_size,is_control,delete_horizon_ms")
+               .where("NOT is_control")
                .select("topic", "partition", "base_offset", "offset", "key", "delete_horizon_ms",
-                       F.col("value").isNull().alias("tombstone"))
+                       F.col("value_size").isNull().alias("tombstone"))
                .join(F.broadcast(plan_df.where("cleaned")), ["topic", "partition"])
                .where(F.col("offset") < F.col("first_uncleanable_offset"))
                .join(offset_map, ["topic", "partition", "key"], "left"))
@@ -273,12 +276,15 @@ def _active_producers(batches, now_ms: int, expiration_ms: int):
             .select("topic", "partition", "producer_id", "producer_last_offset"))
 
 
-def _aborted_records(batches):
-    """Records of transactional data batches whose next marker of the same producer is an ABORT."""
+def _aborted_records(ctx: JobContext, batches):
+    """Records of transactional data batches whose next marker of the same producer is an ABORT. The marker's type
+    is in its record's key: one more scan, only for logs holding transactions."""
     from pyspark.sql import functions as F
 
-    markers = batches.where("is_control AND producer_id >= 0").select(
-        "topic", "partition", "producer_id", F.col("last_offset").alias("marker_offset"), "is_abort")
+    markers = (ctx.records(columns="topic,partition,offset,key,is_control,producer_id")
+               .where("is_control AND producer_id >= 0")
+               .select("topic", "partition", "producer_id", F.col("offset").alias("marker_offset"),
+                       (F.substring("key", 3, 2) == F.unhex(F.lit(ABORT_TYPE_HEX))).alias("is_abort")))
     txn = batches.where("is_transactional AND NOT is_control AND records > 0").select(
         "topic", "partition", "producer_id", "base_offset", "last_offset", "records")
     nxt = (txn.join(markers, ["topic", "partition", "producer_id"]).where("marker_offset > last_offset")
@@ -379,9 +385,12 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
         F.sum(F.when(F.col("rewrite"), 1).otherwise(0)).alias("batches_rewritten"),
     )
 
-    per_tp_all = (per_tp.join(bytes_tp, ["topic", "partition"], "left")
-                  .join(pass_tp, ["topic", "partition"], "left")
-                  .join(_aborted_records(batches), ["topic", "partition"], "left")
+    per_tp_all = per_tp.join(bytes_tp, ["topic", "partition"], "left").join(pass_tp, ["topic", "partition"], "left")
+    if any_txn:
+        per_tp_all = per_tp_all.join(_aborted_records(ctx, batches), ["topic", "partition"], "left")
+    else:
+        per_tp_all = per_tp_all.withColumn("aborted_records", F.lit(0).cast("long"))
+    per_tp_all = (per_tp_all
                   .fillna(0, ["pass_records_removed", "pass_bytes_removed", "pass_tombstones_removed",
                               "pass_null_key_removed", "batches_emptied", "batches_rewritten", "aborted_records"]))
     plans_df = spark.createDataFrame([asdict(p) for p in plans], StructType([
