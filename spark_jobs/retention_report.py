@@ -117,7 +117,8 @@ def compute(ctx: JobContext):
     cps = read_checkpoints(ctx.log_dirs)
     what_if = _parse_what_if(getattr(ctx.args, "what_if", None))
     segs = ctx.segments()
-    recs = ctx.records().withColumn("ts_ms", F.unix_millis("timestamp"))
+    recs = (ctx.records(columns="topic,partition,segment,offset,last_offset,timestamp,max_timestamp,is_control")
+            .withColumn("ts_ms", F.unix_millis("timestamp")))          # no key, value or headers decoded
     seg_df = ctx.segments_df(segs)
 
     def age_bucket(age_ms):
