@@ -31,10 +31,15 @@ def _size_label(i: int) -> str:
     return f"{fmt_bytes(SIZE_BUCKETS[i])}-{fmt_bytes(SIZE_BUCKETS[i + 1])}"
 
 
+PROFILE_COLUMNS = ("topic,partition,timestamp,key,value_size,headers,base_offset,batch_size_bytes,uncompressed_bytes,"
+                   "compression,max_timestamp,is_transactional,is_control,producer_id,producer_epoch")
+
+
 def compute(ctx: JobContext):
     from pyspark.sql import functions as F
 
-    recs = ctx.records().cache()
+    # every column it uses but the values themselves (their sizes suffice): the cache holds no value bytes
+    recs = ctx.records(columns=PROFILE_COLUMNS).cache()
     data = recs.where("NOT is_control")
     batches = (recs.groupBy("topic", "partition", "base_offset").agg(
         F.first("batch_size_bytes").alias("size"), F.first("uncompressed_bytes").alias("uncompressed"),
@@ -47,14 +52,14 @@ def compute(ctx: JobContext):
     hourly_records = (data.where("timestamp IS NOT NULL")
                       .groupBy("topic", F.date_trunc("hour", "timestamp").alias("hour"))
                       .agg(F.count("*").alias("records"),
-                           F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0)))
+                           F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce("value_size", F.lit(0)))
                            .alias("payload_bytes")))
     hourly_bytes = (batches.where("max_timestamp >= 0")
                     .groupBy("topic", F.date_trunc("hour", F.timestamp_millis("max_timestamp")).alias("hour"))
                     .agg(F.sum("size").alias("bytes"), F.count("*").alias("batches")))
     hourly = hourly_records.join(hourly_bytes, ["topic", "hour"], "full").fillna(0).orderBy("topic", "hour")
 
-    vlen = F.coalesce(F.length("value"), F.lit(0))
+    vlen = F.coalesce("value_size", F.lit(0))
     bucket = F.lit(len(SIZE_BUCKETS) - 1)
     for i in reversed(range(len(SIZE_BUCKETS) - 1)):
         bucket = F.when(vlen < SIZE_BUCKETS[i + 1], i).otherwise(bucket)
@@ -62,7 +67,7 @@ def compute(ctx: JobContext):
                  .orderBy("topic", "bucket"))
     sizes = (data.groupBy("topic").agg(
         F.count("*").alias("records"),
-        F.sum(F.when(F.col("value").isNull(), 1).otherwise(0)).alias("null_values"),
+        F.sum(F.when(F.col("value_size").isNull(), 1).otherwise(0)).alias("null_values"),
         F.min(vlen).alias("min_value_bytes"),
         F.percentile_approx(vlen, 0.5, 10000).alias("p50_value_bytes"),
         F.percentile_approx(vlen, 0.99, 10000).alias("p99_value_bytes"),
