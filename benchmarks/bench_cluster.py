@@ -108,6 +108,9 @@ class Three:
     def start(self) -> None:
         self.c.start()
         wait_until(lambda: self.leader() > 0, 60, 0.1, "a quorum leader")
+        for i in self.c.broker_ports:  # CreateTopics needs registered, unfenced brokers to place replicas on
+            wait_until(lambda i=i: self.c.nodes[i].log_lines(rf"node {i} is unfenced") >= 1, 60, 0.1,
+                       f"node {i} unfenced")
 
     def broker_ports(self) -> list[int]:
         return [p for i, p in self.c.broker_ports.items() if self.c.nodes[i].alive()]
