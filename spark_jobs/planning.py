@@ -42,6 +42,8 @@ from protocol.records import (
     iter_batch_positions,
     parse_header,
 )
+from storage.checkpoints import decode_properties
+from storage.files import META_PROPERTIES_FILE
 
 __all__ = [
     "NotALogDirError", "PartitionDir", "SegmentFile", "SegmentSlice", "ScanBounds", "PlanStats", "Replica",
@@ -304,15 +306,12 @@ def replica_choices(log_dirs: str | Iterable[str], bounds: ScanBounds | None = N
 
 
 def log_dir_node_id(log_dir: str) -> int | None:
-    """``node.id`` (KRaft) or ``broker.id`` (ZooKeeper) from ``<log_dir>/meta.properties``, None if absent."""
-    data = _read_file(os.path.join(log_dir, "meta.properties"), 64 * 1024)
+    """``node.id`` (KRaft) or ``broker.id`` (ZooKeeper) from ``<log_dir>/meta.properties`` (read with storage's
+    properties reader; only the id matters here, so other fields are not validated), None if absent."""
+    data = _read_file(os.path.join(log_dir, META_PROPERTIES_FILE), 64 * 1024)
     if data is None:
         return None
-    props = {}
-    for line in data.decode("utf-8", "replace").splitlines():
-        if "=" in line and not line.lstrip().startswith("#"):
-            k, v = line.split("=", 1)
-            props[k.strip()] = v.strip()
+    props = decode_properties(data.decode("latin-1"))
     for key in ("node.id", "broker.id"):
         if props.get(key, "").lstrip("-").isdigit():
             return int(props[key])
