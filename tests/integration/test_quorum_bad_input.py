@@ -71,6 +71,7 @@ def test_bad_rpcs_get_kafkas_errors_and_change_nothing(cluster):
     c = cluster
     epoch, leader = until(lambda: quorum_leader(c) if quorum_leader(c)[1] > 0 else None, what="a leader")
     follower = min({1, 2, 3} - {leader})
+    wait_unfenced(c)  # the start-up registrations and unfencings are committed before "before"
     before = describe(c, leader)
     port = c.controller_ports[leader]
 
