@@ -86,20 +86,6 @@ def decode_records(data, count: int, base_offset: int, base_timestamp: int, log_
         return None
 
 
-def decode_columns(data, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
-                   ) -> tuple[list, list, list, list, list] | None:
-    """The records of an uncompressed records section as five lists (offsets, timestamps, keys, values, headers),
-    without building a ``Record`` per record; None exactly when :func:`decode_records` would be None."""
-    if _CBatch is _UNLOADED:
-        _load()
-    if _CBatch is None:
-        return None
-    try:
-        return _columns_c(data, count, base_offset, base_timestamp, log_append_time)
-    except Exception:  # whatever the C reader objects to, the reference decides
-        return None
-
-
 class _Mismatch(Exception):
     pass
 
@@ -136,27 +122,3 @@ def _decode_c(data, count, base_offset, base_timestamp, log_append_time, Record)
     if total != n:
         raise _Mismatch
     return out
-
-
-def _columns_c(data, count, base_offset, base_timestamp, log_append_time):
-    """:func:`_decode_c`'s checks, column-wise: each field read once per record by a comprehension, the sizes
-    summed by ``map`` over the columns, no object per record beyond the C reader's own."""
-    n = len(data)
-    buf = b"".join((_HEADER.pack(base_offset, 0, -1, 2, 0, 0, 0, base_timestamp, 0, -1, -1, -1, count), data,
-                    _PAD))
-    recs = list(_CBatch(memoryview(buf)[:len(buf) - len(_PAD)]))
-    offsets = [r.offset for r in recs]
-    timestamps = [r.timestamp for r in recs]
-    keys = [r.key for r in recs]
-    values = [r.value for r in recs]
-    headers = [r.headers for r in recs]
-    del recs
-    if offsets and not (_INT32_MIN <= min(offsets) - base_offset and max(offsets) - base_offset <= _INT32_MAX):
-        raise _Mismatch
-    deltas = [o - base_offset for o in offsets]
-    ts_deltas = [t - base_timestamp for t in timestamps]   # OverflowError below if the C reader wrapped a sum
-    if sum(map(_size_in_bytes, deltas, ts_deltas, keys, values, headers)) != n:
-        raise _Mismatch
-    if log_append_time is not None:
-        timestamps = [log_append_time] * len(offsets)
-    return offsets, timestamps, keys, values, headers

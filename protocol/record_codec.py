@@ -22,7 +22,6 @@ from crc32c import crc32c as _crc32c
 from protocol import fast_records as _fast_records
 from protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, compress, decompress
 from protocol.errors import CorruptRecordError
-from protocol.fast_records import decode_columns as _fast_columns
 from protocol.fast_records import decode_records as _fast_decode
 from protocol.varint import (  # noqa: F401 - decode_varint/decode_varlong/encode_varint/encode_varlong re-exported
     MAX_VARINT_BYTES, MAX_VARLONG_BYTES, decode_varint, decode_varlong, encode_varint, encode_varlong,
@@ -285,35 +284,6 @@ def decode_records_reference(data, count: int, base_offset: int, base_timestamp:
     if pos != end:
         raise CorruptRecordError(f"incorrect declared batch size: {end - pos} bytes remain after {count} records")
     return out
-
-
-class RecordColumns(NamedTuple):
-    """A records section decoded column-wise: one list per field, index i is record i (scans that turn records
-    into Arrow arrays need lists, not record objects). Header lists hold ``(str, bytes | None)`` pairs."""
-
-    offsets: list
-    timestamps: list
-    keys: list
-    values: list
-    headers: list
-
-
-def decode_columns(data, count: int, base_offset: int, base_timestamp: int,
-                   log_append_time: int | None = None) -> RecordColumns:
-    """:func:`decode_records` as columns: the same values and the same errors, and no record objects when the
-    compiled decoder runs."""
-    cols = _fast_columns(data, count, base_offset, base_timestamp, log_append_time)
-    if cols is None:
-        return decode_columns_reference(data, count, base_offset, base_timestamp, log_append_time)
-    return RecordColumns(*cols)
-
-
-def decode_columns_reference(data, count: int, base_offset: int, base_timestamp: int,
-                             log_append_time: int | None = None) -> RecordColumns:
-    """:func:`decode_columns` from the pure-Python reference decoder, whatever is installed."""
-    recs = decode_records_reference(data, count, base_offset, base_timestamp, log_append_time)
-    return RecordColumns([r.offset for r in recs], [r.timestamp for r in recs], [r.key for r in recs],
-                         [r.value for r in recs], [r.headers for r in recs])
 
 
 def _read_bytes(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:

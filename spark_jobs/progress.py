@@ -4,7 +4,8 @@
 A poller thread in the driver, not a JVM listener (PySpark cannot register one without py4j's callback server):
 stages come from ``SparkContext.statusTracker()``, scan figures from the per-slice counter files the reader writes
 into the job's ``statsPath`` (complete where executors share the driver's /tmp, as in local mode; elsewhere the
-lines give stages and tasks only). Stages shorter than ``min_stage_s`` that scanned nothing are not reported.
+lines give stages and tasks only). A stage that begins and ends between two looks is found through its job.
+Stages shorter than ``min_stage_s`` that scanned nothing are not reported.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class StageProgress:
         self.records = 0
         self.bytes = 0
         self._running: dict[int, tuple[float, int, int, int]] = {}   # stage -> (start, records, bytes, tasks)
+        self._reported: set[int] = set()
+        self._last_tick = self.t0
         self._last_line = self.t0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="odradek-progress", daemon=True)
@@ -48,6 +51,10 @@ class StageProgress:
             return
         self._stop.set()
         self._thread.join()
+        try:
+            self._tick()                 # the stages that ended since the last look
+        except Exception:  # noqa: BLE001 - progress must never fail the job (e.g. the session stopping)
+            pass
         self._scan_totals()
         secs = time.monotonic() - self.t0
         self._say(f"done in {secs:.1f} s: scanned {self._figures(self.records, self.bytes, secs)}")
@@ -61,11 +68,16 @@ class StageProgress:
                 return
 
     def _tick(self) -> None:
+        before = (self._last_tick, self.records, self.bytes, 0)
         self._scan_totals()
-        now = time.monotonic()
+        now = self._last_tick = time.monotonic()
         active = set(self.tracker.getActiveStageIds())
         for sid in active - self._running.keys():
             self._running[sid] = (now, self.records, self.bytes, 0)
+        # stages that began and ended between two looks: what was scanned since the last look goes to the first
+        # of them (a job scans in its first stage; the later ones aggregate)
+        for i, sid in enumerate(sorted(self._finished_unseen(active))):
+            self._running[sid] = before if i == 0 else (before[0], self.records, self.bytes, 0)
         for sid in list(self._running):
             info = self.tracker.getStageInfo(sid)
             if info is not None:
@@ -74,6 +86,7 @@ class StageProgress:
             if sid in active:
                 continue
             start, r, b, tasks = self._running.pop(sid)
+            self._reported.add(sid)
             secs = now - start
             if self.records > r:    # stages running at the same time share what was scanned meanwhile
                 self._say(f"stage {sid} done in {secs:.1f} s ({tasks} tasks): scanned meanwhile "
@@ -88,6 +101,19 @@ class StageProgress:
                     parts.append(f"stage {sid} {info.numCompletedTasks}/{info.numTasks} tasks")
             self._say(f"running {', '.join(parts)}; scanned so far "
                       f"{self._figures(self.records, self.bytes, now - self.t0)}")
+
+    def _finished_unseen(self, active: set[int]) -> list[int]:
+        """Stages of this application's jobs that finished without ever being seen running."""
+        out = []
+        for jid in self.tracker.getJobIdsForGroup():
+            job = self.tracker.getJobInfo(jid)
+            for sid in job.stageIds if job is not None else ():
+                if sid in active or sid in self._running or sid in self._reported:
+                    continue
+                info = self.tracker.getStageInfo(sid)
+                if info is not None and info.numTasks and info.numCompletedTasks >= info.numTasks:
+                    out.append(sid)
+        return out
 
     def _scan_totals(self) -> None:
         """Add the counter files written since the last look (each is written once, by rename, and never changes)."""

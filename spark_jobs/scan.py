@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from typing import Final, Iterable, Iterator, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from protocol.compression import CODEC_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE, NONE, decompress
 from protocol.errors import CorruptRecordError, KafkaError
-from protocol.record_codec import RecordColumns, decode_columns
+from protocol.record_columns import ColumnBuffers, ColumnBuilder, want_flags
 from protocol.records import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
@@ -120,6 +119,8 @@ def arrow_schema(columns: Iterable[str] | None) -> pa.Schema:
 
 
 DEFAULT_ROWS_PER_BATCH = 65536
+MAX_CHUNK_BYTES: Final = 64 * 1024 * 1024
+"""An Arrow chunk is handed on once its keys, values and headers reach this size, whatever its row count."""
 NO_TIMESTAMP = -1
 
 
@@ -195,35 +196,35 @@ _BATCH_FIELDS: Final = ("timestamp_type", "base_offset", "last_offset", "partiti
                         "delete_horizon_ms", "position")
 
 
-class _Columns:
-    """Column lists for one output batch, only for the columns asked for. Batch-level fields are stored once per
-    batch and expanded with ``take``; headers are built as flat arrays plus list offsets."""
+class _BatchFields:
+    """The batch-level columns of one output chunk, a row per Kafka batch that gave rows; expanded per record with
+    ``take`` on the builder's batch index."""
 
-    __slots__ = ("offsets", "timestamps", "keys", "values", "value_sizes", "hdr_offsets", "hdr_keys", "hdr_values",
-                 "batch_idx", "b_cols", "n")
+    __slots__ = ("cols",)
 
     def __init__(self) -> None:
-        self.offsets: list[int | None] = []
-        self.timestamps: list[int] = []
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.value_sizes: list[int | None] = []
-        self.hdr_offsets: list[int] = [0]
-        self.hdr_keys: list[str] = []
-        self.hdr_values: list[bytes | None] = []
-        self.batch_idx: list[int] = []
-        self.b_cols: list[list] = [[] for _ in range(len(_BATCH_FIELDS))]
-        self.n = 0
+        self.cols: list[list] = [[] for _ in range(len(_BATCH_FIELDS))]
 
-    def add_batch(self, values: tuple) -> int:
-        for col, v in zip(self.b_cols, values):
+    @property
+    def next_index(self) -> int:
+        return len(self.cols[0])
+
+    def add(self, values: tuple) -> None:
+        for col, v in zip(self.cols, values):
             col.append(v)
-        return len(self.b_cols[0]) - 1
 
 
-def _to_arrow(c: _Columns, sl: SegmentSlice, schema: pa.Schema) -> pa.RecordBatch:
-    """Arrays for the columns of ``schema`` only, each built in one call from its list."""
-    n = c.n
+def _buffer(b: bytes | None) -> pa.Buffer | None:
+    return None if b is None else pa.py_buffer(b)
+
+
+def _binary(arrow_type: pa.DataType, n: int, offsets: bytes, data: bytes, valid: bytes | None) -> pa.Array:
+    return pa.Array.from_buffers(arrow_type, n, [_buffer(valid), pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _to_arrow(c: ColumnBuffers, batches: _BatchFields, sl: SegmentSlice, schema: pa.Schema) -> pa.RecordBatch:
+    """Arrays for the columns of ``schema`` only: the record columns wrap the builder's buffers without copying."""
+    n = c.rows
     idx = None
     arrays = []
     for name in schema.names:
@@ -234,36 +235,29 @@ def _to_arrow(c: _Columns, sl: SegmentSlice, schema: pa.Schema) -> pa.RecordBatc
         elif name == "segment":
             arr = pa.repeat(pa.scalar(sl.base_offset, pa.int64()), n)
         elif name == "offset":
-            arr = pa.array(c.offsets, pa.int64())
+            arr = pa.Array.from_buffers(pa.int64(), n, [_buffer(c.offset_valid), pa.py_buffer(c.offset)])
         elif name == "timestamp":
-            ms = pa.array(c.timestamps, pa.int64())
-            arr = pc.if_else(pc.equal(ms, NO_TIMESTAMP), pa.scalar(None, pa.int64()), pc.multiply(ms, 1000)) \
-                .cast(pa.timestamp("us", tz="UTC"))
+            arr = pa.Array.from_buffers(ARROW_SCHEMA.field("timestamp").type, n,
+                                        [_buffer(c.timestamp_valid), pa.py_buffer(c.timestamp)])
         elif name == "key":
-            arr = pa.array(c.keys, pa.binary())
+            arr = _binary(pa.binary(), n, c.key_offsets, c.key_data, c.key_valid)
         elif name == "value":
-            arr = pa.array(c.values, pa.binary())
+            arr = _binary(pa.binary(), n, c.value_offsets, c.value_data, c.value_valid)
         elif name == "value_size":
-            arr = pa.array(c.value_sizes, pa.int32())
+            arr = pa.Array.from_buffers(pa.int32(), n, [_buffer(c.value_size_valid), pa.py_buffer(c.value_size)])
         elif name == "headers":
+            m = c.header_count
             header_struct = pa.StructArray.from_arrays(
-                [pa.array(c.hdr_keys, pa.string()), pa.array(c.hdr_values, pa.binary())], names=["key", "value"])
-            arr = pa.ListArray.from_arrays(pa.array(c.hdr_offsets, pa.int32()), header_struct, type=HEADER_TYPE)
+                [_binary(pa.string(), m, c.hkey_offsets, c.hkey_data, None),
+                 _binary(pa.binary(), m, c.hvalue_offsets, c.hvalue_data, c.hvalue_valid)], names=["key", "value"])
+            list_offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(c.header_offsets)])
+            arr = pa.ListArray.from_arrays(list_offsets, header_struct, type=HEADER_TYPE)
         else:
             if idx is None:
-                idx = pa.array(c.batch_idx, pa.int32())
-            arr = pa.array(c.b_cols[_BATCH_FIELDS.index(name)], ARROW_SCHEMA.field(name).type).take(idx)
+                idx = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(c.batch_index)])
+            arr = pa.array(batches.cols[_BATCH_FIELDS.index(name)], ARROW_SCHEMA.field(name).type).take(idx)
         arrays.append(arr)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def _valid_utf8(s: str) -> str:
-    """Header keys are decoded with surrogateescape; Arrow strings must be valid UTF-8."""
-    try:
-        s.encode("utf-8")
-        return s
-    except UnicodeEncodeError:
-        return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _is_zero_fill(buf, pos: int, end: int) -> bool:
@@ -336,14 +330,16 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
           rows_per_batch: int, kw, empty_batches: bool, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     end = sl.end_pos
     scan = iter_batch_positions(mm, sl.start_pos, end)
-    cols = _Columns()
+    want = want_flags(schema.names)
+    builder = ColumnBuilder(want)
+    batches = _BatchFields()
     ts_lo_ms = None if ts_lo is None else -(-ts_lo // 1000)      # ceil: a record at ms t has t*1000 us
-    wanted = set(schema.names)
-    record_cols = wanted.intersection(RECORD_COLUMNS)
-    want_offsets, want_ts, want_keys, want_values, want_headers, want_value_sizes = (
-        c in wanted for c in RECORD_COLUMNS)
-    want_raw_len = "uncompressed_bytes" in wanted
+    want_raw_len = "uncompressed_bytes" in schema.names
     while True:
+        if builder.rows >= rows_per_batch or builder.data_bytes >= MAX_CHUNK_BYTES:
+            stats.rows_emitted += builder.rows
+            yield _to_arrow(builder.finish(), batches, sl, schema)
+            batches = _BatchFields()
         try:
             item = next(scan, None)
         except CorruptRecordError as e:
@@ -367,79 +363,49 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
             continue
         inside = (ts_lo is None and ts_hi is None and (off_lo is None or h.base_offset >= off_lo)
                   and (off_hi is None or last_offset < off_hi))   # every record of the batch is within the bounds
-        rc = None
+        batch_index = batches.next_index
+        decoded = False
+        rows = 0
         try:
             # protocol.record_codec.decode_batch, unrolled to learn the uncompressed size on the way
             h = validate_batch(mm, pos)
             codec = attrs & COMPRESSION_MASK
             n = h.records_count
             raw_len = 0 if n == 0 else h.batch_length + LOG_OVERHEAD - RECORDS_OFFSET
-            if n and (record_cols or not inside or (want_raw_len and codec != NONE)):
+            if n and (want or not inside or (want_raw_len and codec != NONE)):
                 with memoryview(mm) as mv, mv[pos + RECORDS_OFFSET:pos + h.batch_length + LOG_OVERHEAD] as section:
-                    data = bytes(section) if codec == NONE else decompress(codec, section, kw)
-                raw_len = len(data)
-                if record_cols or not inside:
-                    rc = decode_columns(data, n, h.base_offset, h.base_timestamp,
-                                        h.max_timestamp if attrs & TIMESTAMP_TYPE_MASK else None)
-                del data
+                    data = section if codec == NONE else decompress(codec, section, kw)
+                    raw_len = len(data)
+                    if want or not inside:
+                        rows = builder.add_section(data, n, h.base_offset, h.base_timestamp,
+                                                   h.max_timestamp if attrs & TIMESTAMP_TYPE_MASK else None,
+                                                   batch_index, off_lo, off_hi, ts_lo, ts_hi)
+                        decoded = True
+                    del data
         except KafkaError as e:                    # CorruptRecordError, InvalidRecordError, UnsupportedMagic...
             _corrupt(stats, sl, pos, str(e), ignore_corrupt)
             continue
-        if rc is None and n:
-            stats.batches_from_header += 1
-        else:
+        if decoded:
             stats.batches_decoded += 1
             stats.records_decoded += n
-        batch_row = ((attrs & TIMESTAMP_TYPE_MASK) >> 3, h.base_offset, last_offset, h.partition_leader_epoch,
+        elif n:
+            stats.batches_from_header += 1
+            rows = n                               # no record column asked for, every record inside the bounds
+        else:
+            stats.batches_decoded += 1
+        if n == 0:
+            if not empty_batches:
+                continue
+            builder.add_null_rows(batch_index, 1)
+        elif not rows:
+            continue
+        elif not decoded:
+            builder.add_null_rows(batch_index, n)
+        batches.add(((attrs & TIMESTAMP_TYPE_MASK) >> 3, h.base_offset, last_offset, h.partition_leader_epoch,
                      h.producer_id, h.producer_epoch, h.base_sequence, bool(attrs & TRANSACTIONAL_MASK),
                      bool(attrs & CONTROL_MASK), CODEC_NAMES.get(codec, "unknown"), h.batch_length + LOG_OVERHEAD,
                      BATCH_HEADER_SIZE + raw_len, n, h.max_timestamp,
-                     h.base_timestamp if attrs & DELETE_HORIZON_MASK else None, pos)
-        if n == 0:
-            if empty_batches:
-                bi = cols.add_batch(batch_row)
-                cols.offsets.append(None)
-                cols.timestamps.append(NO_TIMESTAMP)
-                cols.keys.append(None)
-                cols.values.append(None)
-                cols.value_sizes.append(None)
-                cols.hdr_offsets.append(len(cols.hdr_keys))
-                cols.batch_idx.append(bi)
-                cols.n += 1
-            continue
-        if rc is not None and not inside:
-            rc = _within(rc, off_lo, off_hi, ts_lo, ts_hi)
-            n = len(rc.offsets)
-            if not n:
-                continue
-        bi = cols.add_batch(batch_row)
-        if want_offsets:
-            cols.offsets.extend(rc.offsets)
-        if want_ts:
-            cols.timestamps.extend(rc.timestamps)           # ms; -1 (none) becomes null in _to_arrow
-        if want_keys:
-            cols.keys.extend(rc.keys)
-        if want_values:
-            cols.values.extend(rc.values)
-        if want_value_sizes:
-            cols.value_sizes.extend([None if v is None else len(v) for v in rc.values])
-        if want_headers:
-            hk_list = cols.hdr_keys
-            if any(rc.headers):
-                hv_list, ho = cols.hdr_values, cols.hdr_offsets
-                for hs in rc.headers:
-                    for hk, hv in hs:
-                        hk_list.append(hk if hk.isascii() else _valid_utf8(hk))
-                        hv_list.append(hv)
-                    ho.append(len(hk_list))
-            else:
-                cols.hdr_offsets.extend([len(hk_list)] * n)
-        cols.batch_idx.extend([bi] * n)
-        cols.n += n
-        if cols.n >= rows_per_batch:
-            stats.rows_emitted += cols.n
-            yield _to_arrow(cols, sl, schema)
-            cols = _Columns()
+                     h.base_timestamp if attrs & DELETE_HORIZON_MASK else None, pos))
     if scan.incomplete:
         pos = scan.position
         if sl.is_last_segment and sl.is_last_slice_of_segment:
@@ -447,17 +413,6 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
         else:
             _corrupt(stats, sl, pos, f"truncated batch: {end - pos} bytes left where a whole batch was expected",
                      ignore_corrupt)
-    if cols.n:
-        stats.rows_emitted += cols.n
-        yield _to_arrow(cols, sl, schema)
-
-
-def _within(rc: RecordColumns, off_lo, off_hi, ts_lo, ts_hi) -> RecordColumns:
-    """The records of a batch straddling the bounds that lie within them (offsets exact, timestamps in us)."""
-    keep = [i for i, (o, t) in enumerate(zip(rc.offsets, rc.timestamps))
-            if (off_lo is None or o >= off_lo) and (off_hi is None or o < off_hi)
-            and (ts_lo is None or (t != NO_TIMESTAMP and t * 1000 >= ts_lo))
-            and (ts_hi is None or (t != NO_TIMESTAMP and t * 1000 < ts_hi))]
-    if len(keep) == len(rc.offsets):
-        return rc
-    return RecordColumns(*([col[i] for i in keep] for col in rc))
+    if builder.rows:
+        stats.rows_emitted += builder.rows
+        yield _to_arrow(builder.finish(), batches, sl, schema)
