@@ -10,11 +10,12 @@ $(VENV)/bin/python:
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
 
-$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+# setup.py compiles protocol/_record_columns.c (optional: without a compiler the pure-Python builder runs)
+$(VENV)/.installed: pyproject.toml setup.py protocol/_record_columns.c | $(VENV)/bin/python
 	$(PIP) install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
+$(VENV)/.installed-test: pyproject.toml setup.py protocol/_record_columns.c | $(VENV)/bin/python
 	$(PIP) install -q -e '.[test,spark]'
 	touch $(VENV)/.installed $@
 

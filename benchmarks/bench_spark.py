@@ -287,10 +287,19 @@ def measure(root: str, master: str, skip_compaction: bool) -> dict:
         rows.append({**r, **extra})
         print(f"  {name:<40} {secs:8.1f} s {r['MB_per_s']:9.1f} MB/s", file=sys.stderr, flush=True)
 
-    from protocol.record_codec import decoder_name
+    try:
+        from protocol.record_codec import decoder_name
+        decoder = decoder_name()
+    except ImportError:                          # a tree from before the compiled record decoder
+        decoder = "pure Python (protocol.record_codec)"
+    try:
+        from protocol.record_columns import compiled
+        columns = "compiled (protocol/_record_columns.c)" if compiled() else "pure Python"
+    except ImportError:                          # a tree from before the column builder
+        columns = "none (record lists)"
 
     recs, secs = plain_python(files)
-    row("plain Python, 1 process (decode_batch)", recs, disk, secs, decoder=decoder_name())
+    row("plain Python, 1 process (decode_batch)", recs, disk, secs, decoder=decoder, column_builder=columns)
     n, nbytes, secs = cleaner(root)
     row("log cleaner (force_clean, 1 partition)", n, nbytes, secs)
     spark = spark_session(master)

@@ -502,35 +502,107 @@ static PyObject *Builder_add_null_rows(Builder *s, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *to_bytes(Buf *b) { return PyBytes_FromStringAndSize(b->data ? b->data : "", b->len); }
+/* A finished buffer handed to Python without a copy: the builder's memory, exported read-only through the buffer
+ * protocol (pyarrow.py_buffer wraps it), freed when the last view of it goes. */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    Py_ssize_t len;
+} Chunk;
 
-static PyObject *bitmap_bytes(Bitmap *m, int wanted) {
+static char empty_data[1];
+
+static void Chunk_dealloc(Chunk *c) {
+    if (c->data != empty_data)
+        PyMem_Free(c->data);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static int Chunk_getbuffer(PyObject *o, Py_buffer *view, int flags) {
+    Chunk *c = (Chunk *)o;
+    return PyBuffer_FillInfo(view, o, c->data, c->len, 1, flags);
+}
+
+static Py_ssize_t Chunk_length(PyObject *o) { return ((Chunk *)o)->len; }
+
+static PyBufferProcs Chunk_as_buffer = {Chunk_getbuffer, NULL};
+static PySequenceMethods Chunk_as_sequence = {.sq_length = Chunk_length};
+
+static PyTypeObject ChunkType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "protocol._record_columns.Chunk",
+    .tp_basicsize = sizeof(Chunk),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A finished column buffer (read-only, buffer protocol).",
+    .tp_dealloc = (destructor)Chunk_dealloc,
+    .tp_as_buffer = &Chunk_as_buffer,
+    .tp_as_sequence = &Chunk_as_sequence,
+};
+
+/* The buffer's memory, moved into a Chunk; the Buf is left empty. */
+static PyObject *take_buf(Buf *b) {
+    Chunk *c = PyObject_New(Chunk, &ChunkType);
+    if (c == NULL)
+        return NULL;
+    if (b->data == NULL || b->len == 0) {
+        PyMem_Free(b->data);
+        c->data = empty_data;
+        c->len = 0;
+    } else {
+        char *p = PyMem_Realloc(b->data, (size_t)b->len); /* give back the growth slack */
+        c->data = p ? p : b->data;
+        c->len = b->len;
+    }
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return (PyObject *)c;
+}
+
+static PyObject *take_bitmap(Bitmap *m, int wanted) {
     if (m->nulls == 0 || !wanted)
         Py_RETURN_NONE;
     if (m->bits & 7) /* a section rolled back may have left bits past the end: clear them */
         m->bytes.data[m->bits >> 3] &= (char)((1u << (m->bits & 7)) - 1);
-    return to_bytes(&m->bytes);
+    return take_buf(&m->bytes);
 }
 
-/* The buffers, in the order protocol.record_columns.ColumnBuffers names them; the builder starts over. */
+#define N_FINISHED 21
+
+/* The buffers, in the order protocol.record_columns.ColumnBuffers names them, moved out without copying; the
+ * builder starts over. */
 static PyObject *Builder_finish(Builder *s, PyObject *Py_UNUSED(ignored)) {
-    PyObject *t = Py_BuildValue(
-        "(nn NN NN NNN NNN NN NNNNNN N)", s->rows, s->header_count,
-        to_bytes(&s->offset), bitmap_bytes(&s->offset_valid, 1),
-        to_bytes(&s->timestamp), bitmap_bytes(&s->timestamp_valid, 1),
-        to_bytes(&s->key_offsets), to_bytes(&s->key_data), bitmap_bytes(&s->key_valid, 1),
-        to_bytes(&s->value_offsets), to_bytes(&s->value_data), bitmap_bytes(&s->value_valid, s->want & WANT_VALUE),
-        to_bytes(&s->value_size), bitmap_bytes(&s->value_valid, s->want & WANT_VALUE_SIZE),
-        to_bytes(&s->header_offsets), to_bytes(&s->hkey_offsets), to_bytes(&s->hkey_data),
-        to_bytes(&s->hvalue_offsets), to_bytes(&s->hvalue_data), bitmap_bytes(&s->hvalue_valid, 1),
-        to_bytes(&s->batch_index));
-    if (t == NULL)
+    const int want = s->want;
+    PyObject *value_valid = take_bitmap(&s->value_valid, want & (WANT_VALUE | WANT_VALUE_SIZE));
+    if (value_valid == NULL)
         return NULL;
+    PyObject *items[N_FINISHED] = {
+        PyLong_FromSsize_t(s->rows), PyLong_FromSsize_t(s->header_count),
+        take_buf(&s->offset), take_bitmap(&s->offset_valid, 1),
+        take_buf(&s->timestamp), take_bitmap(&s->timestamp_valid, 1),
+        take_buf(&s->key_offsets), take_buf(&s->key_data), take_bitmap(&s->key_valid, 1),
+        take_buf(&s->value_offsets), take_buf(&s->value_data), NULL,
+        take_buf(&s->value_size), NULL,
+        take_buf(&s->header_offsets), take_buf(&s->hkey_offsets), take_buf(&s->hkey_data),
+        take_buf(&s->hvalue_offsets), take_buf(&s->hvalue_data), take_bitmap(&s->hvalue_valid, 1),
+        take_buf(&s->batch_index)};
+    items[11] = (want & WANT_VALUE) ? value_valid : Py_None;
+    items[13] = (want & WANT_VALUE_SIZE) ? value_valid : Py_None;
+    Py_INCREF(items[11]);
+    Py_INCREF(items[13]);
+    Py_DECREF(value_valid);
     builder_free_buffers(s);
-    if (builder_start(s) < 0) {
-        Py_DECREF(t);
+    PyObject *t = NULL;
+    int ok = builder_start(s) == 0;
+    for (int i = 0; i < N_FINISHED; i++)
+        ok = ok && items[i] != NULL;
+    if (ok)
+        t = PyTuple_New(N_FINISHED);
+    if (t == NULL) {
+        for (int i = 0; i < N_FINISHED; i++)
+            Py_XDECREF(items[i]);
         return NULL;
     }
+    for (int i = 0; i < N_FINISHED; i++)
+        PyTuple_SET_ITEM(t, i, items[i]);
     return t;
 }
 
@@ -571,7 +643,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_record_columns",
                                     -1, NULL, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__record_columns(void) {
-    if (PyType_Ready(&BuilderType) < 0)
+    if (PyType_Ready(&BuilderType) < 0 || PyType_Ready(&ChunkType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

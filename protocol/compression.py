@@ -190,15 +190,30 @@ def _snappy_decompress(data, max_size: int) -> bytes:
 
 # -- lz4 ------------------------------------------------------------------------------------------------------------
 
+_LZ4_FIRST_STEP: Final = 64 * 1024
+
+
 def _lz4_decompress(data, max_size: int) -> bytes:
+    # python-lz4 allocates max_length up front: asking for the whole bound (256 MiB by default) cost ~15 us per
+    # batch, 10x the decompression of a 16 KiB batch. So output is taken in growing steps up to the bound.
     d = _lz4f.LZ4FrameDecompressor()
-    out = d.decompress(data, max_length=max_size + 1)
-    if len(out) > max_size:
+    step = max(_LZ4_FIRST_STEP, 4 * len(data))
+    out = d.decompress(data, max_length=min(step, max_size + 1))
+    total = len(out)
+    parts = None
+    while total <= max_size and not d.eof and not d.needs_input:     # stopped at max_length: more to come
+        step *= 2
+        if parts is None:
+            parts = [out]
+        piece = d.decompress(b"", max_length=min(step, max_size + 1 - total))
+        total += len(piece)
+        parts.append(piece)
+    if total > max_size:
         raise _too_big(LZ4, max_size)
     if not d.eof:
         raise CorruptRecordError("truncated lz4 frame")
     # Like Kafka's Lz4BlockInputStream, stop at the end mark: bytes after the frame are not read.
-    return out
+    return out if parts is None else b"".join(parts)
 
 
 # -- zstd -----------------------------------------------------------------------------------------------------------

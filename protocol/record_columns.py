@@ -35,7 +35,8 @@ NO_TIMESTAMP: Final = -1
 
 
 class ColumnBuffers(NamedTuple):
-    """One chunk's columns. A ``*_valid`` bitmap is None when that column has no nulls; columns not asked for are
+    """One chunk's columns, each buffer bytes-like (the compiled builder hands over its own memory, read-only,
+    without a copy). A ``*_valid`` bitmap is None when that column has no nulls; columns not asked for are
     empty. ``timestamp`` is in microseconds (null where the record has none, -1, or where microseconds overflow an
     int64, beyond the year 294,000). ``header_offsets`` are list
     offsets into the ``header_count`` header entries (``hkey_*`` UTF-8, ``hvalue_*`` binary). ``batch_index`` is

@@ -284,7 +284,10 @@ class KafkaLogReader(DataSourceReader):
                                   empty_batches=self.empty_batches, columns=self.columns)
         finally:
             if self.stats_path:
-                write_stats(self.stats_path, stats)
+                from pyspark import TaskContext
+
+                task = TaskContext.get()
+                write_stats(self.stats_path, stats, None if task is None else task.stageId())
 
 
 class KafkaLogPushdownReader(KafkaLogReader):

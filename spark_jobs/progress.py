@@ -1,11 +1,12 @@
-"""Progress of a long job on stderr: a line per finished Spark stage with the records and on-disk bytes the
-``kafka-log`` scan read meanwhile and its MB/s, and a line every ``interval`` seconds while a stage runs.
+"""Progress of a long job on stderr: a line per finished Spark stage with the records and on-disk bytes its
+``kafka-log`` scan tasks read and its MB/s, and a line every ``interval`` seconds while a stage runs.
 
 A poller thread in the driver, not a JVM listener (PySpark cannot register one without py4j's callback server):
 stages come from ``SparkContext.statusTracker()``, scan figures from the per-slice counter files the reader writes
-into the job's ``statsPath`` (complete where executors share the driver's /tmp, as in local mode; elsewhere the
-lines give stages and tasks only). A stage that begins and ends between two looks is found through its job.
-Stages shorter than ``min_stage_s`` that scanned nothing are not reported.
+into the job's ``statsPath``, each named with its task's stage (complete where executors share the driver's
+/tmp, as in local mode, or with ``--stats-dir`` on a shared filesystem; otherwise lines give stages and tasks
+only). A stage that begins and ends between two looks is found through its job. Stages shorter than
+``min_stage_s`` that scanned nothing are not reported.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ class StageProgress:
         self._seen: set[str] = set()
         self.records = 0
         self.bytes = 0
-        self._running: dict[int, tuple[float, int, int, int]] = {}   # stage -> (start, records, bytes, tasks)
+        self._running: dict[int, tuple[float, int]] = {}   # stage -> (first seen, tasks)
+        self._by_stage: dict[int, tuple[int, int]] = {}    # stage -> (records, bytes) its tasks scanned
         self._reported: set[int] = set()
         self._last_tick = self.t0
         self._last_line = self.t0
@@ -68,29 +70,28 @@ class StageProgress:
                 return
 
     def _tick(self) -> None:
-        before = (self._last_tick, self.records, self.bytes, 0)
-        self._scan_totals()
-        now = self._last_tick = time.monotonic()
+        now = time.monotonic()
         active = set(self.tracker.getActiveStageIds())
         for sid in active - self._running.keys():
-            self._running[sid] = (now, self.records, self.bytes, 0)
-        # stages that began and ended between two looks: what was scanned since the last look goes to the first
-        # of them (a job scans in its first stage; the later ones aggregate)
-        for i, sid in enumerate(sorted(self._finished_unseen(active))):
-            self._running[sid] = before if i == 0 else (before[0], self.records, self.bytes, 0)
+            self._running[sid] = (now, 0)
+        for sid in self._finished_unseen(active):      # began and ended between two looks
+            self._running[sid] = (self._last_tick, 0)
+        self._last_tick = now
+        # after the stage list: a task writes its counters before it ends, so a stage seen ended has them all
+        self._scan_totals()
         for sid in list(self._running):
             info = self.tracker.getStageInfo(sid)
             if info is not None:
-                start, r, b, _ = self._running[sid]
-                self._running[sid] = (start, r, b, info.numTasks)
+                self._running[sid] = (self._running[sid][0], info.numTasks)
             if sid in active:
                 continue
-            start, r, b, tasks = self._running.pop(sid)
+            start, tasks = self._running.pop(sid)
             self._reported.add(sid)
             secs = now - start
-            if self.records > r:    # stages running at the same time share what was scanned meanwhile
-                self._say(f"stage {sid} done in {secs:.1f} s ({tasks} tasks): scanned meanwhile "
-                          f"{self._figures(self.records - r, self.bytes - b, secs)}")
+            records, nbytes = self._by_stage.pop(sid, (0, 0))
+            if records:
+                self._say(f"stage {sid} done in {secs:.1f} s ({tasks} tasks): scanned "
+                          f"{self._figures(records, nbytes, secs)}")
             elif secs >= self.min_stage_s:
                 self._say(f"stage {sid} done in {secs:.1f} s ({tasks} tasks)")
         if active and now - self._last_line >= self.interval:
@@ -116,7 +117,8 @@ class StageProgress:
         return out
 
     def _scan_totals(self) -> None:
-        """Add the counter files written since the last look (each is written once, by rename, and never changes)."""
+        """Add the counter files written since the last look (each is written once, by rename, and never changes);
+        ``scan-s<stage>-...`` files also count for their stage."""
         try:
             names = os.listdir(self.stats_dir)
         except OSError:
@@ -130,8 +132,13 @@ class StageProgress:
             except (OSError, ValueError):
                 continue
             self._seen.add(name)
-            self.records += d.get("rows_emitted", 0)
-            self.bytes += d.get("bytes_mapped", 0)
+            records, nbytes = d.get("rows_emitted", 0), d.get("bytes_mapped", 0)
+            self.records += records
+            self.bytes += nbytes
+            tag = name.split("-")[1]
+            if tag[:1] == "s" and tag[1:].isdigit():
+                r, b = self._by_stage.get(int(tag[1:]), (0, 0))
+                self._by_stage[int(tag[1:])] = (r + records, b + nbytes)
 
     @staticmethod
     def _figures(records: int, nbytes: int, secs: float) -> str:

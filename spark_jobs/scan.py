@@ -179,12 +179,15 @@ def collect_stats(stats_dir: str) -> ScanStats:
     return total
 
 
-def write_stats(stats_dir: str, stats: ScanStats) -> None:
+def write_stats(stats_dir: str, stats: ScanStats, stage: int | None = None) -> None:
+    """One slice's counters as ``scan-[s<stage>-]<uuid>.json``, written whole by rename (the Spark stage that read
+    the slice, when known, lets progress lines say what each stage scanned)."""
     os.makedirs(stats_dir, exist_ok=True)
     tmp = os.path.join(stats_dir, f".tmp-{uuid.uuid4().hex}")
     with open(tmp, "w") as f:
         json.dump(stats.as_dict(), f)
-    os.replace(tmp, os.path.join(stats_dir, f"scan-{uuid.uuid4().hex}.json"))
+    tag = "" if stage is None else f"s{stage}-"
+    os.replace(tmp, os.path.join(stats_dir, f"scan-{tag}{uuid.uuid4().hex}.json"))
 
 
 RECORD_COLUMNS: Final = ("offset", "timestamp", "key", "value", "headers", "value_size")
@@ -197,21 +200,23 @@ _BATCH_FIELDS: Final = ("timestamp_type", "base_offset", "last_offset", "partiti
 
 
 class _BatchFields:
-    """The batch-level columns of one output chunk, a row per Kafka batch that gave rows; expanded per record with
-    ``take`` on the builder's batch index."""
+    """The batch-level columns of one output chunk: a row (:data:`_BATCH_FIELDS`) per Kafka batch that gave rows,
+    expanded per record with ``take`` on the builder's batch index."""
 
-    __slots__ = ("cols",)
+    __slots__ = ("rows", "_cols")
 
     def __init__(self) -> None:
-        self.cols: list[list] = [[] for _ in range(len(_BATCH_FIELDS))]
+        self.rows: list[tuple] = []
+        self._cols: list | None = None
 
     @property
     def next_index(self) -> int:
-        return len(self.cols[0])
+        return len(self.rows)
 
-    def add(self, values: tuple) -> None:
-        for col, v in zip(self.cols, values):
-            col.append(v)
+    def column(self, name: str) -> list:
+        if self._cols is None:
+            self._cols = list(zip(*self.rows)) or [()] * len(_BATCH_FIELDS)
+        return list(self._cols[_BATCH_FIELDS.index(name)])
 
 
 def _buffer(b: bytes | None) -> pa.Buffer | None:
@@ -255,7 +260,7 @@ def _to_arrow(c: ColumnBuffers, batches: _BatchFields, sl: SegmentSlice, schema:
         else:
             if idx is None:
                 idx = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(c.batch_index)])
-            arr = pa.array(batches.cols[_BATCH_FIELDS.index(name)], ARROW_SCHEMA.field(name).type).take(idx)
+            arr = pa.array(batches.column(name), ARROW_SCHEMA.field(name).type).take(idx)
         arrays.append(arr)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
@@ -401,11 +406,11 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
             continue
         elif not decoded:
             builder.add_null_rows(batch_index, n)
-        batches.add(((attrs & TIMESTAMP_TYPE_MASK) >> 3, h.base_offset, last_offset, h.partition_leader_epoch,
-                     h.producer_id, h.producer_epoch, h.base_sequence, bool(attrs & TRANSACTIONAL_MASK),
-                     bool(attrs & CONTROL_MASK), CODEC_NAMES.get(codec, "unknown"), h.batch_length + LOG_OVERHEAD,
-                     BATCH_HEADER_SIZE + raw_len, n, h.max_timestamp,
-                     h.base_timestamp if attrs & DELETE_HORIZON_MASK else None, pos))
+        batches.rows.append((
+            (attrs & TIMESTAMP_TYPE_MASK) >> 3, h.base_offset, last_offset, h.partition_leader_epoch, h.producer_id,
+            h.producer_epoch, h.base_sequence, bool(attrs & TRANSACTIONAL_MASK), bool(attrs & CONTROL_MASK),
+            CODEC_NAMES.get(codec, "unknown"), h.batch_length + LOG_OVERHEAD, BATCH_HEADER_SIZE + raw_len, n,
+            h.max_timestamp, h.base_timestamp if attrs & DELETE_HORIZON_MASK else None, pos))
     if scan.incomplete:
         pos = scan.position
         if sl.is_last_segment and sl.is_last_slice_of_segment:

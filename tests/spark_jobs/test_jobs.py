@@ -430,6 +430,24 @@ def test_job_on_something_that_is_not_a_log_dir(spark, tmp_path):
         retention_report.main(["--log-dirs", str(tmp_path / "photos"), "--out", str(tmp_path / "o")], spark=spark)
 
 
+def test_stats_dir_receives_the_scan_counters(spark, known, tmp_path):
+    # --stats-dir: where executors on other hosts can leave their counters (a shared filesystem); the job reads them
+    # from there into its Scan section and removes its own subdirectory afterwards
+    from spark_jobs import retention_report
+
+    d, _ = known
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    retention_report.main(["--log-dirs", d, "--out", str(tmp_path / "o"), "--stats-dir", str(shared),
+                           "--now-ms", str(T0)], spark=spark)
+    report = (tmp_path / "o" / "report.md").read_text()
+    scan = report.split("## Scan", 1)[1]
+    assert f"Counters the executors left in `{shared}`" in scan
+    assert int(re.search(r"Segments opened: (\d+)", scan).group(1)) > 0
+    assert int(re.search(r"batches decoded: (\d+)", scan).group(1)) > 0
+    assert list(shared.iterdir()) == []
+
+
 PROFILE_TABLES = ("sizes", "hourly", "size_hist", "codecs", "producers", "batch_kinds")
 
 

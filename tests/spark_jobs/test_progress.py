@@ -27,13 +27,13 @@ def test_a_line_per_finished_stage_with_records_and_mb(spark, tmp_path):
     progress.stop()
     lines = out.getvalue().splitlines()
     assert n == 300
-    stage = [ln for ln in lines if re.search(r"stage \d+ done in [\d.]+ s \(\d+ tasks\): scanned meanwhile", ln)]
+    stage = [ln for ln in lines if re.search(r"stage \d+ done in [\d.]+ s \(\d+ tasks\): scanned [\d,]+ records", ln)]
     assert stage, lines
     assert re.fullmatch(r"\[test-job \d+:\d\d\] done in [\d.]+ s: scanned 300 records, [\d.]+ MB \([\d.]+ MB/s\)",
                         lines[-1]), lines
     # one scan stage: it read every record
     per_stage = [int(m.group(1).replace(",", "")) for ln in stage
-                 for m in [re.search(r"meanwhile ([\d,]+) records", ln)]]
+                 for m in [re.search(r"scanned ([\d,]+) records", ln)]]
     assert per_stage == [300]
 
 
