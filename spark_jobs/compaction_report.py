@@ -168,13 +168,10 @@ def _batch_table(ctx: JobContext):
     """Pass 1: one row per batch, empty batches included, from batch headers only (nothing decompressed)."""
     from pyspark.sql import functions as F
 
-    recs = ctx.records(emptyBatches="true", columns=BATCH_COLUMNS)
-    return recs.groupBy("topic", "partition", "base_offset").agg(
-        F.first("segment").alias("segment"), F.first("position").alias("position"),
-        F.first("last_offset").alias("last_offset"), F.first("max_timestamp").alias("max_timestamp"),
-        F.first("batch_size_bytes").cast("long").alias("size"), F.first("is_control").alias("is_control"),
-        F.first("is_transactional").alias("is_transactional"), F.first("producer_id").alias("producer_id"),
-        F.first("delete_horizon_ms").alias("delete_horizon_ms"), F.first("record_count").alias("records"))
+    return ctx.records(rowPerBatch="true", columns=BATCH_COLUMNS).select(
+        "topic", "partition", "base_offset", "segment", "position", "last_offset", "max_timestamp",
+        F.col("batch_size_bytes").cast("long").alias("size"), "is_control", "is_transactional", "producer_id",
+        "delete_horizon_ms", F.col("record_count").alias("records"))
 
 
 def _segment_figures(batches) -> tuple[dict, dict, bool]:

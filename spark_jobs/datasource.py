@@ -23,6 +23,9 @@ Options (all strings, case-insensitive names):
 ``emptyBatches``           also one row (null offset/key/value) per batch holding no records, as compaction
                            leaves them; off by default
 ``columns``                comma-separated column names: the DataFrame has only these (same as ``.schema``)
+``rowPerBatch``            one row per batch (empty ones too) instead of per record: batch-level columns only,
+                           from CRC-checked headers, nothing decompressed; bounds keep the batches whose
+                           header says they may hold a matching record
 =========================  ==================================================================================
 
 Only the columns a query needs: Spark does not tell a Python data source which columns a query reads, so say it
@@ -54,7 +57,8 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from .planning import DEFAULT_MAX_SLICE_BYTES, PlanStats, ScanBounds, SegmentSlice, plan_slices
-from .scan import SCHEMA_DDL, SPARK_TYPES, ScanStats, read_slice, select_columns, write_stats
+from .scan import (RECORD_COLUMNS, SCHEMA_DDL, SPARK_TYPES, ColumnSelectionError, ScanStats, read_slice,
+                   select_columns, write_stats)
 
 try:  # Spark >= 4.1
     from pyspark.sql.datasource import (
@@ -191,6 +195,13 @@ class KafkaLogReader(DataSourceReader):
         self.use_indexes = True if use_idx is None else _bool(use_idx, "useIndexes")
         self.stats_path = _opt(options, "statsPath")
         self.empty_batches = _bool(_opt(options, "emptyBatches"), "emptyBatches")
+        self.row_per_batch = _bool(_opt(options, "rowPerBatch"), "rowPerBatch")
+        if self.row_per_batch:
+            per_record = [c for c in (columns or SPARK_TYPES) if c in RECORD_COLUMNS]
+            if per_record:
+                raise ColumnSelectionError(
+                    f"kafka-log: rowPerBatch gives one row per batch, so no record-level column: drop "
+                    f"{', '.join(per_record)} from the schema (or the columns option)")
         self.columns = columns
         self.pushed: list[str] = []
 
@@ -281,7 +292,8 @@ class KafkaLogReader(DataSourceReader):
         stats = ScanStats()
         try:
             yield from read_slice(partition.slice, self.bounds, ignore_corrupt=self.ignore_corrupt, stats=stats,
-                                  empty_batches=self.empty_batches, columns=self.columns)
+                                  empty_batches=self.empty_batches, columns=self.columns,
+                                  row_per_batch=self.row_per_batch)
         finally:
             if self.stats_path:
                 from pyspark import TaskContext

@@ -273,7 +273,7 @@ def _is_zero_fill(buf, pos: int, end: int) -> bool:
 def read_slice(sl: SegmentSlice, bounds: ScanBounds | None = None, *, ignore_corrupt: bool = False,
                stats: ScanStats | None = None, rows_per_batch: int = DEFAULT_ROWS_PER_BATCH,
                max_decompressed_size: int | None = None, empty_batches: bool = False,
-               columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+               columns: Sequence[str] | None = None, row_per_batch: bool = False) -> Iterator[pa.RecordBatch]:
     """Yield the slice's records that fall within ``bounds`` as Arrow batches of :data:`ARROW_SCHEMA`, or of only
     ``columns`` (in that order; names checked by :func:`select_columns`).
 
@@ -288,7 +288,13 @@ def read_slice(sl: SegmentSlice, bounds: ScanBounds | None = None, *, ignore_cor
 
     Offset and timestamp bounds are applied exactly per record (so callers need not filter again); whole batches
     are skipped by header where the header proves no record can match, without CRC check or decompression.
+
+    ``row_per_batch``: one row per batch (empty ones too) whose header survives the bounds, for batch-level columns
+    only (none of :data:`RECORD_COLUMNS`); nothing is decompressed unless ``uncompressed_bytes`` is asked for.
     """
+    if row_per_batch and columns is not None and set(columns) & set(RECORD_COLUMNS):
+        raise ColumnSelectionError(
+            f"one row per batch has no record-level column: {sorted(set(columns) & set(RECORD_COLUMNS))}")
     bounds = bounds or ScanBounds()
     stats = stats if stats is not None else ScanStats()
     off_lo = bounds.offset_lo
@@ -316,7 +322,7 @@ def read_slice(sl: SegmentSlice, bounds: ScanBounds | None = None, *, ignore_cor
         mm = mmap.mmap(f.fileno(), sl.end_pos, access=mmap.ACCESS_READ)
         try:
             yield from _walk(mm, sl, stats, off_lo, off_hi, ts_lo, ts_hi, ignore_corrupt, rows_per_batch, kw,
-                             empty_batches, arrow_schema(columns))
+                             empty_batches, arrow_schema(columns), row_per_batch)
         finally:
             mm.close()
 
@@ -332,7 +338,8 @@ def _corrupt(stats: ScanStats, sl: SegmentSlice, pos: int, reason: str, ignore: 
 
 
 def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, ignore_corrupt: bool,
-          rows_per_batch: int, kw, empty_batches: bool, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+          rows_per_batch: int, kw, empty_batches: bool, schema: pa.Schema, row_per_batch: bool
+          ) -> Iterator[pa.RecordBatch]:
     end = sl.end_pos
     scan = iter_batch_positions(mm, sl.start_pos, end)
     want = want_flags(schema.names)
@@ -377,11 +384,11 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
             codec = attrs & COMPRESSION_MASK
             n = h.records_count
             raw_len = 0 if n == 0 else h.batch_length + LOG_OVERHEAD - RECORDS_OFFSET
-            if n and (want or not inside or (want_raw_len and codec != NONE)):
+            if n and ((not row_per_batch and (want or not inside)) or (want_raw_len and codec != NONE)):
                 with memoryview(mm) as mv, mv[pos + RECORDS_OFFSET:pos + h.batch_length + LOG_OVERHEAD] as section:
                     data = section if codec == NONE else decompress(codec, section, kw)
                     raw_len = len(data)
-                    if want or not inside:
+                    if not row_per_batch and (want or not inside):
                         rows = builder.add_section(data, n, h.base_offset, h.base_timestamp,
                                                    h.max_timestamp if attrs & TIMESTAMP_TYPE_MASK else None,
                                                    batch_index, off_lo, off_hi, ts_lo, ts_hi)
@@ -390,21 +397,21 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
         except KafkaError as e:                    # CorruptRecordError, InvalidRecordError, UnsupportedMagic...
             _corrupt(stats, sl, pos, str(e), ignore_corrupt)
             continue
-        if decoded:
-            stats.batches_decoded += 1
-            stats.records_decoded += n
-        elif n:
+        if row_per_batch:
             stats.batches_from_header += 1
-            rows = n                               # no record column asked for, every record inside the bounds
-        else:
+            builder.add_null_rows(batch_index, 1)
+        elif n == 0:
             stats.batches_decoded += 1
-        if n == 0:
             if not empty_batches:
                 continue
             builder.add_null_rows(batch_index, 1)
-        elif not rows:
-            continue
-        elif not decoded:
+        elif decoded:
+            stats.batches_decoded += 1
+            stats.records_decoded += n
+            if not rows:
+                continue
+        else:                                      # no record column asked for, every record inside the bounds
+            stats.batches_from_header += 1
             builder.add_null_rows(batch_index, n)
         batches.rows.append((
             (attrs & TIMESTAMP_TYPE_MASK) >> 3, h.base_offset, last_offset, h.partition_leader_epoch, h.producer_id,

@@ -12,11 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import fast_records
+from protocol import fast_records, record_columns
 from protocol.record_codec import Record, build_batch, build_end_txn_marker_batch
 from protocol.records import LOG_APPEND_TIME
 from spark_jobs.planning import ScanBounds, plan_slices
-from spark_jobs.scan import ARROW_SCHEMA, ColumnSelectionError, ScanStats, arrow_schema, read_slice, select_columns
+from spark_jobs.scan import (ARROW_SCHEMA, RECORD_COLUMNS, ColumnSelectionError, ScanStats, arrow_schema, read_slice,
+                             select_columns)
 
 from .builders import HOUR, T0, kafka_python_batch, write_independent_partition, write_storage_partition
 from .test_scan import mixed_batches
@@ -88,12 +89,12 @@ def test_pruned_scan_equals_projected_full_scan(columns_dir, columns, bounds, em
 @given(columns=st.lists(st.sampled_from(NAMES), min_size=1, max_size=6, unique=True), bounds=bounds_st)
 def test_pure_python_decoder_gives_the_same_pruned_scan(columns_dir, columns, bounds):
     compiled = scan(columns_dir, bounds, columns, empty_batches=True)
-    saved = fast_records._CBatch
-    fast_records._CBatch = None                 # as ODRADEK_PURE_RECORDS=1 leaves it
+    saved = fast_records._CBatch, record_columns._CBuilder
+    fast_records._CBatch = record_columns._CBuilder = None        # as ODRADEK_PURE_RECORDS=1 leaves them
     try:
         pure = scan(columns_dir, bounds, columns, empty_batches=True)
     finally:
-        fast_records._CBatch = saved
+        fast_records._CBatch, record_columns._CBuilder = saved
     assert pure.to_pylist() == compiled.to_pylist()
 
 
@@ -110,6 +111,36 @@ def test_header_only_columns_decompress_nothing(columns_dir):
     t = scan(columns_dir, b, columns=("topic", "record_count"), stats=stats)
     assert t.to_pylist() == scan(columns_dir, b).select(["topic", "record_count"]).to_pylist()
     assert 0 < stats.batches_decoded and 0 < stats.batches_from_header
+
+
+BATCH_COLUMNS = [c for c in NAMES if c not in RECORD_COLUMNS]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(bounds=bounds_st, split=st.sampled_from([1 << 30, 600]))
+def test_row_per_batch_gives_each_batch_once(columns_dir, bounds, split):
+    stats = ScanStats()
+    per_batch = scan(columns_dir, bounds, BATCH_COLUMNS, row_per_batch=True, max_slice_bytes=split, stats=stats)
+    assert stats.records_decoded == 0
+    rows = per_batch.to_pylist()
+    keys = [(r["topic"], r["partition"], r["base_offset"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    # every batch with a record (or, empty, an offset range) within the bounds is there, as the full scan has it
+    full = scan(columns_dir, bounds, empty_batches=True, max_slice_bytes=split).select(BATCH_COLUMNS).to_pylist()
+    unique_full = list({(r["topic"], r["partition"], r["base_offset"]): r for r in full}.values())
+    assert all(r in rows for r in unique_full)
+    if bounds == ScanBounds():
+        assert rows == unique_full
+    # more only where the header cannot rule a batch out: it overlaps the bounds
+    for r in rows:
+        if r not in unique_full:
+            assert bounds.offset_lo is None or r["last_offset"] >= bounds.offset_lo
+            assert bounds.offset_hi is None or r["base_offset"] < bounds.offset_hi
+
+
+def test_row_per_batch_refuses_record_columns(columns_dir):
+    with pytest.raises(ColumnSelectionError, match="record-level"):
+        scan(columns_dir, columns=("topic", "offset"), row_per_batch=True)
 
 
 def _empty_batches(d) -> int:
@@ -174,6 +205,15 @@ def test_user_schema_equals_projected_full_read(spark, columns_dir, ddl):
 
 
 @pytest.mark.spark
+def test_row_per_batch_through_spark(spark, columns_dir):
+    df = spark.read.format("kafka-log").option("rowPerBatch", "true").load(
+        columns_dir, schema="topic string, partition int, base_offset long, record_count int")
+    rows = sorted(tuple(r) for r in df.collect())
+    expected = scan(columns_dir, columns=("topic", "partition", "base_offset", "record_count"), empty_batches=True)
+    assert rows == sorted({tuple(r.values()) for r in expected.to_pylist()})
+
+
+@pytest.mark.spark
 def test_header_only_count_through_spark(spark, columns_dir, tmp_path):
     sd = str(tmp_path / f"stats-{uuid.uuid4().hex}")
     n = spark.read.format("kafka-log").schema("topic string").option("statsPath", sd).load(columns_dir).count()
@@ -191,6 +231,8 @@ def test_header_only_count_through_spark(spark, columns_dir, tmp_path):
     ("key binary, partition bigint", {}, "kafka-log column 'partition' is int, not bigint"),
     ("offset long not null", {}, "drop NOT NULL"),
     (None, {"columns": "offset,nope"}, "kafka-log has no column 'nope'"),
+    ("topic string, key binary", {"rowPerBatch": "true"}, "rowPerBatch gives one row per batch"),
+    (None, {"rowPerBatch": "true"}, "drop offset, timestamp, key, value, headers"),
     ("offset long", {"columns": "key"}, "differ from the columns option"),
 ])
 def test_malformed_user_schema_is_a_clear_error(spark, columns_dir, ddl, options, message):
