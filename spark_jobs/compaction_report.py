@@ -413,14 +413,15 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
 
     topic_keys = (keys.where("key IS NOT NULL").groupBy("topic", "key")
                   .agg(F.sum("versions").alias("versions"), F.count("*").alias("partitions"),
-                       F.sum("tombstones").alias("tombstones"), F.max("last_offset").alias("last_offset")))
+                       F.sum("tombstones").alias("tombstones"), F.max("last_offset").alias("last_offset"))
+                  .persist(StorageLevel.MEMORY_AND_DISK))     # read twice: the top keys and the histogram
     top = topic_keys.orderBy(F.desc("versions"), "topic", "key").limit(top_keys)
     versions_hist = (topic_keys.groupBy("topic", F.least(F.col("versions"), F.lit(50)).alias("versions"))
                      .agg(F.count("*").alias("keys")).orderBy("topic", "versions"))
     max_keys = int(DEFAULT_DEDUPE_BUFFER / 24 * 0.9)
     return {"partitions": partitions_df, "top_keys": top, "versions_hist": versions_hist, "plans": plans,
             "per_batch": per_batch, "configs": configs, "checkpoint_errors": cps.errors,
-            "max_map_keys": max_keys, "persisted": [batches, keys]}
+            "max_map_keys": max_keys, "persisted": [batches, keys, topic_keys]}
 
 
 def run(ctx: JobContext) -> dict:
