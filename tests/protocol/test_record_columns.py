@@ -249,3 +249,14 @@ def test_finished_buffers_outlive_the_builder():
                                                                                    for i in range(1000))
     assert array("i", bytes(views[1]))[:3].tolist() == [0, 7, 14]
     assert views[0].readonly
+
+
+@FUZZ
+@given(st.binary(max_size=300), st.integers(0, 40), st.integers(-2**63, 2**63 - 1), st.integers(-2**63, 2**63 - 1),
+       st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)), wants)
+def test_random_bytes_same_outcome_and_never_a_crash(data, count, base_offset, base_ts, lat, want):
+    # not derived from a valid batch: any length prefix, varint run or count, extreme offsets and timestamps
+    c, py = ColumnBuilder(want), PyColumnBuilder(want)
+    args = (data, count, base_offset, base_ts, lat)
+    assert _add(c, args, (None,) * 4, 0) == _add(py, args, (None,) * 4, 0)
+    assert _norm(c.finish()) == _norm(py.finish())
