@@ -38,6 +38,7 @@ class StageProgress:
         self._running: dict[int, tuple[float, int]] = {}   # stage -> (first seen, tasks)
         self._by_stage: dict[int, tuple[int, int]] = {}    # stage -> (records, bytes) its tasks scanned
         self._reported: set[int] = set()
+        self._jobs_done: set[int] = set(self.tracker.getJobIdsForGroup())   # the session's earlier jobs: not ours
         self._last_tick = self.t0
         self._last_line = self.t0
         self._stop = threading.Event()
@@ -107,13 +108,19 @@ class StageProgress:
         """Stages of this application's jobs that finished without ever being seen running."""
         out = []
         for jid in self.tracker.getJobIdsForGroup():
+            if jid in self._jobs_done:
+                continue
             job = self.tracker.getJobInfo(jid)
-            for sid in job.stageIds if job is not None else ():
+            if job is None:
+                continue
+            for sid in job.stageIds:
                 if sid in active or sid in self._running or sid in self._reported:
                     continue
                 info = self.tracker.getStageInfo(sid)
                 if info is not None and info.numTasks and info.numCompletedTasks >= info.numTasks:
                     out.append(sid)
+            if job.status in ("SUCCEEDED", "FAILED"):   # its stages are all seen now: not looked at again
+                self._jobs_done.add(jid)
         return out
 
     def _scan_totals(self) -> None:
