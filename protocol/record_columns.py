@@ -22,7 +22,6 @@ from typing import Final, NamedTuple, Sequence
 
 from protocol.errors import CorruptRecordError
 from protocol.record_codec import Record, decode_records_reference, encode_record
-from protocol.varint import read_unsigned
 
 __all__ = ["COLUMNS", "ColumnBuffers", "ColumnBuilder", "PyColumnBuilder", "compiled", "want_flags"]
 
@@ -245,39 +244,25 @@ class _CompiledColumnBuilder:
                                     batch_index, *bounds)
         if added >= 0:
             return added
-        if added == -2:
-            raise CorruptRecordError(f"a records section of {len(data)} bytes does not fit one Arrow chunk "
-                                     f"(int32 offsets); finish() before adding it")
-        # the reference decides: its error, or its records re-encoded canonically (header keys made UTF-8)
+        if added == -2:     # not corrupt, too big: the caller cuts chunks long before (spark_jobs.scan)
+            raise ValueError(f"a records section of {len(data)} bytes does not fit what is left of one Arrow chunk "
+                             f"(int32 offsets): finish() before adding it")
+        # the reference decides: its error, or its records, each re-encoded canonically (header keys made UTF-8)
         recs = _decoded_within(data, count, base_offset, base_timestamp, log_append_time, bounds)
-        section = bytearray()
         for r in recs:
-            encode_record(section, 0, 0, r.key, r.value, [(_utf8_key(k), v) for k, v in r.headers])
-        added = 0
-        for r, chunk in zip(recs, _split_records(section, len(recs))):
-            n = self._c.add_section(chunk, 1, r.offset, r.timestamp, lat, r.timestamp if lat else 0, batch_index,
+            one = bytearray()
+            encode_record(one, 0, 0, r.key, r.value, [(_utf8_key(k), v) for k, v in r.headers])
+            n = self._c.add_section(one, 1, r.offset, r.timestamp, lat, r.timestamp if lat else 0, batch_index,
                                     _INT64_MIN, _INT64_MAX, False, 0, 0)
             if n != 1:
-                raise CorruptRecordError(f"record at offset {r.offset} could not be added ({n})")
-            added += 1
-        return added
+                raise ValueError(f"record at offset {r.offset}, re-encoded, was refused ({n})")
+        return len(recs)
 
     def add_null_rows(self, batch_index: int, count: int = 1) -> None:
         self._c.add_null_rows(batch_index, count)
 
     def finish(self) -> ColumnBuffers:
         return ColumnBuffers(*self._c.finish())
-
-
-def _split_records(section: bytearray, n: int):
-    """The ``n`` length-prefixed records of a section just encoded, each as its own bytes."""
-    pos = 0
-    end = len(section)
-    for _ in range(n):
-        size, body = read_unsigned(section, pos, end, 5)
-        size = (size >> 1) ^ -(size & 1)
-        yield bytes(section[pos:body + size])
-        pos = body + size
 
 
 def _load():
