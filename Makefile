@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test soak docker-test generate bench kcat java iproute2 venv venv-test clean
+.PHONY: run test soak docker-test generate bench cc kcat java iproute2 venv venv-test clean
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -26,6 +26,9 @@ venv-test: $(VENV)/.installed-test
 run: venv
 	$(VENV)/bin/odradek serve --config config/single-node.yaml
 
+cc:  # pip compiles protocol/_record_columns.c (optional for an install; the tests check it was built)
+	@command -v cc >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq gcc; }
+
 kcat:
 	@command -v kcat >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat; }
 
@@ -43,7 +46,7 @@ java:  # the PySpark tests need a JVM
 # else after them, one test at a time (clusters of processes, real clients, Spark). PYTEST_ARGS go to both runs.
 UNIT_TESTS := tests/protocol tests/storage tests/cluster tests/sim tests/test_layering.py tests/test_skip_policy.py
 
-test: venv-test kcat java iproute2 docker-compose
+test: cc venv-test kcat java iproute2 docker-compose
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -n 2 $(UNIT_TESTS) $(PYTEST_ARGS); unit=$$?; \
 	$(PY) -m pytest $(foreach t,$(UNIT_TESTS),--ignore=$(t)) $(PYTEST_ARGS); rest=$$?; \
