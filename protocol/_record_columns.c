@@ -236,34 +236,22 @@ static inline int read_uvarint(const uint8_t *d, Py_ssize_t *pos, Py_ssize_t end
     return -1;
 }
 
-static inline int read_varint(const uint8_t *d, Py_ssize_t *pos, Py_ssize_t end, int64_t *out) {
-    if (*pos < end && d[*pos] < 0x80) {
-        uint32_t b = d[*pos];
-        *out = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
-        (*pos)++;
-        return 0;
-    }
+/* A zigzag varint of at most max_bytes bytes: 5 for an int32 (bits above 32 dropped, as Java's readVarint), 10 for
+ * an int64. */
+static inline int read_zigzag(const uint8_t *d, Py_ssize_t *pos, Py_ssize_t end, int max_bytes, int64_t *out) {
     uint64_t r;
-    if (read_uvarint(d, pos, end, 5, &r) < 0)
+    if (*pos < end && d[*pos] < 0x80)
+        r = d[(*pos)++];
+    else if (read_uvarint(d, pos, end, max_bytes, &r) < 0)
         return -1;
-    r &= 0xFFFFFFFFu;
-    *out = (int64_t)(r >> 1) ^ -(int64_t)(r & 1);
-    return 0;
-}
-
-static inline int read_varlong(const uint8_t *d, Py_ssize_t *pos, Py_ssize_t end, int64_t *out) {
-    if (*pos < end && d[*pos] < 0x80) {
-        uint32_t b = d[*pos];
-        *out = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
-        (*pos)++;
-        return 0;
-    }
-    uint64_t r;
-    if (read_uvarint(d, pos, end, 10, &r) < 0)
-        return -1;
+    if (max_bytes == 5)
+        r &= 0xFFFFFFFFu;
     *out = (int64_t)((r >> 1) ^ (uint64_t)(-(int64_t)(r & 1)));
     return 0;
 }
+
+#define read_varint(d, pos, end, out) read_zigzag(d, pos, end, 5, out)
+#define read_varlong(d, pos, end, out) read_zigzag(d, pos, end, 10, out)
 
 /* record_codec._read_bytes: a varint length then that many bytes; a negative length is null (*n = -1). */
 static inline int read_bytes(const uint8_t *d, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t *start, int64_t *n) {

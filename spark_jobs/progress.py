@@ -54,10 +54,7 @@ class StageProgress:
             return
         self._stop.set()
         self._thread.join()
-        try:
-            self._tick()                 # the stages that ended since the last look
-        except Exception:  # noqa: BLE001 - progress must never fail the job (e.g. the session stopping)
-            pass
+        self._safe_tick()                # the stages that ended since the last look
         self._scan_totals()
         secs = time.monotonic() - self.t0
         self._say(f"done in {secs:.1f} s: scanned {self._figures(self.records, self.bytes, secs)}")
@@ -65,10 +62,16 @@ class StageProgress:
     # -- internals ----------------------------------------------------------------------------------------------
     def _run(self) -> None:
         while not self._stop.wait(self.poll):
-            try:
-                self._tick()
-            except Exception:  # noqa: BLE001 - progress must never fail the job (e.g. the session stopping)
+            if not self._safe_tick():
                 return
+
+    def _safe_tick(self) -> bool:
+        """One look; False if it failed (e.g. the session stopping): progress must never fail the job."""
+        try:
+            self._tick()
+            return True
+        except Exception:  # noqa: BLE001
+            return False
 
     def _tick(self) -> None:
         now = time.monotonic()
