@@ -9,6 +9,7 @@ import logging
 import signal
 import sys
 
+from broker.timeouts import wait_for
 from broker.alter_configs import LEVELS
 from broker.config import BrokerConfig, ConfigException
 from broker.bootstrap_metadata import BootstrapError, check_features, write_bootstrap
@@ -92,7 +93,7 @@ async def _serve(config: BrokerConfig, config_path: str | None = None) -> None:
     if failed.is_set():
         logging.getLogger("odradek").error("shutting down: the metadata quorum failed")
         try:  # partition logs flushed and closed; bounded, since the controller cannot be reached through it
-            await asyncio.wait_for(broker.stop(grace_s=5.0), 30)
+            await wait_for(broker.stop(grace_s=5.0), 30)
         except Exception:
             logging.getLogger("odradek").exception("stopping after the quorum failure")
         raise QuorumFailed(f"the metadata quorum failed: {broker.raft.driver.failure!r}")

@@ -134,6 +134,7 @@ class LocalControllerChannel:
                    client_host: str | None) -> Message:
         async with self._lock:
             await self.quorum.ready_to_decide()
+            await self._activate_in_this_epoch()
             cctx = ControllerContext(image=self.quorum.image, controller=self.controller, config=self.config,
                                      cluster_id=self.cluster_id, version=version,
                                      next_offset=self.quorum.end_offset, principal=principal, client_host=client_host,
@@ -143,6 +144,10 @@ class LocalControllerChannel:
             if result.records:
                 await self.quorum.commit(result.records)
             return result.response
+
+    async def _activate_in_this_epoch(self) -> None:
+        """Under the lock, once caught up: what a newly active controller does before deciding anything (nothing
+        for a quorum of one, which bootstraps once at start-up)."""
 
     async def bootstrap(self) -> None:
         """A new cluster's first records (the finalized feature levels), as the active controller writes them."""
@@ -188,6 +193,8 @@ class QuorumControllerChannel(LocalControllerChannel):
         self.node_id = node_id
         self.timeout_ms = timeout_ms
         self._clients: dict[int, Any] = {}
+        # the quorum epoch this node last activated its controller in (a node leads an epoch at most once)
+        self._activated_epoch: int | None = None
 
     async def send_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse:
         return await self._to_active(envelope, self.handle_envelope)
@@ -252,32 +259,40 @@ class QuorumControllerChannel(LocalControllerChannel):
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
 
+    async def _activate_in_this_epoch(self) -> None:
+        """The first thing the active controller does in a new epoch, before any request or periodic task is
+        decided (Kafka's controller activation is the first event of its term): start every broker's session
+        and bootstrap a new cluster, so a registration never lands ahead of the finalized feature levels."""
+        epoch = self.quorum.driver.epoch
+        if self._activated_epoch == epoch:
+            return
+        image, now = self.quorum.image, self.quorum.clock.now_ms()
+        self.controller.activate(image, now)
+        log.info("node %d is the active controller (epoch %d)", self.node_id, epoch)
+        result = self.controller.bootstrap(image)
+        if result.records:
+            await self.quorum.commit(result.records)
+        self._activated_epoch = epoch
+
     async def run_active_controller_duties(self, interval_s: float = 0.25) -> None:
-        """While this node is the active controller: when it becomes active, start every broker's session and
-        bootstrap a new cluster; then fence brokers whose sessions expire (QuorumController's periodic tasks)."""
+        """While this node is the active controller: activate it in each new epoch, then fence brokers whose
+        sessions expire (QuorumController's periodic tasks)."""
         from broker.quorum.raft_driver import NotLeaderError
 
-        active_epoch = None
         while True:
             await asyncio.sleep(interval_s)
             if not self.quorum.is_active:
-                active_epoch = None
                 continue
             try:
                 async with self._lock:
                     await self.quorum.ready_to_decide()
+                    await self._activate_in_this_epoch()
                     image, now = self.quorum.image, self.quorum.clock.now_ms()
-                    if active_epoch != self.quorum.driver.epoch:
-                        active_epoch = self.quorum.driver.epoch
-                        self.controller.activate(image, now)
-                        log.info("node %d is the active controller (epoch %d)", self.node_id, active_epoch)
-                        result = self.controller.bootstrap(image)
-                    else:
-                        result = self.controller.maybe_fence_one_stale_broker(image, now)
+                    result = self.controller.maybe_fence_one_stale_broker(image, now)
                     if result.records:
                         await self.quorum.commit(result.records)
             except NotLeaderError:
-                active_epoch = None
+                pass  # another node leads: it activates in its own epoch
             except Exception:  # noqa: BLE001 - one failed round must not end the controller's duties
                 log.exception("active controller duties failed; retrying")
 

@@ -12,6 +12,7 @@ import random
 import socket
 from pathlib import Path
 
+from broker.timeouts import wait_for
 from broker.apis import HANDLERS
 from broker.controller_listener import CONTROLLER_LISTENER_HANDLERS
 from broker.isr_sender import IsrSender
@@ -449,7 +450,7 @@ class Broker:
         await asyncio.gather(*self._background, return_exceptions=True)
         self._background = []
         try:
-            await asyncio.wait_for(self._heartbeat_loop(), grace_s)
+            await wait_for(self._heartbeat_loop(), grace_s)
         except (asyncio.TimeoutError, ControllerUnavailable):
             log.warning("node %d: controlled shutdown not confirmed within %.0f s", self.node_id, grace_s)
 

@@ -12,6 +12,7 @@ import itertools
 import logging
 import struct
 
+from broker.timeouts import wait_for
 from broker.fault_injection import FaultRules
 from broker.tcp_nodelay import set_nodelay
 from protocol.framing import FrameReader
@@ -56,7 +57,7 @@ class NodeClient:
         self._pending[corr] = (fut, body.API_KEY, version)
         try:
             conn.write(struct.pack(">i", len(payload)) + payload)
-            return await asyncio.wait_for(fut, timeout_s)
+            return await wait_for(fut, timeout_s)
         finally:
             self._pending.pop(corr, None)
 
@@ -74,7 +75,7 @@ class NodeClient:
                 return conn
             loop = asyncio.get_running_loop()
             try:
-                _, conn = await asyncio.wait_for(
+                _, conn = await wait_for(
                     loop.create_connection(lambda: _Connection(self), self.host, self.port),
                     self.connect_timeout_s)
             except (OSError, asyncio.TimeoutError) as exc:
@@ -118,7 +119,7 @@ class NodeClient:
         if conn is not None:
             conn.close()
             try:
-                await asyncio.wait_for(asyncio.shield(conn.closed), 5)
+                await wait_for(asyncio.shield(conn.closed), 5)
             except asyncio.TimeoutError:
                 pass
 

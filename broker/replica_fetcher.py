@@ -26,6 +26,7 @@ import asyncio
 import logging
 from typing import Callable
 
+from broker.timeouts import wait_for
 from broker.clock import Clock
 from broker.fault_injection import FaultRules
 from broker.fetch_session.handler import FetchRequestData, FetchSessionHandler
@@ -146,7 +147,7 @@ class ReplicaFetcher:
                 self._changed.clear()
                 timeout = None if next_due is None else max(0.0, next_due - m.clock.monotonic())
                 try:
-                    await asyncio.wait_for(self._changed.wait(), timeout)
+                    await wait_for(self._changed.wait(), timeout)
                 except asyncio.TimeoutError:
                     pass
                 continue

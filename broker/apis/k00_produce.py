@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from broker.timeouts import wait_for
 from broker.errors import CloseConnection
 from broker.replica_manager import Partition
 from broker.log_validator import check_request_records, compression_level, needs_record_pass, record_pass
@@ -124,7 +125,7 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
     deadline = ctx.clock.monotonic() + max(0, req.timeout_ms) / 1000
     for part, slot, committed in waiting:  # Kafka's DelayedProduce: complete when every partition has, or
         try:                               # the request's timeout_ms passes
-            await asyncio.wait_for(asyncio.shield(committed), max(0.0, deadline - ctx.clock.monotonic()))
+            await wait_for(asyncio.shield(committed), max(0.0, deadline - ctx.clock.monotonic()))
         except asyncio.TimeoutError:
             slot.error_code = ErrorCode.REQUEST_TIMED_OUT
         except KafkaError as exc:

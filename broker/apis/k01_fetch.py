@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.timeouts import wait_for
 from broker.fetch_session.contexts import NO_SESSIONS
 from broker.fetch_session.metadata import PartitionFetch, TopicIdPartition
 from broker.replica_selector import replica_selector
@@ -97,7 +98,7 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
                                  responses=_topic_responses(result.partitions, version))
         waiter = ctx.replicas.fetch_waiters.register(keys)
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), remaining)
+            await wait_for(asyncio.shield(waiter), remaining)
         except asyncio.TimeoutError:
             pass
         finally:

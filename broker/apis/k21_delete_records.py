@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.timeouts import wait_for
+
 from protocol.errors import ErrorCode, KafkaError
 from protocol.generated.messages import DeleteRecordsRequest, DeleteRecordsResponse
 from protocol.generated.messages.delete_records_response import DeleteRecordsPartitionResult, DeleteRecordsTopicResult
@@ -48,7 +50,7 @@ async def handle(ctx, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
     for part, pr, moved in waiting:
         if moved is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(moved), max(0.0, deadline - ctx.clock.monotonic()))
+                await wait_for(asyncio.shield(moved), max(0.0, deadline - ctx.clock.monotonic()))
             except asyncio.TimeoutError:
                 pr.error_code = ErrorCode.REQUEST_TIMED_OUT
                 continue

@@ -18,6 +18,7 @@ import logging
 import random
 from typing import Awaitable, Callable
 
+from broker.timeouts import wait_for
 from broker.clock import Clock
 from broker.fault_injection import FaultRules
 from broker.node_client import NodeClient
@@ -198,7 +199,7 @@ class RaftDriver:
                 if left <= 0:
                     break
                 try:
-                    await asyncio.wait_for(changed.wait(), left)
+                    await wait_for(changed.wait(), left)
                 except asyncio.TimeoutError:
                     break
                 if self.log.end_offset > request.fetch_offset or self.high_watermark != hw or not self.is_leader:
@@ -241,7 +242,7 @@ class RaftDriver:
             wait = (self.node.next_deadline() - self._now()) / 1000
             self._timers_moved.clear()
             try:  # a message or proposal may bring the deadline forward: look again
-                await asyncio.wait_for(self._timers_moved.wait(), min(MAX_TICK_WAIT_S, max(MIN_TICK_WAIT_S, wait)))
+                await wait_for(self._timers_moved.wait(), min(MAX_TICK_WAIT_S, max(MIN_TICK_WAIT_S, wait)))
                 continue
             except asyncio.TimeoutError:
                 pass
