@@ -1,7 +1,7 @@
 """The size a cleaning pass writes for a batch that loses some of its records. Runs on executors; no pyspark import.
 
 The batch is read again from its segment (by position, as the scan saw it) instead of carrying every record's
-value and headers through a shuffle: only the offsets to keep travel. The new batch is built exactly as
+value and headers through the scan: only the offsets to keep are held. The new batch is built exactly as
 storage's cleaner builds it (``Cleaner._clean_into``): the decoded records that stay, the same codec, producer
 fields, timestamp type and last offset delta, and the delete horizon. A batch that is not where the scan found it
 (the segment was truncated or rewritten meanwhile) is an error naming file and position, never a wrong size.
@@ -10,14 +10,14 @@ fields, timestamp type and last offset delta, and the delete horizon. A batch th
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from protocol.record_codec import build_batch, decode_batch
 from protocol.records import LOG_OVERHEAD
 
 from .scan import SegmentChangedError
 
-__all__ = ["cleaned_batch_size", "cleaned_sizes"]
+__all__ = ["cleaned_batch_size", "read_batch"]
 
 
 def cleaned_batch_size(raw: bytes, kept_offsets: Iterable[int], new_horizon: int | None, where: str) -> int:
@@ -36,43 +36,16 @@ def cleaned_batch_size(raw: bytes, kept_offsets: Iterable[int], new_horizon: int
         max_timestamp=header.max_timestamp if header.timestamp_type == 1 else None))
 
 
-def cleaned_sizes(partition_dirs: dict[tuple[str, int], str]):
-    """A ``mapInArrow`` function over one row per batch: rows with ``rewrite`` true get ``new_size``, the bytes the
-    cleaner writes for them (from topic, partition, segment, position, base_offset, size, kept_offsets and
-    new_horizon); other rows get null. ``kept_offsets`` is dropped, every other column passes through, so the plan
-    stays one line (a branch joined back would scan the log twice). One descriptor per segment stays open per task."""
-
-    def run(batches: Iterator) -> Iterator:
-        import pyarrow as pa
-
-        fds: dict[str, int] = {}
-        try:
-            for rb in batches:
-                cols = rb.select(["topic", "partition", "segment", "position", "base_offset", "size", "kept_offsets",
-                                  "new_horizon", "rewrite"]).to_pydict()
-                sizes: list[int | None] = []
-                for i, rewrite in enumerate(cols["rewrite"]):
-                    if not rewrite:
-                        sizes.append(None)
-                        continue
-                    tp = (cols["topic"][i], cols["partition"][i])
-                    path = os.path.join(partition_dirs[tp], f"{cols['segment'][i]:020d}.log")
-                    fd = fds.get(path)
-                    if fd is None:
-                        fd = fds[path] = os.open(path, os.O_RDONLY)
-                    pos, size, base = cols["position"][i], cols["size"][i], cols["base_offset"][i]
-                    raw = os.pread(fd, size, pos)
-                    where = f"{path}@{pos}"
-                    if len(raw) != size or int.from_bytes(raw[:8], "big", signed=True) != base \
-                            or int.from_bytes(raw[8:12], "big", signed=True) + LOG_OVERHEAD != size:
-                        raise SegmentChangedError(f"{where}: batch {base} is no longer there (segment changed "
-                                                  "while the report ran)")
-                    sizes.append(cleaned_batch_size(raw, cols["kept_offsets"][i], cols["new_horizon"][i], where))
-                keep = [n for n in rb.schema.names if n != "kept_offsets"]
-                yield pa.RecordBatch.from_arrays([rb.column(n) for n in keep] + [pa.array(sizes, pa.int64())],
-                                                 names=keep + ["new_size"])
-        finally:
-            for fd in fds.values():
-                os.close(fd)
-
-    return run
+def read_batch(fds: dict[str, int], path: str, position: int, size: int, base_offset: int) -> tuple[bytes, str]:
+    """(the batch's bytes, "file@position") as the scan saw it; ``fds`` keeps one descriptor per segment open for
+    the caller to close. A batch that is no longer there is a SegmentChangedError, never a wrong size."""
+    fd = fds.get(path)
+    if fd is None:
+        fd = fds[path] = os.open(path, os.O_RDONLY)
+    raw = os.pread(fd, size, position)
+    where = f"{path}@{position}"
+    if len(raw) != size or int.from_bytes(raw[:8], "big", signed=True) != base_offset \
+            or int.from_bytes(raw[8:12], "big", signed=True) + LOG_OVERHEAD != size:
+        raise SegmentChangedError(f"{where}: batch {base_offset} is no longer there (segment changed while the "
+                                  "report ran)")
+    return raw, where

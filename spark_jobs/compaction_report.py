@@ -2,7 +2,8 @@
 
     python -m spark_jobs.compaction_report --log-dirs DIR [--out DIR] [--now-ms MS] [--config k=v ...]
 
-Per partition (all figures computed in Spark from the ``kafka-log`` columns; segment sizes from the file system):
+Per partition (figures from the ``kafka-log`` data source's reader, in Spark and per-partition tasks; segment sizes
+from the file system):
 records, bytes, distinct keys, tombstones, null-key records; the clean / dirty (cleanable) / uncleanable sections
 (from ``cleaner-offset-checkpoint``); the dirty ratio and whether the cleaner would pick the log now; and the records
 and bytes one cleaning pass would remove. Top keys by number of versions.
@@ -22,9 +23,12 @@ The model is Kafka's ``LogCleanerManager`` + ``Cleaner`` (as storage/cleaner.py 
   delete horizon, is re-encoded with the same codec: its new size is computed by encoding it with
   :func:`protocol.record_codec.build_batch`, exactly as the cleaner writes it.
 
-Memory stays bounded whatever the log's size: nothing per record is cached; three scans produce one row per batch,
-one row per key (the cleaner's offset map, plus the key figures) and, per batch of the cleaned range, the offsets a
-pass keeps; a batch losing records is re-read from its segment to be re-encoded (see ``compute``).
+Memory stays bounded whatever the log's size: nothing per record is cached. A header-only scan gives one row per
+batch; then one task per partition (``spark_jobs.partition_pass``) works as the cleaner does, reading the partition's
+records twice: once for one row per key (the key figures, and the offset map of each key's latest dirty offset),
+once over the cleaned range for one row per batch with what a pass keeps of it (a batch losing records is re-read
+from its segment and re-encoded for its new size). Records never leave their task; its memory is the partition's
+distinct keys plus a buffer.
 
 Batches without records (left by earlier cleanings) are read as rows with a null offset (``emptyBatches``): a pass
 drops them unless they are kept for the reasons above. Known limits: the cleaner's offset map
@@ -46,6 +50,7 @@ from dataclasses import asdict, dataclass
 
 from spark_jobs.common import JobContext, fmt_bytes, fmt_ms, job_parser, md_table, plt
 from spark_jobs.configs import load_topic_configs, read_checkpoints
+from spark_jobs.partition_pass import BATCH_ROW, KEY_ROW, SUMMARY_ROW
 from spark_jobs.replica_section import replica_section
 
 EMPTY_BATCH_BYTES = 61
@@ -208,55 +213,29 @@ def _last_stable_offsets(batches) -> dict[tuple[str, int], int]:
     return {(r.topic, r.partition): r.lso for r in open_txn.collect()}
 
 
-def _key_table(ctx: JobContext, plan_df):
-    """Pass 2: one row per (topic, partition, key); null keys make one row per partition."""
-    from pyspark.sql import functions as F
+def _partition_passes(ctx: JobContext, plans: list[PartitionPlan]):
+    """Passes 2 and 3, one task per partition (``spark_jobs.partition_pass``): a row per key and, for partitions a
+    pass would clean, a row per batch of the cleaned range; persisted, as both kinds are read from it."""
+    import pickle
 
-    data = (ctx.records(columns="topic,partition,offset,key,value_size,is_control").where("NOT is_control")
-            .select("topic", "partition", "key", "offset", F.col("value_size").isNull().alias("tombstone"),
-                    (F.coalesce(F.length("key"), F.lit(0)) + F.coalesce("value_size", F.lit(0))).alias("payload"))
-            .join(F.broadcast(plan_df), ["topic", "partition"]))
-    dirty = (F.col("offset") >= F.col("first_dirty_offset")) & (F.col("offset") < F.col("first_uncleanable_offset"))
+    from pyspark import StorageLevel
 
-    def count_if(cond):
-        return F.sum(F.when(cond, 1).otherwise(0))
+    from spark_jobs.partition_pass import OUTPUT_DDL, PartitionJob, partition_passes
+    from spark_jobs.planning import plan_slices
 
-    return data.groupBy("topic", "partition", "key").agg(
-        F.count("*").alias("versions"),
-        count_if(F.col("tombstone")).alias("tombstones"),
-        F.sum("payload").alias("payload_bytes"),
-        F.max("offset").alias("last_offset"),
-        F.max(F.when(dirty, F.col("offset"))).alias("latest_dirty"),
-        count_if(F.col("offset") < F.col("first_dirty_offset")).alias("clean_records"),
-        count_if(dirty).alias("dirty_records"),
-        count_if(F.col("offset") >= F.col("first_uncleanable_offset")).alias("uncleanable_records"))
-
-
-def _retained_per_batch(ctx: JobContext, plan_df, keys):
-    """Pass 3: per batch of the cleaned range, the records one pass keeps (Cleaner.shouldRetainRecord)."""
-    from pyspark.sql import functions as F
-
-    offset_map = keys.where("key IS NOT NULL AND latest_dirty IS NOT NULL").select(
-        "topic", "partition", "key", "latest_dirty")
-    cleaned = (ctx.records(columns="topic,partition,base_offset,offset,key,value_size,is_control,delete_horizon_ms")
-               .where("NOT is_control")
-               .select("topic", "partition", "base_offset", "offset", "key", "delete_horizon_ms",
-                       F.col("value_size").isNull().alias("tombstone"))
-               .join(F.broadcast(plan_df.where("cleaned")), ["topic", "partition"])
-               .where(F.col("offset") < F.col("first_uncleanable_offset"))
-               .join(offset_map, ["topic", "partition", "key"], "left"))
-    horizon_passed = F.col("delete_horizon_ms").isNotNull() & (F.lit(ctx.now_ms) >= F.col("delete_horizon_ms"))
-    retain = (F.when(F.col("key").isNull(), False)
-              .when(F.col("latest_dirty").isNotNull() & (F.col("offset") < F.col("latest_dirty")), False)
-              .when(F.col("tombstone"), ~horizon_passed)
-              .otherwise(True))
-    return (cleaned.withColumn("retain", retain).groupBy("topic", "partition", "base_offset").agg(
-        F.count("*").alias("data_records"),
-        F.sum(F.col("retain").cast("int")).alias("data_kept"),
-        F.sum((F.col("retain") & F.col("tombstone")).cast("int")).alias("kept_tombstones"),
-        F.sum((~F.col("retain") & F.col("tombstone")).cast("int")).alias("removed_tombstones"),
-        F.sum((~F.col("retain") & F.col("key").isNull()).cast("int")).alias("removed_null_key"),
-        F.collect_list(F.when(F.col("retain"), F.col("offset"))).alias("kept_offsets")))
+    slices: dict[tuple[str, int], list] = {}
+    for sl in plan_slices(ctx.log_dirs, ctx.bounds()):
+        slices.setdefault((sl.topic, sl.partition), []).append(sl)
+    jobs = [PartitionJob(p.topic, p.partition, tuple(slices.get((p.topic, p.partition), ())),
+                         p.compact and p.first_dirty_offset < p.first_uncleanable_offset, p.first_dirty_offset,
+                         p.first_uncleanable_offset, p.delete_retention_ms) for p in plans]
+    jobs.sort(key=lambda j: -sum(sl.end_pos - sl.start_pos for sl in j.slices))   # the biggest start first
+    spark = ctx.spark
+    rows = spark.sparkContext.parallelize([(pickle.dumps(j),) for j in jobs], max(1, len(jobs)))
+    return (spark.createDataFrame(rows, "job binary")
+            .mapInArrow(partition_passes(ctx.now_ms, bool(ctx.args.ignore_corrupt_batches), ctx.stats_dir),
+                        OUTPUT_DDL)
+            .persist(StorageLevel.MEMORY_AND_DISK))
 
 
 def _active_producers(batches, now_ms: int, expiration_ms: int):
@@ -297,8 +276,6 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
     from pyspark.sql.types import (BooleanType, DoubleType, IntegerType, LongType, StringType, StructField,
                                    StructType)
 
-    from spark_jobs.cleaned_batch import cleaned_sizes
-
     spark = ctx.spark
     configs = load_topic_configs(ctx.log_dirs, ctx.args.config)
     cps = read_checkpoints(ctx.log_dirs)
@@ -328,17 +305,18 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
                     StructField("first_dirty_offset", LongType()), StructField("first_uncleanable_offset", LongType()),
                     StructField("delete_retention_ms", LongType())]))
 
-    keys = _key_table(ctx, plan_df).persist(StorageLevel.MEMORY_AND_DISK)
-    per_tp = keys.groupBy("topic", "partition").agg(
-        F.sum("versions").alias("records"), F.sum("payload_bytes").alias("payload_bytes"),
-        F.count("key").alias("distinct_keys"), F.sum("tombstones").alias("tombstones"),
-        F.sum(F.when(F.col("key").isNull(), F.col("versions")).otherwise(0)).alias("null_key_records"),
-        F.sum("clean_records").alias("clean_records"), F.sum("dirty_records").alias("dirty_records"),
-        F.sum("uncleanable_records").alias("uncleanable_records"))
+    passes = _partition_passes(ctx, plans)
+    keys = passes.where(f"kind = {KEY_ROW}").select("topic", "partition", "key", "versions", "tombstones",
+                                                    "last_offset")
+    per_tp = passes.where(f"kind = {SUMMARY_ROW}").select(
+        "topic", "partition", "records", "payload_bytes", "distinct_keys", "tombstones", "null_key_records",
+        "clean_records", "dirty_records", "uncleanable_records")
     bytes_tp = batches.groupBy("topic", "partition").agg(F.sum("size").alias("batch_bytes"))
 
     # -- one cleaning pass: every batch of the cleaned range, with what stays of it
-    retained = _retained_per_batch(ctx, plan_df, keys)
+    retained = passes.where(f"kind = {BATCH_ROW}").select(
+        "topic", "partition", "base_offset", "data_records", "data_kept", "kept_tombstones", "removed_tombstones",
+        "removed_null_key", "rewrite", "new_horizon", "new_size")
     active = _active_producers(batches, ctx.now_ms, producer_id_expiration_ms)
     in_range = (batches.join(F.broadcast(plan_df.where("cleaned")), ["topic", "partition"])
                 .where(F.col("last_offset") < F.col("first_uncleanable_offset")))
@@ -348,26 +326,17 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
                              .otherwise(F.coalesce("data_records", F.lit(0))))
                  .withColumn("kept", F.when(F.col("is_control"), F.col("records"))
                              .otherwise(F.coalesce("data_kept", F.lit(0))))
+                 .withColumn("rewrite", F.coalesce("rewrite", F.lit(False)))
+                 .withColumn("new_horizon", F.coalesce("new_horizon", "delete_horizon_ms"))
                  .fillna(0, ["kept_tombstones", "removed_tombstones", "removed_null_key"]))
     per_batch = per_batch.withColumn(
         "retain_empty", (F.col("producer_last_offset").isNotNull()
                          & (F.col("producer_last_offset") == F.col("last_offset")))
         | (F.col("last_offset") + 1 == F.col("first_uncleanable_offset")))
-    per_batch = per_batch.withColumn(
-        "rewrite", ~F.col("is_control") & (F.col("kept") > 0)
-        & ((F.col("kept") < F.col("n")) | ((F.col("kept_tombstones") > 0) & F.col("delete_horizon_ms").isNull())))
-    per_batch = per_batch.withColumn(         # Cleaner: now + delete.retention.ms if a kept tombstone needs one
-        "new_horizon", F.when((F.col("kept_tombstones") > 0) & F.col("delete_horizon_ms").isNull(),
-                              F.lit(ctx.now_ms) + F.col("delete_retention_ms"))
-        .otherwise(F.col("delete_horizon_ms")))
-    per_batch = per_batch.select(
+    per_batch = (per_batch.select(
         "topic", "partition", "segment", "position", "base_offset", "last_offset", "size", "is_control",
         "delete_horizon_ms", "n", "kept", "kept_tombstones", "removed_tombstones", "removed_null_key", "retain_empty",
-        "rewrite", "new_horizon", "kept_offsets")
-    partition_dirs = {(s.topic, s.partition): s.dir for s in segs}
-    out_schema = StructType([f for f in per_batch.schema.fields if f.name != "kept_offsets"]
-                            + [StructField("new_size", LongType())])
-    per_batch = (per_batch.mapInArrow(cleaned_sizes(partition_dirs), out_schema)
+        "rewrite", "new_horizon", "new_size")
                  .withColumn("after", F.when(F.col("is_control"), F.col("size"))
                              .when(F.col("kept") == 0,
                                    F.when(F.col("retain_empty"), F.lit(EMPTY_BATCH_BYTES)).otherwise(0))
@@ -421,7 +390,7 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
     max_keys = int(DEFAULT_DEDUPE_BUFFER / 24 * 0.9)
     return {"partitions": partitions_df, "top_keys": top, "versions_hist": versions_hist, "plans": plans,
             "per_batch": per_batch, "configs": configs, "checkpoint_errors": cps.errors,
-            "max_map_keys": max_keys, "persisted": [batches, keys, topic_keys]}
+            "max_map_keys": max_keys, "persisted": [batches, passes, topic_keys]}
 
 
 def run(ctx: JobContext) -> dict:
