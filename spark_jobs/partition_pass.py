@@ -26,10 +26,8 @@ __all__ = ["BATCH_ROW", "KEY_ROW", "SUMMARY_ROW", "PartitionJob", "OUTPUT_DDL", 
            "partition_passes"]
 
 KEY_FIELDS = [pa.field("key", pa.binary()), pa.field("versions", pa.int64()), pa.field("tombstones", pa.int64()),
-              pa.field("payload_bytes", pa.int64()), pa.field("last_offset", pa.int64()),
-              pa.field("latest_dirty", pa.int64()), pa.field("clean_records", pa.int64()),
-              pa.field("dirty_records", pa.int64()), pa.field("uncleanable_records", pa.int64())]
-"""The task's key table; only ``KEY_ROW_FIELDS`` of it leave the task, the rest is summed per partition."""
+              pa.field("last_offset", pa.int64()), pa.field("latest_dirty", pa.int64())]
+"""The task's key table (``latest_dirty`` is the offset map's value; the rest leaves the task as key rows)."""
 KEY_ROW_FIELDS = ("key", "versions", "tombstones", "last_offset")
 SUMMARY_FIELDS = [pa.field("records", pa.int64()), pa.field("payload_bytes", pa.int64()),
                   pa.field("distinct_keys", pa.int64()), pa.field("tombstones", pa.int64()),
@@ -52,10 +50,8 @@ _DDL_TYPES = {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint", pa
 OUTPUT_DDL = ", ".join(f"{f.name} {_DDL_TYPES[f.type]}" for f in OUTPUT_SCHEMA)
 
 # how each key figure combines across chunks: a record is a key row of one version
-_KEY_MERGE = [("versions", "sum"), ("tombstones", "sum"), ("payload_bytes", "sum"), ("last_offset", "max"),
-              ("latest_dirty", "max"), ("clean_records", "sum"), ("dirty_records", "sum"),
-              ("uncleanable_records", "sum")]
-MERGE_ROWS = 1 << 21        # records held before they are folded into the key table
+_KEY_MERGE = [("versions", "sum"), ("tombstones", "sum"), ("last_offset", "max"), ("latest_dirty", "max")]
+MERGE_ROWS = 1 << 20        # records held before they are folded into the key table
 BUFFER_ROWS = 1 << 20       # records of the cleaned range joined with the offset map at once
 _SCAN_COLUMNS = ("offset", "key", "value_size", "base_offset", "is_control", "delete_horizon_ms", "position",
                  "batch_size_bytes")
@@ -86,21 +82,22 @@ def _records(job: PartitionJob, bounds: ScanBounds | None, ignore_corrupt: bool,
                 yield i, t
 
 
-def _as_key_rows(t: pa.Table, first_dirty: int, first_uncleanable: int) -> pa.Table:
-    """Each record as a key row of one version (so folding is one aggregation whatever was folded before)."""
-    off = t["offset"]
+def _as_key_rows(t: pa.Table, first_dirty: int, first_uncleanable: int, totals: dict[str, int]) -> pa.Table:
+    """Each record as a key row of one version (so folding is one aggregation whatever was folded before); the
+    partition's totals, which need no grouping, are added to ``totals``."""
+    off, key, size = t["offset"], t["key"], t["value_size"]
     clean = pc.less(off, first_dirty)
     unclean = pc.greater_equal(off, first_uncleanable)
     dirty = pc.invert(pc.or_(clean, unclean))
-    key, size = t["key"], t["value_size"]
-    one = pc.cast(pc.is_valid(off), pa.int64())
-    return pa.table({
-        "key": key, "versions": one, "tombstones": pc.cast(pc.is_null(size), pa.int64()),
-        "payload_bytes": pc.add(pc.coalesce(pc.cast(pc.binary_length(key), pa.int64()), 0),
-                                pc.coalesce(pc.cast(size, pa.int64()), 0)),
-        "last_offset": off, "latest_dirty": pc.if_else(dirty, off, pa.scalar(None, pa.int64())),
-        "clean_records": pc.cast(clean, pa.int64()), "dirty_records": pc.cast(dirty, pa.int64()),
-        "uncleanable_records": pc.cast(unclean, pa.int64())})
+    tomb = pc.cast(pc.is_null(size), pa.int64())
+    n = t.num_rows
+    for name, value in (("records", n), ("payload_bytes", pc.sum(pc.binary_length(key)).as_py() or 0),
+                        ("payload_bytes", pc.sum(size).as_py() or 0), ("tombstones", pc.sum(tomb).as_py() or 0),
+                        ("null_key_records", key.null_count), ("clean_records", pc.sum(clean).as_py() or 0),
+                        ("uncleanable_records", pc.sum(unclean).as_py() or 0)):
+        totals[name] = totals.get(name, 0) + value
+    return pa.table({"key": key, "versions": pa.repeat(pa.scalar(1, pa.int64()), n), "tombstones": tomb,
+                     "last_offset": off, "latest_dirty": pc.if_else(dirty, off, pa.scalar(None, pa.int64()))})
 
 
 def _fold(tables: list[pa.Table]) -> pa.Table:
@@ -109,20 +106,24 @@ def _fold(tables: list[pa.Table]) -> pa.Table:
         [f.name for f in KEY_FIELDS])
 
 
-def key_table(job: PartitionJob, ignore_corrupt: bool, stats: ScanStats) -> pa.Table:
-    """One row per key of the partition (null keys: one row), with :data:`KEY_FIELDS`."""
+def key_table(job: PartitionJob, ignore_corrupt: bool, stats: ScanStats) -> tuple[pa.Table, pa.Table]:
+    """One row per key of the partition (null keys: one row) with :data:`KEY_FIELDS`, and the partition's totals
+    (one row of :data:`SUMMARY_FIELDS`)."""
     held: list[pa.Table] = []
+    totals: dict[str, int] = {}
     rows, limit = 0, MERGE_ROWS
     for _, t in _records(job, None, ignore_corrupt, stats):
-        held.append(_as_key_rows(t, job.first_dirty_offset, job.first_uncleanable_offset))
+        held.append(_as_key_rows(t, job.first_dirty_offset, job.first_uncleanable_offset, totals))
         rows += t.num_rows
         if rows >= limit:       # folded again once as many records as keys have come (not on every chunk)
             held = [_fold(held)]
             rows = held[0].num_rows
             limit = max(MERGE_ROWS, 2 * rows)
-    if not held:
-        return pa.schema(KEY_FIELDS).empty_table()
-    return _fold(held)
+    keys = _fold(held) if held else pa.schema(KEY_FIELDS).empty_table()
+    records = totals.get("records", 0)
+    totals.update(distinct_keys=keys.num_rows - (1 if totals.get("null_key_records") else 0),
+                  dirty_records=records - totals.get("clean_records", 0) - totals.get("uncleanable_records", 0))
+    return keys, pa.table({f.name: pa.array([totals.get(f.name, 0)], f.type) for f in SUMMARY_FIELDS})
 
 
 def _retained(buf: pa.Table, offset_map: pa.Table, job: PartitionJob, paths: list[str], now_ms: int,
@@ -213,27 +214,14 @@ def _rows(job: PartitionJob, table: pa.Table, kind: int) -> Iterator[pa.RecordBa
     yield from pa.table(cols, schema=OUTPUT_SCHEMA).to_batches(max_chunksize=1 << 16)
 
 
-def summary(keys: pa.Table) -> pa.Table:
-    """The partition's totals from its key table (one row of :data:`SUMMARY_FIELDS`)."""
-    def total(name: str) -> int:
-        return pc.sum(keys[name]).as_py() or 0
-
-    null_key = keys.filter(pc.is_null(keys["key"]))
-    values = {"records": total("versions"), "payload_bytes": total("payload_bytes"),
-              "distinct_keys": keys.num_rows - null_key.num_rows, "tombstones": total("tombstones"),
-              "null_key_records": pc.sum(null_key["versions"]).as_py() or 0, "clean_records": total("clean_records"),
-              "dirty_records": total("dirty_records"), "uncleanable_records": total("uncleanable_records")}
-    return pa.table({f.name: pa.array([values[f.name]], f.type) for f in SUMMARY_FIELDS})
-
-
 def partition_rows(job: PartitionJob, now_ms: int, *, ignore_corrupt: bool = False, stats: ScanStats | None = None
                    ) -> Iterator[pa.RecordBatch]:
     """A row per key of the partition and one with its totals, then (when a pass would clean it) a row per batch of
     the cleaned range."""
     stats = stats if stats is not None else ScanStats()
-    keys = key_table(job, ignore_corrupt, stats)
+    keys, totals = key_table(job, ignore_corrupt, stats)
     yield from _rows(job, keys.select(list(KEY_ROW_FIELDS)), KEY_ROW)
-    yield from _rows(job, summary(keys), SUMMARY_ROW)
+    yield from _rows(job, totals, SUMMARY_ROW)
     if not job.cleaned:
         return
     dirty = keys.filter(pc.and_(pc.is_valid(keys["key"]), pc.is_valid(keys["latest_dirty"])))
