@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -451,14 +452,10 @@ def test_stats_dir_receives_the_scan_counters(spark, known, tmp_path):
 PROFILE_TABLES = ("sizes", "hourly", "size_hist", "codecs", "producers", "batch_kinds")
 
 
-@pytest.mark.slow
-def test_topic_profile_on_a_local_cluster(known, local_profile, tmp_path):
-    """``python -m spark_jobs.topic_profile --master local-cluster[2,1,1024]`` end to end, in its own process: a
-    standalone master and two workers, each executor its own JVM with its own Python workers reading the segments.
-    Its tables (per topic: one topic keeps it short, three partitions of it) equal local mode's. (The compaction
-    report passes the same check; at ~70 s on a busy 2-core machine against ~40 s for this one, CI runs this one.)"""
-    d, _ = known
-    _, local_out = local_profile
+def _on_local_cluster(job: str, args: list[str], tmp_path) -> Path:
+    """``python -m spark_jobs.<job> ... --master local-cluster[2,1,1024]`` in its own process: a standalone master and
+    two workers, each executor its own JVM with its own Python workers. Checks both executors ran tasks; returns
+    the SPARK_HOME whose work/ holds their logs."""
     # local-cluster workers keep executor logs in $SPARK_HOME/work: a SPARK_HOME of links to pyspark's own keeps
     # them in tmp_path, not in the venv
     import pyspark
@@ -469,17 +466,44 @@ def test_topic_profile_on_a_local_cluster(known, local_profile, tmp_path):
         if os.path.exists(os.path.join(os.path.dirname(pyspark.__file__), name)):
             (spark_home / name).symlink_to(os.path.join(os.path.dirname(pyspark.__file__), name))
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(spark_home))
-    out = tmp_path / "cluster"
-    p = subprocess.run([sys.executable, "-m", "spark_jobs.topic_profile", *_args(d, out),
-                        "--master", "local-cluster[2,1,1024]", "--topics", "accounts"],
+    p = subprocess.run([sys.executable, "-m", f"spark_jobs.{job}", *args, "--master", "local-cluster[2,1,1024]"],
                        env=env, capture_output=True, text=True, timeout=300,
                        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert p.returncode == 0, p.stderr[-3000:]
+    # both executors ran tasks, each in its own JVM (the workers relaunch a few at shutdown: those ran nothing)
+    executor_logs = sorted(spark_home.glob("work/app-*/*/stderr"))
+    assert len([log for log in executor_logs if "Finished task" in log.read_text()]) == 2
+    return spark_home
+
+
+@pytest.mark.slow
+def test_topic_profile_on_a_local_cluster(known, local_profile, tmp_path):
+    """The topic profile on ``local-cluster[2,1,1024]``: its tables (per topic: one topic keeps it short, three
+    partitions of it) equal local mode's. (The compaction report passes the same check in the long profile,
+    ``ODRADEK_SOAK=1``: ~70 s on a busy 2-core machine against ~40 s for this one.)"""
+    d, _ = known
+    _, local_out = local_profile
+    out = tmp_path / "cluster"
+    _on_local_cluster("topic_profile", [*_args(d, out), "--topics", "accounts"], tmp_path)
     for table in PROFILE_TABLES:
         cluster_rows = pq.read_table(str(out / f"profile_{table}.parquet")).to_pylist()
         local_rows = [r for r in pq.read_table(str(local_out / f"profile_{table}.parquet")).to_pylist()
                       if r["topic"] == "accounts"]
         assert local_rows and sorted(cluster_rows, key=repr) == sorted(local_rows, key=repr), table
-    # both executors ran tasks, each in its own JVM (the workers relaunch a few at shutdown: those ran nothing)
-    executor_logs = sorted(spark_home.glob("work/app-*/*/stderr"))
-    assert len([log for log in executor_logs if "Finished task" in log.read_text()]) == 2
+
+
+@pytest.mark.soak
+def test_compaction_report_on_a_local_cluster(known, local_compaction, tmp_path):
+    """The compaction report on ``local-cluster[2,1,1024]`` (its per-partition tasks pickled to other executors'
+    Python workers, its counters from their files): every table equals local mode's."""
+    d, _ = known
+    _, local_out, _ = local_compaction
+    out = tmp_path / "cluster"
+    _on_local_cluster("compaction_report", _args(d, out), tmp_path)
+    for table in ("compaction_partitions", "compaction_top_keys", "compaction_key_versions"):
+        cluster_rows = pq.read_table(str(out / f"{table}.parquet")).to_pylist()
+        local_rows = pq.read_table(str(local_out / f"{table}.parquet")).to_pylist()
+        assert local_rows and sorted(cluster_rows, key=repr) == sorted(local_rows, key=repr), table
+    scan = re.compile(r"Segments opened: .*")
+    assert scan.search((out / "report.md").read_text()).group() == scan.search(
+        (local_out / "report.md").read_text()).group()
