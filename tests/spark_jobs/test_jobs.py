@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -279,6 +280,30 @@ def test_compaction_counts_empty_batches_left_by_earlier_cleanings(spark, tmp_pa
     removed = size - lg.size
     lg.close()
     assert (r.records_removed_now, r.bytes_removed_now) == (2, removed) and removed == 2 * 72 + 61
+
+
+def test_compaction_report_stops_on_a_corrupt_batch_or_skips_and_counts_it(spark, tmp_path):
+    """A corrupt batch stops the report with its file and position named; with ``--ignore-corrupt-batches`` every
+    pass (the header pass and the per-partition record passes) skips it and the Scan section counts and names it."""
+    from spark_jobs import compaction_report
+
+    d = str(tmp_path / "c")
+    write_storage_partition(d, "t", 0, [([Record(b"k%d" % (i % 3), b"v" * 50, timestamp=T0 + i)], {})
+                                        for i in range(8)], {"segment.bytes": "100000"})
+    log = os.path.join(d, "t-0", "00000000000000000000.log")
+    data = bytearray(open(log, "rb").read())
+    pos = 2 * (12 + struct.unpack_from(">i", data, 8)[0])       # the third batch: all eight have one size
+    data[pos + 65] ^= 0x55                                      # a byte of its records: the CRC no longer matches
+    open(log, "wb").write(data)
+    compact = ["--config", "cleanup.policy=compact"]
+    with pytest.raises(Exception) as e:
+        compaction_report.main(_args(d, tmp_path / "stopped", *compact), spark=spark)
+    assert "00000000000000000000.log" in str(e.value) and f"position {pos}" in str(e.value)
+    res = compaction_report.main(_args(d, tmp_path / "skipped", *compact, "--ignore-corrupt-batches"), spark=spark)
+    (row,) = res["rows"]
+    assert row.records == 7 and row.distinct_keys == 3
+    report = (tmp_path / "skipped" / "report.md").read_text()
+    assert re.search(r"corrupt batches skipped: [1-9]", report) and f"00000000000000000000.log@{pos}" in report
 
 
 # -- retention -----------------------------------------------------------------------------------------------
