@@ -9,7 +9,6 @@ import logging
 import signal
 import sys
 
-from broker.timeouts import wait_for
 from broker.alter_configs import LEVELS
 from broker.config import BrokerConfig, ConfigException
 from broker.bootstrap_metadata import BootstrapError, check_features, write_bootstrap
@@ -22,6 +21,7 @@ from broker.quorum.state_store import QuorumStateError
 from cluster.controller import BOOTSTRAP_FEATURES
 from broker.malloc_tuning import keep_large_blocks_in_heap
 from broker.node import Broker, new_event_loop
+from broker.timeouts import wait_for
 
 
 def _config(args) -> BrokerConfig:

@@ -12,7 +12,6 @@ import random
 import socket
 from pathlib import Path
 
-from broker.timeouts import wait_for
 from broker.apis import HANDLERS
 from broker.controller_listener import CONTROLLER_LISTENER_HANDLERS
 from broker.isr_sender import IsrSender
@@ -40,6 +39,7 @@ from broker.quorum.raft_quorum import RaftQuorum, SnapshotPolicy, parse_voters
 from broker.replica_manager import ReplicaManager
 from broker.sendfile import SendStats
 from broker.server import NetworkServer
+from broker.timeouts import wait_for
 from cluster.client_metrics import ClientMetricsManager
 from cluster.controller import Controller
 from cluster.metadata_image import MetadataImage

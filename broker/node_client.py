@@ -12,9 +12,9 @@ import itertools
 import logging
 import struct
 
-from broker.timeouts import wait_for
 from broker.fault_injection import FaultRules
 from broker.tcp_nodelay import set_nodelay
+from broker.timeouts import wait_for
 from protocol.framing import FrameReader
 from protocol.generated.api_keys import APIS
 from protocol.generated.messages import RequestHeader, ResponseHeader

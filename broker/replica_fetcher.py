@@ -26,13 +26,13 @@ import asyncio
 import logging
 from typing import Callable
 
-from broker.timeouts import wait_for
 from broker.clock import Clock
 from broker.fault_injection import FaultRules
 from broker.fetch_session.handler import FetchRequestData, FetchSessionHandler
 from broker.fetch_session.metadata import PartitionFetch
 from broker.node_client import NodeClient
 from broker.replica_manager import Partition, ReplicaManager
+from broker.timeouts import wait_for
 from cluster.metadata_image import MetadataImage
 from protocol.errors import ErrorCode
 from protocol.generated.messages import FetchRequest, ListOffsetsRequest

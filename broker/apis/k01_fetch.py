@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.timeouts import wait_for
 from broker.fetch_session.contexts import NO_SESSIONS
 from broker.fetch_session.metadata import PartitionFetch, TopicIdPartition
 from broker.replica_selector import replica_selector
+from broker.timeouts import wait_for
 from protocol.errors import ErrorCode, KafkaError
 from protocol.generated.messages import FetchRequest, FetchResponse
 from protocol.generated.messages.fetch_response import (

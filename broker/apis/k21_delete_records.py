@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 
 from broker.timeouts import wait_for
-
 from protocol.errors import ErrorCode, KafkaError
 from protocol.generated.messages import DeleteRecordsRequest, DeleteRecordsResponse
 from protocol.generated.messages.delete_records_response import DeleteRecordsPartitionResult, DeleteRecordsTopicResult

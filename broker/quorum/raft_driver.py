@@ -18,7 +18,6 @@ import logging
 import random
 from typing import Awaitable, Callable
 
-from broker.timeouts import wait_for
 from broker.clock import Clock
 from broker.fault_injection import FaultRules
 from broker.node_client import NodeClient
@@ -26,6 +25,7 @@ from broker.quorum import wire
 from broker.quorum.kraft_log import KRaftLog
 from broker.quorum.metadata_snapshot import SnapshotError, validate_snapshot
 from broker.quorum.state_store import QuorumStateStore
+from broker.timeouts import wait_for
 from cluster.raft import messages as m
 from cluster.raft.election_state import NO_ID
 from cluster.raft.log import Entry, Snapshot
