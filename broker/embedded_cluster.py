@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from broker.dev_cluster import node_configs, node_ids
-from broker.fault_injection import CONFIG_KEY as FAULT_HOOK_KEY
+from broker.fault_injection import CONFIG_KEY as FAULT_HOOK_KEY, RULE_CHANGED as FAULT_RULE_LINE
 from protocol.generated.api_keys import APIS
 from protocol.generated.messages import MetadataRequest, RequestHeader, ResponseHeader
 from protocol.generated.messages.metadata_request import MetadataRequestTopic
@@ -270,6 +270,16 @@ class NodeProcess:
         assert self.proc is not None and self.proc.poll() is None
         self.proc.send_signal(signal.SIGSTOP)
 
+    def running(self) -> bool:
+        """Alive and not stopped by SIGSTOP (a paused node takes in nothing until it is resumed)."""
+        if not self.alive():
+            return False
+        try:
+            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rpartition(")")[2].split()[0] not in ("T", "t", "Z")
+
     def resume(self) -> None:
         assert self.proc is not None
         if self.proc.poll() is None:
@@ -327,6 +337,7 @@ class ProcessCluster:
                                {i: {FAULT_HOOK_KEY: self._fault_file(i)} for i in sorted(
                                    set(voter_ids) | set(broker_ids))} if fault_hook else None)
         self.nodes: dict[int, NodeProcess] = {}
+        self._rules: dict[int, list[int]] = {}  # the fault rule last written per node (none: drops nothing)
         for i, props in configs.items():
             data = Path(props["log.dirs"])
             data.mkdir(parents=True, exist_ok=True)
@@ -369,10 +380,20 @@ class ProcessCluster:
         return self.root / f"faults-{node_id}.json"
 
     def _set_faults(self, node_id: int, drop: list[int]) -> None:
+        """Write the node's rule and, when it changes one a running node holds, wait until the node has taken it
+        (it polls the file every 0.1 s and logs each change): a test that went on at once raced the node (a
+        partition move meant to stall on a cut link completed before the cut)."""
         path = self._fault_file(node_id)
+        rule = sorted(drop)
+        node = self.nodes[node_id]
+        seen = node.log_lines(FAULT_RULE_LINE) if rule != self._rules.get(node_id, []) and node.running() else None
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"drop": sorted(drop)}))
+        tmp.write_text(json.dumps({"drop": rule}))
         os.replace(tmp, path)  # the node never reads half a file
+        self._rules[node_id] = rule
+        if seen is not None:
+            wait_until(lambda: node.log_lines(FAULT_RULE_LINE) > seen or not node.running(), 10, 0.02,
+                       f"node {node_id} to take its fault rule {rule}")
 
     def drop_requests(self, node_id: int, to: list[int]) -> None:
         """One-way: ``node_id``'s requests to the nodes ``to`` are lost (``[]`` restores them); the rest of its

@@ -21,6 +21,7 @@ log = logging.getLogger("odradek.fault_injection")
 
 CONFIG_KEY = "odradek.test.fault.injection.file"
 POLL_S = 0.1
+RULE_CHANGED = "fault injection: dropping traffic to"  # logged on each change (test harnesses wait for it)
 
 
 class FaultRules:
@@ -40,7 +41,7 @@ class FaultRules:
         dropped = frozenset(int(n) for n in drop)
         delays = {int(k): int(v) for k, v in (delay_ms or {}).items()}
         if dropped != self.dropped or delays != self.delays_ms:
-            log.warning("fault injection: dropping traffic to %s, delaying %s", sorted(dropped) or "nobody",
+            log.warning(RULE_CHANGED + " %s, delaying %s", sorted(dropped) or "nobody",
                         delays or "nothing")
         self.dropped, self.delays_ms = dropped, delays
 
