@@ -80,6 +80,11 @@ class PartitionPlan:
     max_compaction_lag_ms: int
     cleanup_policy: str
 
+    @property
+    def cleaned(self) -> bool:
+        """One cleaning pass would clean ``[log start, first_uncleanable_offset)`` (whether or not it runs now)."""
+        return self.compact and self.first_dirty_offset < self.first_uncleanable_offset
+
 
 def _values(segs: list, frm: int, to: int) -> list:
     """Kafka's ``LogSegments.values(from, to)``: the floor segment of ``from`` and later ones starting below ``to``."""
@@ -227,8 +232,8 @@ def _partition_passes(ctx: JobContext, plans: list[PartitionPlan]):
     for sl in plan_slices(ctx.log_dirs, ctx.bounds()):
         slices.setdefault((sl.topic, sl.partition), []).append(sl)
     jobs = [PartitionJob(p.topic, p.partition, tuple(slices.get((p.topic, p.partition), ())),
-                         p.compact and p.first_dirty_offset < p.first_uncleanable_offset, p.first_dirty_offset,
-                         p.first_uncleanable_offset, p.delete_retention_ms) for p in plans]
+                         p.cleaned, p.first_dirty_offset, p.first_uncleanable_offset, p.delete_retention_ms)
+            for p in plans]
     jobs.sort(key=lambda j: -sum(sl.end_pos - sl.start_pos for sl in j.slices))   # the biggest start first
     spark = ctx.spark
     rows = spark.sparkContext.parallelize([(pickle.dumps(j),) for j in jobs], max(1, len(jobs)))
@@ -297,13 +302,10 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
                                     cps.cleaner.get((topic, partition)), cps.log_start.get((topic, partition)),
                                     lsos.get((topic, partition)), leo, ctx.now_ms))
 
-    plan_df = spark.createDataFrame(
-        [(p.topic, p.partition, p.compact and p.first_dirty_offset < p.first_uncleanable_offset, p.would_clean_now,
-          p.first_dirty_offset, p.first_uncleanable_offset, p.delete_retention_ms) for p in plans],
+    cleaned_df = spark.createDataFrame(     # the partitions a pass would clean, and where it stops
+        [(p.topic, p.partition, p.first_uncleanable_offset) for p in plans if p.cleaned],
         StructType([StructField("topic", StringType()), StructField("partition", IntegerType()),
-                    StructField("cleaned", BooleanType()), StructField("would_clean_now", BooleanType()),
-                    StructField("first_dirty_offset", LongType()), StructField("first_uncleanable_offset", LongType()),
-                    StructField("delete_retention_ms", LongType())]))
+                    StructField("first_uncleanable_offset", LongType())]))
 
     passes = _partition_passes(ctx, plans)
     keys = passes.where(f"kind = {KEY_ROW}").select("topic", "partition", "key", "versions", "tombstones",
@@ -318,7 +320,7 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
         "topic", "partition", "base_offset", "data_records", "data_kept", "kept_tombstones", "removed_tombstones",
         "removed_null_key", "rewrite", "new_horizon", "new_size")
     active = _active_producers(batches, ctx.now_ms, producer_id_expiration_ms)
-    in_range = (batches.join(F.broadcast(plan_df.where("cleaned")), ["topic", "partition"])
+    in_range = (batches.join(F.broadcast(cleaned_df), ["topic", "partition"])
                 .where(F.col("last_offset") < F.col("first_uncleanable_offset")))
     per_batch = (in_range.join(retained, ["topic", "partition", "base_offset"], "left")
                  .join(active, ["topic", "partition", "producer_id"], "left")

@@ -53,8 +53,8 @@ OUTPUT_DDL = ", ".join(f"{f.name} {_DDL_TYPES[f.type]}" for f in OUTPUT_SCHEMA)
 _KEY_MERGE = [("versions", "sum"), ("tombstones", "sum"), ("last_offset", "max"), ("latest_dirty", "max")]
 MERGE_ROWS = 1 << 20        # records held before they are folded into the key table
 BUFFER_ROWS = 1 << 20       # records of the cleaned range joined with the offset map at once
-_SCAN_COLUMNS = ("offset", "key", "value_size", "base_offset", "is_control", "delete_horizon_ms", "position",
-                 "batch_size_bytes")
+_KEY_COLUMNS = ("offset", "key", "value_size", "is_control")                 # what the key table reads
+_CLEANED_COLUMNS = _KEY_COLUMNS + ("base_offset", "delete_horizon_ms", "position", "batch_size_bytes")
 
 
 @dataclass(frozen=True)
@@ -70,11 +70,11 @@ class PartitionJob:
     delete_retention_ms: int
 
 
-def _records(job: PartitionJob, bounds: ScanBounds | None, ignore_corrupt: bool, stats: ScanStats
-             ) -> Iterator[tuple[int, pa.Table]]:
+def _records(job: PartitionJob, columns: tuple[str, ...], bounds: ScanBounds | None, ignore_corrupt: bool,
+             stats: ScanStats) -> Iterator[tuple[int, pa.Table]]:
     """(slice index, the data records of one chunk): control records are not the cleaner's to keep or drop."""
     for i, sl in enumerate(job.slices):
-        for rb in read_slice(sl, bounds, ignore_corrupt=ignore_corrupt, stats=stats, columns=_SCAN_COLUMNS):
+        for rb in read_slice(sl, bounds, ignore_corrupt=ignore_corrupt, stats=stats, columns=columns):
             t = pa.Table.from_batches([rb])
             if pc.any(t["is_control"]).as_py():
                 t = t.filter(pc.invert(t["is_control"]))
@@ -112,7 +112,7 @@ def key_table(job: PartitionJob, ignore_corrupt: bool, stats: ScanStats) -> tupl
     held: list[pa.Table] = []
     totals: dict[str, int] = {}
     rows, limit = 0, MERGE_ROWS
-    for _, t in _records(job, None, ignore_corrupt, stats):
+    for _, t in _records(job, _KEY_COLUMNS, None, ignore_corrupt, stats):
         held.append(_as_key_rows(t, job.first_dirty_offset, job.first_uncleanable_offset, totals))
         rows += t.num_rows
         if rows >= limit:       # folded again once as many records as keys have come (not on every chunk)
@@ -182,7 +182,7 @@ def retained_per_batch(job: PartitionJob, offset_map: pa.Table, ignore_corrupt: 
     held: list[pa.Table] = []
     rows = 0
     try:
-        for i, t in _records(job, bounds, ignore_corrupt, stats):
+        for i, t in _records(job, _CLEANED_COLUMNS, bounds, ignore_corrupt, stats):
             held.append(pa.table({
                 "key": t["key"], "offset": t["offset"], "tomb": pc.is_null(t["value_size"]),
                 "base_offset": t["base_offset"], "position": t["position"], "batch_size_bytes": t["batch_size_bytes"],
