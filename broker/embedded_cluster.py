@@ -337,7 +337,7 @@ class ProcessCluster:
                                {i: {FAULT_HOOK_KEY: self._fault_file(i)} for i in sorted(
                                    set(voter_ids) | set(broker_ids))} if fault_hook else None)
         self.nodes: dict[int, NodeProcess] = {}
-        self._rules: dict[int, list[int]] = {}  # the fault rule last written per node (none: drops nothing)
+        self._rules: dict[int, dict] = {}  # the fault rule last written per node (none: drops nothing)
         for i, props in configs.items():
             data = Path(props["log.dirs"])
             data.mkdir(parents=True, exist_ok=True)
@@ -379,27 +379,29 @@ class ProcessCluster:
     def _fault_file(self, node_id: int) -> Path:
         return self.root / f"faults-{node_id}.json"
 
-    def _set_faults(self, node_id: int, drop: list[int]) -> None:
+    def _set_faults(self, node_id: int, drop: list[int], api_keys: list[int] | None = None) -> None:
         """Write the node's rule and, when it changes one a running node holds, wait until the node has taken it
         (it polls the file every 0.1 s and logs each change): a test that went on at once raced the node (a
         partition move meant to stall on a cut link completed before the cut)."""
         path = self._fault_file(node_id)
-        rule = sorted(drop)
+        rule = {"drop": sorted(drop), "drop_api_keys": sorted(api_keys or [])}
         node = self.nodes[node_id]
-        seen = node.log_lines(FAULT_RULE_LINE) if rule != self._rules.get(node_id, []) and node.running() else None
+        changed = rule != self._rules.get(node_id, {"drop": [], "drop_api_keys": []})
+        seen = node.log_lines(FAULT_RULE_LINE) if changed and node.running() else None
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"drop": rule}))
+        tmp.write_text(json.dumps(rule))
         os.replace(tmp, path)  # the node never reads half a file
         self._rules[node_id] = rule
         if seen is not None:
             wait_until(lambda: node.log_lines(FAULT_RULE_LINE) > seen or not node.running(), 10, 0.02,
                        f"node {node_id} to take its fault rule {rule}")
 
-    def drop_requests(self, node_id: int, to: list[int]) -> None:
-        """One-way: ``node_id``'s requests to the nodes ``to`` are lost (``[]`` restores them); the rest of its
-        traffic flows. ``isolate`` is this in both directions for every peer."""
+    def drop_requests(self, node_id: int, to: list[int], api_keys: list[int] | None = None) -> None:
+        """One-way: ``node_id``'s requests to the nodes ``to`` (only those of ``api_keys``, when named) are lost
+        (``[]`` restores them); the rest of its traffic flows. ``isolate`` is this in both directions for every
+        peer."""
         assert self.fault_hook, "start the cluster with fault_hook=True"
-        self._set_faults(node_id, to)
+        self._set_faults(node_id, to, api_keys)
 
     def isolate(self, node_id: int) -> None:
         """Cut ``node_id`` off from every other node (both directions); clients still reach it."""

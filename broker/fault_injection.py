@@ -3,8 +3,10 @@
 Off unless ``odradek.test.fault.injection.file`` names a file, and refused unless every listener is on a
 loopback address (it must never run where real traffic flows). The file holds JSON that the test rewrites
 at will, e.g. ``{"drop": [2, 3], "delay_ms": {"1": 200}}``; the node reads it again whenever its mtime changes
-(checked every 100 ms). Every request this node sends to another node (Raft RPCs, the controller channel,
-replica fetches; all go through ``NodeClient``) consults it: to a dropped node a request is never sent and
+(checked every 100 ms). ``"drop_api_keys": [1]`` narrows the drops to requests of those API keys (a broker whose
+fetches to the leader are lost while its heartbeats and forwarded admin requests still reach the controller).
+Every request this node sends to another node (Raft RPCs, the controller channel, replica fetches; all go
+through ``NodeClient``) consults it: to a dropped node a request is never sent and
 its answer never arrives (the caller's timeout fires, as over a cut link); to a delayed node it leaves late.
 A partition between A and B is both sides dropping each other; one side alone is an asymmetric fault.
 """
@@ -29,21 +31,26 @@ class FaultRules:
 
     def __init__(self) -> None:
         self.dropped: frozenset[int] = frozenset()
+        self.dropped_api_keys: frozenset[int] = frozenset()  # empty: requests of every API key
         self.delays_ms: dict[int, int] = {}
 
-    def blocks(self, peer: int | None) -> bool:
-        return peer is not None and peer in self.dropped
+    def blocks(self, peer: int | None, api_key: int | None = None) -> bool:
+        """Whether a request (of ``api_key``) to ``peer``, or its answer, is lost."""
+        if peer is None or peer not in self.dropped:
+            return False
+        return not self.dropped_api_keys or api_key in self.dropped_api_keys
 
     def delay_s(self, peer: int | None) -> float:
         return self.delays_ms.get(peer, 0) / 1000.0 if peer is not None else 0.0
 
-    def set(self, drop=(), delay_ms: dict | None = None) -> None:
+    def set(self, drop=(), delay_ms: dict | None = None, drop_api_keys=()) -> None:
         dropped = frozenset(int(n) for n in drop)
+        api_keys = frozenset(int(k) for k in drop_api_keys)
         delays = {int(k): int(v) for k, v in (delay_ms or {}).items()}
-        if dropped != self.dropped or delays != self.delays_ms:
-            log.warning(RULE_CHANGED + " %s, delaying %s", sorted(dropped) or "nobody",
-                        delays or "nothing")
-        self.dropped, self.delays_ms = dropped, delays
+        if (dropped, api_keys, delays) != (self.dropped, self.dropped_api_keys, self.delays_ms):
+            log.warning(RULE_CHANGED + " %s (API keys %s), delaying %s", sorted(dropped) or "nobody",
+                        sorted(api_keys) or "all", delays or "nothing")
+        self.dropped, self.dropped_api_keys, self.delays_ms = dropped, api_keys, delays
 
 
 class FaultRulesFile:
@@ -70,7 +77,7 @@ class FaultRulesFile:
             with open(self.path) as f:
                 text = f.read()
             spec = json.loads(text) if text.strip() else {}
-            self.rules.set(spec.get("drop", ()), spec.get("delay_ms"))
+            self.rules.set(spec.get("drop", ()), spec.get("delay_ms"), spec.get("drop_api_keys", ()))
         except (OSError, ValueError, TypeError, AttributeError) as exc:
             log.error("fault injection: cannot read %s (%s); rules unchanged", self.path, exc)
 

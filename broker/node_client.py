@@ -45,7 +45,7 @@ class NodeClient:
         """Send ``body`` at ``version`` and return the decoded response; ConnectionError or TimeoutError."""
         if self.faults is not None:
             await asyncio.sleep(self.faults.delay_s(self.peer))
-            if self.faults.blocks(self.peer):  # lost on a cut link: the caller's timeout is what it sees
+            if self.faults.blocks(self.peer, body.API_KEY):  # lost on a cut link: the caller's timeout is what it sees
                 await asyncio.sleep(timeout_s)
                 raise asyncio.TimeoutError(f"request to node {self.peer} dropped by the fault hook")
         spec = APIS[body.API_KEY]
@@ -99,9 +99,9 @@ class NodeClient:
         entry = self._pending.get(corr)
         if entry is None:
             return  # answers a request that timed out
-        if self.faults is not None and self.faults.blocks(self.peer):
-            return  # the link was cut while this request was out: its answer never arrives
         fut, api_key, version = entry
+        if self.faults is not None and self.faults.blocks(self.peer, api_key):
+            return  # the link was cut while this request was out: its answer never arrives
         spec = APIS[api_key]
         try:
             _, pos = ResponseHeader.decode_from(mv, 0, spec.response_header_version(version))

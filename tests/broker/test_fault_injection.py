@@ -84,3 +84,16 @@ def test_a_dropped_peer_times_out_and_healing_lets_requests_through(tmp_path):
             server.close()
 
     asyncio.run(run())
+
+
+def test_drops_can_be_narrowed_to_api_keys(tmp_path):
+    path = tmp_path / "faults.json"
+    rules = FaultRules()
+    watcher = FaultRulesFile(str(path), rules)
+    path.write_text(json.dumps({"drop": [1], "drop_api_keys": [1]}))
+    watcher.load()
+    assert rules.blocks(1, 1) and not rules.blocks(1, 63) and not rules.blocks(2, 1)
+    path.write_text(json.dumps({"drop": [1]}))
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
+    watcher.load()
+    assert rules.blocks(1, 1) and rules.blocks(1, 63)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from protocol.generated.messages import DescribeTopicPartitionsRequest
+from protocol.generated.messages import DescribeTopicPartitionsRequest, FetchRequest
 from protocol.generated.messages.describe_topic_partitions_request import TopicRequest
 from tests.harness import ClusterProcesses
 from tests.jepsen.cluster_checks import FAST, batches_below, until
@@ -31,6 +31,7 @@ from kafka.errors import UnknownTopicOrPartitionError  # noqa: E402
 
 TOPIC = "moving"
 TP = TopicPartition(TOPIC, 0)
+FETCH = FetchRequest.API_KEY
 
 
 def metadata(c: ClusterProcesses, without: int | None = None):
@@ -94,7 +95,9 @@ def test_move_a_partition_off_its_leader_onto_a_new_broker_under_writes(tmp_path
         writer.start()
         until(lambda: len(writer.acked) >= 300, 30, "the first acknowledged writes")
 
-        c.drop_requests(4, [1])  # the new replica cannot fetch from the leader yet: the move stays in flight
+        # the new replica's fetches to the leader are lost: the move stays in flight. Only fetches: the admin's
+        # "controller" may be broker 4, which forwards the reassignment to the active controller, maybe node 1
+        c.drop_requests(4, [1], api_keys=[FETCH])
         try:
             assert kadmin.alter_partition_reassignments({TP: [2, 3, 4]}) == {TP: None}
             moving = {TP: {"replicas": [2, 3, 4, 1], "adding_replicas": [4], "removing_replicas": [1]}}
@@ -103,8 +106,8 @@ def test_move_a_partition_off_its_leader_onto_a_new_broker_under_writes(tmp_path
             # Metadata names every replica of an ongoing move, the target ones first; the old leader still leads
             until(lambda: metadata(c, without=4) == (1, [2, 3, 4, 1], [1, 2, 3]), 10, "the move in Metadata")
 
-            def described():  # DescribeTopicPartitions too, from broker 2 (broker 4 may not reach the quorum
-                # leader now: its requests to node 1 are dropped, so its metadata can lag)
+            def described():  # DescribeTopicPartitions too, from broker 2 (broker 4 may not fetch from the quorum
+                # leader now: its fetches to node 1 are dropped, so its metadata can lag)
                 with KafkaWire(c.broker_ports[2]) as w:
                     answer = w.call(75, 0, DescribeTopicPartitionsRequest(topics=[TopicRequest(name=TOPIC)]))
                 [part] = answer.topics[0].partitions
