@@ -22,14 +22,22 @@ Options (all strings, case-insensitive names):
 ``statsPath``              a directory where each task writes its scan counters (segments opened, batches...)
 ``emptyBatches``           also one row (null offset/key/value) per batch holding no records, as compaction
                            leaves them; off by default
-``columns``                comma-separated column names: the DataFrame has only these (same as ``.schema``)
+``columns``                comma-separated column names: the DataFrame has only these (same as ``.schema``);
+                           ``*`` for all of them
 ``rowPerBatch``            one row per batch (empty ones too) instead of per record: batch-level columns only,
                            from CRC-checked headers, nothing decompressed; bounds keep the batches whose
                            header says they may hold a matching record
 =========================  ==================================================================================
 
-Only the columns a query needs: Spark does not tell a Python data source which columns a query reads, so say it
-with a schema naming a subset of the columns (any order, same names and types), or the ``columns`` option::
+Columns: by default those of Kafka's own Spark source, ``topic, partition, offset, timestamp, timestamp_type, key,
+value, headers``, and ``is_control`` (transaction markers are rows too). Each record's batch fields (``base_offset,
+last_offset, partition_leader_epoch, producer_id, producer_epoch, base_sequence, is_transactional, compression,
+batch_size_bytes, uncompressed_bytes, record_count, max_timestamp, delete_horizon_ms, segment, position``) and
+``value_size`` are there when named, or all with ``option("columns", "*")``.
+
+Only the columns a query needs: Spark does not tell a Python data source which columns a query reads (and converts
+every column of every row it is given), so say it with a schema naming the columns (any order, same names and types),
+or the ``columns`` option::
 
     spark.read.format("kafka-log").schema("topic string, partition int, offset long, key binary").load(d)
 
@@ -57,7 +65,7 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from .planning import DEFAULT_MAX_SLICE_BYTES, PlanStats, ScanBounds, SegmentSlice, plan_slices
-from .scan import (RECORD_COLUMNS, SCHEMA_DDL, SPARK_TYPES, ColumnSelectionError, ScanStats, read_slice,
+from .scan import (RECORD_COLUMNS, SCHEMA_DDL, SPARK_TYPES, ColumnSelectionError, ScanStats, ddl, read_slice,
                    select_columns, write_stats)
 
 try:  # Spark >= 4.1
@@ -157,10 +165,12 @@ def _min(a, b):
 
 
 def columns_option(options) -> tuple[str, ...] | None:
-    """The ``columns`` option as checked column names (None when absent)."""
+    """The ``columns`` option as checked column names (``*``: all of them; None when absent)."""
     cols = _opt(options, "columns")
     if cols is None:
         return None
+    if str(cols).strip() == "*":
+        return tuple(SPARK_TYPES)
     names = [c.strip() for c in str(cols).split(",") if c.strip()]
     return select_columns((c, SPARK_TYPES.get(c, "?"), True) for c in names)
 
@@ -340,7 +350,7 @@ class KafkaLogDataSource(DataSource):
 
     def schema(self) -> str:
         cols = columns_option(self.options)
-        return SCHEMA_DDL if cols is None else ", ".join(f"{c} {SPARK_TYPES[c]}" for c in cols)
+        return SCHEMA_DDL if cols is None else ddl(cols)
 
     def reader(self, schema) -> KafkaLogReader:
         columns = columns_of_schema(schema, self.options)

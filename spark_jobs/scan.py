@@ -39,7 +39,8 @@ from protocol.records import (
 
 from .planning import ScanBounds, SegmentSlice
 
-__all__ = ["ARROW_SCHEMA", "SCHEMA_DDL", "ScanStats", "CorruptSegmentError", "read_slice", "SegmentChangedError"]
+__all__ = ["ARROW_SCHEMA", "DEFAULT_COLUMNS", "SCHEMA_DDL", "ALL_COLUMNS_DDL", "ScanStats", "CorruptSegmentError",
+           "read_slice", "SegmentChangedError"]
 
 HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 
@@ -82,7 +83,22 @@ SPARK_TYPES: Final = {
 }
 """Each column's Spark type (``DataType.simpleString()``), in :data:`ARROW_SCHEMA` order."""
 
-SCHEMA_DDL = ", ".join(f"{name} {t}" for name, t in SPARK_TYPES.items())
+DEFAULT_COLUMNS: Final = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers",
+                          "is_control")
+"""The data source's schema when a read names no columns: the columns of Kafka's own Spark source (``key, value,
+topic, partition, offset, timestamp, timestampType`` and, asked for, ``headers``), and ``is_control`` to tell
+transaction markers from records. Spark gives a Python data source no column pruning and converts every column of
+every row, so a default of all 25 columns made every query pay for the batch fields; they are a schema or
+``option("columns", "*")`` away."""
+
+
+def ddl(columns: Iterable[str]) -> str:
+    """The Spark DDL of ``columns``."""
+    return ", ".join(f"{name} {SPARK_TYPES[name]}" for name in columns)
+
+
+SCHEMA_DDL = ddl(DEFAULT_COLUMNS)
+ALL_COLUMNS_DDL = ddl(SPARK_TYPES)
 
 
 class ColumnSelectionError(ValueError):

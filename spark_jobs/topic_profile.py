@@ -31,23 +31,25 @@ def _size_label(i: int) -> str:
     return f"{fmt_bytes(SIZE_BUCKETS[i])}-{fmt_bytes(SIZE_BUCKETS[i + 1])}"
 
 
-PROFILE_COLUMNS = ("topic,partition,timestamp,key,value_size,headers,base_offset,batch_size_bytes,uncompressed_bytes,"
-                   "compression,max_timestamp,is_transactional,is_control,producer_id,producer_epoch")
+RECORD_COLUMNS = "topic,partition,timestamp,key,value_size,headers,is_control"
+BATCH_COLUMNS = ("topic,partition,base_offset,batch_size_bytes,uncompressed_bytes,compression,max_timestamp,"
+                 "is_transactional,is_control,producer_id,producer_epoch,record_count")
 
 
 def compute(ctx: JobContext):
+    """Record figures from scans of the record columns it uses (value sizes, never values), batch figures from one
+    row per batch (headers; decompressed only for the uncompressed size). Nothing per record is cached: each record
+    table is a scan of its own, so memory stays bounded and no copy of the log lands in Spark's local directories."""
     from pyspark.sql import functions as F
 
-    # every column it uses but the values themselves (their sizes suffice): the cache holds no value bytes
-    recs = ctx.records(columns=PROFILE_COLUMNS).cache()
-    data = recs.where("NOT is_control")
-    batches = (recs.groupBy("topic", "partition", "base_offset").agg(
-        F.first("batch_size_bytes").alias("size"), F.first("uncompressed_bytes").alias("uncompressed"),
-        F.first("compression").alias("compression"), F.first("max_timestamp").alias("max_timestamp"),
-        F.first("is_transactional").alias("is_transactional"), F.first("is_control").alias("is_control"),
-        F.first("producer_id").alias("producer_id"), F.first("producer_epoch").alias("producer_epoch"),
-        F.count("*").alias("rows")))
-    batches = batches.cache()
+    data = ctx.records(columns=RECORD_COLUMNS).where("NOT is_control")
+    batches = (ctx.records(rowPerBatch="true", columns=BATCH_COLUMNS)
+               .where("record_count > 0")  # the batches records were read from: not those compaction emptied
+               .select("topic", "partition", "base_offset", F.col("batch_size_bytes").alias("size"),
+                       F.col("uncompressed_bytes").alias("uncompressed"), "compression", "max_timestamp",
+                       "is_transactional", "is_control", "producer_id", "producer_epoch",
+                       F.col("record_count").alias("rows"))
+               .cache())
 
     hourly_records = (data.where("timestamp IS NOT NULL")
                       .groupBy("topic", F.date_trunc("hour", "timestamp").alias("hour"))

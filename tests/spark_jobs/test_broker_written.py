@@ -70,7 +70,7 @@ def broker_dir(tmp_path_factory):
 
 def test_client_written_dir_reads_back_exactly(spark, broker_dir):
     d, sent = broker_dir
-    df = spark.read.format("kafka-log").load(d).where("NOT is_control")
+    df = spark.read.format("kafka-log").option("columns", "*").load(d).where("NOT is_control")
     got = []
     for r in df.collect():
         got.append((r.topic, r.partition, int(r.timestamp.timestamp() * 1000 + 0.5),

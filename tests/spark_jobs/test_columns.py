@@ -193,7 +193,7 @@ SCHEMAS = [
 @pytest.mark.parametrize("ddl", SCHEMAS)
 def test_user_schema_equals_projected_full_read(spark, columns_dir, ddl):
     names = [f.split()[0] for f in ddl.split(", ")]
-    full = spark.read.format("kafka-log").load(columns_dir)
+    full = spark.read.format("kafka-log").option("columns", "*").load(columns_dir)
     df = spark.read.format("kafka-log").schema(ddl).load(columns_dir)
     assert df.columns == names
     assert _collect(df) == _collect(full.select(*names))

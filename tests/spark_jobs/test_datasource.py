@@ -11,7 +11,7 @@ import pytest
 
 from protocol.record_codec import Record, build_batch, build_end_txn_marker_batch
 from spark_jobs.planning import list_partition_dirs, list_segments
-from spark_jobs.scan import collect_stats
+from spark_jobs.scan import SPARK_TYPES, collect_stats
 
 from .builders import HOUR, T0, dir_digest, plain_read_through_storage, write_storage_partition
 
@@ -33,8 +33,9 @@ def logdir(tmp_path_factory):
         produced.append(write_storage_partition(d, "clicks.web-eu", p, batches, {"segment.bytes": 1500}))
     produced.append(write_storage_partition(d, "audit", 0, [([Record(b"a", b"b", timestamp=T0)], {})], {}))
     expected = sorted((r["topic"], r["partition"], r["offset"], r["timestamp_ms"], r["key"], r["value"],
-                       r["headers"], r["compression"]) for pr in produced for r in pr.rows)
-    return d, expected
+                       r["headers"]) for pr in produced for r in pr.rows)
+    codecs = {(r["topic"], r["partition"], r["offset"]): r["compression"] for pr in produced for r in pr.rows}
+    return d, expected, codecs
 
 
 def _rows(df):
@@ -43,7 +44,7 @@ def _rows(df):
         ts = None if r.timestamp is None else int(r.timestamp.timestamp() * 1000 + 0.5)
         out.append((r.topic, r.partition, r.offset, ts, None if r.key is None else bytes(r.key),
                     None if r.value is None else bytes(r.value),
-                    [(h.key, None if h.value is None else bytes(h.value)) for h in r.headers], r.compression))
+                    [(h.key, None if h.value is None else bytes(h.value)) for h in r.headers]))
     return sorted(out)
 
 
@@ -52,18 +53,23 @@ def _stats_dir(tmp_path):
 
 
 def test_reads_everything_byte_exact(spark, logdir):
-    d, expected = logdir
+    d, expected, codecs = logdir
     before = dir_digest(d)
     df = spark.read.format("kafka-log").load(d)
-    assert df.schema.simpleString().startswith(
+    assert df.schema.simpleString() == (  # Kafka's Spark source's columns, and is_control
         "struct<topic:string,partition:int,offset:bigint,timestamp:timestamp,timestamp_type:int,key:binary,"
-        "value:binary,headers:array<struct<key:string,value:binary>>,base_offset:bigint")
+        "value:binary,headers:array<struct<key:string,value:binary>>,is_control:boolean>")
     assert _rows(df) == expected
+    every = spark.read.format("kafka-log").option("columns", "*").load(d)
+    assert every.columns == list(SPARK_TYPES) and every.schema.simpleString().startswith(
+        df.schema.simpleString()[:-len(",is_control:boolean>")] + ",base_offset:bigint")
+    assert _rows(every) == expected
+    assert {(r.topic, r.partition, r.offset): r.compression for r in every.collect()} == codecs
     assert dir_digest(d) == before
 
 
 def test_one_input_partition_per_segment_and_splits(spark, logdir):
-    d, expected = logdir
+    d, expected, _ = logdir
     nsegs = sum(len(list_segments(p)) for p in list_partition_dirs(d))
     df = spark.read.format("kafka-log").load(d)
     assert df.rdd.getNumPartitions() == nsegs
@@ -73,7 +79,7 @@ def test_one_input_partition_per_segment_and_splits(spark, logdir):
 
 
 def test_counts_equal_plain_python_read_through_storage(spark, logdir):
-    d, _ = logdir
+    d, _, _ = logdir
     ref = plain_read_through_storage(os.path.join(d, "clicks.web-eu-1"))
     df = spark.read.format("kafka-log").option("topics", "clicks.web-eu").option("partitions", "1").load(d)
     got = [(r.offset, None if r.key is None else bytes(r.key)) for r in df.orderBy("offset").collect()]
@@ -81,7 +87,7 @@ def test_counts_equal_plain_python_read_through_storage(spark, logdir):
 
 
 def test_option_pruning_opens_only_needed_segments(spark, logdir, tmp_path):
-    d, expected = logdir
+    d, expected, _ = logdir
     segs = list_segments([p for p in list_partition_dirs(d) if p.partition == 1 and p.topic != "audit"][0])
     assert len(segs) >= 5
     lo, hi = segs[3].base_offset, segs[3].next_base_offset
@@ -94,7 +100,7 @@ def test_option_pruning_opens_only_needed_segments(spark, logdir, tmp_path):
 
 
 def test_where_filters_are_pushed_and_prune(spark, logdir, tmp_path):
-    d, expected = logdir
+    d, expected, _ = logdir
     segs = list_segments([p for p in list_partition_dirs(d) if p.partition == 0 and p.topic != "audit"][0])
     lo = segs[-2].base_offset + 1
     sd = _stats_dir(tmp_path)
@@ -105,7 +111,7 @@ def test_where_filters_are_pushed_and_prune(spark, logdir, tmp_path):
 
 
 def test_timestamp_filters_pushdown_and_residuals(spark, logdir, tmp_path):
-    d, expected = logdir
+    d, expected, _ = logdir
     cut = T0 + 30 * HOUR
     sd = _stats_dir(tmp_path)
     df = spark.read.format("kafka-log").option("statsPath", sd).load(d)
@@ -121,7 +127,7 @@ def test_timestamp_filters_pushdown_and_residuals(spark, logdir, tmp_path):
 
 
 def test_works_without_the_pushdown_conf(spark, logdir, tmp_path):
-    d, expected = logdir
+    d, expected, _ = logdir
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
     try:
         sd = _stats_dir(tmp_path)
@@ -166,7 +172,7 @@ def test_control_batches_and_transactions_are_visible(spark, tmp_path):
                             0, now_ms=T0 + 1, origin=ORIGIN_COORDINATOR)
     finally:
         lg.close()
-    rows = spark.read.format("kafka-log").load(d).orderBy("offset").collect()
+    rows = spark.read.format("kafka-log").option("columns", "*").load(d).orderBy("offset").collect()
     assert [(r.offset, r.is_transactional, r.is_control, r.producer_id) for r in rows] == [
         (0, True, False, 7), (1, True, True, 7)]
 
@@ -214,7 +220,8 @@ def test_empty_batch_rows_only_when_asked(spark, tmp_path):
                           now_ms=T0)
     lg.close()
     assert spark.read.format("kafka-log").load(d).count() == 1
-    rows = spark.read.format("kafka-log").option("emptyBatches", "true").load(d).orderBy("base_offset").collect()
+    rows = (spark.read.format("kafka-log").option("emptyBatches", "true").option("columns", "*").load(d)
+            .orderBy("base_offset").collect())
     assert [(r.offset, r.base_offset, r.record_count, r.batch_size_bytes) for r in rows] == [(0, 0, 1, 70),
                                                                                               (None, 1, 0, 61)]
     q = spark.read.format("kafka-log").option("emptyBatches", "true").load(d).where("offset >= 0")
