@@ -18,9 +18,9 @@ copy of one 100-byte-record partition), Spark ``count()`` with the default schem
 schema (``topic string``), a key-and-offset query (``topic, partition, offset, key``: sum of key lengths, max
 offset, count) and the compaction report (``spark_jobs.compaction_report.run``), on ``local[2]``. The three scan
 queries run twice in a row ("again"): the first run pays a one-off warm-up for its plan (the JVM's code generation
-and JIT compilation; 2-4 s measured at 2 GB and at 10 GB alike, so a large share of a 2 GB scan and little of a
-100 GB one), the second shows the rate a long scan settles at. A tree whose kafka-log source refuses a user schema
-(before column selection) runs the same queries on the default schema with ``select``. Per Spark query also the
+and JIT compilation; 2 s measured at 2 GB, 5 s at 10 GB: a large share of a 2 GB scan, little of a 100 GB one),
+the second shows the rate a long scan settles at. A tree whose kafka-log source refuses a user schema (before
+column selection) runs the same queries on the default schema with ``select``. Per Spark query also the
 CPU seconds of the JVM and the Python workers (less disturbed than wall time by other jobs on a shared machine) and
 the peak RSS of the Python workers (the executors' Python side; largest single worker and the sum) and of the JVM,
 sampled every 0.2 s. The trees alternate for ``--rounds`` rounds and
