@@ -39,8 +39,8 @@ from protocol.records import (
 
 from .planning import ScanBounds, SegmentSlice
 
-__all__ = ["ARROW_SCHEMA", "DEFAULT_COLUMNS", "SCHEMA_DDL", "ALL_COLUMNS_DDL", "ScanStats", "CorruptSegmentError",
-           "read_slice", "SegmentChangedError"]
+__all__ = ["ARROW_SCHEMA", "DEFAULT_COLUMNS", "SCHEMA_DDL", "ScanStats", "CorruptSegmentError", "read_slice",
+           "SegmentChangedError"]
 
 HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 
@@ -98,7 +98,6 @@ def ddl(columns: Iterable[str]) -> str:
 
 
 SCHEMA_DDL = ddl(DEFAULT_COLUMNS)
-ALL_COLUMNS_DDL = ddl(SPARK_TYPES)
 
 
 class ColumnSelectionError(ValueError):
