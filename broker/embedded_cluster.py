@@ -318,6 +318,9 @@ def quorum_leader_of(nodes: dict[int, NodeProcess]) -> tuple[int, int]:
     return best
 
 
+NO_FAULTS = {"drop": [], "drop_api_keys": []}  # a fault-hook rule that drops nothing
+
+
 class ProcessCluster:
     """A KRaft cluster of ``odradek serve`` processes under ``root`` (``node<id>`` each): ``combined`` nodes run
     broker and controller, ``controllers`` only the controller (voters without a broker listener), ``brokers``
@@ -337,7 +340,7 @@ class ProcessCluster:
                                {i: {FAULT_HOOK_KEY: self._fault_file(i)} for i in sorted(
                                    set(voter_ids) | set(broker_ids))} if fault_hook else None)
         self.nodes: dict[int, NodeProcess] = {}
-        self._rules: dict[int, dict] = {}  # the fault rule last written per node (none: drops nothing)
+        self._rules: dict[int, dict] = {}  # the fault rule last written per node (absent: NO_FAULTS)
         for i, props in configs.items():
             data = Path(props["log.dirs"])
             data.mkdir(parents=True, exist_ok=True)
@@ -386,7 +389,7 @@ class ProcessCluster:
         path = self._fault_file(node_id)
         rule = {"drop": sorted(drop), "drop_api_keys": sorted(api_keys or [])}
         node = self.nodes[node_id]
-        changed = rule != self._rules.get(node_id, {"drop": [], "drop_api_keys": []})
+        changed = rule != self._rules.get(node_id, NO_FAULTS)
         seen = node.log_lines(FAULT_RULE_LINE) if changed and node.running() else None
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(rule))

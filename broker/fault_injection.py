@@ -6,8 +6,8 @@ at will, e.g. ``{"drop": [2, 3], "delay_ms": {"1": 200}}``; the node reads it ag
 (checked every 100 ms). ``"drop_api_keys": [1]`` narrows the drops to requests of those API keys (a broker whose
 fetches to the leader are lost while its heartbeats and forwarded admin requests still reach the controller).
 Every request this node sends to another node (Raft RPCs, the controller channel, replica fetches; all go
-through ``NodeClient``) consults it: to a dropped node a request is never sent and
-its answer never arrives (the caller's timeout fires, as over a cut link); to a delayed node it leaves late.
+through ``NodeClient``) consults it: to a dropped node a request is never sent and its answer never arrives (the
+caller's timeout fires, as over a cut link); to a delayed node it leaves late.
 A partition between A and B is both sides dropping each other; one side alone is an asymmetric fault.
 """
 

@@ -86,10 +86,10 @@ SPARK_TYPES: Final = {
 DEFAULT_COLUMNS: Final = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers",
                           "is_control")
 """The data source's schema when a read names no columns: the columns of Kafka's own Spark source (``key, value,
-topic, partition, offset, timestamp, timestampType`` and, asked for, ``headers``), and ``is_control`` to tell
-transaction markers from records. Spark gives a Python data source no column pruning and converts every column of
-every row, so a default of all 25 columns made every query pay for the batch fields; they are a schema or
-``option("columns", "*")`` away."""
+topic, partition, offset, timestamp, timestampType`` and, asked for, ``headers``; ``timestampType`` is spelled
+``timestamp_type`` here, like every kafka-log column), and ``is_control`` to tell transaction markers from records.
+Spark gives a Python data source no column pruning and converts every column of every row, so a default of all 25
+columns made every query pay for the batch fields; they are a schema or ``option("columns", "*")`` away."""
 
 
 def ddl(columns: Iterable[str]) -> str:
