@@ -14,7 +14,7 @@ import json
 import sys
 import time
 
-from broker.node_client import NodeClient
+from broker.node_client import BadResponse, NodeClient
 from protocol.generated.messages import DescribeClusterRequest, DescribeQuorumRequest, MetadataRequest
 from protocol.generated.messages.describe_quorum_request import PartitionData, TopicData
 from protocol.topics import METADATA_PARTITION, METADATA_TOPIC
@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
         ap.error("--bootstrap-server is HOST:PORT")
     try:
         quorum, cluster, metadata = asyncio.run(gather_status(host.strip("[]"), int(port)))
-    except (ConnectionError, asyncio.TimeoutError) as exc:
+    except (ConnectionError, asyncio.TimeoutError, BadResponse) as exc:
         print(f"odradek cluster status: {args.bootstrap_server}: {exc or 'no answer'}", file=sys.stderr)
         return 1
     print(render(quorum, cluster, metadata, int(time.time() * 1000)))

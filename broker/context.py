@@ -34,14 +34,15 @@ class BrokerHandles:
     config: "BrokerConfig"
     clock: "Clock"
     metadata: "MetadataPublisher"  # the latest committed metadata image
-    replicas: "ReplicaManager"
-    groups: "GroupService"
+    # the broker role's parts: None on a controller-only node, whose listeners never reach them
+    replicas: "ReplicaManager | None"
+    groups: "GroupService | None"
     controller: "ControllerChannel"  # the one way to ask for a metadata change
     metrics: "BrokerMetrics"
     advertised_endpoint: Callable[[str], "Listener"]  # listener name -> advertised host:port
     next_producer_id: Callable[[], Any]  # awaitable: a producer id from this node's block
     advertised_apis: tuple  # ApiVersion entries of the handler table, for ApiVersions
-    telemetry: "ClientTelemetry"  # client metrics subscriptions and pushed metrics (KIP-714)
+    telemetry: "ClientTelemetry | None"  # client metrics subscriptions and pushed metrics (KIP-714); broker role
     quorum: Any = None  # the Raft metadata quorum (RaftQuorum) of a node in a cluster; None for a single node
     controller_listeners: frozenset = frozenset()  # listener names that serve the controller table
     controller_advertised_apis: tuple = ()  # ApiVersion entries of the controller listener's table

@@ -203,7 +203,7 @@ class QuorumControllerChannel(LocalControllerChannel):
         return await self._to_active(request, super().call)
 
     async def _to_active(self, request: Message, local) -> Message:
-        from broker.node_client import NodeClient
+        from broker.node_client import BadResponse, NodeClient
         from broker.quorum.raft_driver import NotLeaderError
         from protocol.generated.api_keys import APIS
 
@@ -235,8 +235,10 @@ class QuorumControllerChannel(LocalControllerChannel):
                         return response
                     else:
                         last = f"node {leader} is no longer the controller"
-                except (ConnectionError, asyncio.TimeoutError) as exc:
+                except (ConnectionError, asyncio.TimeoutError, BadResponse) as exc:
                     last = f"node {leader}: {exc}"
+            elif (unknown := driver.no_leader_known()) is not None:
+                last = unknown
             if loop.time() >= deadline:
                 raise ControllerUnavailable(f"no active controller answered within {self.timeout_ms} ms: {last}")
             await asyncio.sleep(self.RETRY_BACKOFF_S)

@@ -1,8 +1,12 @@
 """One connection from this node to another (Kafka's NetworkClient for a single destination).
 
 Requests are pipelined and matched to responses by correlation id; a connection that fails fails every
-request in flight on it with ``ConnectionError`` and is opened again by the next request. Used for the
-KRaft RPCs between controllers and for a broker's requests to the active controller.
+request in flight on it with ``ConnectionError`` and is opened again by the next request. A request that
+times out closes its connection, as Kafka's NetworkClient disconnects on a request timeout: the peer may be
+hung, and whatever else was in flight on it fails at once instead of waiting out its own timeout. A response
+that does not decode is ``BadResponse`` (the peer speaks the protocol wrongly: not a network failure), and
+closes the connection too. Used for the KRaft RPCs, a broker's requests to the active controller and
+replication.
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ from protocol.message import Message
 log = logging.getLogger("odradek.node_client")
 
 MAX_RESPONSE_BYTES = 128 * 1024 * 1024
+
+
+class BadResponse(Exception):
+    """A response that does not decode as the answer to its request."""
 
 
 class NodeClient:
@@ -58,6 +66,10 @@ class NodeClient:
         try:
             conn.write(struct.pack(">i", len(payload)) + payload)
             return await wait_for(fut, timeout_s)
+        except asyncio.TimeoutError:
+            log.debug("%s: %s timed out after %.1f s: disconnecting", self, spec.name, timeout_s)
+            conn.fail(ConnectionError(f"connection to {self.host}:{self.port} closed: a request timed out"))
+            raise
         finally:
             self._pending.pop(corr, None)
 
@@ -106,9 +118,14 @@ class NodeClient:
         try:
             _, pos = ResponseHeader.decode_from(mv, 0, spec.response_header_version(version))
             response = spec.response.decode(mv[pos:], version)
-        except Exception as exc:  # noqa: BLE001 - a response we cannot read fails that request only
+        except Exception as exc:  # noqa: BLE001 - any decoding failure: the peer's answer is unusable
+            log.warning("%s: undecodable %s v%d response: %s", self, spec.name, version, exc)
             if not fut.done():
-                fut.set_exception(ConnectionError(f"undecodable {spec.name} response: {exc}"))
+                fut.set_exception(BadResponse(f"undecodable {spec.name} v{version} response: {exc}"))
+            conn = self._conn
+            if conn is not None:
+                conn.fail(ConnectionError(f"connection to {self.host}:{self.port} closed after an undecodable "
+                                          f"response"))
             return
         if not fut.done():
             fut.set_result(response)
@@ -150,7 +167,7 @@ class _Connection(asyncio.BufferedProtocol):
             while (frame := frames.next_frame()) is not None:
                 self.client._complete(frame)
         except ValueError as exc:  # a bad frame size: the connection is unusable
-            self._fail(ConnectionError(f"connection to {self.client.host}:{self.client.port} failed: {exc}"))
+            self.fail(ConnectionError(f"connection to {self.client.host}:{self.client.port} failed: {exc}"))
 
     def eof_received(self) -> bool:
         return False  # close the transport: connection_lost fails what is pending
@@ -160,7 +177,8 @@ class _Connection(asyncio.BufferedProtocol):
             raise ConnectionError(f"connection to {self.client.host}:{self.client.port} closed")
         self.transport.write(data)
 
-    def _fail(self, error: BaseException) -> None:
+    def fail(self, error: BaseException) -> None:
+        """Close the connection, failing whatever is in flight on it with ``error``."""
         if not self.lost:
             self.lost = True
             self.client._connection_lost(self, error)
@@ -168,10 +186,10 @@ class _Connection(asyncio.BufferedProtocol):
             self.transport.close()
 
     def close(self) -> None:
-        self._fail(ConnectionError(f"connection to {self.client.host}:{self.client.port} closed"))
+        self.fail(ConnectionError(f"connection to {self.client.host}:{self.client.port} closed"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         c = self.client
-        self._fail(ConnectionError(f"connection to {c.host}:{c.port} {'failed: ' + str(exc) if exc else 'closed'}"))
+        self.fail(ConnectionError(f"connection to {c.host}:{c.port} {'failed: ' + str(exc) if exc else 'closed'}"))
         if not self.closed.done():
             self.closed.set_result(None)

@@ -30,7 +30,7 @@ from broker.clock import Clock
 from broker.fault_injection import FaultRules
 from broker.fetch_session.handler import FetchRequestData, FetchSessionHandler
 from broker.fetch_session.metadata import PartitionFetch
-from broker.node_client import NodeClient
+from broker.node_client import BadResponse, NodeClient
 from broker.replica_manager import Partition, ReplicaManager
 from broker.timeouts import wait_for
 from cluster.metadata_image import MetadataImage
@@ -154,7 +154,7 @@ class ReplicaFetcher:
             request = self._request(data)
             try:
                 response = await self.client.request(request, FETCH_VERSION, m.request_timeout_s + m.max_wait_ms / 1000)
-            except (ConnectionError, OSError, asyncio.TimeoutError) as exc:
+            except (ConnectionError, OSError, asyncio.TimeoutError, BadResponse) as exc:
                 self.session.handle_error(exc)
                 log.info("node %d: fetch from leader %d failed: %r; retrying", m.node_id, self.leader, exc)
                 await asyncio.sleep(m.backoff_s)
@@ -193,7 +193,7 @@ class ReplicaFetcher:
             ListOffsetsTopic(name=name, partitions=ps) for name, ps in by_topic.items()])
         try:
             response = await self.client.request(request, LIST_OFFSETS_VERSION, m.request_timeout_s)
-        except (ConnectionError, OSError, asyncio.TimeoutError) as exc:
+        except (ConnectionError, OSError, asyncio.TimeoutError, BadResponse) as exc:
             log.info("node %d: ListOffsets to leader %d failed: %r", m.node_id, self.leader, exc)
             self.out_of_range.update(tps)
             return True

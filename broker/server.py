@@ -218,8 +218,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         server = self.server
-        if server.handles is not None:
-            server.handles.telemetry.connection_closed(self.conn_id)
         if self in server.connections:
             server.connections.discard(self)
             server.metrics.connections.labels(self.listener).dec()
@@ -233,6 +231,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 task.cancel()
         if self._part_writer is not None:
             self._part_writer.close()
+        telemetry = server.handles.telemetry if server.handles is not None else None
+        if telemetry is not None:  # a controller-only node has no client telemetry
+            telemetry.connection_closed(self.conn_id)
 
     # ---- requests in, responses out ------------------------------------------------------------
 

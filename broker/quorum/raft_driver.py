@@ -20,7 +20,7 @@ from typing import Awaitable, Callable
 
 from broker.clock import Clock
 from broker.fault_injection import FaultRules
-from broker.node_client import NodeClient
+from broker.node_client import BadResponse, NodeClient
 from broker.quorum import wire
 from broker.quorum.kraft_log import KRaftLog
 from broker.quorum.metadata_snapshot import SnapshotError, validate_snapshot
@@ -75,6 +75,7 @@ class RaftDriver:
         self._commit_waiters: list[tuple[int, int, asyncio.Future]] = []  # (next offset, epoch, future)
         self.leader_listeners: list[Callable[[int, int], None]] = []  # (epoch, leader id) on every change
         self.fetch_snapshots_received = 0
+        self._leader_unknown_since: float | None = None  # clock.monotonic() since when no leader is known
         self._stopped = False
         # the core raised (a broken invariant, a metadata log that cannot be written): the node cannot go on,
         # as Kafka's fatal fault handler ends the process; whoever runs the node waits on this and stops it
@@ -87,6 +88,8 @@ class RaftDriver:
         state = await asyncio.to_thread(self.store.read)
         await asyncio.to_thread(self.log.open)
         self.node = RaftNode(self.node_id, self.voters, self.log, self.rng, self.config, self._now(), state)
+        if self.node.leader_id == NO_ID:
+            self._leader_unknown_since = self.clock.monotonic()
         log.info("node %d: quorum of voters %s, epoch %d, leader %s, log [%d, %d)", self.node_id,
                  sorted(self.voters), self.node.epoch, self.node.leader_id if self.node.leader_id != NO_ID else "none",
                  self.log.start_offset, self.log.end_offset)
@@ -133,6 +136,14 @@ class RaftDriver:
     @property
     def high_watermark(self) -> int:
         return self.node.high_watermark if self.node is not None else 0
+
+    def no_leader_known(self) -> str | None:
+        """Why no leader can be asked, for an error message ("no quorum leader known for 3.2 s, epoch 4"), or
+        None while one is known."""
+        since = self._leader_unknown_since
+        if self.leader_id != NO_ID or since is None:
+            return None
+        return f"no quorum leader known for {self.clock.monotonic() - since:.1f} s (epoch {self.epoch})"
 
     def leader_address(self) -> tuple[str, int] | None:
         leader = self.leader_id
@@ -306,6 +317,11 @@ class RaftDriver:
 
     def _on_leader_change(self, epoch: int, leader_id: int) -> None:
         log.info("node %d: epoch %d, leader %s", self.node_id, epoch, leader_id if leader_id != NO_ID else "unknown")
+        if leader_id == NO_ID:
+            if self._leader_unknown_since is None:
+                self._leader_unknown_since = self.clock.monotonic()
+        else:
+            self._leader_unknown_since = None
         lost = [w for w in self._commit_waiters if w[1] != epoch or leader_id != self.node_id]
         for waiter in lost:
             self._commit_waiters.remove(waiter)
@@ -339,9 +355,12 @@ class RaftDriver:
         return client
 
     async def _send(self, msg) -> None:
+        """Send one request and step the core with its answer; a request that gets no usable answer (refused, lost,
+        timed out, undecodable, an error) reaches the core as RequestFailed, as Kafka's driver hands its core an
+        error response: nothing is dropped quietly."""
         client = self._client(msg.dst)
         if client is None:
-            return
+            return await self._step_failed(msg)
         timeout = self.config.request_timeout_ms / 1000
         try:
             if isinstance(msg, m.FetchSnapshotRequest):
@@ -351,21 +370,37 @@ class RaftDriver:
                 response = await client.request(request, wire.VERSIONS[type(request)], timeout)
                 data = None
             reply = wire.from_response(msg, response, data)
+        except asyncio.CancelledError:
+            raise
         except SnapshotError as exc:
             log.warning("node %d: the snapshot %s from %d is damaged: %s", self.node_id, msg.snapshot_id, msg.dst, exc)
-            return
-        except (ConnectionError, asyncio.TimeoutError, wire.NotForThisPartition) as exc:
-            log.debug("node %d: %s to %d failed: %s", self.node_id, type(msg).__name__, msg.dst, exc)
-            return
+            return await self._step_failed(msg)
+        except (ConnectionError, asyncio.TimeoutError) as exc:
+            log.debug("node %d: %s to %d failed: %r", self.node_id, type(msg).__name__, msg.dst, exc)
+            return await self._step_failed(msg)
+        except (BadResponse, wire.NotForThisPartition) as exc:
+            log.warning("node %d: %s to %d: unusable answer: %s", self.node_id, type(msg).__name__, msg.dst, exc)
+            return await self._step_failed(msg)
+        except Exception as exc:  # a bug below the core: loud, and the core still hears of the failure
+            log.error("node %d: %s to %d failed unexpectedly", self.node_id, type(msg).__name__, msg.dst,
+                      exc_info=exc)
+            return await self._step_failed(msg)
         if reply is None:
             top = getattr(response, "error_code", 0)
             log.warning("node %d: %s from %d answered error %d", self.node_id, type(msg).__name__, msg.dst, top)
-            return
+            return await self._step_failed(msg)
+        await self._step(reply)
+
+    async def _step_failed(self, msg) -> None:
+        await self._step(m.RequestFailed(msg.dst, self.node_id, type(msg).__name__))
+
+    async def _step(self, message) -> None:
+        """One message from the transport into the core, then its Ready."""
         async with self._lock:
             if self.node is None or self._stopped:
                 return
             try:
-                self.node.step(reply, self._now())
+                self.node.step(message, self._now())
                 await self._process()
             except Exception as exc:
                 self._fail(exc)

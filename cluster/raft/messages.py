@@ -120,5 +120,16 @@ class FetchSnapshotResponse:
     data: Any = None
 
 
+@dataclasses.dataclass(frozen=True)
+class RequestFailed:
+    """The transport's word that a request to ``src`` got no usable answer (refused, connection lost, timed out,
+    undecodable, a top-level error): Kafka's driver hands the core an error response in that case."""
+
+    src: int  # the node the request went to
+    dst: int  # this node
+    request: str  # the request's type name, e.g. "FetchRequest"
+
+
 Message = (VoteRequest | VoteResponse | BeginQuorumEpochRequest | BeginQuorumEpochResponse | EndQuorumEpochRequest
-           | EndQuorumEpochResponse | FetchRequest | FetchResponse | FetchSnapshotRequest | FetchSnapshotResponse)
+           | EndQuorumEpochResponse | FetchRequest | FetchResponse | FetchSnapshotRequest | FetchSnapshotResponse
+           | RequestFailed)

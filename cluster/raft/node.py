@@ -26,8 +26,9 @@ from cluster.raft.election_state import NO_ID, ElectionState
 from cluster.raft.log import Entry, MemoryLog, Snapshot, Validation
 from cluster.raft.messages import (
     BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest, EndQuorumEpochResponse,
-    FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, VoteRequest, VoteResponse,
+    FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, RequestFailed, VoteRequest, VoteResponse,
 )
+from cluster.raft.request_manager import RequestManager
 from protocol.errors import ErrorCode
 
 CHECK_QUORUM_TIMEOUT_FACTOR = 1.5  # LeaderState.CHECK_QUORUM_TIMEOUT_FACTOR
@@ -125,7 +126,8 @@ class RaftNode:
         self.fetched_since_check: set[int] = set()
         self.epoch_start_offset = 0
         self.unacked_begin: dict[int, int] = {}  # voter -> when BeginQuorumEpoch was last sent
-        self.fetch_sent_at: int | None = None
+        # where fetches are in flight, failed or may go (Kafka's RequestManager); fetch_target: the last one asked
+        self.requests = RequestManager(config.retry_backoff_ms, config.request_timeout_ms)
         self.fetch_target: int | None = None
         self.fetching_snapshot: tuple[int, int] | None = None
         self.leader_resigned = False
@@ -220,20 +222,15 @@ class RaftNode:
                 if now_ms - sent >= self.cfg.request_timeout_ms:
                     self._send_begin_epoch(voter, now_ms)
             return
-        if role is Role.FOLLOWER:
-            if now_ms >= self.fetch_deadline:
-                if self.is_voter:
-                    self._become_prospective(now_ms)
-                else:
-                    self._become_unattached(self.epoch, now_ms, keep_vote=True)
-                return
-            if self.fetch_sent_at is None or now_ms - self.fetch_sent_at >= self.cfg.request_timeout_ms:
-                self._send_fetch(now_ms)
+        if role is Role.FOLLOWER and now_ms >= self.fetch_deadline:
+            if self.is_voter:
+                self._become_prospective(now_ms)
+            else:
+                self._become_unattached(self.epoch, now_ms, keep_vote=True)
             return
-        if not self.is_voter:  # an observer without a leader: ask a voter who leads
-            if self.fetch_sent_at is None or now_ms - self.fetch_sent_at >= self.cfg.request_timeout_ms:
-                self.fetch_target = sorted(self.voters)[self.rng.randrange(len(self.voters))]
-                self._send_fetch(now_ms)
+        if role is Role.FOLLOWER or not self.is_voter:
+            if self._fetch_choices(now_ms):
+                self._ask_for_fetch(now_ms)
             return
         if role in (Role.PROSPECTIVE, Role.CANDIDATE):
             for voter in self.voters - {self.node_id} - self.granted - self.rejected:
@@ -265,8 +262,13 @@ class RaftNode:
                 due.append(self.check_quorum_deadline)
             return min(due, default=self.now + rt)
         if role is Role.FOLLOWER or not self.is_voter:
-            resend = self.now if self.fetch_sent_at is None else self.fetch_sent_at + rt
-            return min(self.fetch_deadline, resend) if role is Role.FOLLOWER else resend
+            due = [self.now] if self._fetch_choices(self.now) else []
+            change = self.requests.next_change_ms(self.now)
+            if change is not None:
+                due.append(change)
+            if role is Role.FOLLOWER:
+                due.append(self.fetch_deadline)
+            return min(due, default=self.now + rt)
         due = [self.election_deadline]
         if role in (Role.PROSPECTIVE, Role.CANDIDATE):
             due += [self.vote_sent_at[v] + rt for v in self.voters - {self.node_id} - self.granted - self.rejected
@@ -477,12 +479,14 @@ class RaftNode:
             return
         if r.src != self.fetch_target:
             return
-        self.fetch_sent_at = None
         if r.error:
             if r.error == ErrorCode.NOT_LEADER_OR_FOLLOWER and r.epoch == self.epoch and r.leader_id not in (
-                    NO_ID, self.node_id, r.src) and self.role is not Role.LEADER:
+                    NO_ID, self.node_id, r.src, self.leader_id) and self.role is not Role.LEADER:
                 self._become_follower(self.epoch, r.leader_id, self.now)  # told who leads
+            else:  # nothing learnt: ask again after the backoff (elsewhere, if this was not the leader)
+                self.requests.on_failure(r.src, self.now)
             return
+        self.requests.on_success(r.src)
         if self.role is not Role.FOLLOWER or r.epoch != self.epoch or r.src != self.leader_id:
             if self.role is not Role.LEADER and r.epoch == self.epoch and r.src == r.leader_id:
                 self._become_follower(self.epoch, r.src, self.now)
@@ -503,7 +507,7 @@ class RaftNode:
             return
         if r.snapshot_id is not None:
             self.fetching_snapshot = r.snapshot_id
-            self.fetch_sent_at = self.now
+            self.requests.on_sent(self.leader_id, self.now)
             self._send(FetchSnapshotRequest(self.node_id, self.leader_id, self.epoch, r.snapshot_id))
             return
         new = [e for e in r.entries if e.offset >= self.log.end_offset]  # whole batches past our end
@@ -522,6 +526,13 @@ class RaftNode:
             return min(end, self.log.end_offset)
         local_epoch, local_end = self.log.end_offset_for_epoch(epoch)
         return min(local_end, end) if local_epoch == epoch else local_end
+
+    def _on_request_failed(self, r: RequestFailed) -> None:
+        """A Fetch or FetchSnapshot got no usable answer: that destination backs off, and the next tick asks
+        again (an observer asks another voter at once)."""
+        if r.request in ("FetchRequest", "FetchSnapshotRequest") and r.src == self.fetch_target \
+                and self.requests.in_flight(r.src, self.now):
+            self.requests.on_failure(r.src, self.now)
 
     def _on_fetch_snapshot_request(self, r: FetchSnapshotRequest) -> None:
         snap = self.log.snapshot_with_id(*r.snapshot_id)
@@ -542,7 +553,7 @@ class RaftNode:
         if self.role is not Role.FOLLOWER or r.src != self.leader_id or self.fetching_snapshot is None:
             return
         self.fetching_snapshot = None
-        self.fetch_sent_at = None
+        self.requests.on_success(r.src)
         if r.error or r.snapshot_id is None:
             self._send_fetch(self.now)
             return
@@ -569,7 +580,7 @@ class RaftNode:
         self.granted, self.rejected, self.vote_sent_at = set(), set(), {}
         self.replica_end, self.fetched_since_check, self.unacked_begin = {}, set(), {}
         self.replica_progress = {}
-        self.fetch_sent_at = None
+        self.requests.reset(self.now)
         self.fetching_snapshot = None
         self.backoff_until = None
         self.leader_resigned = False
@@ -674,12 +685,34 @@ class RaftNode:
         self.unacked_begin[voter] = now_ms
         self._send(BeginQuorumEpochRequest(self.node_id, voter, self.epoch))
 
-    def _send_fetch(self, now_ms: int) -> None:
-        if self.fetch_target is None:
+    def _send_fetch(self, now_ms: int, to: int | None = None) -> None:
+        """A Fetch to ``to``, by default to the leader this node follows."""
+        target = self.leader_id if to is None else to
+        if target == NO_ID or target == self.node_id:
             return
-        self.fetch_sent_at = now_ms
-        self._send(FetchRequest(self.node_id, self.fetch_target, self.epoch, self.log.end_offset,
+        self.fetch_target = target
+        self.requests.on_sent(target, now_ms)
+        self._send(FetchRequest(self.node_id, target, self.epoch, self.log.end_offset,
                                 self.log.last_fetched_epoch, self.high_watermark))
+
+    def _fetch_choices(self, now_ms: int) -> list[int]:
+        """Where a follower or an observer may send a Fetch now (empty: nowhere yet). A follower fetches from its
+        leader once the last request is answered, timed out or backed off; an observer whose leader's request
+        failed or timed out, or that knows no leader, asks any voter who leads (Kafka's pollFollowerAsObserver
+        and pollUnattachedAsObserver: maybeSendAnyVoterFetch)."""
+        req = self.requests
+        if self.role is Role.FOLLOWER:
+            leader = self.leader_id
+            if self.is_voter or not (req.timed_out(leader, now_ms) or req.backing_off(leader, now_ms)):
+                return [leader] if req.ready(leader, now_ms) and not req.any_in_flight(now_ms) else []
+        elif self.is_voter:
+            return []
+        return req.choices(self.voters, now_ms)
+
+    def _ask_for_fetch(self, now_ms: int) -> None:
+        choices = self._fetch_choices(now_ms)
+        if choices:
+            self._send_fetch(now_ms, choices[self.rng.randrange(len(choices))] if len(choices) > 1 else choices[0])
 
     def _set_high_watermark(self, hw: int) -> None:
         if hw > self.high_watermark:
@@ -706,4 +739,5 @@ _HANDLERS = {
     FetchResponse: "_on_fetch_response",
     FetchSnapshotRequest: "_on_fetch_snapshot_request",
     FetchSnapshotResponse: "_on_fetch_snapshot_response",
+    RequestFailed: "_on_request_failed",
 }

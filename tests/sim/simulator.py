@@ -154,10 +154,10 @@ class Simulation:
         r = n.raft
         quiet = self.now < r.next_deadline()  # the driver sleeps until the deadline: a tick before it must be a no-op
         before = (r.role, r.epoch, r.leader_id, r.voted_id, len(r._ready.messages), r.election_deadline,
-                  r.backoff_until, r.fetch_sent_at) if quiet else None
+                  r.backoff_until, r.requests.snapshot()) if quiet else None
         r.tick(self.now)
         if quiet and before != (r.role, r.epoch, r.leader_id, r.voted_id, len(r._ready.messages),
-                                r.election_deadline, r.backoff_until, r.fetch_sent_at):
+                                r.election_deadline, r.backoff_until, r.requests.snapshot()):
             self._fail(f"node {node_id} acted on a tick before its next_deadline()")
         self._schedule_ready(n)
         self._at(self.now + 10 + self.rng.randint(0, 5), "tick", node_id, incarnation)
