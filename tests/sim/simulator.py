@@ -5,6 +5,10 @@ delay, reordering, duplication and partitions), ticks nodes with per-node jitter
 after a random disk latency (so a crash in between loses what was not yet persisted or flushed), crashes
 and restarts nodes, and has a small application propose entries and take snapshots. Invariants are
 checked after every event; the same seed replays the same run exactly.
+
+The transport is the driver's: a request to a crashed node is refused (the sender's core hears RequestFailed
+within a few ms); a request to a hung node (accepting, never answering, as under SIGSTOP) or lost on the way
+fails at the sender when its request timeout passes.
 """
 
 from __future__ import annotations
@@ -17,12 +21,19 @@ from typing import Any
 
 from cluster.raft.election_state import ElectionState
 from cluster.raft.log import MemoryLog
-from cluster.raft.messages import FetchResponse
+from cluster.raft.messages import (
+    BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest, FetchResponse, FetchSnapshotRequest, RequestFailed,
+    VoteRequest,
+)
 from cluster.raft.node import RaftConfig, RaftNode, Role
 
 FETCH_MAX_WAIT_MS = 100  # below the request timeout, as Kafka's 500 ms is below its 2 s
 SIM_CONFIG = RaftConfig(election_timeout_ms=500, fetch_timeout_ms=1000, election_backoff_max_ms=300,
                         request_timeout_ms=300, retry_backoff_ms=20, fetch_max_entries=8)
+# Kafka's controller.quorum.* defaults (QuorumConfig): election 1 s, fetch 2 s, backoff 1 s, request 2 s, retry 20 ms
+KAFKA_CONFIG = RaftConfig(election_timeout_ms=1000, fetch_timeout_ms=2000, election_backoff_max_ms=1000,
+                          request_timeout_ms=2000, retry_backoff_ms=20, fetch_max_entries=8)
+REQUESTS = (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest, FetchSnapshotRequest)
 
 
 class InvariantViolation(AssertionError):
@@ -69,6 +80,7 @@ class Simulation:
         self.events: list = []
         self._seq = 0
         self.groups: list[set[int]] | None = None  # network partition: nodes talk only within a group
+        self.hung: set[int] = set()  # nodes that accept requests and never answer (nor act)
         self.parked: dict[int, list] = {}  # leader id -> empty fetch answers it holds back
         self.counters = Counters()
         self.leaders: dict[int, int] = {}  # epoch -> leader id (every leader ever seen)
@@ -125,9 +137,17 @@ class Simulation:
         self.counters.messages += 1
         if self.groups is not None and not any(msg.src in g and msg.dst in g for g in self.groups):
             self.counters.dropped += 1
+            self._fail_later(msg, self.cfg.request_timeout_ms)
             return
         if self.rng.random() < self.loss:
             self.counters.dropped += 1
+            self._fail_later(msg, self.cfg.request_timeout_ms)
+            return
+        if msg.dst in self.hung:
+            self._fail_later(msg, self.cfg.request_timeout_ms)
+            return
+        if self.nodes[msg.dst].raft is None:  # nothing listens: refused at once
+            self._fail_later(msg, self.rng.randint(1, 5))
             return
         copies = 2 if self.rng.random() < self.duplicate else 1
         for _ in range(copies):
@@ -151,6 +171,9 @@ class Simulation:
         n = self.nodes[node_id]
         if n.raft is None or n.incarnation != incarnation:
             return
+        if node_id in self.hung:  # stopped: it ticks again once resumed
+            self._at(self.now + 10, "tick", node_id, incarnation)
+            return
         r = n.raft
         quiet = self.now < r.next_deadline()  # the driver sleeps until the deadline: a tick before it must be a no-op
         before = (r.role, r.epoch, r.leader_id, r.voted_id, len(r._ready.messages), r.election_deadline,
@@ -162,9 +185,14 @@ class Simulation:
         self._schedule_ready(n)
         self._at(self.now + 10 + self.rng.randint(0, 5), "tick", node_id, incarnation)
 
+    def _fail_later(self, msg, after_ms: int) -> None:
+        """The sender's transport gives up on a request: its core hears RequestFailed (a lost answer is not)."""
+        if isinstance(msg, REQUESTS):
+            self._at(self.now + after_ms, "deliver", RequestFailed(msg.dst, msg.src, type(msg).__name__))
+
     def _ev_deliver(self, msg) -> None:
         n = self.nodes[msg.dst]
-        if n.raft is None:
+        if n.raft is None or msg.dst in self.hung:
             return
         n.raft.step(msg, self.now)
         self._schedule_ready(n)
@@ -172,6 +200,9 @@ class Simulation:
     def _ev_ready(self, node_id: int, incarnation: int) -> None:
         n = self.nodes[node_id]
         if n.raft is None or n.incarnation != incarnation:
+            return
+        if node_id in self.hung:
+            n.ready_scheduled = False
             return
         n.ready_scheduled = False
         moved = (n.raft.log.end_offset, n.raft.high_watermark)
@@ -203,7 +234,8 @@ class Simulation:
     # ---- the application and the faults ----------------------------------------------------------------
 
     def leader(self) -> SimNode | None:
-        live = [n for n in self.nodes.values() if n.raft is not None and n.raft.role is Role.LEADER]
+        live = [n for n in self.nodes.values() if n.raft is not None and n.raft.role is Role.LEADER
+                and n.id not in self.hung]
         return max(live, key=lambda n: n.raft.epoch) if live else None
 
     def propose(self) -> int | None:
@@ -306,6 +338,8 @@ class Simulation:
             self._fail("no leader after the quiet spell")
         want = (leader.raft.log.end_offset, leader.raft.log.last_fetched_epoch, leader.raft.high_watermark)
         for n in self.nodes.values():
+            if n.raft is None or n.id in self.hung:
+                continue  # down for the liveness check
             got = (n.raft.log.end_offset, n.raft.log.last_fetched_epoch, n.raft.high_watermark)
             if got != want or n.applied != self.committed_payloads:
                 self._fail(f"node {n.id} did not converge on leader {leader.id}'s log in {QUIET_MS} ms of quiet: "
@@ -413,4 +447,109 @@ def _run_scenario(seed: int, voters: int, length_ms: int, heal_at: int, observer
     for n in sim.nodes.values():
         if n.raft is not None:
             sim.counters.truncations += n.raft.truncations
+    return sim
+
+
+def observer_bound_ms(config: RaftConfig) -> int:
+    """How long after a new leader is elected every live observer must follow it: one request timeout (it may
+    just have asked a hung voter) plus a second for the rounds of asking voters that did not know yet (each a
+    retry backoff and two message delays, a few dozen ms) and for the voters to hear of the new leader."""
+    return config.request_timeout_ms + 1000
+
+
+def run_observer_scenario(seed: int, voters: int, observers: int = 2, config: RaftConfig = KAFKA_CONFIG,
+                          fault_ms: int = 15_000) -> Simulation:
+    """Observers after their leader dies for good (issue 26): random faults, then a healed network at Kafka's
+    timer ratios; once every node follows the leader, the leader is killed and stays down (with 5 voters a second
+    voter hangs: it accepts requests and never answers). A new leader must be elected; every live observer must
+    follow it within ``observer_bound_ms`` of its election, and every live node must converge afterwards."""
+    try:
+        return _run_observer_scenario(seed, voters, observers, config, fault_ms)
+    except InvariantViolation as exc:
+        raise InvariantViolation(f"{exc} [replay: run_observer_scenario({seed}, {voters}, observers={observers}, "
+                                 f"fault_ms={fault_ms})]") from None
+
+
+def _run_observer_scenario(seed: int, voters: int, observers: int, config: RaftConfig, fault_ms: int) -> Simulation:
+    sim = Simulation(seed, voters=voters, observers=observers, config=config)
+    rng = random.Random(seed * 7919 + voters + 1)
+    ids = sorted(sim.nodes)
+    observer_ids = [i for i in ids if i not in sim.voter_ids]
+    t = 0
+    while t < fault_ms:  # the faults of run_scenario, at a slower pace for the longer timers
+        t += rng.randint(50, 300)
+        sim.run_until(t)
+        sim.propose()
+        r = rng.random()
+        if r < 0.04:
+            sim.crash(rng.choice(ids))
+        elif r < 0.10:
+            down = [i for i in ids if sim.nodes[i].raft is None]
+            if down:
+                sim.restart(rng.choice(down))
+        elif r < 0.13:
+            cut = set(rng.sample(ids, rng.randint(1, len(ids) // 2)))
+            sim.partition([cut, set(ids) - cut])
+        elif r < 0.17:
+            sim.heal()
+        for n in sim.nodes.values():
+            sim.maybe_snapshot(n)
+    sim.heal()
+    sim.loss = 0.0
+    for i in ids:
+        sim.restart(i)
+
+    def all_follow(leader: SimNode, among) -> bool:
+        return all(sim.nodes[i].raft is not None and sim.nodes[i].raft.role is Role.FOLLOWER
+                   and (sim.nodes[i].raft.epoch, sim.nodes[i].raft.leader_id) == (leader.raft.epoch, leader.id)
+                   for i in among)
+
+    settle_until = t + 30_000
+    while t < settle_until:
+        t += 50
+        sim.run_until(t)
+        sim.propose()
+        leader = sim.leader()
+        if leader is not None and all_follow(leader, [i for i in ids if i != leader.id]):
+            break
+    else:
+        sim._fail("the healed cluster did not settle on one leader in 30 s")
+    old = sim.leader()
+    sim.crash(old.id)  # kill -9, and it stays down
+    if voters >= 5:
+        sim.hung.add(rng.choice(sorted(sim.voter_ids - {old.id})))
+    killed_at = t
+    elected_at = None
+    bound = observer_bound_ms(config)
+    while t < killed_at + 60_000:
+        t += 10
+        sim.run_until(t)
+        leader = sim.leader()
+        if leader is not None and leader.id != old.id and elected_at is None:
+            elected_at = t
+        if elected_at is not None:
+            if all_follow(leader, observer_ids):
+                break
+            if t > elected_at + bound:
+                states = {i: (sim.nodes[i].raft.role.value, sim.nodes[i].raft.epoch, sim.nodes[i].raft.leader_id)
+                          for i in observer_ids}
+                sim._fail(f"observers {states} did not follow leader {leader.id} (epoch {leader.raft.epoch}) within "
+                          f"{bound} ms of its election at t={elected_at} (leader {old.id} killed at t={killed_at})")
+    else:
+        sim._fail(f"no new leader 60 s after leader {old.id} was killed")
+    sim.observer_delay_ms = t - elected_at
+    committed_before = len(sim.committed_payloads)
+    until = t + 3_000
+    while t < until:
+        t += 50
+        sim.run_until(t)
+        sim.propose()
+    if len(sim.committed_payloads) <= committed_before:
+        sim._fail("nothing committed after the leader was killed")
+    quiet_until = t + 2 * config.fetch_timeout_ms + QUIET_MS
+    while t < quiet_until:
+        t += 50
+        sim.run_until(t)
+    sim.check_converged()
+    sim.check_logs_match()
     return sim

@@ -1,9 +1,9 @@
 """The Raft core under a seeded simulation (Kafka's RaftEventSimulationTest): faults, invariants after every
 event, liveness after healing, determinism, and mutations showing no invariant passes vacuously.
 
-CI runs 100 runs (50 seeds x 2 quorum sizes); ``ODRADEK_SOAK=1 pytest -m soak tests/sim`` runs the long
-profile (10,000).
-A failure message starts with ``seed=<n> voters=<k>``: ``run_scenario(n, k)`` replays it exactly.
+CI runs 100 runs (50 seeds x 2 quorum sizes) and 16 observer runs (a leader killed for good, two observers,
+Kafka's timers); ``ODRADEK_SOAK=1 pytest -m soak tests/sim`` runs the long profile (10,000 and 1,000).
+A failure message starts with ``seed=<n> voters=<k>`` and ends with the call that replays it exactly.
 """
 
 from __future__ import annotations
@@ -14,11 +14,15 @@ import time
 
 import pytest
 
+from cluster.raft.election_state import NO_ID
 from cluster.raft.log import MemoryLog, Validation, ValidOffsetAndEpoch
 from cluster.raft.node import RaftNode
-from tests.sim.simulator import Counters, InvariantViolation, run_scenario
+from tests.sim.simulator import KAFKA_CONFIG, Counters, InvariantViolation, observer_bound_ms, run_observer_scenario, \
+    run_scenario
 
 CI_SEEDS = 50
+CI_OBSERVER_SEEDS = 8
+SOAK_OBSERVER_SEEDS = int(os.environ.get("ODRADEK_SOAK_OBSERVER_SEEDS", "500"))
 SOAK_SEEDS = int(os.environ.get("ODRADEK_SOAK_SEEDS", "5000"))  # x 2 quorum sizes = 10,000 runs
 SOAK_FIRST_SEED = int(os.environ.get("ODRADEK_SOAK_FIRST_SEED", "0"))  # to split a soak over processes
 
@@ -62,6 +66,33 @@ def test_soak_ten_thousand_runs():
     print(f"seeds {SOAK_FIRST_SEED}..{last} x (3, 5) voters in {time.perf_counter() - t0:.0f} s")
     print(total)
     assert total.leader_changes >= SOAK_SEEDS and total.truncations >= SOAK_SEEDS // 10
+
+
+def run_observer_seeds(seeds) -> int:
+    """The worst delay (ms) from a new leader's election until every live observer followed it."""
+    worst = 0
+    for seed in seeds:
+        for voters in (3, 5):
+            worst = max(worst, run_observer_scenario(seed, voters).observer_delay_ms)
+    return worst
+
+
+def test_observers_follow_a_new_leader_while_the_old_one_stays_dead():
+    """Two observers, Kafka's timers (election 1 s, fetch 2 s, request 2 s, retry 20 ms): after random faults and
+    a heal, the leader is killed for good (with 5 voters another voter hangs, accepting requests and never
+    answering); every live observer follows the new leader within a request timeout and a second of its
+    election, and every live node converges with the old leader still down."""
+    worst = run_observer_seeds(range(CI_OBSERVER_SEEDS))
+    print(f"worst observer delay after an election: {worst} ms (bound {observer_bound_ms(KAFKA_CONFIG)} ms)")
+    assert worst <= observer_bound_ms(KAFKA_CONFIG)
+
+
+@pytest.mark.soak
+def test_soak_observers_follow_a_new_leader():
+    t0 = time.perf_counter()
+    worst = run_observer_seeds(range(SOAK_FIRST_SEED, SOAK_FIRST_SEED + SOAK_OBSERVER_SEEDS))
+    print(f"{SOAK_OBSERVER_SEEDS} seeds x (3, 5) voters in {time.perf_counter() - t0:.0f} s: worst observer delay "
+          f"{worst} ms (bound {observer_bound_ms(KAFKA_CONFIG)} ms)")
 
 
 # ---- mutations: break the core the way an invariant guards against, and see the invariant fail --------------------
@@ -130,3 +161,23 @@ def test_mutation_applying_uncommitted_entries_is_caught(monkeypatch):
     monkeypatch.setattr(RaftNode, "ready", eager)
     msg = _fails_within(60)
     assert msg.startswith("seed=") or "truncation" in msg, msg
+
+
+def test_mutation_observers_asking_only_their_last_leader_never_find_the_new_one(monkeypatch):
+    """Observers that fetch only from the last leader they knew (the old core's loss, in effect) miss the bound."""
+    original = RaftNode._fetch_choices
+
+    def only_the_last_leader(self, now_ms):
+        if self.is_voter:
+            return original(self, now_ms)
+        if self.leader_id != NO_ID:
+            self.last_leader = self.leader_id
+        last = getattr(self, "last_leader", None)
+        if last is None:
+            return original(self, now_ms)
+        req = self.requests
+        return [last] if req.ready(last, now_ms) and not req.any_in_flight(now_ms) else []
+
+    monkeypatch.setattr(RaftNode, "_fetch_choices", only_the_last_leader)
+    with pytest.raises(InvariantViolation, match="did not follow leader"):
+        run_observer_seeds(range(3))
