@@ -1,7 +1,7 @@
 """Broker configuration: Kafka's property names and defaults, from a YAML file plus ``--override k=v``.
 
-Values are kept as Kafka would parse them (ints, bools, lists); unknown keys are kept and logged,
-as Kafka logs "unused" configs rather than failing.
+Every value of a known key is parsed by its Kafka type (broker/config_types.py), whatever its source; unknown
+keys are kept and logged, as Kafka logs "unused" configs rather than failing.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from broker.config_types import BROKER_CONFIG_TYPES, ConfigException, parse_config
 from cluster.group_config import GROUP_CONFIG_DEFAULTS
 
 # Kafka 4.x defaults for the properties this broker reads (KafkaConfig / ServerLogConfigs / SocketServerConfigs).
@@ -103,10 +104,6 @@ def _known_keys() -> set[str]:
     return keys
 
 
-class ConfigException(ValueError):
-    """An invalid configuration value: start-up fails with a message naming key and value."""
-
-
 @dataclasses.dataclass(frozen=True)
 class Listener:
     name: str
@@ -125,8 +122,14 @@ def parse_listeners(text: str) -> list[Listener]:
     return out
 
 
-def coerce(value: Any) -> Any:
-    """Interpret an override string the way a properties file would be read into a typed config."""
+def parse_property(key: str, text: Any) -> Any:
+    """A value read as text (a properties file, ``--override``, an environment variable): parsed by the key's
+    Kafka type; a key odradek does not know (``logger.*``, a misspelling) is guessed at as before."""
+    return parse_config(key, text) if key in BROKER_CONFIG_TYPES else _guess(text)
+
+
+def _guess(value: Any) -> Any:
+    """An unknown key's text: true/false, null/none/empty as None, an integer, else the string."""
     if not isinstance(value, str):
         return value
     low = value.strip().lower()
@@ -144,9 +147,11 @@ class BrokerConfig:
     """Effective configuration: defaults < file < overrides."""
 
     def __init__(self, values: dict[str, Any] | None = None, base_dir: Path | None = None) -> None:
+        """``values``: from any source; a known key's value is parsed by its Kafka type (ConfigException)."""
         self.values: dict[str, Any] = dict(DEFAULTS)
         self.explicit: set[str] = set()  # keys set by the file or overrides: DescribeConfigs' STATIC_BROKER_CONFIG
         for k, v in (values or {}).items():
+            v = parse_config(k, v)
             self.values[k] = v
             if v is not None:
                 self.explicit.add(k)
@@ -161,7 +166,7 @@ class BrokerConfig:
             if str(path).endswith(".properties"):
                 from storage.checkpoints import decode_properties
 
-                values.update({k: coerce(v) for k, v in decode_properties(text).items()})
+                values.update({k: parse_property(k, v) for k, v in decode_properties(text).items()})
             else:
                 loaded = yaml.safe_load(text) or {}
                 if not isinstance(loaded, dict):
@@ -171,22 +176,15 @@ class BrokerConfig:
             key, sep, val = item.partition("=")
             if not sep:
                 raise ValueError(f"override {item!r} is not key=value")
-            values[key.strip()] = coerce(val)
+            values[key.strip()] = parse_property(key.strip(), val)
         return cls(values)
 
     def validate(self) -> list[str]:
         """Raise ConfigException for an invalid value; return warnings for keys Kafka would not use."""
         from storage.config import ConfigError, LogConfig, LogManagerConfig
 
-        for key, default in DEFAULTS.items():
-            value = self.values.get(key)
-            if value is None or default is None:
-                continue
-            if isinstance(default, bool):
-                if not isinstance(value, bool):
-                    raise ConfigException(f"Invalid value {value!r} for configuration {key}: expected true or false")
-            elif isinstance(default, int) and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ConfigException(f"Invalid value {value!r} for configuration {key}: expected a number")
+        for key, value in self.values.items():  # values set after construction are parsed too
+            self.values[key] = parse_config(key, value)
         for key in ("max.incremental.fetch.session.cache.slots",):  # ConfigDef's atLeast(0)
             value = self.values.get(key)
             if value is not None and value < 0:

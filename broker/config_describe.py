@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 from broker.broker_config_docs import BROKER_CONFIG_DOCS
+from broker.config_types import BROKER_CONFIG_TYPES
 from broker.topic_config_docs import TOPIC_CONFIG_DOCS
 from protocol.generated.messages.describe_configs_response import DescribeConfigsResourceResult, DescribeConfigsSynonym
 from storage.config import TOPIC_CONFIGS, LogConfig
@@ -20,8 +21,9 @@ from storage.config import TOPIC_CONFIGS, LogConfig
 # DescribeConfigsResponse.ConfigSource
 TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG, DYNAMIC_BROKER_LOGGER_CONFIG = 4, 5, 6
-# DescribeConfigsResponse.ConfigType
-CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
+# DescribeConfigsResponse.ConfigType (UNKNOWN is 0)
+CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
+                "password": 9}
 
 LONG_MAX = 9223372036854775807
 # Kafka's defaults for the broker-level synonyms of topic configs (ServerLogConfigs, CleanerConfig,
@@ -100,19 +102,16 @@ def broker_entries(broker_values: dict, explicit: set[str], keys: list[str] | No
         out.append(DescribeConfigsResourceResult(
             name=name, value=None if value is None else config_string(value), read_only=name not in dynamic,
             config_source=source, is_default=source == DEFAULT_CONFIG, is_sensitive=False,
-            synonyms=synonyms if include_synonyms else [], config_type=_broker_type(value),
+            synonyms=synonyms if include_synonyms else [], config_type=_broker_type(name),
             documentation=BROKER_CONFIG_DOCS.get(name) if include_documentation else None))
     return out
 
 
-def _broker_type(value: Any) -> int:
-    if isinstance(value, bool):
-        return CONFIG_TYPES["boolean"]
-    if isinstance(value, int):
-        return CONFIG_TYPES["long"] if abs(value) > 2**31 - 1 else CONFIG_TYPES["int"]
-    if isinstance(value, float):
-        return CONFIG_TYPES["double"]
-    return CONFIG_TYPES["string"]
+def _broker_type(name: str) -> int:
+    """The property's Kafka type (broker/config_types.py), known even while its value is None; UNKNOWN (0)
+    for a key odradek does not know."""
+    type_ = BROKER_CONFIG_TYPES.get(name)
+    return CONFIG_TYPES[type_.lower()] if type_ else 0
 
 
 def logger_entries(keys: list[str] | None) -> list[DescribeConfigsResourceResult]:

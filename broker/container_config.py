@@ -90,7 +90,7 @@ class ContainerConfigError(ValueError):
 
 @dataclasses.dataclass
 class ContainerConfig:
-    properties: dict[str, Any]  # typed as broker/config.py reads a properties file
+    properties: dict[str, Any]  # parsed by type as broker/config.py reads a properties file
     server_properties: str  # the final server.properties text, as Kafka's wrapper writes it
     cluster_id: str
     cluster_id_defaulted: bool  # CLUSTER_ID was unset or empty: Kafka's default id
@@ -135,7 +135,7 @@ def from_environ(environ: Mapping[str, str], mounted_properties: str | None = No
                  args: list[str] | tuple[str, ...] = ()) -> ContainerConfig:
     """A node's configuration from its environment (``args``: ``NAME=value`` container arguments, exported
     first as the image's ``run`` does; ``mounted_properties``: the text of a mounted server.properties)."""
-    from broker.config import coerce
+    from broker.config import parse_property
     from storage.checkpoints import decode_properties
 
     env = dict(environ)
@@ -175,7 +175,8 @@ def from_environ(environ: Mapping[str, str], mounted_properties: str | None = No
     text = (mounted_properties or "") + "".join("\n" + line for line in lines)
     if not text.strip():
         text = DEFAULT_SERVER_PROPERTIES
-    props: dict[str, Any] = {k: coerce(v) for k, v in decode_properties(text).items()}
+    # each value parsed by its key's Kafka type (broker/config_types.py; ConfigException names key and value)
+    props: dict[str, Any] = {k: parse_property(k, v) for k, v in decode_properties(text).items()}
     # log4j variables as odradek's ``logger.<name>: LEVEL`` entries
     if env.get("KAFKA_LOG4J_ROOT_LOGLEVEL"):
         props["logger.root"] = env["KAFKA_LOG4J_ROOT_LOGLEVEL"].strip()

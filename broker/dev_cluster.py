@@ -18,6 +18,8 @@ from pathlib import Path
 
 import yaml
 
+from broker.config import ConfigException, parse_property
+
 CLUSTER_ID = "b2RyYWRlay1kZXYtY2x1c3Q"  # a fixed id, so a second run finds the same cluster
 
 
@@ -79,7 +81,10 @@ def main(argv: list[str]) -> int:
         k, sep, v = item.partition("=")
         if not sep:
             ap.error(f"override {item!r} is not key=value")
-        extra[k] = v
+        try:  # typed as `odradek serve --override` reads it, so the node's YAML holds num.partitions: 4, not '4'
+            extra[k.strip()] = parse_property(k.strip(), v)
+        except ConfigException as exc:
+            ap.error(str(exc))
     data = Path(args.data).resolve()
     voters, brokers = node_ids(combined, args.controllers or 0, args.brokers or 0)
     # brokers on base-port, base-port+1, ... by node id; controllers 100 above

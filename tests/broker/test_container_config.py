@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, ConfigException
 from broker.container_config import (
     DEFAULT_SERVER_PROPERTIES, EXCLUDED, KAFKA_DEFAULT_CLUSTER_ID, ContainerConfigError, cluster_id_problem,
     derive_listeners, env_to_property, from_environ, property_to_env, quorum_problem,
@@ -172,3 +172,25 @@ def test_cluster_id_problems():
     # a single node (a quorum of one, Kafka's default file) gets Kafka's default id
     single = from_environ({**COMBINED, "CLUSTER_ID": "", "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@kafka-1:9093"})
     assert cluster_id_problem(single, set(), True) is None
+
+
+def test_variables_are_parsed_by_their_keys_kafka_type():
+    cfg = from_environ({**COMBINED, "KAFKA_NUM_PARTITIONS": " 4 ", "KAFKA_LOG_RETENTION_MS": "60000",
+                        "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "FALSE", "KAFKA_BROKER_RACK": "1",
+                        "KAFKA_INTER_BROKER_LISTENER_NAME": "none", "KAFKA_PROCESS_ROLES": "broker , controller",
+                        "KAFKA_LOG_CLEANER_MIN_CLEANABLE_RATIO": "0.25"})
+    p = cfg.properties
+    assert p["num.partitions"] == 4 and p["log.retention.ms"] == 60000 and p["auto.create.topics.enable"] is False
+    assert p["broker.rack"] == "1" and p["inter.broker.listener.name"] == "none"  # STRING keys stay strings
+    assert p["process.roles"] == "broker,controller" and p["log.cleaner.min.cleanable.ratio"] == 0.25
+    assert p["offsets.topic.replication.factor"] == 1 and p["node.id"] == 1
+
+
+@pytest.mark.parametrize("name, value", [("KAFKA_NUM_PARTITIONS", "4x"), ("KAFKA_NUM_PARTITIONS", '"4"'),
+                                         ("KAFKA_LOG_RETENTION_MS", "\u00a060000"),
+                                         ("KAFKA_AUTO_CREATE_TOPICS_ENABLE", "no"), ("KAFKA_NODE_ID", "")])
+def test_a_variable_its_type_cannot_parse_is_refused_naming_key_and_value(name, value):
+    with pytest.raises(ConfigException, match=f"for configuration {env_to_property(name)}: "):
+        from_environ({**COMBINED, name: value})
+    with pytest.raises(ConfigException, match="for configuration num.partitions: Not a number of type INT"):
+        from_environ({"CLUSTER_ID": "x"}, "node.id=1\nnum.partitions=1_000\n")  # a mounted server.properties
