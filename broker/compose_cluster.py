@@ -30,7 +30,8 @@ from pathlib import Path
 import yaml
 
 from broker.config import parse_listeners
-from broker.container_config import from_environ, property_to_env, voters_of
+from broker.config_types import ConfigException
+from broker.container_config import ContainerConfigError, from_environ, property_to_env, voters_of
 from broker.embedded_cluster import NodeProcess, reserve_ports, wait_until
 
 _LOCAL = ("localhost", "127.0.0.1", "::1")
@@ -260,7 +261,11 @@ def main(argv: list[str]) -> int:
             ap.error(f"override {item!r} is not key=value")
         overrides[k] = v
     data = Path(args.data).resolve()
-    cluster = ComposeCluster(args.compose, data, args.free_ports, overrides)
+    try:
+        cluster = ComposeCluster(args.compose, data, args.free_ports, overrides)
+    except (ConfigException, ContainerConfigError) as exc:  # a service's KAFKA_* value its key's type refuses
+        print(f"odradek dev-cluster: {args.compose}: {exc}", file=sys.stderr)
+        return 2
     stopping: list[bool] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.append(True))
