@@ -6,8 +6,8 @@ after a random disk latency (so a crash in between loses what was not yet persis
 and restarts nodes, and has a small application propose entries and take snapshots. Invariants are
 checked after every event; the same seed replays the same run exactly.
 
-The transport is the driver's: a request to a crashed node is refused (the sender's core hears RequestFailed
-within a few ms); a request to a hung node (accepting, never answering, as under SIGSTOP) or lost on the way
+The transport is the driver's: a request to a crashed node is refused, and a fetch in flight to a node that
+crashes fails, within a few ms (the sender's core hears RequestFailed); a request to a hung node (accepting, never answering, as under SIGSTOP) or lost on the way
 fails at the sender when its request timeout passes.
 """
 
@@ -276,6 +276,9 @@ class Simulation:
         self.parked.pop(node_id, None)  # a crashed leader answers nothing
         n.log.crash()
         self.counters.crashes += 1
+        for other in self.nodes.values():  # its connections close: a fetch in flight to it fails at once
+            if other.raft is not None:
+                self._at(self.now + self.rng.randint(1, 5), "deliver", RequestFailed(node_id, other.id, "FetchRequest"))
 
     def restart(self, node_id: int) -> None:
         n = self.nodes[node_id]
