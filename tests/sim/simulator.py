@@ -7,8 +7,8 @@ and restarts nodes, and has a small application propose entries and take snapsho
 checked after every event; the same seed replays the same run exactly.
 
 The transport is the driver's: a request to a crashed node is refused, and a fetch in flight to a node that
-crashes fails, within a few ms (the sender's core hears RequestFailed); a request to a hung node (accepting, never answering, as under SIGSTOP) or lost on the way
-fails at the sender when its request timeout passes.
+crashes fails, within a few ms (the sender's core hears RequestFailed); a request to a hung node (accepting,
+never answering, as under SIGSTOP) or lost on the way fails at the sender when its request timeout passes.
 """
 
 from __future__ import annotations
