@@ -123,3 +123,31 @@ def test_an_observer_follows_the_new_leader_past_a_dead_and_a_silent_voter(tmp_p
     times = asyncio.run(main())
     print(f"seconds to follow the new leader, per seed: {times} (bound {BOUND_S} s)")
     assert all(t is not None for t in times), f"an observer did not follow the new leader within {BOUND_S} s: {times}"
+
+
+def test_a_forward_while_no_leader_is_known_says_so_and_for_how_long(tmp_path):
+    """Every voter refuses: the observer knows no leader, and a request through the controller channel fails
+    with ControllerUnavailable naming that and how long it has lasted."""
+    from broker.controller_channel import ControllerUnavailable, QuorumControllerChannel
+    from protocol.generated.messages import BrokerHeartbeatRequest
+
+    async def main():
+        voters = {i: ("127.0.0.1", port) for i, port in zip((1, 2, 3), reserve_ports(3))}
+        part = tmp_path / "__cluster_metadata-0"
+        part.mkdir()
+        driver = RaftDriver(OBSERVER, voters, "c", KRaftLog(part, frozenset(voters), SYSTEM_CLOCK.now_ms),
+                            QuorumStateStore(part), SYSTEM_CLOCK, CONFIG, _applied)
+
+        class Quorum:  # what the channel reads of the node's RaftQuorum
+            is_active = False
+
+        Quorum.driver = driver
+        await driver.start()
+        try:
+            channel = QuorumControllerChannel(None, Quorum(), {}, "c", voters, node_id=OBSERVER, timeout_ms=700)
+            with pytest.raises(ControllerUnavailable, match=r"no quorum leader known for \d+\.\d s \(epoch 0\)"):
+                await channel.call(BrokerHeartbeatRequest(broker_id=OBSERVER, broker_epoch=1))
+        finally:
+            await driver.stop()
+
+    asyncio.run(main())
