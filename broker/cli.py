@@ -13,8 +13,7 @@ from broker.alter_configs import LEVELS
 from broker.config import BrokerConfig, ConfigException
 from broker.bootstrap_metadata import BootstrapError, check_features, write_bootstrap
 from broker.errors import QuorumFailed, StartupError
-from broker.log_dirs import format_log_dirs, new_cluster_id
-from broker.metadata_log import metadata_log_dir
+from broker.log_dirs import format_log_dirs, metadata_log_dir, new_cluster_id
 from broker.quorum.kraft_log import MetadataLogCorruption
 from broker.quorum.metadata_snapshot import SnapshotError
 from broker.quorum.state_store import QuorumStateError
@@ -85,7 +84,7 @@ async def _serve(config: BrokerConfig, config_path: str | None = None) -> None:
     if broker.metrics.port is not None:
         host = str(config.get("metrics.prometheus.listener")).rpartition(":")[0] or "0.0.0.0"
         print(f"odradek node {broker.node_id}: metrics on http://{host}:{broker.metrics.port}/metrics", flush=True)
-    failed = broker.raft.driver.failed if broker.raft is not None else asyncio.Event()
+    failed = broker.raft.driver.failed
     waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(failed.wait())]
     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     for w in waits:

@@ -8,8 +8,8 @@ Two kinds of call, both answered only once their records are committed:
 * ``call(request)``: the broker's own controller RPCs (BrokerRegistration, AllocateProducerIds, and
   CreateTopics for auto-creation, as Kafka's AutoTopicCreationManager sends it).
 
-``LocalControllerChannel`` runs the controller in this process over the local metadata quorum; the
-Raft quorum makes the same calls remote without changing any caller.
+Every node has one ``QuorumControllerChannel``: a request runs in this process while this node is the active
+controller (always, for a single node: a quorum of one voter), and goes to the active controller otherwise.
 """
 
 from __future__ import annotations
@@ -19,15 +19,12 @@ import ipaddress
 import logging
 from typing import Any, Protocol
 
-from broker.clock import Clock
 from broker.fault_injection import FaultRules
 from broker.controller_apis import CONTROLLER_HANDLERS
 from broker.controller_apis.context import ControllerContext
 from broker.errors import CloseConnection
-from broker.quorum.raft_quorum import parse_voters
+from broker.quorum.raft_quorum import RaftQuorum, parse_voters
 from cluster.controller import Controller
-from cluster.metadata_image import MetadataImage
-from cluster.raft.node import QuorumView
 from protocol.connection import encode_response, parse_request
 from protocol.errors import ErrorCode
 from protocol.generated.messages import DefaultPrincipalData, EnvelopeRequest, EnvelopeResponse, RequestHeader
@@ -38,28 +35,6 @@ log = logging.getLogger("odradek.controller_channel")
 
 ANONYMOUS = DefaultPrincipalData(type="User", name="ANONYMOUS", token_authenticated=False)
 PRINCIPAL_DATA_VERSION = 0
-
-
-class MetadataQuorum(Protocol):
-    """Commits records to the metadata log and publishes the image with them (one voter today)."""
-
-    @property
-    def end_offset(self) -> int: ...
-
-    @property
-    def image(self) -> MetadataImage: ...
-
-    @property
-    def clock(self) -> Clock: ...
-
-    @property
-    def is_active(self) -> bool: ...  # this node is the active controller
-
-    async def ready_to_decide(self) -> None: ...  # raises NotLeaderError unless active and caught up
-
-    async def commit(self, records: list[Message]) -> MetadataImage: ...
-
-    def quorum_view(self) -> QuorumView | None: ...  # the leader's view of the quorum (None: not the leader)
 
 
 class ControllerChannel(Protocol):
@@ -81,17 +56,32 @@ def envelope_for(ctx: Any, request: Message) -> EnvelopeRequest:
                            client_host_address=address)
 
 
-class LocalControllerChannel:
-    """The controller in this process: decisions serialized against the latest image, then committed."""
+class QuorumControllerChannel:
+    """The controller channel of a node in a Raft quorum: requests run here while this node is the active
+    controller (decisions serialized against the latest image, then committed), and go to the active
+    controller's controller listener otherwise (Kafka's NodeToControllerChannelManager): an Envelope for a
+    client's admin request, the RPC itself for the broker's own. NOT_CONTROLLER, a lost connection or no known
+    leader: wait and try the new leader, until ``request.timeout.ms`` (then the caller gets a retriable error)."""
 
-    def __init__(self, controller: Controller, quorum: MetadataQuorum, config: dict[str, Any],
-                 cluster_id: str) -> None:
+    RETRY_BACKOFF_S = 0.05
+    LEADER_CHECK_S = 0.05  # how often a request in flight to a remote controller checks the quorum still names it
+
+    def __init__(self, controller: Controller, quorum: RaftQuorum, config: dict[str, Any], cluster_id: str,
+                 voters: dict[int, tuple[str, int]], node_id: int, timeout_ms: int,
+                 faults: FaultRules | None = None) -> None:
         self.controller = controller
         self.quorum = quorum
         self.config = config
         self.cluster_id = cluster_id
         self._lock = asyncio.Lock()
         self.voter_endpoints = voter_endpoints(config)
+        self.faults = faults
+        self.voters = voters
+        self.node_id = node_id
+        self.timeout_ms = timeout_ms
+        self._clients: dict[int, Any] = {}
+        # the quorum epoch this node last activated its controller in (a node leads an epoch at most once)
+        self._activated_epoch: int | None = None
 
     async def forward(self, ctx: Any, request: Message) -> Message:
         response = await self.send_envelope(envelope_for(ctx, request))
@@ -103,15 +93,20 @@ class LocalControllerChannel:
         return spec.response.decode(mv[pos:], ctx.version)
 
     async def send_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse:
-        """Where a forwarded request goes: this process's controller."""
-        return await self.handle_envelope(envelope)
+        """Where a forwarded request goes: the active controller, here or remote."""
+        return await self._to_active(envelope, self.handle_envelope)
 
     async def call(self, request: Message) -> Message:
-        return await self.decide(request, CONTROLLER_HANDLERS[request.API_KEY].versions[1])
+        """A broker's own controller RPC, answered by the active controller."""
+        return await self._to_active(request, self._decide_here)
 
-    async def decide(self, request: Message, version: int) -> Message:
-        """A broker's controller RPC, run by this node's controller (it must be the active one)."""
-        return await self._run(CONTROLLER_HANDLERS[request.API_KEY], request, version, None, None)
+    async def _decide_here(self, request: Message) -> Message:
+        return await self.decide(request, CONTROLLER_HANDLERS[request.API_KEY].versions[1], from_this_node=True)
+
+    async def decide(self, request: Message, version: int, from_this_node: bool = False) -> Message:
+        """A broker's controller RPC, run by this node's controller (it must be the active one);
+        ``from_this_node``: sent by this node's own broker, in this process."""
+        return await self._run(CONTROLLER_HANDLERS[request.API_KEY], request, version, None, None, from_this_node)
 
     async def handle_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse:
         """The controller's side of an Envelope (ControllerApis.handleEnvelopeRequest)."""
@@ -131,7 +126,7 @@ class LocalControllerChannel:
         return EnvelopeResponse(response_data=data, error_code=0)
 
     async def _run(self, handler, request: Message, version: int, principal: str | None,
-                   client_host: str | None) -> Message:
+                   client_host: str | None, from_this_node: bool = False) -> Message:
         async with self._lock:
             await self.quorum.ready_to_decide()
             await self._activate_in_this_epoch()
@@ -139,68 +134,11 @@ class LocalControllerChannel:
                                      cluster_id=self.cluster_id, version=version,
                                      next_offset=self.quorum.end_offset, principal=principal, client_host=client_host,
                                      now_ms=self.quorum.clock.now_ms(), describe_quorum=self.quorum.quorum_view,
-                                     voter_endpoints=self.voter_endpoints)
+                                     voter_endpoints=self.voter_endpoints, from_this_node=from_this_node)
             result = handler.handle(cctx, request)
             if result.records:
                 await self.quorum.commit(result.records)
             return result.response
-
-    async def _activate_in_this_epoch(self) -> None:
-        """Under the lock, once caught up: what a newly active controller does before deciding anything (nothing
-        for a quorum of one, which bootstraps once at start-up)."""
-
-    async def bootstrap(self) -> None:
-        """A new cluster's first records (the finalized feature levels), as the active controller writes them."""
-        async with self._lock:
-            await self.quorum.ready_to_decide()
-            result = self.controller.bootstrap(self.quorum.image)
-            if result.records:
-                await self.quorum.commit(result.records)
-
-
-def voter_endpoints(config: dict[str, Any]) -> dict[int, tuple[str, str, int]]:
-    """voter id -> (controller listener name, host, port) from ``controller.quorum.voters``."""
-    voters = config.get("controller.quorum.voters")
-    if not voters:
-        return {}
-    names = [n.strip() for n in str(config.get("controller.listener.names") or "CONTROLLER").split(",") if n.strip()]
-    return {v: (names[0], host, port) for v, (host, port) in parse_voters(voters).items()}
-
-
-def _address(raw: bytes) -> str | None:
-    try:
-        return str(ipaddress.ip_address(bytes(raw)))
-    except ValueError:
-        return None
-
-
-class QuorumControllerChannel(LocalControllerChannel):
-    """The controller channel of a node in a Raft quorum: requests run here while this node is the active
-    controller, and go to the active controller's controller listener otherwise (Kafka's
-    NodeToControllerChannelManager): an Envelope for a client's admin request, the RPC itself for the
-    broker's own. NOT_CONTROLLER, a lost connection or no known leader: wait and try the new leader, until
-    ``request.timeout.ms`` (then the caller gets a retriable error)."""
-
-    RETRY_BACKOFF_S = 0.05
-    LEADER_CHECK_S = 0.05  # how often a request in flight to a remote controller checks the quorum still names it
-
-    def __init__(self, controller: Controller, quorum, config: dict[str, Any], cluster_id: str,
-                 voters: dict[int, tuple[str, int]], node_id: int, timeout_ms: int,
-                 faults: FaultRules | None = None) -> None:
-        super().__init__(controller, quorum, config, cluster_id)
-        self.faults = faults
-        self.voters = voters
-        self.node_id = node_id
-        self.timeout_ms = timeout_ms
-        self._clients: dict[int, Any] = {}
-        # the quorum epoch this node last activated its controller in (a node leads an epoch at most once)
-        self._activated_epoch: int | None = None
-
-    async def send_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse:
-        return await self._to_active(envelope, self.handle_envelope)
-
-    async def call(self, request: Message) -> Message:
-        return await self._to_active(request, super().call)
 
     async def _to_active(self, request: Message, local) -> Message:
         from broker.node_client import BadResponse, NodeClient
@@ -301,6 +239,22 @@ class QuorumControllerChannel(LocalControllerChannel):
     async def close(self) -> None:
         for client in self._clients.values():
             await client.close()
+
+
+def voter_endpoints(config: dict[str, Any]) -> dict[int, tuple[str, str, int]]:
+    """voter id -> (controller listener name, host, port) from ``controller.quorum.voters``."""
+    voters = config.get("controller.quorum.voters")
+    if not voters:
+        return {}
+    names = [n.strip() for n in str(config.get("controller.listener.names") or "CONTROLLER").split(",") if n.strip()]
+    return {v: (names[0], host, port) for v, (host, port) in parse_voters(voters).items()}
+
+
+def _address(raw: bytes) -> str | None:
+    try:
+        return str(ipaddress.ip_address(bytes(raw)))
+    except ValueError:
+        return None
 
 
 class ControllerUnavailable(Exception):

@@ -1,4 +1,5 @@
-"""Log directory identity: ``meta.properties`` with cluster.id, node.id and directory.id (Kafka 4.x)."""
+"""Log directory identity: ``meta.properties`` with cluster.id, node.id and directory.id (Kafka 4.x); where the
+metadata log lives."""
 
 from __future__ import annotations
 
@@ -8,9 +9,17 @@ import os
 from pathlib import Path
 
 from broker.errors import StartupError
+from protocol.topics import METADATA_PARTITION, METADATA_TOPIC
 from storage.checkpoints import MetaProperties, random_uuid
 
 log = logging.getLogger("odradek.log_dirs")
+
+METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-{METADATA_PARTITION}"
+
+
+def metadata_log_dir(config_dirs: list[Path], metadata_log_dir: str | None) -> Path:
+    """``metadata.log.dir`` if set, else the first of ``log.dirs`` (KafkaConfig.metadataLogDir)."""
+    return Path(os.path.abspath(metadata_log_dir)) if metadata_log_dir else config_dirs[0]
 
 
 def new_cluster_id() -> str:

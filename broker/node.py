@@ -1,6 +1,9 @@
 """One node's wiring: the metadata log and quorum, the controller channel, the partition logs, the group
 coordinator, metrics and the network server, started and stopped in order.
 
+Every node runs the same way, as Kafka's KRaft nodes do: a single node (no ``controller.quorum.voters``) is a
+quorum of one voter that elects itself at once; a cluster's nodes are voters or observers of theirs.
+
 Nothing here answers requests: handlers get ``BrokerHandles`` (broker/context.py), never this object.
 """
 
@@ -20,16 +23,14 @@ from broker.bootstrap_metadata import read_bootstrap
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig, Listener
 from broker.context import BrokerHandles
-from broker.controller_channel import ControllerUnavailable, LocalControllerChannel, QuorumControllerChannel
+from broker.controller_channel import ControllerUnavailable, QuorumControllerChannel
 from broker.errors import QuorumFailed, StartupError
 from broker.fetch_session import (
     MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, FetchManager, FetchSessionCache, FetchSessionCacheCollector,
 )
 from broker.fault_injection import CONFIG_KEY as FAULT_INJECTION_FILE, FaultRules, FaultRulesFile
 from broker.group_service import GroupService
-from broker.local_quorum import LocalQuorum
-from broker.log_dirs import ensure_meta_properties
-from broker.metadata_log import METADATA_PARTITION_DIR, MetadataLog, metadata_log_dir
+from broker.log_dirs import METADATA_PARTITION_DIR, ensure_meta_properties, metadata_log_dir
 from broker.metadata_publisher import MetadataPublisher
 from broker.metrics import BrokerMetrics
 from broker.telemetry import ClientTelemetry, PushedMetrics
@@ -76,9 +77,7 @@ class Broker:
         self.server = NetworkServer(config.listeners, int(config["socket.request.max.bytes"]),
                                     int(config["connections.max.idle.ms"]), self.metrics, send_stats)
         self.metadata = MetadataPublisher()
-        self.metadata_log = MetadataLog(metadata_log_dir(self.log_dirs, config.get("metadata.log.dir")))
-        self.quorum = LocalQuorum(self.metadata_log, self.metadata, clock, self.node_id)
-        self.controller: LocalControllerChannel | None = None  # made at start, once the cluster id is known
+        self.controller: QuorumControllerChannel | None = None  # made at start, once the cluster id is known
         self.groups: GroupService | None = None
         self.telemetry: ClientTelemetry | None = None
         self._telemetry_expiry: asyncio.Task | None = None
@@ -89,9 +88,10 @@ class Broker:
         self._producer_id_lock = asyncio.Lock()
         self.incarnation_id = random_uuid()
         self.broker_epoch = -1
+        # a single node is its own quorum of one voter, which never sends to itself: no address is needed
         self.voters = parse_voters(config["controller.quorum.voters"]) if config.get("controller.quorum.voters") \
-            else None  # None: a single node, its own quorum of one
-        self.raft: RaftQuorum | None = None
+            else {self.node_id: ("127.0.0.1", 0)}
+        self.raft: RaftQuorum | None = None  # made at start, once the cluster id is known
         self._background: list[asyncio.Task] = []
         self._want_shut_down = False
         self.fenced = True
@@ -157,33 +157,27 @@ class Broker:
         bootstrap = await asyncio.to_thread(read_bootstrap, metadata_log_dir(self.log_dirs,
                                                                              self.config.get("metadata.log.dir")))
         controller = Controller(self.node_id, self.config.values, random.SystemRandom(),
-                                validate_topic_configs=self._validate_topic_configs,
-                                register_fenced=self.voters is not None, bootstrap_features=bootstrap)
-        if self.voters is None:
-            self.controller = LocalControllerChannel(controller, self.quorum, self.config.values, self.cluster_id)
-            image = await asyncio.to_thread(self.metadata_log.open, self.clock.now_ms())
-            self.metadata.image = image
-        else:
-            cfg = self.config
-            self.raft = RaftQuorum(
-                self.node_id, self.voters,
-                metadata_log_dir(self.log_dirs, cfg.get("metadata.log.dir")) / METADATA_PARTITION_DIR,
-                self.cluster_id, self.metadata, self.clock,
-                RaftConfig(election_timeout_ms=int(cfg["controller.quorum.election.timeout.ms"]),
-                           fetch_timeout_ms=int(cfg["controller.quorum.fetch.timeout.ms"]),
-                           election_backoff_max_ms=int(cfg["controller.quorum.election.backoff.max.ms"]),
-                           request_timeout_ms=int(cfg["controller.quorum.request.timeout.ms"]),
-                           retry_backoff_ms=int(cfg["controller.quorum.retry.backoff.ms"])),
-                snapshots=SnapshotPolicy(int(cfg["metadata.log.max.record.bytes.between.snapshots"]),
-                                         int(cfg["metadata.log.max.snapshot.interval.ms"])),
-                segment_bytes=int(cfg["metadata.log.segment.bytes"]),
-                retention=(int(cfg["metadata.max.retention.bytes"]), int(cfg["metadata.max.retention.ms"])),
-                faults=self.faults)
-            self.quorum = self.raft
-            self.controller = QuorumControllerChannel(controller, self.raft, cfg.values, self.cluster_id, self.voters,
-                                                      self.node_id, int(cfg["request.timeout.ms"]), self.faults)
-            image = self.metadata.image
-        self.metrics.registry.register(QuorumCollector(self.quorum, "controller" in self.config.process_roles))
+                                validate_topic_configs=self._validate_topic_configs, register_fenced=True,
+                                bootstrap_features=bootstrap)
+        cfg = self.config
+        self.raft = RaftQuorum(
+            self.node_id, self.voters,
+            metadata_log_dir(self.log_dirs, cfg.get("metadata.log.dir")) / METADATA_PARTITION_DIR,
+            self.cluster_id, self.metadata, self.clock,
+            RaftConfig(election_timeout_ms=int(cfg["controller.quorum.election.timeout.ms"]),
+                       fetch_timeout_ms=int(cfg["controller.quorum.fetch.timeout.ms"]),
+                       election_backoff_max_ms=int(cfg["controller.quorum.election.backoff.max.ms"]),
+                       request_timeout_ms=int(cfg["controller.quorum.request.timeout.ms"]),
+                       retry_backoff_ms=int(cfg["controller.quorum.retry.backoff.ms"])),
+            snapshots=SnapshotPolicy(int(cfg["metadata.log.max.record.bytes.between.snapshots"]),
+                                     int(cfg["metadata.log.max.snapshot.interval.ms"])),
+            segment_bytes=int(cfg["metadata.log.segment.bytes"]),
+            retention=(int(cfg["metadata.max.retention.bytes"]), int(cfg["metadata.max.retention.ms"])),
+            faults=self.faults)
+        self.controller = QuorumControllerChannel(controller, self.raft, cfg.values, self.cluster_id, self.voters,
+                                                  self.node_id, int(cfg["request.timeout.ms"]), self.faults)
+        image = self.metadata.image
+        self.metrics.registry.register(QuorumCollector(self.raft, "controller" in self.config.process_roles))
         if self.is_broker:
             await self._start_broker_parts(image)
         self.server.handles = BrokerHandles(
@@ -196,26 +190,19 @@ class Broker:
             controller_advertised_apis=tuple(ApiVersion(*e) for e in advertised(CONTROLLER_LISTENER_HANDLERS)),
             fetch_sessions=self.fetch_sessions)
         await self.server.bind()
-        if self.raft is None:
-            await self.controller.bootstrap()
-            await self._register()
-            self.fenced = False
         self.metrics.start(self.config.get("metrics.prometheus.listener"))
-        if self.raft is None:
-            await self.server.start_serving()
-        else:
-            # BrokerServer: the controller listener serves the quorum at once; clients and followers are let in
-            # only once this node has caught up with the metadata log (before that its image is stale or empty,
-            # and a restarted broker would answer UNKNOWN_TOPIC_OR_PARTITION for topics that exist)
-            await self.server.start_serving(only=self.config.controller_listener_names)
-            await self.raft.start()
-            if self.node_id in self.voters:
-                self._spawn(self.controller.run_active_controller_duties())
-            await self._catch_up()
-            await self.server.start_serving()
-            if self.is_broker:
-                await self._register()
-                self._spawn(self._heartbeat_loop())
+        # BrokerServer: the controller listener serves the quorum at once; clients and followers are let in
+        # only once this node has caught up with the metadata log (before that its image is stale or empty,
+        # and a restarted broker would answer UNKNOWN_TOPIC_OR_PARTITION for topics that exist)
+        await self.server.start_serving(only=self.config.controller_listener_names)
+        await self.raft.start()
+        if self.node_id in self.voters:
+            self._spawn(self.controller.run_active_controller_duties())
+        await self._catch_up()
+        await self.server.start_serving()
+        if self.is_broker:
+            await self._register()
+            self._spawn(self._heartbeat_loop())
         if not self.is_broker:  # a controller-only node: no partitions, groups or client telemetry
             self.logs_loaded = asyncio.get_running_loop().create_future()
             self.logs_loaded.set_result(None)
@@ -224,6 +211,7 @@ class Broker:
         self.logs_loaded = asyncio.ensure_future(self._load_partitions())
         if wait_for_logs:
             await self.logs_loaded
+            await self.wait_unfenced()
 
     async def _start_broker_parts(self, image: MetadataImage) -> None:
         """The broker role's parts: partition logs, replica manager, group coordinator, client telemetry."""
@@ -236,12 +224,10 @@ class Broker:
         self.replicas = ReplicaManager(self.node_id, self.log_manager, self.clock.now_ms, self.metrics,
                                        replica_lag_time_max_ms=int(self.config["replica.lag.time.max.ms"]))
         self.replicas.loading = True
-        if self.raft is not None:  # a quorum's brokers replicate; a single node has nothing to fetch from
-            self.fetchers = ReplicaFetcherManager(self.node_id, self.replicas, self.clock,
-                                                  self._inter_broker_listener(), lambda: self.broker_epoch,
-                                                  self.config.values, self.faults)
-            self.isr = IsrSender(self.node_id, self.replicas, self.controller, lambda: self.broker_epoch)
-            self._spawn(self.isr.expire_periodically(int(self.config["replica.lag.time.max.ms"]) / 2000))
+        self.fetchers = ReplicaFetcherManager(self.node_id, self.replicas, self.clock, self._inter_broker_listener(),
+                                              lambda: self.broker_epoch, self.config.values, self.faults)
+        self.isr = IsrSender(self.node_id, self.replicas, self.controller, lambda: self.broker_epoch)
+        self._spawn(self.isr.expire_periodically(int(self.config["replica.lag.time.max.ms"]) / 2000))
         self.metadata.add(self._publish_to_replicas)
         self.groups = GroupService(self.node_id, self.config, self.metadata, self.replicas, self.controller,
                                    self.clock)
@@ -259,7 +245,6 @@ class Broker:
     async def _catch_up(self) -> None:
         """Wait until the quorum has a leader and this node has applied up to its high watermark, so the
         partition logs are opened against the cluster's image, not a partial one."""
-        assert self.raft is not None
         driver = self.raft.driver
         waited = 0.0
         while not (driver.high_watermark > 0 and driver.applied_offset >= driver.high_watermark):
@@ -272,6 +257,16 @@ class Broker:
                             driver.leader_id, driver.epoch)
                 waited = 0.0
         log.info("node %d: caught up with the metadata log at offset %d", self.node_id, driver.applied_offset)
+
+    async def wait_unfenced(self, timeout_s: float = 30.0) -> None:
+        """Wait until the controller has unfenced this broker (its first heartbeat after the logs loaded): only
+        then does it take partitions, so a CreateTopics sent as soon as ``start`` returns finds it."""
+        waited = 0.0
+        while self.fenced and waited < timeout_s:
+            await asyncio.sleep(0.01)
+            waited += 0.01
+        if self.fenced:
+            log.warning("node %d: still fenced %.0f s after its logs loaded", self.node_id, timeout_s)
 
     async def _registration_applied(self) -> None:
         """Wait until the metadata holds this process's own registration (BrokerServer's initial catch-up): the
@@ -289,7 +284,6 @@ class Broker:
     async def _heartbeat_loop(self) -> None:
         """BrokerLifecycleManager: a heartbeat every ``broker.heartbeat.interval.ms`` keeps the session; the
         first ones unfence the broker once it has caught up; a STALE_BROKER_EPOCH means register again."""
-        assert self.raft is not None
         interval = int(self.config["broker.heartbeat.interval.ms"]) / 1000
         while True:
             try:
@@ -390,12 +384,11 @@ class Broker:
         for d, clean in self.log_manager._had_clean_shutdown.items():
             log.info("log dir %s: %s", d, "clean shutdown, recovery skipped" if clean
                      else "no clean-shutdown marker, logs recovered from their recovery points")
-        if self.raft is not None:
-            self._awaiting_registration = True  # stop() may cancel here: no thread is working on the logs
-            try:
-                await self._registration_applied()
-            finally:
-                self._awaiting_registration = False
+        self._awaiting_registration = True  # stop() may cancel here: no thread is working on the logs
+        try:
+            await self._registration_applied()
+        finally:
+            self._awaiting_registration = False
         async with self.metadata.lock:
             await asyncio.to_thread(self.replicas.apply_image, self.metadata.image)
             self.replicas.loading = False
@@ -410,7 +403,7 @@ class Broker:
         """Graceful shutdown: stop accepting, answer requests already read, then flush and checkpoint
         (LogManager writes the clean-shutdown marker, so the next start skips recovery)."""
         log.info("shutting down: stop accepting, finishing in-flight requests")
-        if self.raft is not None and self.is_broker and self.broker_epoch >= 0:
+        if self.is_broker and self.broker_epoch >= 0:
             await self._controlled_shutdown(grace_s)
         if self.groups is not None:  # group coordinator: answer parked JoinGroups first
             await self.groups.stop()
@@ -436,8 +429,6 @@ class Broker:
             await self.raft.driver.resign()
             await self.controller.close()
             await self.raft.stop()
-        else:
-            await asyncio.to_thread(self.metadata_log.close)
         if self._fault_rules_file is not None:
             await self._fault_rules_file.stop()
 

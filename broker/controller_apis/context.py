@@ -19,6 +19,7 @@ class ControllerContext:
     version: int  # the request's API version
     next_offset: int  # the metadata log offset the next committed record gets (a new broker epoch)
     principal: str | None = None  # "User:ANONYMOUS" for a forwarded client request; None for a broker RPC
+    from_this_node: bool = False  # a broker RPC from this node's own broker, in this process
     client_host: str | None = None
     now_ms: int = 0  # the controller's clock: broker sessions are timed with it
     describe_quorum: Callable[[], QuorumView | None] = lambda: None  # the quorum leader's view (DescribeQuorum)

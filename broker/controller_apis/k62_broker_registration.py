@@ -1,7 +1,9 @@
 """BrokerRegistration on the controller (ClusterControlManager.registerBroker): the broker's listeners,
 rack, incarnation and log dirs become a RegisterBrokerRecord; its broker epoch is that record's offset.
 Another cluster id is INCONSISTENT_CLUSTER_ID; a new incarnation while the old one's session is valid is
-DUPLICATE_BROKER_REGISTRATION."""
+DUPLICATE_BROKER_REGISTRATION, except for this node's own broker registering through its own channel: the
+previous incarnation was this node's previous process, gone (a combined node restarted after kill -9, or a
+single node, does not wait out broker.session.timeout.ms for its own old session, as Kafka's would)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ def handle(cctx: ControllerContext, req: BrokerRegistrationRequest) -> Controlle
         return ControllerResult([], BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID))
     res = cctx.controller.register_broker(
         cctx.image, req.broker_id, req.incarnation_id, [(lst.name, lst.host, lst.port) for lst in req.listeners],
-        req.rack, cctx.next_offset, list(req.log_dirs), cctx.now_ms)
+        req.rack, cctx.next_offset, list(req.log_dirs), cctx.now_ms,
+        previous_process_gone=cctx.from_this_node and req.broker_id == cctx.controller.node_id)
     if res.response:
         return ControllerResult([], BrokerRegistrationResponse(error_code=res.response))
     if res.records:

@@ -40,7 +40,7 @@ class LatencyWindow:
 
 
 class QuorumCollector:
-    """``quorum`` is the node's LocalQuorum or RaftQuorum (``raft_status``, ``is_active``, ``image``,
+    """``quorum`` is the node's RaftQuorum (``raft_status``, ``is_active``, ``image``,
     ``commit_latency``); ``controller``: this node runs the controller role."""
 
     def __init__(self, quorum, controller: bool) -> None:

@@ -90,6 +90,10 @@ class RaftDriver:
         self.node = RaftNode(self.node_id, self.voters, self.log, self.rng, self.config, self._now(), state)
         if self.node.leader_id == NO_ID:
             self._leader_unknown_since = self.clock.monotonic()
+        if self.node.stored_epoch_below_log is not None:
+            stored, in_log = self.node.stored_epoch_below_log
+            log.warning("node %d: the epoch in %s (%d) is below the last epoch in the metadata log (%d): starting "
+                        "unattached in epoch %d", self.node_id, self.store.path, stored, in_log, in_log)
         log.info("node %d: quorum of voters %s, epoch %d, leader %s, log [%d, %d)", self.node_id,
                  sorted(self.voters), self.node.epoch, self.node.leader_id if self.node.leader_id != NO_ID else "none",
                  self.log.start_offset, self.log.end_offset)

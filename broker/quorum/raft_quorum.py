@@ -2,8 +2,7 @@
 node (voter or observer) applies what is committed to its image, in order (Kafka's QuorumController on
 KafkaRaftClient, with MetadataLoader applying committed batches and snapshots).
 
-Same surface as the single-voter ``LocalQuorum`` (``commit``, ``image``, ``end_offset``, ``clock``), plus what
-the controller channel needs to find the active controller.
+A single node is a quorum of one voter: it elects itself at once, and a batch is committed once it is flushed.
 """
 
 from __future__ import annotations

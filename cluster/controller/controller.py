@@ -135,8 +135,8 @@ class Controller:
                  register_fenced: bool = False, bootstrap_features: dict[str, int] | None = None) -> None:
         self.node_id = node_id
         self.bootstrap_features = bootstrap_features  # from the formatted bootstrap.checkpoint, if any
-        # a quorum's brokers register fenced and are unfenced by a heartbeat once caught up (Kafka); the
-        # single-voter node is its own controller and registers unfenced
+        # brokers register fenced and are unfenced by a heartbeat once caught up, as in Kafka: every node passes
+        # True (a single node too, a quorum of one voter); unit tests of decisions after a registration skip it
         self.register_fenced = register_fenced
         self.config = config
         self.rng = rng
@@ -168,14 +168,16 @@ class Controller:
 
     def register_broker(self, image: MetadataImage, node_id: int, incarnation_id: bytes,
                         endpoints: list[tuple[str, str, int]], rack: str | None, broker_epoch: int,
-                        log_dirs: list[bytes], now_ms: int = 0) -> ControllerResult:
+                        log_dirs: list[bytes], now_ms: int = 0,
+                        previous_process_gone: bool = False) -> ControllerResult:
         """ClusterControlManager.registerBroker; the response is the error code: another incarnation of a
         broker whose session is still valid is DUPLICATE_BROKER_REGISTRATION (it registers again once the
-        session expires and the old incarnation is fenced)."""
+        session expires and the old incarnation is fenced), unless the caller knows the old incarnation's process
+        is gone (``previous_process_gone``: the controller's own node registering from its own process)."""
         eps = [BrokerEndpoint(name=n, host=h, port=p, security_protocol=SECURITY_PROTOCOL_PLAINTEXT)
                for n, h, p in endpoints]
         old = image.brokers.get(node_id)
-        if old is not None and old.incarnation_id != incarnation_id and \
+        if old is not None and old.incarnation_id != incarnation_id and not previous_process_gone and \
                 self.heartbeats.has_valid_session(node_id, now_ms):
             log.info("broker %d: registration of incarnation %s refused: incarnation %s has a live session",
                      node_id, incarnation_id.hex(), old.incarnation_id.hex())
@@ -192,8 +194,8 @@ class Controller:
         records: list[Message] = [rec]
         if self.register_fenced and (old is None or old.incarnation_id != incarnation_id):
             # a new process (handleBrokerUncleanShutdown, metadata.version 4.0): its log may have lost a tail the
-            # others acknowledged, so it leaves every ISR and leadership and rejoins once it has caught up (a
-            # single node registers unfenced: there is no other replica to defer to)
+            # others acknowledged, so it leaves every ISR and leadership and rejoins once it has caught up (the
+            # last in-sync replica keeps its place in the ISR, leaderless until it is unfenced)
             records += rc.leader_and_isr_updates(image, list(rc.partitions_with_broker_in_isr(image, node_id)),
                                                  self.unclean_default, broker_to_remove=node_id)
         self.heartbeats.register(node_id, self.register_fenced, now_ms)

@@ -103,6 +103,12 @@ class RaftNode:
         self.cfg = config
         self.is_voter = node_id in self.voters
         state = state or ElectionState(0, voters=self.voters)
+        # QuorumState.initialize: a stored epoch below the log's last one (no quorum-state file, as in a directory
+        # a single node wrote before it ran as a quorum of one) starts unattached in the log's epoch
+        self.stored_epoch_below_log: tuple[int, int] | None = None
+        if state.epoch < log.last_fetched_epoch:
+            self.stored_epoch_below_log = (state.epoch, log.last_fetched_epoch)
+            state = ElectionState(log.last_fetched_epoch, voters=self.voters)
         self.epoch = state.epoch
         self.leader_id = state.leader_id
         self.voted_id = state.voted_id

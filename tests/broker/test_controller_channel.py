@@ -7,12 +7,13 @@ import asyncio
 import dataclasses
 import random
 
-from broker.clock import ManualClock
-from broker.controller_channel import LocalControllerChannel, envelope_for
-from broker.local_quorum import LocalQuorum
-from broker.metadata_log import MetadataLog
+from broker.clock import SYSTEM_CLOCK
+from broker.controller_channel import QuorumControllerChannel, envelope_for
+from broker.log_dirs import METADATA_PARTITION_DIR
 from broker.metadata_publisher import MetadataPublisher
+from broker.quorum.raft_quorum import RaftQuorum
 from cluster.controller import Controller
+from cluster.raft.node import RaftConfig
 from protocol.connection import parse_request
 from protocol.errors import ErrorCode
 from protocol.generated.api_keys import APIS
@@ -48,7 +49,7 @@ def _client_request(message, version: int, client_host: str = "127.0.0.1") -> _C
 
 
 async def _channel(tmp_path):
-    clock = ManualClock()
+    """The channel of a single node: its controller over a quorum of one voter (it leads at once)."""
     publisher = MetadataPublisher()
     published = []
 
@@ -56,12 +57,16 @@ async def _channel(tmp_path):
         published.append(image.offset)
 
     publisher.add(record)
-    log = MetadataLog(tmp_path)
-    publisher.image = log.open(clock.now_ms())
-    channel = LocalControllerChannel(Controller(1, {"num.partitions": 2}, random.Random(3)),
-                                     LocalQuorum(log, publisher, clock), {}, CLUSTER_ID)
-    await channel.bootstrap()
-    return channel, publisher, published, log
+    quorum = RaftQuorum(1, {1: ("127.0.0.1", 0)}, tmp_path / METADATA_PARTITION_DIR, CLUSTER_ID, publisher,
+                        SYSTEM_CLOCK, RaftConfig())
+    await quorum.start()
+    for _ in range(1000):  # the lone voter elects itself on its first tick
+        if quorum.is_active:
+            break
+        await asyncio.sleep(0.01)
+    channel = QuorumControllerChannel(Controller(1, {"num.partitions": 2}, random.Random(3)), quorum, {},
+                                      CLUSTER_ID, {1: ("127.0.0.1", 0)}, node_id=1, timeout_ms=30000)
+    return channel, publisher, published, quorum
 
 
 def _registration(epoch: int = -1) -> BrokerRegistrationRequest:
@@ -87,7 +92,7 @@ def test_forwarded_create_topics_is_answered_after_its_records_are_published(tmp
         assert publisher.image.topic("orders").topic_id == resp.topics[0].topic_id
         again = await channel.forward(_client_request(req, 7), req)
         assert again.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
-        log.close()
+        await log.stop()
 
     asyncio.run(scenario())
 
@@ -105,7 +110,7 @@ def test_validate_only_and_errors_commit_nothing(tmp_path):
         resp = await channel.forward(_client_request(bad, 5), bad)
         assert resp.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
         assert log.end_offset == end and publisher.image.topic("dry") is None
-        log.close()
+        await log.stop()
 
     asyncio.run(scenario())
 
@@ -129,7 +134,7 @@ def test_bad_envelopes_are_refused_without_a_state_change(tmp_path):
             resp = await channel.handle_envelope(envelope)
             assert resp.error_code == ErrorCode.INVALID_REQUEST
         assert log.end_offset == end and publisher.image is image
-        log.close()
+        await log.stop()
 
     asyncio.run(scenario())
 
@@ -151,7 +156,7 @@ def test_registration_epoch_and_producer_id_blocks(tmp_path):
         assert stale.error_code == ErrorCode.STALE_BROKER_EPOCH
         unknown = await channel.call(AllocateProducerIdsRequest(broker_id=9, broker_epoch=0))
         assert unknown.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
-        log.close()
+        await log.stop()
 
     asyncio.run(scenario())
 
@@ -175,7 +180,7 @@ def test_broker_heartbeats_unfence_and_stale_epochs_change_nothing(tmp_path):
                                                               current_metadata_offset=before))
             assert reply.error_code == ErrorCode.STALE_BROKER_EPOCH
         assert publisher.image.offset == before
-        log.close()
+        await log.stop()
 
     asyncio.run(run())
 
@@ -211,7 +216,7 @@ def test_alter_partition_and_unregister_reject_bad_input(tmp_path):
         resp = await channel.call(UnregisterBrokerRequest(broker_id=42))
         assert resp.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
         assert publisher.image.offset == before
-        log.close()
+        await log.stop()
 
     asyncio.run(run())
 
@@ -219,7 +224,6 @@ def test_alter_partition_and_unregister_reject_bad_input(tmp_path):
 def test_a_request_to_a_controller_the_quorum_has_replaced_goes_to_the_new_one(tmp_path):
     """A paused old controller holds the request: once the quorum names a new leader the channel sends it there
     (a broker's heartbeats must not wait out request.timeout.ms while its session expires)."""
-    from broker.controller_channel import QuorumControllerChannel
     from protocol.generated.messages import BrokerHeartbeatRequest, BrokerHeartbeatResponse, ResponseHeader
 
     async def run():

@@ -1,48 +1,80 @@
-"""The metadata log: records survive a restart and rebuild the same image; a torn tail is recovered."""
+"""The metadata log of a single node, a quorum of one voter: records survive a restart and rebuild the same image
+(each start a new epoch); a torn tail is recovered."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import os
 import random
 
-from broker.metadata_log import METADATA_PARTITION_DIR, MetadataLog
+from broker.clock import SYSTEM_CLOCK
+from broker.log_dirs import METADATA_PARTITION_DIR
+from broker.metadata_publisher import MetadataPublisher
+from broker.quorum.raft_quorum import RaftQuorum
 from cluster.controller import Controller, NewTopic
+from cluster.raft.node import RaftConfig
 
 NOW = 1_700_000_000_000
 
 
-def test_restart_rebuilds_identical_image(tmp_path):
-    ml = MetadataLog(tmp_path)
-    image = ml.open(NOW)
-    c = Controller(1, {"num.partitions": 2}, random.Random(1))
-    image = ml.append(c.bootstrap(image).records, NOW)
-    image = ml.append(c.register_broker(image, 1, b"\x02" * 16, [("PLAINTEXT", "h", 1)], None, 0, []).records, NOW)
-    created = c.create_topics(image, [NewTopic("a"), NewTopic("b", 3, configs={"retention.ms": "5"})])
-    image = ml.append(created.records, NOW)
-    image = ml.append(c.delete_topics(image, ["a"], []).records, NOW)
-    image = ml.append(c.allocate_producer_ids(image, 1, 0).records, NOW)
-    first_epoch = ml.epoch
-    ml.close()
+async def _one_voter(tmp_path) -> RaftQuorum:
+    """A started quorum of one voter on ``tmp_path``, leading with everything before its epoch applied."""
+    quorum = RaftQuorum(1, {1: ("127.0.0.1", 0)}, tmp_path / METADATA_PARTITION_DIR, "c", MetadataPublisher(),
+                        SYSTEM_CLOCK, RaftConfig())
+    await quorum.start()
+    for _ in range(1000):  # the lone voter elects itself on its first tick
+        if quorum.is_active:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.wait_for(quorum.ready_to_decide(), 10)
+    return quorum
 
-    ml2 = MetadataLog(tmp_path)
-    again = ml2.open(NOW)
-    assert again == image
-    assert sorted(again.topics_by_name) == ["b"] and again.next_producer_id == 1000
-    assert ml2.epoch == first_epoch + 1
-    ml2.close()
+
+def test_restart_rebuilds_identical_image(tmp_path):
+    async def main():
+        q = await _one_voter(tmp_path)
+        c = Controller(1, {"num.partitions": 2}, random.Random(1))
+        image = await q.commit(c.bootstrap(q.image).records)
+        image = await q.commit(c.register_broker(image, 1, b"\x02" * 16, [("PLAINTEXT", "h", 1)], None, 0,
+                                                 []).records)
+        image = await q.commit(c.create_topics(image, [NewTopic("a"), NewTopic("b", 3, configs={"retention.ms": "5"})
+                                                       ]).records)
+        image = await q.commit(c.delete_topics(image, ["a"], []).records)
+        image = await q.commit(c.allocate_producer_ids(image, 1, 0).records)
+        first_epoch = q.driver.epoch
+        await q.stop()
+
+        again = await _one_voter(tmp_path)
+        try:
+            # the same image; only its offset differs (the LeaderChange batch of the first start's epoch comes first)
+            assert again.image == dataclasses.replace(image, offset=again.image.offset)
+            assert sorted(again.image.topics_by_name) == ["b"] and again.image.next_producer_id == 1000
+            assert again.driver.epoch == first_epoch + 1  # a restarted single voter elects itself again
+        finally:
+            await again.stop()
+
+    asyncio.run(main())
 
 
 def test_torn_tail_is_dropped(tmp_path):
-    ml = MetadataLog(tmp_path)
-    image = ml.open(NOW)
-    c = Controller(1, {}, random.Random(1))
-    image = ml.append(c.register_broker(image, 1, b"\x02" * 16, [("PLAINTEXT", "h", 1)], None, 0, []).records, NOW)
-    good = ml.append(c.create_topics(image, [NewTopic("t", 1)]).records, NOW)
-    ml.append(c.create_topics(good, [NewTopic("u", 1)]).records, NOW)
-    ml.close()
-    seg = tmp_path / METADATA_PARTITION_DIR / ("0" * 20 + ".log")
-    size = os.path.getsize(seg)
-    with open(seg, "r+b") as f:
-        f.truncate(size - 7)  # the last batch is torn, as after a crash mid-write
-    again = MetadataLog(tmp_path).open(NOW)
-    assert sorted(again.topics_by_name) == ["t"]
+    async def main():
+        q = await _one_voter(tmp_path)
+        c = Controller(1, {}, random.Random(1))
+        image = await q.commit(c.register_broker(q.image, 1, b"\x02" * 16, [("PLAINTEXT", "h", 1)], None, 0,
+                                                 []).records)
+        good = await q.commit(c.create_topics(image, [NewTopic("t", 1)]).records)
+        await q.commit(c.create_topics(good, [NewTopic("u", 1)]).records)
+        await q.stop()
+        seg = tmp_path / METADATA_PARTITION_DIR / ("0" * 20 + ".log")
+        size = os.path.getsize(seg)
+        with open(seg, "r+b") as f:
+            f.truncate(size - 7)  # the last batch is torn, as after a crash mid-write
+        (tmp_path / METADATA_PARTITION_DIR / "recovery-point").unlink(missing_ok=True)  # as after kill -9
+        again = await _one_voter(tmp_path)
+        try:
+            assert sorted(again.image.topics_by_name) == ["t"]
+        finally:
+            await again.stop()
+
+    asyncio.run(main())

@@ -122,6 +122,8 @@ def test_serves_retriable_errors_while_partitions_load(tmp_path):
             md, pr = await asyncio.to_thread(probe, port)
             gate.set()
             await b.logs_loaded
+            # its controlled shutdown left the partition leaderless: led again once this broker is unfenced
+            await b.wait_unfenced()
         finally:
             gate.set()
             LogManager.startup = real_startup

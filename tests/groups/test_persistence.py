@@ -148,7 +148,7 @@ def test_partition_is_unloaded_and_reloaded_when_leadership_moves(gbroker):
 
     def change(leader):
         rec = PartitionChangeRecord(partition_id=p, topic_id=topic.topic_id, leader=leader)
-        asyncio.run_coroutine_threadsafe(broker.quorum.commit([rec]), gbroker._loop).result(10)
+        asyncio.run_coroutine_threadsafe(broker.raft.commit([rec]), gbroker._loop).result(10)
 
     change(-1)  # this broker no longer leads the group's partition
     wait_until(lambda: p not in broker.groups.shards, timeout=5, what="the partition to be unloaded")
