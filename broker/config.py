@@ -143,6 +143,28 @@ def _guess(value: Any) -> Any:
         return value
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka's SecurityProtocol names
+# SocketServerConfigs.LISTENER_SECURITY_PROTOCOL_MAP_DEFAULT: each protocol's name maps to itself
+DEFAULT_SECURITY_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT",)  # what this release serves: TLS and SASL are not built yet
+
+
+def parse_security_protocol_map(text: str) -> dict[str, str]:
+    """``listener.security.protocol.map`` (``NAME:PROTOCOL,...``) as Kafka parses it: listener names upper-cased
+    (ListenerName.normalised), protocols among Kafka's SecurityProtocol names."""
+    out: dict[str, str] = {}
+    for item in filter(None, (x.strip() for x in str(text).split(","))):
+        name, sep, protocol = item.partition(":")
+        if not sep or not name.strip():
+            raise ConfigException(f"Invalid value {text!r} for configuration listener.security.protocol.map: "
+                                  f"{item!r} is not listener:protocol")
+        protocol = protocol.strip()
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigException(f"Invalid security protocol `{protocol}` defined in listener.security.protocol.map")
+        out[name.strip().upper()] = protocol
+    return out
+
+
 class BrokerConfig:
     """Effective configuration: defaults < file < overrides."""
 
@@ -201,6 +223,7 @@ class BrokerConfig:
         except ValueError as exc:
             raise ConfigException(f"Invalid value for configuration listeners: {exc}") from None
         self._validate_roles()
+        self._validate_listener_security()
         if self.values.get("odradek.test.fault.injection.file"):
             from broker.fault_injection import check_loopback_only
 
@@ -268,6 +291,32 @@ class BrokerConfig:
                                       "from controller.listener.names when process.roles=controller")
         elif not listener_names - names:
             raise ConfigException("a broker needs a listener that is not in controller.listener.names")
+
+    def listener_security_protocols(self) -> dict[str, str]:
+        """Kafka's effectiveListenerSecurityProtocolMap: the configured map, or the default one, to which (when the
+        map is not set and no SSL or SASL listener is named) every controller listener is added as PLAINTEXT."""
+        raw = self.values.get("listener.security.protocol.map")
+        if raw is not None and "listener.security.protocol.map" in self.explicit:
+            return parse_security_protocol_map(raw)
+        protocols = dict(DEFAULT_SECURITY_PROTOCOL_MAP)
+        names = {n.upper() for n in self.controller_listener_names} | {lst.name.upper() for lst in self.listeners}
+        if not names & (set(SECURITY_PROTOCOLS) - {"PLAINTEXT"}):
+            protocols.update({n.upper(): "PLAINTEXT" for n in self.controller_listener_names})
+        return protocols
+
+    def _validate_listener_security(self) -> None:
+        """Every listener (and every controller listener a broker-only node connects to) has a security protocol,
+        and this release serves it: anything but PLAINTEXT is refused at start, naming the listener. Map entries
+        for listeners not in use are fine."""
+        protocols = self.listener_security_protocols()
+        for name in [lst.name for lst in self.listeners] + sorted(self.controller_listener_names):
+            protocol = protocols.get(name.upper())
+            if protocol is None:
+                raise ConfigException(f"No security protocol defined for listener {name} (listener.security."
+                                      f"protocol.map)")
+            if protocol not in SERVED_SECURITY_PROTOCOLS:
+                raise ConfigException(f"Listener {name} uses security protocol {protocol}: this release of odradek "
+                                      f"serves PLAINTEXT listeners only (TLS and SASL are not built yet)")
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -174,3 +174,17 @@ def test_a_node_whose_meta_properties_name_another_cluster_or_node_refuses_to_st
     assert out.returncode == 1
     assert message.format(d=tmp_path / "data") in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("listener", ["SSL", "SASL_SSL", "SASL_PLAINTEXT", "NOPROTOCOL"])
+def test_serve_refuses_a_listener_it_cannot_serve_naming_it(tmp_path, listener):
+    """Until TLS and SASL are built, a listener whose protocol is not PLAINTEXT (or that has none) stops the
+    start with the listener named, instead of serving plaintext on it."""
+    exe = Path(sys.executable).parent / "odradek"
+    out = subprocess.run([str(exe), "serve", "--config", str(REPO / "config" / "single-node.yaml"),
+                          "--override", f"listeners={listener}://127.0.0.1:0",
+                          "--override", f"advertised.listeners={listener}://127.0.0.1:0",
+                          "--override", "metrics.prometheus.listener="],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert f"listener {listener}" in out.stderr.replace("Listener", "listener"), out.stderr[-2000:]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -293,3 +294,42 @@ def test_describe_configs_types_come_from_the_table():
                    "num.partitions": ("1", 3), "log.flush.interval.messages": ("9223372036854775807", 5),
                    "no.such.setting": ("1", 0)}
     assert all(e.config_type != 0 for n, e in entries.items() if n in BROKER_CONFIG_TYPES)
+
+
+# ---- listener security protocols (KafkaConfig.effectiveListenerSecurityProtocolMap) ------------------------------
+
+def test_listener_protocols_resolve_as_kafka_resolves_them():
+    plain = BrokerConfig({"listeners": "PLAINTEXT://:9092"})
+    assert plain.listener_security_protocols()["PLAINTEXT"] == "PLAINTEXT"
+    # no map set and no SSL/SASL listener: controller listeners are PLAINTEXT
+    kraft = BrokerConfig({"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+                          "controller.listener.names": "CONTROLLER", "controller.quorum.voters": "1@localhost:9093"})
+    assert kraft.listener_security_protocols()["CONTROLLER"] == "PLAINTEXT"
+    kraft.validate()
+    # an explicit map is taken as it is, names upper-cased; entries for listeners not in use are fine
+    mapped = BrokerConfig({"listeners": "internal://:9092", "listener.security.protocol.map":
+                           "INTERNAL:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL"})
+    assert mapped.listener_security_protocols() == {"INTERNAL": "PLAINTEXT", "SSL": "SSL", "SASL_SSL": "SASL_SSL"}
+    mapped.validate()
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"listeners": "SASL_SSL://:9092"}, "Listener SASL_SSL uses security protocol SASL_SSL"),
+    ({"listeners": "SSL://:9092"}, "Listener SSL uses security protocol SSL"),
+    ({"listeners": "SASL_PLAINTEXT://:9092"}, "Listener SASL_PLAINTEXT uses security protocol SASL_PLAINTEXT"),
+    ({"listeners": "EXTERNAL://:9092", "listener.security.protocol.map": "EXTERNAL:SASL_SSL"},
+     "Listener EXTERNAL uses security protocol SASL_SSL"),
+    ({"listeners": "INTERNAL://:9092"}, "No security protocol defined for listener INTERNAL"),
+    # an explicit map without the controller listener: Kafka adds no default for it
+    ({"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093", "controller.listener.names": "CONTROLLER",
+      "controller.quorum.voters": "1@localhost:9093", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"},
+     "No security protocol defined for listener CONTROLLER"),
+    # a broker-only node connects to the controllers' listener: it needs a protocol too
+    ({"process.roles": "broker", "node.id": 4, "listeners": "PLAINTEXT://:9092", "controller.listener.names": "CTL",
+      "controller.quorum.voters": "1@localhost:9093", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CTL:SSL"},
+     "Listener CTL uses security protocol SSL"),
+    ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "Invalid security protocol `TLS`"),
+])
+def test_a_listener_this_release_cannot_serve_is_refused_naming_it(values, message):
+    with pytest.raises(ConfigException, match=re.escape(message)):
+        BrokerConfig(values).validate()
