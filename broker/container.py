@@ -68,7 +68,7 @@ def formatted_ids(config: BrokerConfig) -> tuple[set[str], bool]:
 
 def _answers_kafka(host: str, port: int, timeout: float = 2.0) -> bool:
     """Whether something at host:port answers ApiVersions (a running node)."""
-    from broker.embedded_cluster import request
+    from broker.blocking_request import request
     from protocol.generated.messages import ApiVersionsRequest
 
     try:
@@ -116,7 +116,7 @@ def check_broker(config: BrokerConfig, host: str, port: int, timeout: float, che
                  ) -> str | None:
     """None when the broker at host:port answers ApiVersions and lists this node in Metadata (at one of its
     advertised addresses, with ``check_address``); else what is wrong."""
-    from broker.embedded_cluster import request
+    from broker.blocking_request import request
     from protocol.generated.messages import ApiVersionsRequest, MetadataRequest
 
     try:
@@ -142,7 +142,7 @@ def check_broker(config: BrokerConfig, host: str, port: int, timeout: float, che
 
 def check_controller(config: BrokerConfig, timeout: float) -> str | None:
     """None when this controller answers DescribeQuorum and the quorum has a leader."""
-    from broker.embedded_cluster import request
+    from broker.blocking_request import request
     from protocol.generated.messages import DescribeQuorumRequest
     from protocol.generated.messages.describe_quorum_request import PartitionData, TopicData
 

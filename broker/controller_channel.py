@@ -19,7 +19,7 @@ import ipaddress
 import logging
 from typing import Any, Protocol
 
-from broker.fault_injection import FaultRules
+from broker.peer_links import DIRECT, PeerLinks
 from broker.controller_apis import CONTROLLER_HANDLERS
 from broker.controller_apis.context import ControllerContext
 from broker.errors import CloseConnection
@@ -68,14 +68,14 @@ class QuorumControllerChannel:
 
     def __init__(self, controller: Controller, quorum: RaftQuorum, config: dict[str, Any], cluster_id: str,
                  voters: dict[int, tuple[str, int]], node_id: int, timeout_ms: int,
-                 faults: FaultRules | None = None) -> None:
+                 links: PeerLinks = DIRECT) -> None:
         self.controller = controller
         self.quorum = quorum
         self.config = config
         self.cluster_id = cluster_id
         self._lock = asyncio.Lock()
         self.voter_endpoints = voter_endpoints(config)
-        self.faults = faults
+        self.links = links
         self.voters = voters
         self.node_id = node_id
         self.timeout_ms = timeout_ms
@@ -141,7 +141,7 @@ class QuorumControllerChannel:
             return result.response
 
     async def _to_active(self, request: Message, local) -> Message:
-        from broker.node_client import BadResponse, NodeClient
+        from broker.node_client import BadResponse
         from broker.quorum.raft_driver import NotLeaderError
         from protocol.generated.api_keys import APIS
 
@@ -162,8 +162,8 @@ class QuorumControllerChannel:
                 client = self._clients.get(leader)
                 if client is None:
                     host, port = self.voters[leader]
-                    client = self._clients[leader] = NodeClient(host, port, f"controller-channel-{self.node_id}",
-                                                                    peer=leader, faults=self.faults)
+                    client = self._clients[leader] = self.links.client(
+                        host, port, f"controller-channel-{self.node_id}", peer=leader)
                 try:
                     response = await self._while_leader(
                         leader, client.request(request, version, max(0.1, deadline - loop.time())))

@@ -25,7 +25,6 @@ import os
 import re
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -33,10 +32,10 @@ import threading
 import time
 from pathlib import Path
 
+from broker.blocking_request import request
 from broker.dev_cluster import node_configs, node_ids
 from broker.fault_injection import CONFIG_KEY as FAULT_HOOK_KEY, RULE_CHANGED as FAULT_RULE_LINE
-from protocol.generated.api_keys import APIS
-from protocol.generated.messages import MetadataRequest, RequestHeader, ResponseHeader
+from protocol.generated.messages import MetadataRequest
 from protocol.generated.messages.metadata_request import MetadataRequestTopic
 
 # the directory holding the ``broker`` package: a node imports the same code as its parent
@@ -112,28 +111,6 @@ def reserve_ports(n: int) -> list[int]:
     for s in socks:
         s.close()
     return ports
-
-
-def request(port: int, body, version: int, timeout: float = 5.0, host: str = "127.0.0.1"):
-    """One request over a fresh blocking connection, the response decoded (OSError / TimeoutError)."""
-    spec = APIS[body.API_KEY]
-    header = RequestHeader(body.API_KEY, version, 1, "odradek-embedded-cluster")
-    payload = header.encode(spec.request_header_version(version)) + body.encode(version)
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.sendall(struct.pack(">i", len(payload)) + payload)
-
-        def exact(n: int) -> bytes:
-            buf = bytearray()
-            while len(buf) < n:
-                chunk = s.recv(n - len(buf))
-                if not chunk:
-                    raise ConnectionError(f"127.0.0.1:{port} closed the connection")
-                buf += chunk
-            return bytes(buf)
-
-        frame = memoryview(exact(struct.unpack(">i", exact(4))[0]))
-    _, pos = ResponseHeader.decode_from(frame, 0, spec.response_header_version(version))
-    return spec.response.decode(frame[pos:], version)
 
 
 class NodeProcess:

@@ -33,6 +33,7 @@ from broker.group_service import GroupService
 from broker.log_dirs import METADATA_PARTITION_DIR, ensure_meta_properties, metadata_log_dir
 from broker.metadata_publisher import MetadataPublisher
 from broker.metrics import BrokerMetrics
+from broker.peer_links import PeerLinks
 from broker.telemetry import ClientTelemetry, PushedMetrics
 from broker.registry import advertised
 from broker.quorum.metrics import QuorumCollector
@@ -103,8 +104,9 @@ class Broker:
         if self.is_broker:
             self.metrics.registry.register(FetchSessionCacheCollector(self.fetch_sessions))
         fault_file = config.get(FAULT_INJECTION_FILE)  # test-only; the config refuses it off loopback
-        self.faults = FaultRules() if fault_file else None
-        self._fault_rules_file = FaultRulesFile(fault_file, self.faults) if fault_file else None
+        faults = FaultRules() if fault_file else None
+        self._fault_rules_file = FaultRulesFile(fault_file, faults) if fault_file else None
+        self.links = PeerLinks(faults)  # how this node reaches the others (the fault hook's one seam)
 
     # ---- what tests and the CLI look at ------------------------------------------------------------
 
@@ -173,9 +175,9 @@ class Broker:
                                      int(cfg["metadata.log.max.snapshot.interval.ms"])),
             segment_bytes=int(cfg["metadata.log.segment.bytes"]),
             retention=(int(cfg["metadata.max.retention.bytes"]), int(cfg["metadata.max.retention.ms"])),
-            faults=self.faults)
+            links=self.links)
         self.controller = QuorumControllerChannel(controller, self.raft, cfg.values, self.cluster_id, self.voters,
-                                                  self.node_id, int(cfg["request.timeout.ms"]), self.faults)
+                                                  self.node_id, int(cfg["request.timeout.ms"]), self.links)
         image = self.metadata.image
         self.metrics.registry.register(QuorumCollector(self.raft, "controller" in self.config.process_roles))
         if self.is_broker:
@@ -225,7 +227,7 @@ class Broker:
                                        replica_lag_time_max_ms=int(self.config["replica.lag.time.max.ms"]))
         self.replicas.loading = True
         self.fetchers = ReplicaFetcherManager(self.node_id, self.replicas, self.clock, self._inter_broker_listener(),
-                                              lambda: self.broker_epoch, self.config.values, self.faults)
+                                              lambda: self.broker_epoch, self.config.values, self.links)
         self.isr = IsrSender(self.node_id, self.replicas, self.controller, lambda: self.broker_epoch)
         self._spawn(self.isr.expire_periodically(int(self.config["replica.lag.time.max.ms"]) / 2000))
         self.metadata.add(self._publish_to_replicas)

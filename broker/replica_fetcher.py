@@ -27,10 +27,10 @@ import logging
 from typing import Callable
 
 from broker.clock import Clock
-from broker.fault_injection import FaultRules
 from broker.fetch_session.handler import FetchRequestData, FetchSessionHandler
 from broker.fetch_session.metadata import PartitionFetch
-from broker.node_client import BadResponse, NodeClient
+from broker.node_client import BadResponse
+from broker.peer_links import DIRECT, PeerLinks
 from broker.replica_manager import Partition, ReplicaManager
 from broker.timeouts import wait_for
 from cluster.metadata_image import MetadataImage
@@ -55,9 +55,9 @@ class ReplicaFetcherManager:
     """Which partitions this broker follows, from which leader; one ``ReplicaFetcher`` per leader."""
 
     def __init__(self, node_id: int, replicas: ReplicaManager, clock: Clock, listener: str,
-                 broker_epoch: Callable[[], int], config: dict, faults: FaultRules | None = None) -> None:
+                 broker_epoch: Callable[[], int], config: dict, links: PeerLinks = DIRECT) -> None:
         self.node_id = node_id
-        self.faults = faults  # the test-only fault hook (broker/fault_injection.py)
+        self.links = links
         self.replicas = replicas
         self.clock = clock
         self.listener = listener
@@ -116,8 +116,7 @@ class ReplicaFetcher:
         self.out_of_range: set[tuple[str, int]] = set()  # answered OFFSET_OUT_OF_RANGE: ask the leader's log end
         self._changed = asyncio.Event()
         self.session = FetchSessionHandler(leader)
-        self.client = NodeClient(host, port, f"replica-fetcher-{manager.node_id}-{leader}", peer=leader,
-                                 faults=manager.faults)
+        self.client = manager.links.client(host, port, f"replica-fetcher-{manager.node_id}-{leader}", peer=leader)
         self.task = asyncio.ensure_future(self._run())
 
     def set_partitions(self, parts: dict[tuple[str, int], Partition]) -> None:

@@ -1,4 +1,5 @@
-"""Imports flow one way: protocol <- storage <- cluster <- broker, spark_jobs beside broker, and no cycles.
+"""Imports flow one way: protocol <- storage <- cluster <- broker, spark_jobs beside broker, and no cycles; what
+a node runs never reaches test tooling, even transitively; the test-only fault hook has one seam.
 
 The rules are checked on the source (every ``import`` statement, also inside functions and under
 ``TYPE_CHECKING``), so a forbidden import fails here before it can tangle the layers.
@@ -28,6 +29,14 @@ FORBIDDEN = {
 }
 # calls that are randomness or clocks even without an import of their module
 FORBIDDEN_CALLS = {"cluster": ("os.urandom", "os.getrandom")}
+# what a node runs (``odradek serve``, ``odradek container-run``) must not reach test tooling, even transitively
+NODE_RUNTIME = ("broker.node", "broker.container")
+TEST_TOOLING = ("broker.embedded_cluster", "broker.embedded", "broker.pytest_plugin", "broker.compose_cluster",
+                "broker.dev_cluster", "broker.node_runner")
+# the test-only fault hook reaches the network through one seam: only these import it
+FAULT_HOOK = "broker.fault_injection"
+FAULT_HOOK_IMPORTERS = ("broker.peer_links", "broker.node_client", "broker.node", "broker.config",
+                        "broker.embedded_cluster")
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -90,6 +99,47 @@ def layering_violations(root: Path) -> list[str]:
     return problems
 
 
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """module -> the modules of ours (or their packages) its import statements name."""
+    files = {module_name(root, p): p for p in source_files(root)}
+    graph = {}
+    for module, path in files.items():
+        names = set()
+        for name, _ in imports_of(path, module):
+            while name and name not in files:  # ``from pkg import name``: the module, else its package
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                names.add(name)
+        graph[module] = names
+    return graph
+
+
+def tooling_reached_by_the_node(root: Path) -> list[str]:
+    """Test tooling that a node-runtime module imports, directly or transitively: 'root -> ... -> tooling'."""
+    graph = import_graph(root)
+    problems = []
+    for start in NODE_RUNTIME:
+        seen, todo = {start: [start]}, [start]
+        while todo:
+            here = todo.pop()
+            for nxt in sorted(graph.get(here, ())):
+                if nxt in seen:
+                    continue
+                seen[nxt] = seen[here] + [nxt]
+                if any(_matches(nxt, t) for t in TEST_TOOLING):
+                    problems.append(" -> ".join(seen[nxt]))
+                else:
+                    todo.append(nxt)
+    return problems
+
+
+def fault_hook_importers(root: Path) -> list[str]:
+    """Modules outside the one seam that import the test-only fault hook."""
+    graph = import_graph(root)
+    return sorted(m for m, names in graph.items() if FAULT_HOOK in names and m not in FAULT_HOOK_IMPORTERS
+                  and m != FAULT_HOOK)
+
+
 def import_cycles(root: Path) -> list[list[str]]:
     """Strongly connected components of more than one module in our import graph."""
     files = {module_name(root, p): p for p in source_files(root)}
@@ -136,6 +186,14 @@ def test_imports_follow_the_layers():
     assert layering_violations(REPO) == []
 
 
+def test_the_node_runtime_imports_no_test_tooling():
+    assert tooling_reached_by_the_node(REPO) == []
+
+
+def test_the_fault_hook_reaches_the_network_through_one_seam():
+    assert fault_hook_importers(REPO) == []
+
+
 def test_no_import_cycles():
     assert import_cycles(REPO) == []
 
@@ -166,3 +224,21 @@ def test_an_import_cycle_is_caught(tmp_path):
     (root / "protocol" / "compression.py").write_text(
         (root / "protocol" / "compression.py").read_text() + "\nfrom protocol import records  # noqa\n")
     assert ["protocol.compression", "protocol.records"] in import_cycles(root)
+
+
+def test_test_tooling_reached_from_the_node_is_caught(tmp_path):
+    root = _copy_sources(tmp_path)
+    assert tooling_reached_by_the_node(root) == []
+    (root / "broker" / "log_dirs.py").write_text(
+        (root / "broker" / "log_dirs.py").read_text() + "\n\ndef _later():\n    from broker.embedded_cluster import "
+        "wait_until  # noqa\n    return wait_until\n")
+    assert any(p.startswith("broker.node -> ") and p.endswith("broker.log_dirs -> broker.embedded_cluster")
+               for p in tooling_reached_by_the_node(root))
+
+
+def test_a_second_way_for_the_fault_hook_is_caught(tmp_path):
+    root = _copy_sources(tmp_path)
+    assert fault_hook_importers(root) == []
+    target = root / "broker" / "replica_fetcher.py"
+    target.write_text("from broker.fault_injection import FaultRules  # noqa\n" + target.read_text())
+    assert fault_hook_importers(root) == ["broker.replica_fetcher"]

@@ -19,8 +19,8 @@ import random
 from typing import Awaitable, Callable
 
 from broker.clock import Clock
-from broker.fault_injection import FaultRules
 from broker.node_client import BadResponse, NodeClient
+from broker.peer_links import DIRECT, PeerLinks
 from broker.quorum import wire
 from broker.quorum.kraft_log import KRaftLog
 from broker.quorum.metadata_snapshot import SnapshotError, validate_snapshot
@@ -49,9 +49,9 @@ class NotLeaderError(Exception):
 class RaftDriver:
     def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], cluster_id: str, raft_log: KRaftLog,
                  store: QuorumStateStore, clock: Clock, config: RaftConfig, apply: Apply,
-                 rng: random.Random | None = None, faults: FaultRules | None = None) -> None:
+                 rng: random.Random | None = None, links: PeerLinks = DIRECT) -> None:
         self.node_id = node_id
-        self.faults = faults
+        self.links = links
         self.voter_addresses = voters
         self.voters = frozenset(voters)
         self.cluster_id = cluster_id
@@ -354,8 +354,8 @@ class RaftDriver:
             addr = self.voter_addresses.get(node_id)
             if addr is None:
                 return None
-            client = self._clients[node_id] = NodeClient(addr[0], addr[1], f"raft-client-{self.node_id}",
-                                                                 peer=node_id, faults=self.faults)
+            client = self._clients[node_id] = self.links.client(addr[0], addr[1], f"raft-client-{self.node_id}",
+                                                                peer=node_id)
         return client
 
     async def _send(self, msg) -> None:

@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 from broker.clock import Clock
-from broker.fault_injection import FaultRules
+from broker.peer_links import DIRECT, PeerLinks
 from broker.metadata_publisher import MetadataPublisher
 from broker.quorum.kraft_log import KRaftLog
 from broker.quorum.metrics import LatencyWindow
@@ -72,14 +72,14 @@ class RaftQuorum:
                  publisher: MetadataPublisher, clock: Clock, config: RaftConfig,
                  rng: random.Random | None = None, snapshots: SnapshotPolicy = SnapshotPolicy(),
                  segment_bytes: int = 1073741824, retention: tuple[int, int] = (104857600, 604800000),
-                 faults: FaultRules | None = None) -> None:
+                 links: PeerLinks = DIRECT) -> None:
         self.publisher = publisher
         self.clock = clock
         self.snapshots = snapshots
         self.commit_latency = LatencyWindow()
         self.log = KRaftLog(partition_dir, frozenset(voters), clock.now_ms, segment_bytes, *retention)
         self.driver = RaftDriver(node_id, voters, cluster_id, self.log, QuorumStateStore(partition_dir), clock,
-                                 config, self._apply, rng, faults)
+                                 config, self._apply, rng, links)
         self._image = publisher.image
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = int(clock.monotonic() * 1000)
