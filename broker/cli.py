@@ -60,7 +60,7 @@ def _reload_log_levels(path: str | None) -> None:
         return
     try:
         changed = apply_log_levels(BrokerConfig.load(path).values)
-    except Exception as exc:  # a bad file must not take the broker down
+    except Exception as exc:  # noqa: BLE001 - a bad file must not take the broker down
         logging.getLogger("odradek").error("SIGHUP: could not reload %s: %s", path, exc)
         return
     logging.getLogger("odradek").info("SIGHUP: log levels reloaded from %s: %s", path, ", ".join(changed) or "none")

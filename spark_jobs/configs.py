@@ -58,7 +58,7 @@ def read_metadata_configs(log_dirs: str | Iterable[str]) -> MetadataConfigs | No
     bounds = ScanBounds(topics=frozenset({METADATA_TOPIC}), partitions=frozenset({0}))
     try:
         slices = plan_slices(log_dirs, bounds, max_slice_bytes=1 << 62)
-    except Exception:
+    except Exception:  # noqa: BLE001 - no plannable metadata log: Kafka's defaults apply
         return None
     if not slices:
         return None
@@ -197,7 +197,7 @@ def read_checkpoints(log_dirs: str | Iterable[str]) -> Checkpoints:
                 real_root = os.path.realpath(root)
                 target.update({tp: o for tp, o in OffsetCheckpointFile(path).read().items()
                                if read_from.get(tp, real_root) == real_root})
-            except Exception as e:  # a malformed checkpoint: report it, fall back to Kafka's behaviour
+            except Exception as e:  # noqa: BLE001 - a malformed checkpoint: report it, fall back to Kafka's behaviour
                 cp.errors.append(f"{path}: {e}")
     return cp
 

@@ -358,7 +358,7 @@ class CleanShutdownFile:
             with open(self.path, "rb") as f:
                 content = json.loads(f.read().decode("utf-8"))
             return int(content["brokerEpoch"])
-        except Exception:
+        except (OSError, ValueError, KeyError, TypeError):  # missing, unreadable or not the checkpoint's shape
             return None
 
     def exists(self) -> bool:

@@ -232,7 +232,7 @@ class Cleaner:
             try:
                 cleaned.close_handlers()
                 cleaned.delete_if_exists()
-            except Exception:
+            except Exception:  # noqa: BLE001 - cleanup: the original error is raised
                 pass
             raise
         # From here on the files may already be .swap or final: never delete them on failure; a failed swap
@@ -507,7 +507,7 @@ class LogCleaner:
                         self.update_checkpoints(lg.local_log.parent_dir, update=(tp, first_dirty))
                     delay = self.max_compaction_delay(lg, first_dirty, now_ms)
                     ltc = LogToClean(tp, lg, first_dirty, uncleanable, delay > 0)
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 - LogCleanerManager: uncleanable, not fatal
                     log.warning("Failed to calculate log cleaning stats for partition %s: %s", tp, e)
                     self.uncleanable.add(tp)
                     continue

@@ -272,7 +272,7 @@ class Log:
         log.error("Partition %s-%d taken offline: %s: %s", self.topic, self.partition, msg, e)
         try:
             self.local_log.close_handlers()
-        except Exception:
+        except Exception:  # noqa: BLE001 - closing must not hide why it went offline
             pass
         return KafkaStorageError(f"{msg} for {self.topic}-{self.partition} in dir {self.local_log.parent_dir}: {e}")
 
@@ -284,7 +284,7 @@ class Log:
                 log.error("Partition %s-%d taken offline: %s", self.topic, self.partition, reason)
                 try:
                     self.local_log.close_handlers()
-                except Exception:
+                except Exception:  # noqa: BLE001 - closing must not hide why it went offline
                     pass
 
     # ==== topic id ================================================================================

@@ -535,14 +535,14 @@ class LogSegment:
             try:
                 ts, off = self._max_ts_and_offset
                 self.time_index.maybe_append(ts, off, skip_full_check=True)
-            except Exception as e:  # pragma: no cover - mirrors Utils.swallow
+            except Exception as e:  # noqa: BLE001 - Utils.swallow, as Kafka closes a segment
                 log.warning("maybeAppend failed on close of %s: %s", self, e)
         for closer in (lambda: self._offset_index and self._offset_index.close(),
                        lambda: self._time_index and self._time_index.close(),
                        self.log.close):
             try:
                 closer()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - Utils.closeQuietly: every index and file gets its close
                 log.warning("Error closing %s: %s", self, e)
 
     def close_handlers(self) -> None:
@@ -552,7 +552,7 @@ class LogSegment:
                        self.log.close_handlers):
             try:
                 closer()
-            except Exception:
+            except Exception:  # noqa: BLE001 - Utils.closeQuietly: every index and file gets its close
                 pass
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:

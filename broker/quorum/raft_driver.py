@@ -179,7 +179,7 @@ class RaftDriver:
             self._commit_waiters.append((offset + count, node.epoch, fut))
             try:
                 await self._process()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the core or its log raised: fatal, as in Kafka
                 self._fail(exc)
         await fut
 
@@ -229,7 +229,7 @@ class RaftDriver:
             try:
                 self.node.step(request, self._now())
                 replies = await self._process(reply_to=(request.src, expected))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the core or its log raised: fatal, as in Kafka
                 self._fail(exc)
                 return None
         return replies[0] if replies else None
@@ -271,7 +271,7 @@ class RaftDriver:
                         next_clean = self.clock.monotonic() + LOG_CLEAN_INTERVAL_S
                         if await asyncio.to_thread(self.log.maybe_clean):
                             log.info("metadata log retention: log start now %d", self.log.start_offset)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - the core or its log raised: fatal, as in Kafka
                     self._fail(exc)
                     return
 
@@ -406,7 +406,7 @@ class RaftDriver:
             try:
                 self.node.step(message, self._now())
                 await self._process()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the core or its log raised: fatal, as in Kafka
                 self._fail(exc)
 
     async def _fetch_snapshot(self, client: NodeClient, msg: m.FetchSnapshotRequest, timeout: float):
