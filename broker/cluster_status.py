@@ -12,8 +12,8 @@ import argparse
 import asyncio
 import json
 import sys
-import time
 
+from broker.clock import SYSTEM_CLOCK
 from broker.node_client import BadResponse, NodeClient
 from protocol.generated.messages import DescribeClusterRequest, DescribeQuorumRequest, MetadataRequest
 from protocol.generated.messages.describe_quorum_request import PartitionData, TopicData
@@ -108,5 +108,5 @@ def main(argv: list[str]) -> int:
     except (ConnectionError, asyncio.TimeoutError, BadResponse) as exc:
         print(f"odradek cluster status: {args.bootstrap_server}: {exc or 'no answer'}", file=sys.stderr)
         return 1
-    print(render(quorum, cluster, metadata, int(time.time() * 1000)))
+    print(render(quorum, cluster, metadata, SYSTEM_CLOCK.now_ms()))
     return 0

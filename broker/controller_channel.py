@@ -145,8 +145,8 @@ class QuorumControllerChannel:
         from broker.quorum.raft_driver import NotLeaderError
         from protocol.generated.api_keys import APIS
 
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout_ms / 1000
+        clock = self.quorum.clock
+        deadline = clock.monotonic() + self.timeout_ms / 1000
         handler = CONTROLLER_HANDLERS.get(request.API_KEY)
         version = handler.versions[1] if handler is not None else APIS[request.API_KEY].stable_max
         last = "no quorum leader known"
@@ -166,7 +166,7 @@ class QuorumControllerChannel:
                         host, port, f"controller-channel-{self.node_id}", peer=leader)
                 try:
                     response = await self._while_leader(
-                        leader, client.request(request, version, max(0.1, deadline - loop.time())))
+                        leader, client.request(request, version, max(0.1, deadline - clock.monotonic())))
                     if response is None:
                         last = f"the quorum moved on from node {leader} while it had the request"
                     elif getattr(response, "error_code", 0) != ErrorCode.NOT_CONTROLLER:
@@ -177,7 +177,7 @@ class QuorumControllerChannel:
                     last = f"node {leader}: {exc}"
             elif (unknown := driver.no_leader_known()) is not None:
                 last = unknown
-            if loop.time() >= deadline:
+            if clock.monotonic() >= deadline:
                 raise ControllerUnavailable(f"no active controller answered within {self.timeout_ms} ms: {last}")
             await asyncio.sleep(self.RETRY_BACKOFF_S)
 

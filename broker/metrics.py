@@ -84,6 +84,8 @@ class BrokerMetrics:
             self._http = None
 
     async def _watch_loop_lag(self, interval: float = 0.25) -> None:
+        """The event loop's own lag: measured on the loop's clock, the one its timers run on (the one time
+        read in broker/ not through broker/clock.py, and meant to be)."""
         loop = asyncio.get_running_loop()
         while True:
             start = loop.time()

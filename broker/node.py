@@ -76,7 +76,7 @@ class Broker:
         send_stats = SendStats()
         self.metrics = BrokerMetrics(lambda: self.replicas, send_stats)
         self.server = NetworkServer(config.listeners, int(config["socket.request.max.bytes"]),
-                                    int(config["connections.max.idle.ms"]), self.metrics, send_stats)
+                                    int(config["connections.max.idle.ms"]), self.metrics, send_stats, clock)
         self.metadata = MetadataPublisher()
         self.controller: QuorumControllerChannel | None = None  # made at start, once the cluster id is known
         self.groups: GroupService | None = None

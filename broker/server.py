@@ -11,6 +11,7 @@ import itertools
 import logging
 from typing import TYPE_CHECKING
 
+from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import Listener
 from broker.context import BrokerHandles, ClientInformation, RequestContext
 from broker.dispatch import dispatch
@@ -32,12 +33,13 @@ class NetworkServer:
     """Kafka's SocketServer: accepts on every listener and feeds each connection's requests to dispatch."""
 
     def __init__(self, listeners: list[Listener], max_frame: int, idle_ms: int, metrics: "BrokerMetrics",
-                 send_stats: SendStats) -> None:
+                 send_stats: SendStats, clock: Clock = SYSTEM_CLOCK) -> None:
         self.listeners = listeners
         self.max_frame = max_frame
         self.idle_ms = idle_ms
         self.metrics = metrics
         self.send_stats = send_stats
+        self.clock = clock
         self.zero_copy = True
         self.handles: BrokerHandles | None = None  # set by the node before serving starts
         self.bound: dict[str, Listener] = {}
@@ -97,10 +99,9 @@ class NetworkServer:
     async def _close_idle_connections(self) -> None:
         """connections.max.idle.ms: a connection with nothing read, written or in flight that long is closed."""
         idle_s = self.idle_ms / 1000.0
-        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(min(max(idle_s / 4, 0.01), 30.0))
-            now = loop.time()
+            now = self.clock.monotonic()
             for c in list(self.connections):
                 if not c.in_flight and now - c.last_active > idle_s:
                     log.info("closing idle connection %s", c.conn_id)
@@ -186,7 +187,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if isinstance(self.peer, tuple) and len(self.peer) >= 2:
             self.peer_host, self.peer_port = self.peer[0], self.peer[1]
         set_nodelay(transport)
-        self.last_active = asyncio.get_running_loop().time()
+        self.last_active = server.clock.monotonic()
         self._flow = _FlowControl(transport)
         self._part_writer = PartWriter(self._flow, server.send_stats, zero_copy=server.zero_copy)
         server.connections.add(self)
@@ -200,7 +201,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.conn.buffer_updated(nbytes)
-        self.last_active = asyncio.get_running_loop().time()
+        self.last_active = self.server.clock.monotonic()
         self._dispatch_ready()
 
     def eof_received(self) -> bool:
@@ -285,7 +286,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
     async def _write_responses(self) -> None:
         assert self._part_writer is not None
         part_writer = self._part_writer
-        loop = asyncio.get_running_loop()
         try:
             while True:
                 task = await self.pending.get()
@@ -298,7 +298,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.in_flight -= 1
                 if parts is not None:
                     await part_writer.write(parts)
-                self.last_active = loop.time()
+                self.last_active = self.server.clock.monotonic()
                 if self._reading_paused and not self._closing and self.in_flight < MAX_IN_FLIGHT:
                     self._reading_paused = False
                     self.transport.resume_reading()

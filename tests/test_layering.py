@@ -33,6 +33,9 @@ FORBIDDEN_CALLS = {"cluster": ("os.urandom", "os.getrandom")}
 NODE_RUNTIME = ("broker.node", "broker.container")
 TEST_TOOLING = ("broker.embedded_cluster", "broker.embedded", "broker.pytest_plugin", "broker.compose_cluster",
                 "broker.dev_cluster", "broker.node_runner")
+# clock reads: the broker's runtime reads time through broker/clock.py (the loop-lag gauge reads the loop's own)
+TIME_READS = ("time.time", "time.monotonic", "time.perf_counter", "time.time_ns", "time.monotonic_ns", "loop.time")
+TIME_READS_ALLOWED = ("broker.clock", "broker.metrics") + TEST_TOOLING
 # the test-only fault hook reaches the network through one seam: only these import it
 FAULT_HOOK = "broker.fault_injection"
 FAULT_HOOK_IMPORTERS = ("broker.peer_links", "broker.node_client", "broker.node", "broker.config",
@@ -133,6 +136,18 @@ def tooling_reached_by_the_node(root: Path) -> list[str]:
     return problems
 
 
+def direct_time_reads(root: Path) -> list[str]:
+    """Clock reads in broker/ outside broker/clock.py (and the loop-lag gauge, and test tooling)."""
+    problems = []
+    for path in source_files(root):
+        module = module_name(root, path)
+        if not _matches(module, "broker") or any(_matches(module, a) for a in TIME_READS_ALLOWED):
+            continue
+        problems += [f"{path.relative_to(root)}:{line}: {call}()" for call, line in attribute_calls(path)
+                     if call in TIME_READS]
+    return problems
+
+
 def fault_hook_importers(root: Path) -> list[str]:
     """Modules outside the one seam that import the test-only fault hook."""
     graph = import_graph(root)
@@ -190,6 +205,10 @@ def test_the_node_runtime_imports_no_test_tooling():
     assert tooling_reached_by_the_node(REPO) == []
 
 
+def test_the_broker_reads_time_through_its_clock():
+    assert direct_time_reads(REPO) == []
+
+
 def test_the_fault_hook_reaches_the_network_through_one_seam():
     assert fault_hook_importers(REPO) == []
 
@@ -242,3 +261,11 @@ def test_a_second_way_for_the_fault_hook_is_caught(tmp_path):
     target = root / "broker" / "replica_fetcher.py"
     target.write_text("from broker.fault_injection import FaultRules  # noqa\n" + target.read_text())
     assert fault_hook_importers(root) == ["broker.replica_fetcher"]
+
+
+def test_a_direct_time_read_is_caught(tmp_path):
+    root = _copy_sources(tmp_path)
+    assert direct_time_reads(root) == []
+    target = root / "broker" / "server.py"
+    target.write_text(target.read_text() + "\n\ndef _later():\n    import time\n    return time.monotonic()\n")
+    assert any(p.startswith("broker/server.py:") and p.endswith("time.monotonic()") for p in direct_time_reads(root))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from pathlib import Path
 
 from broker.quorum.metadata_snapshot import SnapshotError, snapshot_timestamp, validate_snapshot
@@ -82,7 +81,7 @@ class KRaftLog(MemoryLog):
         self.voters = voters
         self.now_ms = now_ms  # a clock for the LeaderChange batch's timestamp
         self.disk: Log | None = None
-        self._recovery_point_written = 0.0
+        self._recovery_point_written_ms = 0  # the log's clock (now_ms) when the recovery point was last written
         self._recovery_point = 0  # as last written to RECOVERY_POINT_FILE
 
     # ---- opening ----------------------------------------------------------------------------------------
@@ -198,7 +197,7 @@ class KRaftLog(MemoryLog):
         end = self.end_offset
         self.disk.flush(self.now_ms(), force_flush_active_segment=True)
         self.flushed_offset = max(self.flushed_offset, end)
-        if time.monotonic() - self._recovery_point_written >= RECOVERY_POINT_INTERVAL_S:
+        if self.now_ms() - self._recovery_point_written_ms >= RECOVERY_POINT_INTERVAL_S * 1000:
             self._write_recovery_point(self.disk.recovery_point)
 
     # ---- the recovery point -------------------------------------------------------------------------------
@@ -224,7 +223,7 @@ class KRaftLog(MemoryLog):
             os.fsync(f.fileno())
         os.replace(tmp, path)
         self._recovery_point = offset
-        self._recovery_point_written = time.monotonic()
+        self._recovery_point_written_ms = self.now_ms()
 
     def create_snapshot(self, snapshot: Snapshot) -> None:
         super().create_snapshot(snapshot)

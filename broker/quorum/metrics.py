@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import collections
 import threading
-import time
 
 from prometheus_client.core import GaugeMetricFamily
+
+from broker.clock import Clock
 
 COMMIT_LATENCY_WINDOW_S = 60.0  # Kafka's metrics: two 30 s samples
 
@@ -18,18 +19,19 @@ COMMIT_LATENCY_WINDOW_S = 60.0  # Kafka's metrics: two 30 s samples
 class LatencyWindow:
     """Recent latencies (ms) for an average and a maximum over the last minute; thread-safe for the scraper."""
 
-    def __init__(self, window_s: float = COMMIT_LATENCY_WINDOW_S) -> None:
+    def __init__(self, clock: Clock, window_s: float = COMMIT_LATENCY_WINDOW_S) -> None:
+        self.clock = clock
         self.window_s = window_s
         self._samples: collections.deque[tuple[float, float]] = collections.deque(maxlen=100_000)
         self._lock = threading.Lock()
 
     def record(self, ms: float) -> None:
         with self._lock:
-            self._samples.append((time.monotonic(), ms))
+            self._samples.append((self.clock.monotonic(), ms))
 
     def avg_max(self) -> tuple[float, float]:
         """(avg, max) over the window; NaN when nothing was recorded (as Kafka's Avg/Max report)."""
-        cutoff = time.monotonic() - self.window_s
+        cutoff = self.clock.monotonic() - self.window_s
         with self._lock:
             while self._samples and self._samples[0][0] < cutoff:
                 self._samples.popleft()

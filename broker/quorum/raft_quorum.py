@@ -76,7 +76,7 @@ class RaftQuorum:
         self.publisher = publisher
         self.clock = clock
         self.snapshots = snapshots
-        self.commit_latency = LatencyWindow()
+        self.commit_latency = LatencyWindow(clock)
         self.log = KRaftLog(partition_dir, frozenset(voters), clock.now_ms, segment_bytes, *retention)
         self.driver = RaftDriver(node_id, voters, cluster_id, self.log, QuorumStateStore(partition_dir), clock,
                                  config, self._apply, rng, links)

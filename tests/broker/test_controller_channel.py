@@ -251,6 +251,7 @@ def test_a_request_to_a_controller_the_quorum_has_replaced_goes_to_the_new_one(t
         class Quorum:
             driver = Driver()
             is_active = False
+            clock = SYSTEM_CLOCK
 
         channel = QuorumControllerChannel(None, Quorum(), {}, CLUSTER_ID, voters, node_id=3, timeout_ms=30000)
         loop = asyncio.get_running_loop()

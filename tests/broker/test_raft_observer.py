@@ -140,6 +140,7 @@ def test_a_forward_while_no_leader_is_known_says_so_and_for_how_long(tmp_path):
 
         class Quorum:  # what the channel reads of the node's RaftQuorum
             is_active = False
+            clock = SYSTEM_CLOCK
 
         Quorum.driver = driver
         await driver.start()
