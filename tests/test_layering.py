@@ -36,6 +36,12 @@ TEST_TOOLING = ("broker.embedded_cluster", "broker.embedded", "broker.pytest_plu
 # clock reads: the broker's runtime reads time through broker/clock.py (the loop-lag gauge reads the loop's own)
 TIME_READS = ("time.time", "time.monotonic", "time.perf_counter", "time.time_ns", "time.monotonic_ns", "loop.time")
 TIME_READS_ALLOWED = ("broker.clock", "broker.metrics") + TEST_TOOLING
+# protocol/ is sans-IO: no sockets, event loop, threads or files (its code generator reads the schemas: a tool)
+PROTOCOL_NO_IO_IMPORTS = ("socket", "asyncio", "selectors", "subprocess", "threading", "shutil", "mmap")
+PROTOCOL_NO_IO_CALLS = ("open", "os.open", "os.read", "os.write", "os.pread", "os.pwrite", "os.sendfile", "os.fsync")
+# who appends to a partition's log: the leader's and the follower's paths, and the metadata log
+LOG_APPENDS = ("append_as_leader", "append_as_follower")
+LOG_APPENDERS = ("broker.replica_manager", "broker.replica_fetcher", "broker.quorum.kraft_log")
 # the test-only fault hook reaches the network through one seam: only these import it
 FAULT_HOOK = "broker.fault_injection"
 FAULT_HOOK_IMPORTERS = ("broker.peer_links", "broker.node_client", "broker.node", "broker.config",
@@ -136,6 +142,46 @@ def tooling_reached_by_the_node(root: Path) -> list[str]:
     return problems
 
 
+def calls(path: Path) -> list[tuple[str, int]]:
+    """Every call's callee as written: ``open``, ``os.read``, ``.append_as_leader`` (a method on anything)."""
+    tree = ast.parse(path.read_text(), str(path))
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            if isinstance(n.func, ast.Name):
+                out.append((n.func.id, n.lineno))
+            elif isinstance(n.func, ast.Attribute):
+                base = n.func.value.id if isinstance(n.func.value, ast.Name) else ""
+                out.append((f"{base}.{n.func.attr}", n.lineno))
+    return out
+
+
+def protocol_io(root: Path) -> list[str]:
+    """I/O in protocol/ (its code generator aside): an import or a call that touches files, sockets or loops."""
+    problems = []
+    for path in source_files(root):
+        module = module_name(root, path)
+        if not _matches(module, "protocol") or _matches(module, "protocol.codegen"):
+            continue
+        problems += [f"{path.relative_to(root)}:{line}: imports {name}" for name, line in imports_of(path, module)
+                     if any(_matches(name, banned) for banned in PROTOCOL_NO_IO_IMPORTS)]
+        problems += [f"{path.relative_to(root)}:{line}: calls {name}()" for name, line in calls(path)
+                     if name in PROTOCOL_NO_IO_CALLS]
+    return problems
+
+
+def log_appends_outside_their_paths(root: Path) -> list[str]:
+    """Calls of Log.append_as_leader / append_as_follower outside the modules whose job they are."""
+    problems = []
+    for path in source_files(root):
+        module = module_name(root, path)
+        if _matches(module, "storage") or module in LOG_APPENDERS:
+            continue
+        problems += [f"{path.relative_to(root)}:{line}: {name}()" for name, line in calls(path)
+                     if name.rpartition(".")[2] in LOG_APPENDS and "." in name]
+    return problems
+
+
 def direct_time_reads(root: Path) -> list[str]:
     """Clock reads in broker/ outside broker/clock.py (and the loop-lag gauge, and test tooling)."""
     problems = []
@@ -205,6 +251,14 @@ def test_the_node_runtime_imports_no_test_tooling():
     assert tooling_reached_by_the_node(REPO) == []
 
 
+def test_protocol_does_no_io():
+    assert protocol_io(REPO) == []
+
+
+def test_only_the_replica_paths_and_the_metadata_log_append_to_logs():
+    assert log_appends_outside_their_paths(REPO) == []
+
+
 def test_the_broker_reads_time_through_its_clock():
     assert direct_time_reads(REPO) == []
 
@@ -269,3 +323,24 @@ def test_a_direct_time_read_is_caught(tmp_path):
     target = root / "broker" / "server.py"
     target.write_text(target.read_text() + "\n\ndef _later():\n    import time\n    return time.monotonic()\n")
     assert any(p.startswith("broker/server.py:") and p.endswith("time.monotonic()") for p in direct_time_reads(root))
+
+
+def test_io_in_protocol_is_caught(tmp_path):
+    root = _copy_sources(tmp_path)
+    assert protocol_io(root) == []
+    target = root / "protocol" / "records.py"
+    target.write_text(target.read_text() + "\n\ndef _later(p):\n    with open(p, 'rb') as f:\n"
+                                           "        return f.read()\n")
+    framing = root / "protocol" / "framing.py"
+    framing.write_text("import socket  # noqa\n" + framing.read_text())
+    problems = protocol_io(root)
+    assert any(p.startswith("protocol/records.py:") and p.endswith("calls open()") for p in problems)
+    assert any(p.startswith("protocol/framing.py:1: imports socket") for p in problems)
+
+
+def test_a_log_append_elsewhere_is_caught(tmp_path):
+    root = _copy_sources(tmp_path)
+    assert log_appends_outside_their_paths(root) == []
+    target = root / "broker" / "group_service.py"
+    target.write_text(target.read_text() + "\n\ndef _later(log):\n    return log.append_as_leader(b'', 0, 0)\n")
+    assert any(p.startswith("broker/group_service.py:") for p in log_appends_outside_their_paths(root))
