@@ -38,9 +38,18 @@ PRINCIPAL_DATA_VERSION = 0
 
 
 class ControllerChannel(Protocol):
-    async def forward(self, ctx: Any, request: Message) -> Message: ...
+    """What handlers use of the node's controller channel (QuorumControllerChannel), and nothing more."""
 
-    async def call(self, request: Message) -> Message: ...
+    quorum: RaftQuorum  # the controller listener's handlers ask whether this node is the active controller
+    voter_endpoints: dict[int, tuple[str, str, int]]  # DescribeQuorum's nodes
+
+    async def forward(self, ctx: Any, request: Message) -> Message: ...  # a client's admin request, whole
+
+    async def call(self, request: Message) -> Message: ...  # this broker's own controller RPC
+
+    async def decide(self, request: Message, version: int) -> Message: ...  # on the active controller
+
+    async def handle_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse: ...  # on the active controller
 
 
 def envelope_for(ctx: Any, request: Message) -> EnvelopeRequest:

@@ -13,16 +13,27 @@ from protocol.generated.api_keys import APIS, ApiSpec
 
 
 @dataclasses.dataclass(frozen=True)
+class Declared:
+    """An API a listener answers with a shared function (forward it, run it on the active controller, hand it to
+    the Raft driver), declared once with the versions of the module that does the work."""
+
+    API_KEY: int
+    VERSIONS: tuple[int, int]
+    handle: Callable[..., Any]
+    __name__: str  # what it is, for the table's error messages and tests
+
+
+@dataclasses.dataclass(frozen=True)
 class Handler:
     api_key: int
     spec: ApiSpec
     versions: tuple[int, int]  # versions we answer
     advertised: tuple[int, int]  # versions we list in ApiVersions (Produce lists v0, KAFKA-18659)
     handle: Callable[..., Any]
-    module: ModuleType
+    module: ModuleType | Declared
 
 
-def build_table(modules: list[ModuleType], listener: str = "broker") -> dict[int, Handler]:
+def build_table(modules: list[ModuleType | Declared], listener: str = "broker") -> dict[int, Handler]:
     """The table for one listener kind (the schema's ``listeners``: "broker" or "controller")."""
     table: dict[int, Handler] = {}
     for mod in modules:

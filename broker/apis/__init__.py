@@ -1,4 +1,5 @@
-"""One module per API key (``kNN_name.py``); ``HANDLERS`` is the only table of what the broker serves."""
+"""One module per API key (``kNN_name.py``), and the admin requests forwarded whole to the controller at its
+handlers' versions (broker/apis/forwarding.py); ``HANDLERS`` is the only table of what the broker serves."""
 
 from broker.apis import (
     k00_produce,
@@ -15,25 +16,17 @@ from broker.apis import (
     k15_describe_groups,
     k16_list_groups,
     k18_api_versions,
-    k19_create_topics,
-    k20_delete_topics,
     k21_delete_records,
     k22_init_producer_id,
     k23_offset_for_leader_epoch,
     k32_describe_configs,
     k33_alter_configs,
     k35_describe_log_dirs,
-    k37_create_partitions,
     k42_delete_groups,
-    k43_elect_leaders,
     k44_incremental_alter_configs,
-    k45_alter_partition_reassignments,
-    k46_list_partition_reassignments,
     k47_offset_delete,
-    k55_describe_quorum,
     k60_describe_cluster,
     k61_describe_producers,
-    k64_unregister_broker,
     k68_consumer_group_heartbeat,
     k69_consumer_group_describe,
     k71_get_telemetry_subscriptions,
@@ -41,7 +34,9 @@ from broker.apis import (
     k74_list_config_resources,
     k75_describe_topic_partitions,
 )
-from broker.registry import build_table
+from broker.apis.forwarding import FORWARDED, forward
+from broker.controller_apis import CONTROLLER_HANDLERS
+from broker.registry import Declared, build_table
 
 HANDLERS = build_table([
     k00_produce,
@@ -58,29 +53,22 @@ HANDLERS = build_table([
     k15_describe_groups,
     k16_list_groups,
     k18_api_versions,
-    k19_create_topics,
-    k20_delete_topics,
     k21_delete_records,
     k22_init_producer_id,
     k23_offset_for_leader_epoch,
     k32_describe_configs,
     k33_alter_configs,
     k35_describe_log_dirs,
-    k37_create_partitions,
     k42_delete_groups,
-    k43_elect_leaders,
     k44_incremental_alter_configs,
-    k45_alter_partition_reassignments,
-    k46_list_partition_reassignments,
     k47_offset_delete,
-    k55_describe_quorum,
     k60_describe_cluster,
     k61_describe_producers,
-    k64_unregister_broker,
     k68_consumer_group_heartbeat,
     k69_consumer_group_describe,
     k71_get_telemetry_subscriptions,
     k72_push_telemetry,
     k74_list_config_resources,
     k75_describe_topic_partitions,
-])
+] + [Declared(key, CONTROLLER_HANDLERS[key].versions, forward, f"{CONTROLLER_HANDLERS[key].module.__name__}, forwarded")
+     for key in FORWARDED])

@@ -1,52 +1,21 @@
-"""The controller listener's handler table (``controller.listener.names``): the KRaft RPCs, DescribeQuorum,
-ApiVersions, and the requests the active controller answers. A broker listener never serves these (its
-ApiVersions does not list the KRaft RPCs), as Kafka separates them."""
+"""The controller listener's handler table (``controller.listener.names``), each API declared once: the
+controller's own handlers (broker/controller_apis/, at their versions) run on the active controller, the KRaft
+RPCs go to the Raft driver, DescribeQuorum is answered by any voter, ApiVersions as everywhere. A broker listener
+never serves these (its ApiVersions does not list the KRaft RPCs), as Kafka separates them."""
 
 from broker.apis import k18_api_versions
-from broker.controller_listener import (
-    k01_fetch,
-    k19_create_topics,
-    k20_delete_topics,
-    k33_alter_configs,
-    k37_create_partitions,
-    k43_elect_leaders,
-    k44_incremental_alter_configs,
-    k45_alter_partition_reassignments,
-    k46_list_partition_reassignments,
-    k52_vote,
-    k53_begin_quorum_epoch,
-    k54_end_quorum_epoch,
-    k55_describe_quorum,
-    k56_alter_partition,
-    k58_envelope,
-    k59_fetch_snapshot,
-    k62_broker_registration,
-    k63_broker_heartbeat,
-    k64_unregister_broker,
-    k67_allocate_producer_ids,
-)
-from broker.registry import build_table
+from broker.controller_apis import CONTROLLER_HANDLERS
+from broker.controller_listener import k55_describe_quorum
+from broker.controller_listener.controller_rpc import run_on_active_controller
+from broker.controller_listener.raft_rpc import RAFT_RPC_VERSIONS, answer
+from broker.registry import Declared, build_table
 
-CONTROLLER_LISTENER_HANDLERS = build_table([
-    k01_fetch,
-    k18_api_versions,
-    k19_create_topics,
-    k20_delete_topics,
-    k33_alter_configs,
-    k37_create_partitions,
-    k43_elect_leaders,
-    k44_incremental_alter_configs,
-    k45_alter_partition_reassignments,
-    k46_list_partition_reassignments,
-    k52_vote,
-    k53_begin_quorum_epoch,
-    k54_end_quorum_epoch,
-    k55_describe_quorum,
-    k56_alter_partition,
-    k58_envelope,
-    k59_fetch_snapshot,
-    k62_broker_registration,
-    k63_broker_heartbeat,
-    k64_unregister_broker,
-    k67_allocate_producer_ids,
-], listener="controller")
+ENVELOPE = Declared(58, (0, 0), run_on_active_controller, "Envelope, run on the active controller")
+
+CONTROLLER_LISTENER_HANDLERS = build_table(
+    [k18_api_versions, k55_describe_quorum, ENVELOPE]
+    + [Declared(h.api_key, h.versions, run_on_active_controller, f"{h.module.__name__}, run on the active controller")
+       for h in CONTROLLER_HANDLERS.values() if h.api_key != k55_describe_quorum.API_KEY]
+    + [Declared(key, versions, answer, f"{name}, the KRaft RPC")
+       for key, (name, versions) in RAFT_RPC_VERSIONS.items()],
+    listener="controller")

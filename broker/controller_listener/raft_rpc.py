@@ -11,6 +11,11 @@ from protocol.message import Message
 
 log = logging.getLogger("odradek.quorum.rpc")
 
+# API key -> (name, the versions a node answers): Kafka 4.1's ranges (Vote v2 carries KIP-996's PreVote, Fetch v18
+# the fetcher's high watermark, KIP-1166)
+RAFT_RPC_VERSIONS = {1: ("Fetch", (13, 18)), 52: ("Vote", (0, 2)), 53: ("BeginQuorumEpoch", (0, 1)),
+                     54: ("EndQuorumEpoch", (0, 1)), 59: ("FetchSnapshot", (0, 1))}
+
 
 async def answer(ctx, body: Message) -> Message:
     quorum = ctx.handles.quorum

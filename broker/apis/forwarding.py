@@ -1,0 +1,14 @@
+"""The admin requests a broker forwards whole to the active controller in an Envelope, as Kafka's brokers do
+(ForwardingManager): CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterPartitionReassignments,
+ListPartitionReassignments, DescribeQuorum and UnregisterBroker. Their versions and behaviour are the
+controller's handlers' (broker/controller_apis/), declared once there."""
+
+from __future__ import annotations
+
+from protocol.message import Message
+
+FORWARDED = (19, 20, 37, 43, 45, 46, 55, 64)  # API keys
+
+
+async def forward(ctx, req: Message) -> Message:
+    return await ctx.controller.forward(ctx, req)
