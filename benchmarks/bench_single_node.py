@@ -72,7 +72,7 @@ class Node:
                     if r.responses[0].partition_responses[0].error_code == 0:
                         return time.monotonic() - started
             except (ConnectionError, OSError, IndexError):
-                pass
+                pass  # not listening, no leader or no partition yet: poll again
             time.sleep(0.005)
         raise RuntimeError("no acknowledged produce within 60 s")
 

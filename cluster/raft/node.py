@@ -235,8 +235,7 @@ class RaftNode:
                 self._become_unattached(self.epoch, now_ms, keep_vote=True)
             return
         if role is Role.FOLLOWER or not self.is_voter:
-            if self._fetch_choices(now_ms):
-                self._ask_for_fetch(now_ms)
+            self._ask_for_fetch(now_ms)
             return
         if role in (Role.PROSPECTIVE, Role.CANDIDATE):
             for voter in self.voters - {self.node_id} - self.granted - self.rejected:
@@ -716,6 +715,7 @@ class RaftNode:
         return req.choices(self.voters, now_ms)
 
     def _ask_for_fetch(self, now_ms: int) -> None:
+        """A Fetch to where ``_fetch_choices`` allows now, if anywhere (one of several at random)."""
         choices = self._fetch_choices(now_ms)
         if choices:
             self._send_fetch(now_ms, choices[self.rng.randrange(len(choices))] if len(choices) > 1 else choices[0])

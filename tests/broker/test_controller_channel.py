@@ -9,11 +9,8 @@ import random
 
 from broker.clock import SYSTEM_CLOCK
 from broker.controller_channel import QuorumControllerChannel, envelope_for
-from broker.log_dirs import METADATA_PARTITION_DIR
 from broker.metadata_publisher import MetadataPublisher
-from broker.quorum.raft_quorum import RaftQuorum
 from cluster.controller import Controller
-from cluster.raft.node import RaftConfig
 from protocol.connection import parse_request
 from protocol.errors import ErrorCode
 from protocol.generated.api_keys import APIS
@@ -22,6 +19,7 @@ from protocol.generated.messages import (
 )
 from protocol.generated.messages.broker_registration_request import Listener
 from protocol.generated.messages.create_topics_request import CreatableTopic
+from tests.broker.one_voter import VOTERS, one_voter_quorum
 
 CLUSTER_ID = "q1-cluster-id-000000"
 
@@ -57,15 +55,9 @@ async def _channel(tmp_path):
         published.append(image.offset)
 
     publisher.add(record)
-    quorum = RaftQuorum(1, {1: ("127.0.0.1", 0)}, tmp_path / METADATA_PARTITION_DIR, CLUSTER_ID, publisher,
-                        SYSTEM_CLOCK, RaftConfig())
-    await quorum.start()
-    for _ in range(1000):  # the lone voter elects itself on its first tick
-        if quorum.is_active:
-            break
-        await asyncio.sleep(0.01)
+    quorum = await one_voter_quorum(tmp_path, publisher, CLUSTER_ID)
     channel = QuorumControllerChannel(Controller(1, {"num.partitions": 2}, random.Random(3)), quorum, {},
-                                      CLUSTER_ID, {1: ("127.0.0.1", 0)}, node_id=1, timeout_ms=30000)
+                                      CLUSTER_ID, VOTERS, node_id=1, timeout_ms=30000)
     return channel, publisher, published, quorum
 
 

@@ -8,32 +8,16 @@ import dataclasses
 import os
 import random
 
-from broker.clock import SYSTEM_CLOCK
 from broker.log_dirs import METADATA_PARTITION_DIR
-from broker.metadata_publisher import MetadataPublisher
-from broker.quorum.raft_quorum import RaftQuorum
 from cluster.controller import Controller, NewTopic
-from cluster.raft.node import RaftConfig
+from tests.broker.one_voter import one_voter_quorum
 
 NOW = 1_700_000_000_000
 
 
-async def _one_voter(tmp_path) -> RaftQuorum:
-    """A started quorum of one voter on ``tmp_path``, leading with everything before its epoch applied."""
-    quorum = RaftQuorum(1, {1: ("127.0.0.1", 0)}, tmp_path / METADATA_PARTITION_DIR, "c", MetadataPublisher(),
-                        SYSTEM_CLOCK, RaftConfig())
-    await quorum.start()
-    for _ in range(1000):  # the lone voter elects itself on its first tick
-        if quorum.is_active:
-            break
-        await asyncio.sleep(0.01)
-    await asyncio.wait_for(quorum.ready_to_decide(), 10)
-    return quorum
-
-
 def test_restart_rebuilds_identical_image(tmp_path):
     async def main():
-        q = await _one_voter(tmp_path)
+        q = await one_voter_quorum(tmp_path)
         c = Controller(1, {"num.partitions": 2}, random.Random(1))
         image = await q.commit(c.bootstrap(q.image).records)
         image = await q.commit(c.register_broker(image, 1, b"\x02" * 16, [("PLAINTEXT", "h", 1)], None, 0,
@@ -45,7 +29,7 @@ def test_restart_rebuilds_identical_image(tmp_path):
         first_epoch = q.driver.epoch
         await q.stop()
 
-        again = await _one_voter(tmp_path)
+        again = await one_voter_quorum(tmp_path)
         try:
             # the same image; only its offset differs (the LeaderChange batch of the first start's epoch comes first)
             assert again.image == dataclasses.replace(image, offset=again.image.offset)
@@ -59,7 +43,7 @@ def test_restart_rebuilds_identical_image(tmp_path):
 
 def test_torn_tail_is_dropped(tmp_path):
     async def main():
-        q = await _one_voter(tmp_path)
+        q = await one_voter_quorum(tmp_path)
         c = Controller(1, {}, random.Random(1))
         image = await q.commit(c.register_broker(q.image, 1, b"\x02" * 16, [("PLAINTEXT", "h", 1)], None, 0,
                                                  []).records)
@@ -71,7 +55,7 @@ def test_torn_tail_is_dropped(tmp_path):
         with open(seg, "r+b") as f:
             f.truncate(size - 7)  # the last batch is torn, as after a crash mid-write
         (tmp_path / METADATA_PARTITION_DIR / "recovery-point").unlink(missing_ok=True)  # as after kill -9
-        again = await _one_voter(tmp_path)
+        again = await one_voter_quorum(tmp_path)
         try:
             assert sorted(again.image.topics_by_name) == ["t"]
         finally:

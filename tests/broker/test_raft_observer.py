@@ -78,7 +78,7 @@ class StubVoter:
                 writer.write(b"".join(bytes(p) for p in encode_response(request, response)))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass
+            pass  # the observer closed the connection (it disconnects on a timeout) or the stub is stopping
         finally:
             writer.close()
 

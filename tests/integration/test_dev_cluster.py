@@ -42,6 +42,22 @@ def free_base_port() -> int:
     raise RuntimeError("no free port range")
 
 
+def start_dev_cluster(tmp_path, args: list[str]) -> tuple[subprocess.Popen, int, str | None]:
+    """``odradek dev-cluster ARGS`` on a free port range: (process, base port, the bootstrap servers it printed
+    within 30 s, or None)."""
+    base = free_base_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([*ODRADEK, "dev-cluster", *args, "--data", str(tmp_path / "dc"),
+                             "--base-port", str(base)], stdout=subprocess.PIPE, text=True, env=env)
+    bootstrap = None
+    deadline = time.monotonic() + 30
+    while bootstrap is None and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith("bootstrap servers: "):
+            bootstrap = line.split(": ", 1)[1].strip()
+    return proc, base, bootstrap
+
+
 TOPOLOGIES = {"3 combined": (["--nodes", "3"], [1, 2, 3], [1, 2, 3]),
               "3 controllers + 3 brokers": (["--controllers", "3", "--brokers", "3"], [4, 5, 6], range(1, 7))}
 
@@ -49,17 +65,8 @@ TOPOLOGIES = {"3 combined": (["--nodes", "3"], [1, 2, 3], [1, 2, 3]),
 @pytest.mark.parametrize("topology", list(TOPOLOGIES))
 def test_dev_cluster_starts_serves_and_stops(tmp_path, topology):
     args, broker_ids, node_ids = TOPOLOGIES[topology]
-    base = free_base_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([*ODRADEK, "dev-cluster", *args, "--data", str(tmp_path / "dc"),
-                             "--base-port", str(base)], stdout=subprocess.PIPE, text=True, env=env)
+    proc, base, bootstrap = start_dev_cluster(tmp_path, args)
     try:
-        bootstrap = None
-        deadline = time.monotonic() + 30
-        while bootstrap is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if line.startswith("bootstrap servers: "):
-                bootstrap = line.split(": ", 1)[1].strip()
         assert bootstrap == ",".join(f"127.0.0.1:{base + i - 1}" for i in broker_ids)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         deadline = time.monotonic() + 60
@@ -104,18 +111,8 @@ def test_dev_cluster_overrides_are_typed_on_every_node(tmp_path, topology):
     partition count or replication factor gets the controller's 4 and 3, every broker describes log.retention.ms
     as LONG 60000 and auto.create.topics.enable as BOOLEAN false, and a Metadata request creates nothing."""
     args, broker_ids, _ = TOPOLOGIES[topology]
-    base = free_base_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    overrides = [a for o in OVERRIDES for a in ("--override", o)]
-    proc = subprocess.Popen([*ODRADEK, "dev-cluster", *args, *overrides, "--data", str(tmp_path / "dc"),
-                             "--base-port", str(base)], stdout=subprocess.PIPE, text=True, env=env)
+    proc, base, bootstrap = start_dev_cluster(tmp_path, args + [a for o in OVERRIDES for a in ("--override", o)])
     try:
-        bootstrap = None
-        deadline = time.monotonic() + 30
-        while bootstrap is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if line.startswith("bootstrap servers: "):
-                bootstrap = line.split(": ", 1)[1].strip()
         assert bootstrap is not None
         assert "num.partitions: 4\n" in (tmp_path / "dc" / f"node{broker_ids[0]}.yaml").read_text()
         admin = AdminClient({"bootstrap.servers": bootstrap})
