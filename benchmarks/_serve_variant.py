@@ -3,7 +3,7 @@
     python benchmarks/_serve_variant.py [--zero-copy on|off] [--profile PREFIX] -- serve --config ... --override ...
 
 * ``--zero-copy off`` sets ``Broker.server.zero_copy = False`` after construction, so fetch responses read
-  file slices into memory and write bytes (the comparison path of broker/sendfile.py's PartWriter).
+  file slices into memory and write bytes (the comparison path of broker/network/sendfile.py's PartWriter).
 * ``--profile PREFIX`` runs the event-loop thread (where every handler runs) under cProfile, timed
   with the thread's CPU clock (``time.thread_time``: time spent preempted by other processes on a
   busy machine is not charged to the function that happened to be running). Each SIGUSR1 dumps the

@@ -9,11 +9,11 @@ import logging
 import signal
 import sys
 
-from broker.alter_configs import LEVELS
+from broker.config.alter_configs import LEVELS
 from broker.config import BrokerConfig, ConfigException
-from broker.bootstrap_metadata import BootstrapError, check_features, write_bootstrap
+from broker.quorum.bootstrap_metadata import BootstrapError, check_features, write_bootstrap
 from broker.errors import QuorumFailed, StartupError
-from broker.log_dirs import format_log_dirs, metadata_log_dir, new_cluster_id
+from broker.quorum.log_dirs import format_log_dirs, metadata_log_dir, new_cluster_id
 from broker.quorum.kraft_log import MetadataLogCorruption
 from broker.quorum.metadata_snapshot import SnapshotError
 from broker.quorum.state_store import QuorumStateError
@@ -165,7 +165,7 @@ def container_run(argv: list[str]) -> int:
     import os
 
     from broker.container import MOUNTED_CONFIG_DIR, formatted_ids, load, preflight
-    from broker.container_config import ContainerConfigError
+    from broker.config.container_config import ContainerConfigError
 
     ap = argparse.ArgumentParser(prog="odradek container-run", description="configure from the environment as "
                                  "Apache Kafka's image does, format the log dirs with CLUSTER_ID, serve")
@@ -218,11 +218,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return container_main(argv)
     if argv[:1] == ["dev-cluster"] and any(a == "--compose" or a.startswith("--compose=") for a in argv[1:]):
-        from broker.compose_cluster import main as compose_main  # a compose file's nodes as processes
+        from broker.testing.compose_cluster import main as compose_main  # a compose file's nodes as processes
 
         return compose_main(argv[1:])
-    if argv[:1] == ["dev-cluster"]:  # a local cluster of processes (broker/dev_cluster.py)
-        from broker.dev_cluster import main as dev_cluster_main
+    if argv[:1] == ["dev-cluster"]:  # a local cluster of processes (broker/testing/dev_cluster.py)
+        from broker.testing.dev_cluster import main as dev_cluster_main
 
         return dev_cluster_main(argv[1:])
     ap = argparse.ArgumentParser(prog="odradek", description="A Kafka-compatible broker")

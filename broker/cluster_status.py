@@ -14,7 +14,7 @@ import json
 import sys
 
 from broker.clock import SYSTEM_CLOCK
-from broker.node_client import BadResponse, NodeClient
+from broker.network.node_client import BadResponse, NodeClient
 from protocol.generated.messages import DescribeClusterRequest, DescribeQuorumRequest, MetadataRequest
 from protocol.generated.messages.describe_quorum_request import PartitionData, TopicData
 from protocol.topics import METADATA_PARTITION, METADATA_TOPIC

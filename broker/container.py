@@ -2,7 +2,7 @@
 checks here), ``odradek healthcheck`` (its HEALTHCHECK) and ``odradek random-uuid``.
 
 ``container-run [NAME=value ...]``: the node's configuration from its environment as Apache Kafka's image
-builds it (broker/container_config.py: ``KAFKA_*`` variables, a mounted ``/mnt/shared/config/server.properties``,
+builds it (broker/config/container_config.py: ``KAFKA_*`` variables, a mounted ``/mnt/shared/config/server.properties``,
 ``CLUSTER_ID``), checked before anything is written (a quorum list that cannot name this node, a volume
 formatted for another cluster or node id, a missing ``CLUSTER_ID`` on a new volume of a multi-node cluster,
 another running node at this voter's quorum address); the log dirs formatted with ``CLUSTER_ID`` when they are
@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from broker.config import BrokerConfig, ConfigException, Listener
-from broker.container_config import (
+from broker.config.container_config import (
     MOUNTED_CONFIG_DIR, ContainerConfig, ContainerConfigError, cluster_id_problem, from_environ, quorum_problem,
     voters_of,
 )
@@ -68,7 +68,7 @@ def formatted_ids(config: BrokerConfig) -> tuple[set[str], bool]:
 
 def _answers_kafka(host: str, port: int, timeout: float = 2.0) -> bool:
     """Whether something at host:port answers ApiVersions (a running node)."""
-    from broker.blocking_request import request
+    from broker.network.blocking_request import request
     from protocol.generated.messages import ApiVersionsRequest
 
     try:
@@ -116,7 +116,7 @@ def check_broker(config: BrokerConfig, host: str, port: int, timeout: float, che
                  ) -> str | None:
     """None when the broker at host:port answers ApiVersions and lists this node in Metadata (at one of its
     advertised addresses, with ``check_address``); else what is wrong."""
-    from broker.blocking_request import request
+    from broker.network.blocking_request import request
     from protocol.generated.messages import ApiVersionsRequest, MetadataRequest
 
     try:
@@ -142,7 +142,7 @@ def check_broker(config: BrokerConfig, host: str, port: int, timeout: float, che
 
 def check_controller(config: BrokerConfig, timeout: float) -> str | None:
     """None when this controller answers DescribeQuorum and the quorum has a leader."""
-    from broker.blocking_request import request
+    from broker.network.blocking_request import request
     from protocol.generated.messages import DescribeQuorumRequest
     from protocol.generated.messages.describe_quorum_request import PartitionData, TopicData
 
@@ -200,7 +200,7 @@ def main(argv: list[str]) -> int:
     if cmd == "healthcheck":
         return healthcheck(rest)
     if cmd == "random-uuid":
-        from broker.log_dirs import new_cluster_id
+        from broker.quorum.log_dirs import new_cluster_id
 
         print(new_cluster_id())
         return 0

@@ -4,7 +4,7 @@ coordinator, metrics and the network server, started and stopped in order.
 Every node runs the same way, as Kafka's KRaft nodes do: a single node (no ``controller.quorum.voters``) is a
 quorum of one voter that elects itself at once; a cluster's nodes are voters or observers of theirs.
 
-Nothing here answers requests: handlers get ``BrokerHandles`` (broker/context.py), never this object.
+Nothing here answers requests: handlers get ``BrokerHandles`` (broker/apis/context.py), never this object.
 """
 
 from __future__ import annotations
@@ -16,31 +16,31 @@ import socket
 from pathlib import Path
 
 from broker.apis import HANDLERS
-from broker.controller_listener import CONTROLLER_LISTENER_HANDLERS
-from broker.isr_sender import IsrSender
-from broker.replica_fetcher import ReplicaFetcherManager
-from broker.bootstrap_metadata import read_bootstrap
+from broker.controlplane.controller_listener import CONTROLLER_LISTENER_HANDLERS
+from broker.replication.isr_sender import IsrSender
+from broker.replication.replica_fetcher import ReplicaFetcherManager
+from broker.quorum.bootstrap_metadata import read_bootstrap
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig, Listener
-from broker.context import BrokerHandles
-from broker.controller_channel import ControllerUnavailable, QuorumControllerChannel
+from broker.apis.context import BrokerHandles
+from broker.controlplane.controller_channel import ControllerUnavailable, QuorumControllerChannel
 from broker.errors import QuorumFailed, StartupError
-from broker.fetch_session import (
+from broker.replication.fetch_session import (
     MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, FetchManager, FetchSessionCache, FetchSessionCacheCollector,
 )
-from broker.fault_injection import CONFIG_KEY as FAULT_INJECTION_FILE, FaultRules, FaultRulesFile
-from broker.group_service import GroupService
-from broker.log_dirs import METADATA_PARTITION_DIR, ensure_meta_properties, metadata_log_dir
-from broker.metadata_publisher import MetadataPublisher
-from broker.metrics import BrokerMetrics
-from broker.peer_links import PeerLinks
-from broker.telemetry import ClientTelemetry, PushedMetrics
-from broker.registry import advertised
+from broker.network.fault_injection import CONFIG_KEY as FAULT_INJECTION_FILE, FaultRules, FaultRulesFile
+from broker.groups.group_service import GroupService
+from broker.quorum.log_dirs import METADATA_PARTITION_DIR, ensure_meta_properties, metadata_log_dir
+from broker.quorum.metadata_publisher import MetadataPublisher
+from broker.observability.metrics import BrokerMetrics
+from broker.network.peer_links import PeerLinks
+from broker.observability.telemetry import ClientTelemetry, PushedMetrics
+from broker.network.registry import advertised
 from broker.quorum.metrics import QuorumCollector
 from broker.quorum.raft_quorum import RaftQuorum, SnapshotPolicy, parse_voters
-from broker.replica_manager import ReplicaManager
-from broker.sendfile import SendStats
-from broker.server import NetworkServer
+from broker.replication.replica_manager import ReplicaManager
+from broker.network.sendfile import SendStats
+from broker.network.server import NetworkServer
 from broker.timeouts import wait_for
 from cluster.client_metrics import ClientMetricsManager
 from cluster.controller import Controller

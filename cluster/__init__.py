@@ -1,1 +1,6 @@
-"""odradek: cluster."""
+"""odradek's pure state machines: the controller (``controller/``), the Raft core (``raft/``), the group
+coordinator, the metadata image and its records."""
+
+from cluster import moved as _moved
+
+_moved.install()  # the old import paths of modules that moved (cluster/moved.py)

@@ -1,5 +1,5 @@
 """The group coordinator's settings: Kafka's names and defaults (GroupCoordinatorConfig) in one table, read
-by ``GroupConfig`` and merged into the broker's config defaults (broker/config.py)."""
+by ``GroupConfig`` and merged into the broker's config defaults (broker/config/__init__.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The server side of a Kafka connection, sans-IO: bytes in, requests out; responses in, bytes out.
 
-The driver (broker/server.py) owns the socket and the clock. This object owns the receive buffer,
+The driver (broker/network/server.py) owns the socket and the clock. This object owns the receive buffer,
 the frame size limit and the header rules: which header version each (api key, version) uses,
 ClientId never being compact, and ApiVersions responses always taking header v0 (KIP-511).
 """

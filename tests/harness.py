@@ -1,4 +1,4 @@
-"""The tests' one broker-subprocess harness, a thin layer over the product's (broker/embedded_cluster.py):
+"""The tests' one broker-subprocess harness, a thin layer over the product's (broker/testing/embedded_cluster.py):
 ``BrokerProcess`` is ``odradek serve`` on 127.0.0.1 with an ephemeral port and the caller's data dir,
 importing this checkout's code; restartable on the same data; stopped gracefully (SIGTERM) or not (SIGKILL);
 its stderr (the broker's log) kept per start for assertions. ``ClusterProcesses`` is a KRaft cluster of them.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.embedded_cluster import (  # noqa: F401 - the tests import these from here
+from broker.testing.embedded_cluster import (  # noqa: F401 - the tests import these from here
     ODRADEK, NodeProcess as BrokerProcess, ProcessCluster, quorum_leader_of, reserve_ports, wait_until,
 )
 

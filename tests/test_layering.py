@@ -22,30 +22,29 @@ FORBIDDEN = {
     "cluster": ("storage", "broker", "spark_jobs", "asyncio", "socket", "threading", "time", "random", "uuid",
                 "secrets", "selectors", "subprocess"),
     "spark_jobs": ("broker",),
-    # handlers get narrow handles (broker/context.py), never the node or the network server
-    "broker.apis": ("broker.node", "broker.server", "broker.embedded", "broker.cli"),
-    "broker.controller_apis": ("broker.node", "broker.server", "broker.embedded", "broker.cli",
-                               "broker.controller_channel"),
+    # handlers get narrow handles (broker/apis/context.py), never the node or the network server
+    "broker.apis": ("broker.node", "broker.network.server", "broker.testing.embedded", "broker.cli"),
+    "broker.controlplane.controller_apis": ("broker.node", "broker.network.server", "broker.testing.embedded",
+                                            "broker.cli", "broker.controlplane.controller_channel"),
 }
 # calls that are randomness or clocks even without an import of their module
 FORBIDDEN_CALLS = {"cluster": ("os.urandom", "os.getrandom")}
 # what a node runs (``odradek serve``, ``odradek container-run``) must not reach test tooling, even transitively
 NODE_RUNTIME = ("broker.node", "broker.container")
-TEST_TOOLING = ("broker.embedded_cluster", "broker.embedded", "broker.pytest_plugin", "broker.compose_cluster",
-                "broker.dev_cluster", "broker.node_runner")
+TEST_TOOLING = ("broker.testing",)
 # clock reads: the broker's runtime reads time through broker/clock.py (the loop-lag gauge reads the loop's own)
 TIME_READS = ("time.time", "time.monotonic", "time.perf_counter", "time.time_ns", "time.monotonic_ns", "loop.time")
-TIME_READS_ALLOWED = ("broker.clock", "broker.metrics") + TEST_TOOLING
+TIME_READS_ALLOWED = ("broker.clock", "broker.observability.metrics") + TEST_TOOLING
 # protocol/ is sans-IO: no sockets, event loop, threads or files (its code generator reads the schemas: a tool)
 PROTOCOL_NO_IO_IMPORTS = ("socket", "asyncio", "selectors", "subprocess", "threading", "shutil", "mmap")
 PROTOCOL_NO_IO_CALLS = ("open", "os.open", "os.read", "os.write", "os.pread", "os.pwrite", "os.sendfile", "os.fsync")
 # who appends to a partition's log: the leader's and the follower's paths, and the metadata log
 LOG_APPENDS = ("append_as_leader", "append_as_follower")
-LOG_APPENDERS = ("broker.replica_manager", "broker.replica_fetcher", "broker.quorum.kraft_log")
+LOG_APPENDERS = ("broker.replication.replica_manager", "broker.replication.replica_fetcher", "broker.quorum.kraft_log")
 # the test-only fault hook reaches the network through one seam: only these import it
-FAULT_HOOK = "broker.fault_injection"
-FAULT_HOOK_IMPORTERS = ("broker.peer_links", "broker.node_client", "broker.node", "broker.config",
-                        "broker.embedded_cluster")
+FAULT_HOOK = "broker.network.fault_injection"
+FAULT_HOOK_IMPORTERS = ("broker.network.peer_links", "broker.network.node_client", "broker.node", "broker.config",
+                        "broker.testing.embedded_cluster")
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -302,27 +301,29 @@ def test_an_import_cycle_is_caught(tmp_path):
 def test_test_tooling_reached_from_the_node_is_caught(tmp_path):
     root = _copy_sources(tmp_path)
     assert tooling_reached_by_the_node(root) == []
-    (root / "broker" / "log_dirs.py").write_text(
-        (root / "broker" / "log_dirs.py").read_text() + "\n\ndef _later():\n    from broker.embedded_cluster import "
-        "wait_until  # noqa\n    return wait_until\n")
-    assert any(p.startswith("broker.node -> ") and p.endswith("broker.log_dirs -> broker.embedded_cluster")
+    target = root / "broker" / "quorum" / "log_dirs.py"
+    target.write_text(target.read_text() + "\n\ndef _later():\n    from broker.testing.embedded_cluster import "
+                      "wait_until  # noqa\n    return wait_until\n")
+    assert any(p.startswith("broker.node -> ")
+               and p.endswith("broker.quorum.log_dirs -> broker.testing.embedded_cluster")
                for p in tooling_reached_by_the_node(root))
 
 
 def test_a_second_way_for_the_fault_hook_is_caught(tmp_path):
     root = _copy_sources(tmp_path)
     assert fault_hook_importers(root) == []
-    target = root / "broker" / "replica_fetcher.py"
-    target.write_text("from broker.fault_injection import FaultRules  # noqa\n" + target.read_text())
-    assert fault_hook_importers(root) == ["broker.replica_fetcher"]
+    target = root / "broker" / "replication" / "replica_fetcher.py"
+    target.write_text("from broker.network.fault_injection import FaultRules  # noqa\n" + target.read_text())
+    assert fault_hook_importers(root) == ["broker.replication.replica_fetcher"]
 
 
 def test_a_direct_time_read_is_caught(tmp_path):
     root = _copy_sources(tmp_path)
     assert direct_time_reads(root) == []
-    target = root / "broker" / "server.py"
+    target = root / "broker" / "network" / "server.py"
     target.write_text(target.read_text() + "\n\ndef _later():\n    import time\n    return time.monotonic()\n")
-    assert any(p.startswith("broker/server.py:") and p.endswith("time.monotonic()") for p in direct_time_reads(root))
+    assert any(p.startswith("broker/network/server.py:") and p.endswith("time.monotonic()")
+               for p in direct_time_reads(root))
 
 
 def test_io_in_protocol_is_caught(tmp_path):
@@ -341,6 +342,6 @@ def test_io_in_protocol_is_caught(tmp_path):
 def test_a_log_append_elsewhere_is_caught(tmp_path):
     root = _copy_sources(tmp_path)
     assert log_appends_outside_their_paths(root) == []
-    target = root / "broker" / "group_service.py"
+    target = root / "broker" / "groups" / "group_service.py"
     target.write_text(target.read_text() + "\n\ndef _later(log):\n    return log.append_as_leader(b'', 0, 0)\n")
-    assert any(p.startswith("broker/group_service.py:") for p in log_appends_outside_their_paths(root))
+    assert any(p.startswith("broker/groups/group_service.py:") for p in log_appends_outside_their_paths(root))

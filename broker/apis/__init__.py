@@ -1,5 +1,6 @@
 """One module per API key (``kNN_name.py``), and the admin requests forwarded whole to the controller at its
-handlers' versions (broker/apis/forwarding.py); ``HANDLERS`` is the only table of what the broker serves."""
+handlers' versions (broker/apis/forwarding.py); ``HANDLERS`` is the only table of what the broker serves. Beside
+them: what a handler gets (``context``) and the produce path's batch checks (``log_validator``)."""
 
 from broker.apis import (
     k00_produce,
@@ -35,8 +36,8 @@ from broker.apis import (
     k75_describe_topic_partitions,
 )
 from broker.apis.forwarding import FORWARDED, forward
-from broker.controller_apis import CONTROLLER_HANDLERS
-from broker.registry import Declared, build_table
+from broker.controlplane.controller_apis import CONTROLLER_HANDLERS
+from broker.network.registry import Declared, build_table
 
 HANDLERS = build_table([
     k00_produce,

@@ -1,7 +1,7 @@
 """The admin requests a broker forwards whole to the active controller in an Envelope, as Kafka's brokers do
 (ForwardingManager): CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterPartitionReassignments,
 ListPartitionReassignments, DescribeQuorum and UnregisterBroker. Their versions and behaviour are the
-controller's handlers' (broker/controller_apis/), declared once there."""
+controller's handlers' (broker/controlplane/controller_apis/), declared once there."""
 
 from __future__ import annotations
 

@@ -27,8 +27,8 @@ import asyncio
 import logging
 
 from broker.errors import CloseConnection
-from broker.replica_manager import Partition
-from broker.log_validator import check_request_records, compression_level, needs_record_pass, record_pass
+from broker.replication.replica_manager import Partition
+from broker.apis.log_validator import check_request_records, compression_level, needs_record_pass, record_pass
 from broker.timeouts import wait_for
 from protocol.errors import ErrorCode, InvalidRecordError, KafkaError
 from protocol.generated.messages import ProduceRequest, ProduceResponse

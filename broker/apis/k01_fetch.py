@@ -10,15 +10,15 @@ Behaviour (KafkaApis.handleFetchRequest, ReplicaManager.fetchMessages/readFromLo
   UNKNOWN_LEADER_EPOCH against ``current_leader_epoch``; UNKNOWN_TOPIC_ID (v13+ ids) and
   UNKNOWN_TOPIC_OR_PARTITION; read_committed reads up to the last stable offset with an empty
   aborted-transactions list;
-* fetch from the closest replica (KIP-392, broker/replica_selector.py): a consumer's fetch from v11 on (Kafka's
-  ``clientMetadata``) is served by any replica of the partition, a follower reading its own log up to its own
+* fetch from the closest replica (KIP-392, broker/replication/replica_selector.py): a consumer's fetch from v11 on
+  (Kafka's ``clientMetadata``) is served by any replica of the partition, a follower reading its own log up to its own
   high watermark (an offset past it answers no records, one past its log end OFFSET_OUT_OF_RANGE), with the
   leader epoch checked against the follower's; older versions and replica fetches need the leader
   (NOT_LEADER_OR_FOLLOWER). With ``replica.selector.class`` set, the leader picks the consumer's preferred read
   replica from its ``rack_id``; when that is another broker the partition answers at once with
   ``preferred_read_replica`` set, no records, and the leader's high watermark, last stable offset and log start
   (``findPreferredReadReplica`` in ``readFromLog``); otherwise ``preferred_read_replica`` is -1;
-* fetch sessions (KIP-227, broker/fetch_session/, ``FetchManager.newContext``): session id 0 with epoch -1
+* fetch sessions (KIP-227, broker/replication/fetch_session/, ``FetchManager.newContext``): session id 0 with epoch -1
   is sessionless; epoch 0 is a full fetch that creates a session when the cache has room (session id 0 in the
   answer otherwise) and closes the session it names; an id with epoch -1 closes that session and is served
   sessionless; an id with an epoch above 0 is incremental: the request names only added or changed
@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.fetch_session.contexts import NO_SESSIONS
-from broker.fetch_session.metadata import PartitionFetch, TopicIdPartition
-from broker.replica_selector import replica_selector
+from broker.replication.fetch_session.contexts import NO_SESSIONS
+from broker.replication.fetch_session.metadata import PartitionFetch, TopicIdPartition
+from broker.replication.replica_selector import replica_selector
 from broker.timeouts import wait_for
 from protocol.errors import ErrorCode, KafkaError
 from protocol.generated.messages import FetchRequest, FetchResponse

@@ -13,7 +13,7 @@ name/type; v8 reason; v9 skip_assignment for a static leader rejoining a stable 
 
 from __future__ import annotations
 
-from broker.group_service import req_ctx
+from broker.groups.group_service import req_ctx
 from cluster.group_classic import GroupError
 from cluster.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode

@@ -9,7 +9,7 @@ told to rejoin when their assignment changes.
 
 from __future__ import annotations
 
-from broker.group_service import req_ctx
+from broker.groups.group_service import req_ctx
 from cluster.group_classic import GroupError
 from cluster.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode

@@ -8,7 +8,7 @@ members that left. An unknown group answers UNKNOWN_MEMBER_ID per member.
 
 from __future__ import annotations
 
-from broker.group_service import req_ctx
+from broker.groups.group_service import req_ctx
 from cluster.group_classic import GroupError
 from cluster.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode

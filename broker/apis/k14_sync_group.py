@@ -11,7 +11,7 @@ sync within the rebalance timeout are removed and the group rebalances.
 
 from __future__ import annotations
 
-from broker.group_service import req_ctx
+from broker.groups.group_service import req_ctx
 from cluster.group_classic import GroupError
 from cluster.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode

@@ -12,7 +12,7 @@ Not implemented: GROUP resources (INVALID_REQUEST).
 
 from __future__ import annotations
 
-from broker.config_describe import broker_entries, logger_entries, topic_entries
+from broker.config.config_describe import broker_entries, logger_entries, topic_entries
 from cluster.controller import validate_topic_name
 from protocol.errors import ErrorCode
 from protocol.generated.messages import DescribeConfigsRequest, DescribeConfigsResponse

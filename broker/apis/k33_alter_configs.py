@@ -1,7 +1,7 @@
 """AlterConfigs: v0-2 (deprecated by Kafka in favour of IncrementalAlterConfigs, still served).
 
 BROKER_LOGGER is answered here (not allowed: INVALID_REQUEST); every other resource is forwarded to the
-controller (broker/controller_apis/k33_alter_configs.py), as Kafka's ConfigAdminManager splits it.
+controller (broker/controlplane/controller_apis/k33_alter_configs.py), as Kafka's ConfigAdminManager splits it.
 Behaviour there: a TOPIC resource's overrides are replaced by exactly the given set (keys not named are
 removed), validated like IncrementalAlterConfigs; per-resource errors; validate_only.
 BROKER_LOGGER is not allowed here (INVALID_REQUEST), dynamic BROKER configs are not implemented.
@@ -9,7 +9,7 @@ BROKER_LOGGER is not allowed here (INVALID_REQUEST), dynamic BROKER configs are 
 
 from __future__ import annotations
 
-from broker.alter_configs import BROKER_LOGGER, forward_remaining
+from broker.config.alter_configs import BROKER_LOGGER, forward_remaining
 from protocol.errors import ErrorCode
 from protocol.generated.messages import AlterConfigsRequest, AlterConfigsResponse
 from protocol.generated.messages.alter_configs_response import AlterConfigsResourceResponse

@@ -5,13 +5,15 @@ and SUBTRACT only on list configs), validated against the topic config definitio
 type or range: INVALID_CONFIG), committed as ConfigRecords and applied to the topic's logs without a
 restart; BROKER_LOGGER SET/DELETE changes log levels (Kafka's way to reload log levels at run time).
 validate_only checks without changing anything. BROKER_LOGGER is answered on this broker; every other
-resource is forwarded to the controller (broker/controller_apis/k44_incremental_alter_configs.py), as
+resource is forwarded to the controller (broker/controlplane/controller_apis/k44_incremental_alter_configs.py), as
 Kafka's ConfigAdminManager splits it. Not implemented: dynamic BROKER configs (INVALID_CONFIG).
 """
 
 from __future__ import annotations
 
-from broker.alter_configs import BROKER_LOGGER, ResourceError, check_duplicates, forward_remaining, set_logger_levels
+from broker.config.alter_configs import (
+    BROKER_LOGGER, ResourceError, check_duplicates, forward_remaining, set_logger_levels,
+)
 from protocol.errors import ErrorCode
 from protocol.generated.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from protocol.generated.messages.incremental_alter_configs_response import AlterConfigsResourceResponse

@@ -18,7 +18,7 @@ member revoking partitions fence it when they expire.
 
 from __future__ import annotations
 
-from broker.group_service import req_ctx
+from broker.groups.group_service import req_ctx
 from cluster.group_classic import GroupError
 from cluster.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode

@@ -5,8 +5,8 @@ client instance id INVALID_REQUEST; a push after a terminating one INVALID_REQUE
 (except right after GetTelemetrySubscriptions, or a terminating push) THROTTLING_QUOTA_EXCEEDED; a stale
 subscription id UNKNOWN_SUBSCRIPTION_ID; an unknown compression type UNSUPPORTED_COMPRESSION_TYPE; metrics
 over ``telemetry.max.bytes`` TELEMETRY_TOO_LARGE. The payload (OTLP MetricsData, possibly compressed) is
-then decoded and exported on the Prometheus endpoint (broker/telemetry.py); one that does not decompress or
-decode is INVALID_RECORD (Kafka's answer when its receiver plugin fails), one that decompresses beyond
+then decoded and exported on the Prometheus endpoint (broker/observability/telemetry.py); one that does not decompress
+or decode is INVALID_RECORD (Kafka's answer when its receiver plugin fails), one that decompresses beyond
 ``telemetry.max.bytes`` TELEMETRY_TOO_LARGE.
 """
 

@@ -19,8 +19,8 @@ import random
 from typing import Awaitable, Callable
 
 from broker.clock import Clock
-from broker.node_client import BadResponse, NodeClient
-from broker.peer_links import DIRECT, PeerLinks
+from broker.network.node_client import BadResponse, NodeClient
+from broker.network.peer_links import DIRECT, PeerLinks
 from broker.quorum import wire
 from broker.quorum.kraft_log import KRaftLog
 from broker.quorum.metadata_snapshot import SnapshotError, validate_snapshot

@@ -14,8 +14,8 @@ import random
 from pathlib import Path
 
 from broker.clock import Clock
-from broker.peer_links import DIRECT, PeerLinks
-from broker.metadata_publisher import MetadataPublisher
+from broker.network.peer_links import DIRECT, PeerLinks
+from broker.quorum.metadata_publisher import MetadataPublisher
 from broker.quorum.kraft_log import KRaftLog
 from broker.quorum.metrics import LatencyWindow
 from broker.quorum.metadata_snapshot import image_from_snapshot, write_snapshot

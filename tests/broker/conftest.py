@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.embedded import EmbeddedBroker
+from broker.testing.embedded import EmbeddedBroker
 from tests.kafka_wire import KafkaWire
 
 

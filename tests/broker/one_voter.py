@@ -7,8 +7,8 @@ import asyncio
 from pathlib import Path
 
 from broker.clock import SYSTEM_CLOCK
-from broker.log_dirs import METADATA_PARTITION_DIR
-from broker.metadata_publisher import MetadataPublisher
+from broker.quorum.log_dirs import METADATA_PARTITION_DIR
+from broker.quorum.metadata_publisher import MetadataPublisher
 from broker.quorum.raft_quorum import RaftQuorum
 from cluster.raft.node import RaftConfig
 

@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from broker.replica_manager import Partition, ReplicaManager
-from broker.replica_state import FollowerState
+from broker.replication.replica_manager import Partition, ReplicaManager
+from broker.replication.replica_state import FollowerState
 from cluster.metadata_image import PartitionInfo
 from protocol.errors import ErrorCode, KafkaError
 from protocol.record_codec import Record, build_batch
@@ -112,8 +112,8 @@ def test_a_rejected_append_is_counted_and_raises(tmp_path):
 def test_replication_gauges_count_led_partitions_only(tmp_path):
     """ReplicaManager's UnderReplicatedPartitions / UnderMinIsrPartitionCount / AtMinIsrPartitionCount are about
     partitions this broker leads; a follower reports its fetch lag instead."""
-    from broker.metrics import _LogCollector
-    from broker.sendfile import SendStats
+    from broker.observability.metrics import _LogCollector
+    from broker.network.sendfile import SendStats
 
     rm, part, _ = _setup(tmp_path, isr=(1,))  # replicas (1, 2), ISR (1): under-replicated, at min ISR 1
     follower_log = Log.open(str(tmp_path / "t-1"), LogConfig.from_props({}), now_ms=NOW)

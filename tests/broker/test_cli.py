@@ -135,7 +135,7 @@ def _odradek(*args, cwd, timeout=60):
 
 
 def test_format_writes_the_bootstrap_features_a_new_cluster_starts_with(tmp_path):
-    from broker.bootstrap_metadata import read_bootstrap
+    from broker.quorum.bootstrap_metadata import read_bootstrap
 
     cfg = str(REPO / "config" / "single-node.yaml")
     out = _odradek("format", "--config", cfg, "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qk", "--feature",

@@ -16,7 +16,7 @@ from opentelemetry.proto.metrics.v1 import metrics_pb2
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker import EmbeddedBroker
-from broker.telemetry import PushedMetrics, TelemetryDecodeError, decode_points
+from broker.observability.telemetry import PushedMetrics, TelemetryDecodeError, decode_points
 from protocol.errors import ErrorCode
 from protocol.generated.messages import (
     ApiVersionsRequest, DescribeConfigsRequest, GetTelemetrySubscriptionsRequest, IncrementalAlterConfigsRequest,
@@ -250,7 +250,7 @@ def test_expired_and_disconnected_instances_lose_their_series():
     import asyncio
     import itertools
 
-    from broker.telemetry import ClientTelemetry
+    from broker.observability.telemetry import ClientTelemetry
     from cluster.client_metrics import ClientInstanceMetadata, ClientMetricsManager, uuid_string
     from cluster.metadata_image import MetadataImage
 

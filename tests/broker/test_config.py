@@ -13,8 +13,8 @@ import yaml
 
 from broker import EmbeddedBroker
 from broker.config import DEFAULTS, BrokerConfig, ConfigException, _known_keys
-from broker.config_describe import CONFIG_TYPES, broker_entries
-from broker.config_types import BROKER_CONFIG_TYPES, CLASS, PASSWORD, parse_value
+from broker.config.config_describe import CONFIG_TYPES, broker_entries
+from broker.config.config_types import BROKER_CONFIG_TYPES, CLASS, PASSWORD, parse_value
 from storage.config import LogConfig
 
 
@@ -97,11 +97,11 @@ def test_the_three_kinds_of_node_are_accepted(values):
     BrokerConfig(values).validate()
 
 
-# ---- every value parsed by its key's Kafka type (broker/config_types.py) ------------------------------------
+# ---- every value parsed by its key's Kafka type (broker/config/config_types.py) ------------------------------------
 
 def test_every_known_key_has_a_kafka_type():
     untyped = sorted(k for k in _known_keys() if k not in BROKER_CONFIG_TYPES)
-    assert not untyped, f"keys without a ConfigDef type in broker/config_types.py: {untyped}"
+    assert not untyped, f"keys without a ConfigDef type in broker/config/config_types.py: {untyped}"
     assert set(BROKER_CONFIG_TYPES.values()) <= {"BOOLEAN", "STRING", "INT", "SHORT", "LONG", "DOUBLE", "LIST",
                                                  "CLASS", "PASSWORD"}
     for key, default in DEFAULTS.items():  # every default is already the value its type parses to

@@ -1,4 +1,4 @@
-"""The container's environment -> Kafka properties, as Apache Kafka's image maps it (broker/container_config.py),
+"""The container's environment -> Kafka properties, as Apache Kafka's image maps it (broker/config/container_config.py),
 and the checks ``odradek container-run`` makes before it formats or serves."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from broker.config import BrokerConfig, ConfigException
-from broker.container_config import (
+from broker.config.container_config import (
     DEFAULT_SERVER_PROPERTIES, EXCLUDED, KAFKA_DEFAULT_CLUSTER_ID, ContainerConfigError, cluster_id_problem,
     derive_listeners, env_to_property, from_environ, property_to_env, quorum_problem,
 )

@@ -8,8 +8,8 @@ import dataclasses
 import random
 
 from broker.clock import SYSTEM_CLOCK
-from broker.controller_channel import QuorumControllerChannel, envelope_for
-from broker.metadata_publisher import MetadataPublisher
+from broker.controlplane.controller_channel import QuorumControllerChannel, envelope_for
+from broker.quorum.metadata_publisher import MetadataPublisher
 from cluster.controller import Controller
 from protocol.connection import parse_request
 from protocol.errors import ErrorCode

@@ -10,7 +10,7 @@ import socket
 import struct
 import time
 
-from broker.embedded import EmbeddedBroker
+from broker.testing.embedded import EmbeddedBroker
 from protocol.generated.messages import ApiVersionsRequest, RequestHeader
 from tests.harness import reserve_ports, wait_until
 

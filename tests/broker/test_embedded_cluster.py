@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.embedded_cluster import EmbeddedCluster, wait_until
+from broker.testing.embedded_cluster import EmbeddedCluster, wait_until
 
-pytest_plugins = ["broker.pytest_plugin"]  # the odradek_cluster fixture, as a user's suite gets it
+pytest_plugins = ["broker.testing.pytest_plugin"]  # the odradek_cluster fixture, as a user's suite gets it
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402

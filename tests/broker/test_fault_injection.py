@@ -1,5 +1,5 @@
-"""The test-only fault hook (broker/fault_injection.py): off by default, refused next to a non-loopback listener,
-rules read again when the file changes, and a dropped peer's requests time out as over a cut link while
+"""The test-only fault hook (broker/network/fault_injection.py): off by default, refused next to a non-loopback
+listener, rules read again when the file changes, and a dropped peer's requests time out as over a cut link while
 others' go through."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import time
 import pytest
 
 from broker.config import BrokerConfig, ConfigException
-from broker.fault_injection import CONFIG_KEY, FaultRules, FaultRulesFile
-from broker.node_client import NodeClient
+from broker.network.fault_injection import CONFIG_KEY, FaultRules, FaultRulesFile
+from broker.network.node_client import NodeClient
 from protocol.generated.messages import ApiVersionsRequest, ApiVersionsResponse, ResponseHeader
 
 

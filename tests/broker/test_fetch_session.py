@@ -1,5 +1,5 @@
-"""Incremental fetch sessions (KIP-227, broker/fetch_session/): the broker's cache and fetch contexts as Kafka's
-FetchSessionTest exercises them, the client-side FetchSessionHandler, and the replica fetcher's session with a
+"""Incremental fetch sessions (KIP-227, broker/replication/fetch_session/): the broker's cache and fetch contexts as
+Kafka's FetchSessionTest exercises them, the client-side FetchSessionHandler, and the replica fetcher's session with a
 leader (a scripted leader in place of the connection)."""
 
 from __future__ import annotations
@@ -11,18 +11,18 @@ import pytest
 
 from broker.clock import ManualClock
 from broker.config import BrokerConfig, ConfigException
-from broker.fetch_session.cache import FetchSessionCache
-from broker.fetch_session.contexts import (
+from broker.replication.fetch_session.cache import FetchSessionCache
+from broker.replication.fetch_session.contexts import (
     FetchManager, FullFetchContext, IncrementalFetchContext, SessionErrorContext, SessionlessFetchContext,
 )
-from broker.fetch_session.handler import FetchSessionHandler
-from broker.fetch_session.metadata import (
+from broker.replication.fetch_session.handler import FetchSessionHandler
+from broker.replication.fetch_session.metadata import (
     FINAL_EPOCH, INITIAL_EPOCH, INT32_MAX, MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, PartitionFetch,
     TopicIdPartition, next_epoch,
 )
-from broker.fetch_session.metrics import FetchSessionCacheCollector
-from broker.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
-from broker.replica_manager import FetchWaiters, Partition
+from broker.replication.fetch_session.metrics import FetchSessionCacheCollector
+from broker.replication.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
+from broker.replication.replica_manager import FetchWaiters, Partition
 from cluster.metadata_image import PartitionInfo
 from protocol.errors import ErrorCode
 from protocol.generated.messages import FetchResponse

@@ -12,9 +12,9 @@ import pytest
 
 from broker.apis import HANDLERS
 from broker.apis.forwarding import FORWARDED
-from broker.controller_apis import CONTROLLER_HANDLERS
-from broker.controller_listener import CONTROLLER_LISTENER_HANDLERS
-from broker.controller_listener.raft_rpc import RAFT_RPC_VERSIONS
+from broker.controlplane.controller_apis import CONTROLLER_HANDLERS
+from broker.controlplane.controller_listener import CONTROLLER_LISTENER_HANDLERS
+from broker.controlplane.controller_listener.raft_rpc import RAFT_RPC_VERSIONS
 
 REPO = Path(__file__).resolve().parents[2]
 FORWARDING_CALLS = {"ctx.controller.forward", "run_on_active_controller", "answer"}

@@ -8,9 +8,9 @@ import asyncio
 
 import pytest
 
-from broker.isr_sender import IsrSender
-from broker.replica_manager import Partition, ReplicaManager
-from broker.replica_state import FollowerState
+from broker.replication.isr_sender import IsrSender
+from broker.replication.replica_manager import Partition, ReplicaManager
+from broker.replication.replica_state import FollowerState
 from cluster.metadata_image import PartitionInfo
 from protocol.errors import ErrorCode
 from protocol.generated.messages import AlterPartitionResponse

@@ -8,7 +8,7 @@ import dataclasses
 import os
 import random
 
-from broker.log_dirs import METADATA_PARTITION_DIR
+from broker.quorum.log_dirs import METADATA_PARTITION_DIR
 from cluster.controller import Controller, NewTopic
 from tests.broker.one_voter import one_voter_quorum
 

@@ -128,7 +128,7 @@ def test_an_observer_follows_the_new_leader_past_a_dead_and_a_silent_voter(tmp_p
 def test_a_forward_while_no_leader_is_known_says_so_and_for_how_long(tmp_path):
     """Every voter refuses: the observer knows no leader, and a request through the controller channel fails
     with ControllerUnavailable naming that and how long it has lasted."""
-    from broker.controller_channel import ControllerUnavailable, QuorumControllerChannel
+    from broker.controlplane.controller_channel import ControllerUnavailable, QuorumControllerChannel
     from protocol.generated.messages import BrokerHeartbeatRequest
 
     async def main():

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from broker.replica_manager import ReplicaManager
+from broker.replication.replica_manager import ReplicaManager
 from cluster.metadata_image import MetadataImage
 from protocol.errors import ErrorCode, KafkaError
 from protocol.generated.metadata import PartitionChangeRecord, PartitionRecord, TopicRecord

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 
 from broker.clock import ManualClock
-from broker.fetch_session import PartitionFetch
-from broker.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
-from broker.replica_manager import FetchWaiters, Partition
+from broker.replication.fetch_session import PartitionFetch
+from broker.replication.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
+from broker.replication.replica_manager import FetchWaiters, Partition
 from cluster.metadata_image import PartitionInfo
 from protocol.errors import ErrorCode
 from protocol.generated.messages import FetchResponse, ListOffsetsResponse

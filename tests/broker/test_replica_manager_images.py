@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from broker.replica_manager import ReplicaManager
+from broker.replication.replica_manager import ReplicaManager
 from cluster.metadata_image import MetadataImage
 from protocol.generated.metadata import PartitionChangeRecord, PartitionRecord, TopicRecord
 from protocol.record_codec import Record, build_batch

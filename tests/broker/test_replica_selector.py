@@ -1,6 +1,6 @@
-"""Fetch from the closest replica (KIP-392, broker/replica_selector.py): Kafka's ReplicaSelectorTest, the candidate
-rules of ReplicaManager.findPreferredReadReplica (ReplicaManagerTest's preferred-replica cases), properties of the
-choice over random partitions, and ``replica.selector.class`` validation."""
+"""Fetch from the closest replica (KIP-392, broker/replication/replica_selector.py): Kafka's ReplicaSelectorTest, the
+candidate rules of ReplicaManager.findPreferredReadReplica (ReplicaManagerTest's preferred-replica cases), properties of
+the choice over random partitions, and ``replica.selector.class`` validation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.config import DEFAULTS, BrokerConfig, ConfigException
-from broker.replica_selector import (
+from broker.replication.replica_selector import (
     RACK_AWARE_REPLICA_SELECTOR, FollowerView, ReplicaView, preferred_read_replica, rack_aware_select,
     replica_selector,
 )

@@ -1,9 +1,9 @@
-"""A leader's view of its followers (broker/replica_state.py): Kafka's ReplicaTest cases, and the high watermark
-and ISR rules of Partition.scala."""
+"""A leader's view of its followers (broker/replication/replica_state.py): Kafka's ReplicaTest cases, and the high
+watermark and ISR rules of Partition.scala."""
 
 from __future__ import annotations
 
-from broker.replica_state import FollowerState, leader_high_watermark, may_join_isr, out_of_sync_replicas
+from broker.replication.replica_state import FollowerState, leader_high_watermark, may_join_isr, out_of_sync_replicas
 
 LAG = 30_000
 T0 = 1_000_000

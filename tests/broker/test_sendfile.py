@@ -1,4 +1,5 @@
-"""PartWriter (broker/sendfile.py) on both event loops: byte parts and file slices arrive in order, byte for byte.
+"""PartWriter (broker/network/sendfile.py) on both event loops: byte parts and file slices arrive in order, byte for
+byte.
 
 Slices are several MiB against a small socket send buffer and a slow reader, so sendfile and writev return
 short or EAGAIN and the writer waits for writability on its duplicate fd. The stdlib-loop run of the
@@ -15,7 +16,7 @@ import time
 
 import pytest
 
-from broker.sendfile import PartWriter, SendStats
+from broker.network.sendfile import PartWriter, SendStats
 from broker.node import new_event_loop
 from storage.file_records import FileSlice
 from tests.broker import test_metrics

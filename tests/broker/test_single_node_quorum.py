@@ -4,7 +4,7 @@ start() returns ready for a CreateTopics."""
 
 from __future__ import annotations
 
-from broker.embedded import EmbeddedBroker
+from broker.testing.embedded import EmbeddedBroker
 from broker.quorum.kraft_log import CHECKPOINT_SUFFIX
 from protocol.generated.messages import CreateTopicsRequest
 from protocol.generated.messages.create_topics_request import CreatableTopic

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.embedded import EmbeddedBroker
+from broker.testing.embedded import EmbeddedBroker
 
 FAST_GROUPS = {
     "group.initial.rebalance.delay.ms": 100,

@@ -7,9 +7,9 @@ import asyncio
 
 from broker.clock import ManualClock
 from broker.config import BrokerConfig
-from broker.group_service import GroupService
-from broker.metadata_publisher import MetadataPublisher
-from broker.replica_manager import AppendResult
+from broker.groups.group_service import GroupService
+from broker.quorum.metadata_publisher import MetadataPublisher
+from broker.replication.replica_manager import AppendResult
 from cluster.group_config import GroupConfig
 from cluster.group_coordinator import GroupCoordinatorShard, Result
 from cluster.group_record_helpers import offset_commit_record

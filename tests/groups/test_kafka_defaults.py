@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
-from broker.embedded import EmbeddedBroker
+from broker.testing.embedded import EmbeddedBroker
 from tests.groups.conftest import FAST_GROUPS
 from tests.groups.helpers import wait_until
 from tests.groups.runners import ConfluentRunner, KafkaPythonRunner

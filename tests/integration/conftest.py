@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.embedded import EmbeddedBroker
+from broker.testing.embedded import EmbeddedBroker
 from tests.harness import BrokerProcess
 from protocol.record_codec import decode_batch
 from protocol.records import BatchHeader, iter_batch_positions

@@ -1,5 +1,5 @@
 """docker/compose.yaml without Docker: exactly its nodes as local ``odradek container-run`` processes, each
-configured from its own compose ``environment`` (broker/compose_cluster.py; ports remapped to free loopback
+configured from its own compose ``environment`` (broker/testing/compose_cluster.py; ports remapped to free loopback
 ports, container host names to 127.0.0.1). From one node's bootstrap confluent-kafka creates a replication
 factor 3 topic; kcat and confluent-kafka produce (acks=all); one node is killed with SIGKILL and producing goes
 on; it restarts on its data and every record is consumed by kcat and by confluent-kafka. Bad input on the same
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from broker.compose_cluster import ComposeCluster, read_compose
-from broker.embedded_cluster import FAST_FAILOVER, wait_until
+from broker.testing.compose_cluster import ComposeCluster, read_compose
+from broker.testing.embedded_cluster import FAST_FAILOVER, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer  # noqa: E402

@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from broker.embedded_cluster import FAST_FAILOVER
+from broker.testing.embedded_cluster import FAST_FAILOVER
 from protocol.errors import ErrorCode
 from protocol.generated.messages import FetchRequest, ListOffsetsRequest, MetadataRequest
 from protocol.generated.messages.fetch_request import FetchPartition, FetchTopic

@@ -7,7 +7,7 @@
 * kafka-python's consumer (its FetchSessionHandler) gets a session and, idle, sends incremental fetches that
   name no partition; librdkafka (which sends sessionless fetches) keeps working;
 * replication between ``odradek serve`` processes: followers fetch with a session, and in steady state a
-  follower's fetch names only the partitions whose position moved (the DEBUG lines of broker/fetch_session/
+  follower's fetch names only the partitions whose position moved (the DEBUG lines of broker/replication/fetch_session/
   on both sides: "Built incremental fetch ..." on the follower, "Created a new incremental FetchContext ..."
   on the leader).
 """

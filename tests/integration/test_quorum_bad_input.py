@@ -21,7 +21,7 @@ from protocol.generated.messages import (
 )
 from protocol.generated.messages.broker_registration_request import Listener
 from protocol.generated.messages.describe_quorum_request import PartitionData, TopicData
-from broker.embedded_cluster import NodeProcess
+from broker.testing.embedded_cluster import NodeProcess
 from tests.harness import ClusterProcesses
 from tests.integration.test_quorum_cluster import (
     FAST, admin, quorum_leader, topics_seen, until, wait_unfenced,

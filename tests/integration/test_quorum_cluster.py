@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from broker.embedded_cluster import FAST_FAILOVER
+from broker.testing.embedded_cluster import FAST_FAILOVER
 from pathlib import Path
 
 import pytest

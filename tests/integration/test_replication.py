@@ -9,7 +9,7 @@ future, gets Kafka's error and changes nothing.
 
 from __future__ import annotations
 
-from broker.embedded_cluster import FAST_FAILOVER
+from broker.testing.embedded_cluster import FAST_FAILOVER
 from pathlib import Path
 
 import pytest

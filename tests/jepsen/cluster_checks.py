@@ -12,7 +12,7 @@ import os
 import random
 import struct
 import time
-from broker.embedded_cluster import FAST_FAILOVER
+from broker.testing.embedded_cluster import FAST_FAILOVER
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition

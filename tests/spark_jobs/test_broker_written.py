@@ -18,7 +18,7 @@ def broker_dir(tmp_path_factory):
     import kafka
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from broker.embedded import EmbeddedBroker
+    from broker.testing.embedded import EmbeddedBroker
 
     d = str(tmp_path_factory.mktemp("brokerdata"))
     sent = []

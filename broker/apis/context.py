@@ -1,0 +1,130 @@
+"""What a handler gets besides its request: narrow handles to the node's parts, and the request's fields.
+
+Handlers never see the whole node. ``BrokerHandles`` is built once when the node starts and shared by
+every request; ``RequestContext`` adds what belongs to one request (header, connection, peer, time).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Callable
+
+from cluster.client_metrics import ClientInstanceMetadata, uuid_string
+from protocol.connection import Request
+
+if TYPE_CHECKING:
+    from broker.clock import Clock
+    from broker.config import BrokerConfig, Listener
+    from broker.controlplane.controller_channel import ControllerChannel
+    from broker.replication.fetch_session import FetchManager
+    from broker.groups.group_service import GroupService
+    from broker.quorum.metadata_publisher import MetadataPublisher
+    from broker.observability.metrics import BrokerMetrics
+    from broker.replication.replica_manager import ReplicaManager
+    from broker.observability.telemetry import ClientTelemetry
+    from cluster.metadata_image import MetadataImage
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class BrokerHandles:
+    """The parts of a node that request handlers may use, and nothing else."""
+
+    node_id: int
+    cluster_id: str
+    config: "BrokerConfig"
+    clock: "Clock"
+    metadata: "MetadataPublisher"  # the latest committed metadata image
+    # the broker role's parts: None on a controller-only node, whose listeners never reach them
+    replicas: "ReplicaManager | None"
+    groups: "GroupService | None"
+    controller: "ControllerChannel"  # the one way to ask for a metadata change
+    metrics: "BrokerMetrics"
+    advertised_endpoint: Callable[[str], "Listener"]  # listener name -> advertised host:port
+    next_producer_id: Callable[[], Any]  # awaitable: a producer id from this node's block
+    advertised_apis: tuple  # ApiVersion entries of the handler table, for ApiVersions
+    telemetry: "ClientTelemetry | None"  # client metrics subscriptions and pushed metrics (KIP-714); broker role
+    quorum: Any = None  # the Raft metadata quorum (RaftQuorum) of a node in a cluster; None for a single node
+    controller_listeners: frozenset = frozenset()  # listener names that serve the controller table
+    controller_advertised_apis: tuple = ()  # ApiVersion entries of the controller listener's table
+    fetch_sessions: "FetchManager | None" = None  # incremental fetch sessions (KIP-227); None: never a session
+
+
+@dataclasses.dataclass(slots=True)
+class ClientInformation:
+    """The client software a connection announced in ApiVersions v3+ (Kafka's ClientInformation)."""
+
+    software_name: str = "unknown"
+    software_version: str = "unknown"
+
+
+@dataclasses.dataclass(slots=True)
+class RequestContext:
+    handles: BrokerHandles
+    request: Request
+    connection_id: str
+    listener: str
+    client_host: str  # the peer's address, as Kafka's RequestContext.clientAddress
+    now_ms: int
+    received: float = 0.0  # clock.monotonic() when the frame was read (RequestQueueTimeMs)
+    client_port: int | None = None
+    client_information: ClientInformation = dataclasses.field(default_factory=ClientInformation)  # per connection
+
+    @property
+    def version(self) -> int:
+        return self.request.api_version
+
+    @property
+    def client_id(self) -> Any:
+        return self.request.client_id
+
+    def client_instance_metadata(self, instance_id: bytes) -> "ClientInstanceMetadata":
+        """What client telemetry subscriptions match on (Kafka's ClientMetricsInstanceMetadata)."""
+        info = self.client_information
+        return ClientInstanceMetadata(uuid_string(instance_id), self.client_id, info.software_name,
+                                      info.software_version, self.client_host,
+                                      None if self.client_port is None else str(self.client_port))
+
+    # ---- narrow handles --------------------------------------------------------------------------
+    @property
+    def image(self) -> "MetadataImage":
+        return self.handles.metadata.image
+
+    @property
+    def node_id(self) -> int:
+        return self.handles.node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self.handles.cluster_id
+
+    @property
+    def config(self) -> "BrokerConfig":
+        return self.handles.config
+
+    @property
+    def clock(self) -> "Clock":
+        return self.handles.clock
+
+    @property
+    def replicas(self) -> "ReplicaManager":
+        return self.handles.replicas
+
+    @property
+    def groups(self) -> "GroupService":
+        return self.handles.groups
+
+    @property
+    def controller(self) -> "ControllerChannel":
+        return self.handles.controller
+
+    @property
+    def metrics(self) -> "BrokerMetrics":
+        return self.handles.metrics
+
+    @property
+    def telemetry(self) -> "ClientTelemetry":
+        return self.handles.telemetry
+
+    @property
+    def fetch_sessions(self) -> "FetchManager | None":
+        return self.handles.fetch_sessions

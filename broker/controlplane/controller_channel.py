@@ -1,0 +1,270 @@
+"""The one way a broker asks for a metadata change (Kafka's ForwardingManager and NodeToControllerChannel).
+
+Two kinds of call, both answered only once their records are committed:
+
+* ``forward(ctx, request)``: a client's admin request (CreateTopics, DeleteTopics, CreatePartitions,
+  AlterConfigs, IncrementalAlterConfigs) sent whole in an EnvelopeRequest carrying the client's
+  principal and address, answered with the controller's response;
+* ``call(request)``: the broker's own controller RPCs (BrokerRegistration, AllocateProducerIds, and
+  CreateTopics for auto-creation, as Kafka's AutoTopicCreationManager sends it).
+
+Every node has one ``QuorumControllerChannel``: a request runs in this process while this node is the active
+controller (always, for a single node: a quorum of one voter), and goes to the active controller otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from typing import Any, Protocol
+
+from broker.network.peer_links import DIRECT, PeerLinks
+from broker.controlplane.controller_apis import CONTROLLER_HANDLERS
+from broker.controlplane.controller_apis.context import ControllerContext
+from broker.errors import CloseConnection
+from broker.quorum.raft_quorum import RaftQuorum, parse_voters
+from cluster.controller import Controller
+from protocol.connection import encode_response, parse_request
+from protocol.errors import ErrorCode
+from protocol.generated.messages import DefaultPrincipalData, EnvelopeRequest, EnvelopeResponse, RequestHeader
+from protocol.generated.messages import ResponseHeader
+from protocol.message import Message
+
+log = logging.getLogger("odradek.controller_channel")
+
+ANONYMOUS = DefaultPrincipalData(type="User", name="ANONYMOUS", token_authenticated=False)
+PRINCIPAL_DATA_VERSION = 0
+
+
+class ControllerChannel(Protocol):
+    """What handlers use of the node's controller channel (QuorumControllerChannel), and nothing more."""
+
+    quorum: RaftQuorum  # the controller listener's handlers ask whether this node is the active controller
+    voter_endpoints: dict[int, tuple[str, str, int]]  # DescribeQuorum's nodes
+
+    async def forward(self, ctx: Any, request: Message) -> Message: ...  # a client's admin request, whole
+
+    async def call(self, request: Message) -> Message: ...  # this broker's own controller RPC
+
+    async def decide(self, request: Message, version: int) -> Message: ...  # on the active controller
+
+    async def handle_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse: ...  # on the active controller
+
+
+def envelope_for(ctx: Any, request: Message) -> EnvelopeRequest:
+    """The request as Kafka's ForwardingManager wraps it: header + body, principal, client address."""
+    spec = ctx.request.spec
+    header = RequestHeader(ctx.request.api_key, ctx.version, ctx.request.correlation_id, ctx.client_id)
+    data = header.encode(spec.request_header_version(ctx.version)) + request.encode(ctx.version)
+    try:
+        address = ipaddress.ip_address(ctx.client_host).packed
+    except ValueError:
+        address = b""
+    return EnvelopeRequest(request_data=data, request_principal=ANONYMOUS.encode(PRINCIPAL_DATA_VERSION),
+                           client_host_address=address)
+
+
+class QuorumControllerChannel:
+    """The controller channel of a node in a Raft quorum: requests run here while this node is the active
+    controller (decisions serialized against the latest image, then committed), and go to the active
+    controller's controller listener otherwise (Kafka's NodeToControllerChannelManager): an Envelope for a
+    client's admin request, the RPC itself for the broker's own. NOT_CONTROLLER, a lost connection or no known
+    leader: wait and try the new leader, until ``request.timeout.ms`` (then the caller gets a retriable error)."""
+
+    RETRY_BACKOFF_S = 0.05
+    LEADER_CHECK_S = 0.05  # how often a request in flight to a remote controller checks the quorum still names it
+
+    def __init__(self, controller: Controller, quorum: RaftQuorum, config: dict[str, Any], cluster_id: str,
+                 voters: dict[int, tuple[str, int]], node_id: int, timeout_ms: int,
+                 links: PeerLinks = DIRECT) -> None:
+        self.controller = controller
+        self.quorum = quorum
+        self.config = config
+        self.cluster_id = cluster_id
+        self._lock = asyncio.Lock()
+        self.voter_endpoints = voter_endpoints(config)
+        self.links = links
+        self.voters = voters
+        self.node_id = node_id
+        self.timeout_ms = timeout_ms
+        self._clients: dict[int, Any] = {}
+        # the quorum epoch this node last activated its controller in (a node leads an epoch at most once)
+        self._activated_epoch: int | None = None
+
+    async def forward(self, ctx: Any, request: Message) -> Message:
+        response = await self.send_envelope(envelope_for(ctx, request))
+        if response.error_code:
+            raise CloseConnection(f"forwarding {ctx.request.spec.name} failed: error {response.error_code}")
+        spec = ctx.request.spec
+        mv = memoryview(response.response_data)
+        _, pos = ResponseHeader.decode_from(mv, 0, spec.response_header_version(ctx.version))
+        return spec.response.decode(mv[pos:], ctx.version)
+
+    async def send_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse:
+        """Where a forwarded request goes: the active controller, here or remote."""
+        return await self._to_active(envelope, self.handle_envelope)
+
+    async def call(self, request: Message) -> Message:
+        """A broker's own controller RPC, answered by the active controller."""
+        return await self._to_active(request, self._decide_here)
+
+    async def _decide_here(self, request: Message) -> Message:
+        return await self.decide(request, CONTROLLER_HANDLERS[request.API_KEY].versions[1], from_this_node=True)
+
+    async def decide(self, request: Message, version: int, from_this_node: bool = False) -> Message:
+        """A broker's controller RPC, run by this node's controller (it must be the active one);
+        ``from_this_node``: sent by this node's own broker, in this process."""
+        return await self._run(CONTROLLER_HANDLERS[request.API_KEY], request, version, None, None, from_this_node)
+
+    async def handle_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse:
+        """The controller's side of an Envelope (ControllerApis.handleEnvelopeRequest)."""
+        try:
+            inner = parse_request(bytes(envelope.request_data))
+            handler = CONTROLLER_HANDLERS.get(inner.api_key)
+            if handler is None or not handler.versions[0] <= inner.api_version <= handler.versions[1]:
+                return EnvelopeResponse(error_code=ErrorCode.INVALID_REQUEST)
+            body = inner.decode_body()
+            principal = DefaultPrincipalData.decode(envelope.request_principal, PRINCIPAL_DATA_VERSION)
+        except Exception as exc:  # noqa: BLE001 - a bad envelope is the sender's error, never ours
+            log.warning("rejecting an envelope that does not decode: %s", exc)
+            return EnvelopeResponse(error_code=ErrorCode.INVALID_REQUEST)
+        host = _address(envelope.client_host_address)
+        response = await self._run(handler, body, inner.api_version, f"{principal.type}:{principal.name}", host)
+        data = b"".join(encode_response(inner, response))[4:]
+        return EnvelopeResponse(response_data=data, error_code=0)
+
+    async def _run(self, handler, request: Message, version: int, principal: str | None,
+                   client_host: str | None, from_this_node: bool = False) -> Message:
+        async with self._lock:
+            await self.quorum.ready_to_decide()
+            await self._activate_in_this_epoch()
+            cctx = ControllerContext(image=self.quorum.image, controller=self.controller, config=self.config,
+                                     cluster_id=self.cluster_id, version=version,
+                                     next_offset=self.quorum.end_offset, principal=principal, client_host=client_host,
+                                     now_ms=self.quorum.clock.now_ms(), describe_quorum=self.quorum.quorum_view,
+                                     voter_endpoints=self.voter_endpoints, from_this_node=from_this_node)
+            result = handler.handle(cctx, request)
+            if result.records:
+                await self.quorum.commit(result.records)
+            return result.response
+
+    async def _to_active(self, request: Message, local) -> Message:
+        from broker.network.node_client import BadResponse
+        from broker.quorum.raft_driver import NotLeaderError
+        from protocol.generated.api_keys import APIS
+
+        clock = self.quorum.clock
+        deadline = clock.monotonic() + self.timeout_ms / 1000
+        handler = CONTROLLER_HANDLERS.get(request.API_KEY)
+        version = handler.versions[1] if handler is not None else APIS[request.API_KEY].stable_max
+        last = "no quorum leader known"
+        while True:
+            driver = self.quorum.driver
+            if self.quorum.is_active:
+                try:
+                    return await local(request)
+                except NotLeaderError as exc:
+                    last = str(exc)
+            elif driver.leader_id in self.voters and driver.leader_id != self.node_id:
+                leader = driver.leader_id
+                client = self._clients.get(leader)
+                if client is None:
+                    host, port = self.voters[leader]
+                    client = self._clients[leader] = self.links.client(
+                        host, port, f"controller-channel-{self.node_id}", peer=leader)
+                try:
+                    response = await self._while_leader(
+                        leader, client.request(request, version, max(0.1, deadline - clock.monotonic())))
+                    if response is None:
+                        last = f"the quorum moved on from node {leader} while it had the request"
+                    elif getattr(response, "error_code", 0) != ErrorCode.NOT_CONTROLLER:
+                        return response
+                    else:
+                        last = f"node {leader} is no longer the controller"
+                except (ConnectionError, asyncio.TimeoutError, BadResponse) as exc:
+                    last = f"node {leader}: {exc}"
+            elif (unknown := driver.no_leader_known()) is not None:
+                last = unknown
+            if clock.monotonic() >= deadline:
+                raise ControllerUnavailable(f"no active controller answered within {self.timeout_ms} ms: {last}")
+            await asyncio.sleep(self.RETRY_BACKOFF_S)
+
+    async def _while_leader(self, leader: int, request) -> Message | None:
+        """The answer to ``request``, or None once the quorum names another leader first: a paused or cut-off
+        old controller must not hold a broker's heartbeats until the request timeout (its session would expire
+        at the new controller). An old leader cannot commit once a new one is elected, so sending again is
+        safe (as Kafka's NodeToControllerChannelManager does after a disconnect)."""
+        task = asyncio.ensure_future(request)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.LEADER_CHECK_S)
+                if done:
+                    return task.result()
+                if self.quorum.driver.leader_id != leader:
+                    return None
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    async def _activate_in_this_epoch(self) -> None:
+        """The first thing the active controller does in a new epoch, before any request or periodic task is
+        decided (Kafka's controller activation is the first event of its term): start every broker's session
+        and bootstrap a new cluster, so a registration never lands ahead of the finalized feature levels."""
+        epoch = self.quorum.driver.epoch
+        if self._activated_epoch == epoch:
+            return
+        image, now = self.quorum.image, self.quorum.clock.now_ms()
+        self.controller.activate(image, now)
+        log.info("node %d is the active controller (epoch %d)", self.node_id, epoch)
+        result = self.controller.bootstrap(image)
+        if result.records:
+            await self.quorum.commit(result.records)
+        self._activated_epoch = epoch
+
+    async def run_active_controller_duties(self, interval_s: float = 0.25) -> None:
+        """While this node is the active controller: activate it in each new epoch, then fence brokers whose
+        sessions expire (QuorumController's periodic tasks)."""
+        from broker.quorum.raft_driver import NotLeaderError
+
+        while True:
+            await asyncio.sleep(interval_s)
+            if not self.quorum.is_active:
+                continue
+            try:
+                async with self._lock:
+                    await self.quorum.ready_to_decide()
+                    await self._activate_in_this_epoch()
+                    image, now = self.quorum.image, self.quorum.clock.now_ms()
+                    result = self.controller.maybe_fence_one_stale_broker(image, now)
+                    if result.records:
+                        await self.quorum.commit(result.records)
+            except NotLeaderError:
+                pass  # another node leads: it activates in its own epoch
+            except Exception:  # noqa: BLE001 - one failed round must not end the controller's duties
+                log.exception("active controller duties failed; retrying")
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+
+
+def voter_endpoints(config: dict[str, Any]) -> dict[int, tuple[str, str, int]]:
+    """voter id -> (controller listener name, host, port) from ``controller.quorum.voters``."""
+    voters = config.get("controller.quorum.voters")
+    if not voters:
+        return {}
+    names = [n.strip() for n in str(config.get("controller.listener.names") or "CONTROLLER").split(",") if n.strip()]
+    return {v: (names[0], host, port) for v, (host, port) in parse_voters(voters).items()}
+
+
+def _address(raw: bytes) -> str | None:
+    try:
+        return str(ipaddress.ip_address(bytes(raw)))
+    except ValueError:
+        return None
+
+
+class ControllerUnavailable(Exception):
+    """No active controller answered in time (the caller answers a retriable error or closes)."""

@@ -1,0 +1,401 @@
+"""The group coordinator's adapter: asyncio, the ``__consumer_offsets`` log, timers (Kafka's
+GroupCoordinatorService + CoordinatorRuntime for one broker).
+
+``cluster.group_coordinator`` holds the state machines (one :class:`GroupCoordinatorShard` per
+``__consumer_offsets`` partition this broker leads); this module
+
+* maps a group to its partition (``abs(java hashCode) % partitions``) and creates the
+  ``__consumer_offsets`` topic on first use (compacted, ``offsets.topic.num.partitions``);
+* loads a partition by replaying its records into a fresh shard, and unloads it when this broker no
+  longer leads it (checked against the metadata image by the timer task);
+* runs each request through the shard on the event loop thread (no locks: one thread owns the state),
+  appends the records of the result to the partition log *before* answering, then resolves the
+  futures of delayed JoinGroup/SyncGroup responses;
+* wakes the shards' timers (session and rebalance timeouts, the initial rebalance delay, offset
+  expiration) from one task that sleeps until the earliest deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import itertools
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any, Callable
+
+from cluster.group_classic import GroupError
+from cluster.group_config import GroupConfig
+from cluster.group_coordinator import GroupCoordinatorShard, ReqCtx, Result
+from cluster.group_records import UnknownRecordType, decode_record, partition_for
+from protocol.errors import ErrorCode
+from protocol.generated.messages import CreateTopicsRequest
+from protocol.generated.messages.create_topics_request import CreatableTopic, CreatableTopicConfig
+from protocol.record_codec import Record, build_batch, decode_batch
+from protocol.topics import GROUP_METADATA_TOPIC
+from storage.log import ORIGIN_COORDINATOR
+
+if TYPE_CHECKING:
+    from broker.clock import Clock
+    from broker.config import BrokerConfig
+    from broker.controlplane.controller_channel import ControllerChannel
+    from broker.quorum.metadata_publisher import MetadataPublisher
+    from broker.replication.replica_manager import ReplicaManager
+
+log = logging.getLogger("odradek.groups")
+
+LEADERSHIP_CHECK_MS = 1000
+
+
+class GroupService:
+    def __init__(self, node_id: int, config: "BrokerConfig", metadata: "MetadataPublisher",
+                 replicas: "ReplicaManager", controller: "ControllerChannel", clock: "Clock") -> None:
+        self.node_id = node_id
+        self.broker_config = config
+        self.metadata = metadata
+        self.replicas = replicas
+        self.controller = controller
+        self.clock = clock
+        self.config = GroupConfig.from_props(config.values)
+        self.shards: dict[int, GroupCoordinatorShard] = {}
+        self._loading: dict[int, asyncio.Future] = {}
+        self._waiters: dict[int, asyncio.Future] = {}
+        self._tokens = itertools.count(1)
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._create_lock: asyncio.Lock | None = None
+        self._image_seen = None
+        self._finishing: set[asyncio.Task] = set()  # timer results waiting for their commit
+        self.active = False
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._wake = asyncio.Event()
+        self._create_lock = asyncio.Lock()
+        self.active = True
+        if self.metadata.image.topic(GROUP_METADATA_TOPIC) is not None:
+            await self._sync_leadership()
+        self._task = asyncio.ensure_future(self._timers())
+
+    async def stop(self) -> None:
+        self.active = False
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=5)
+            self._task = None
+        for p in list(self.shards):
+            self._unload(p)
+        for fut in self._waiters.values():
+            if not fut.done():
+                fut.cancel()
+        self._waiters.clear()
+
+    # ---- partitions ------------------------------------------------------------------------------
+    def num_partitions(self) -> int:
+        topic = self.metadata.image.topic(GROUP_METADATA_TOPIC)
+        if topic is not None and topic.partitions:
+            return len(topic.partitions)
+        return int(self.broker_config.get("offsets.topic.num.partitions"))
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions())
+
+    async def ensure_topic(self) -> None:
+        """Create ``__consumer_offsets`` as Kafka's AutoTopicCreationManager does for the coordinator."""
+        if self.metadata.image.topic(GROUP_METADATA_TOPIC) is not None:
+            return
+        async with self._create_lock:
+            if self.metadata.image.topic(GROUP_METADATA_TOPIC) is not None:
+                return
+            config = self.broker_config
+            # never capped (Kafka): with fewer live brokers the creation fails and FindCoordinator answers
+            # COORDINATOR_NOT_AVAILABLE until the cluster has them
+            rf = int(config.get("offsets.topic.replication.factor"))
+            # max.message.bytes: a group's metadata record holds every member's assignment; Kafka caps
+            # it at 1 MiB (SyncGroup then fails), odradek lets it grow to the request size limit
+            configs = {"cleanup.policy": "compact", "compression.type": "producer",
+                       "segment.bytes": str(int(config.get("offsets.topic.segment.bytes"))),
+                       "max.message.bytes": str(max(int(config.get("message.max.bytes")),
+                                                    int(config.get("socket.request.max.bytes"))))}
+            request = CreateTopicsRequest(topics=[CreatableTopic(
+                name=GROUP_METADATA_TOPIC, num_partitions=int(config.get("offsets.topic.num.partitions")),
+                replication_factor=rf, assignments=[],
+                configs=[CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])])
+            res = await self.controller.call(request)
+            err = res.topics[0]
+            if err.error_code and err.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                log.error("could not create %s: %s", GROUP_METADATA_TOPIC, err.error_message)
+                raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            log.info("created %s with %d partitions", GROUP_METADATA_TOPIC, self.num_partitions())
+        await self._sync_leadership()
+
+    async def on_new_metadata_image(self, image) -> None:
+        """Publisher step: every loaded shard sees the committed image before handlers do."""
+        for shard in self.shards.values():
+            shard.on_new_metadata_image(image)
+
+    def _led_partitions(self) -> set[int]:
+        topic = self.metadata.image.topic(GROUP_METADATA_TOPIC)
+        if topic is None:
+            return set()
+        return {p for p, info in topic.partitions.items() if info.leader == self.node_id}
+
+    async def _sync_leadership(self) -> None:
+        """Load the partitions this broker leads, unload the ones it lost (leadership changes)."""
+        image = self.metadata.image
+        if image is self._image_seen:
+            return
+        self._image_seen = image
+        led = self._led_partitions()
+        for p in list(self.shards):
+            if p not in led:
+                self._unload(p)
+        for p in sorted(led - set(self.shards)):
+            await self.load(p)
+
+    async def load(self, p: int) -> GroupCoordinatorShard:
+        if p in self.shards:
+            return self.shards[p]
+        fut = self._loading.get(p)
+        if fut is not None:
+            return await asyncio.shield(fut)
+        fut = asyncio.get_running_loop().create_future()
+        self._loading[p] = fut
+        try:
+            part = self.replicas.get(GROUP_METADATA_TOPIC, p)
+            if part is None:
+                raise GroupError(ErrorCode.NOT_COORDINATOR)
+            shard = GroupCoordinatorShard(p, self.config, _random_uuid)
+            shard.on_new_metadata_image(self.metadata.image)
+            start = self.clock.monotonic()
+            n = await asyncio.to_thread(_replay_log, shard, part.log)
+            res = shard.on_loaded(self.clock.now_ms())
+            self.shards[p] = shard
+            await self._apply(p, res)
+            if n:
+                log.info("loaded %s-%d: %d records, %d groups in %.0f ms", GROUP_METADATA_TOPIC, p, n,
+                         len(shard.groups), (self.clock.monotonic() - start) * 1000)
+            fut.set_result(shard)
+            self._poke()
+            return shard
+        except BaseException as exc:
+            if not fut.done():
+                fut.set_exception(exc)
+                fut.exception()  # retrieved: nobody else may be waiting
+            raise
+        finally:
+            self._loading.pop(p, None)
+
+    def _unload(self, p: int) -> None:
+        shard = self.shards.pop(p, None)
+        if shard is not None:
+            self._resolve(shard.on_unloaded().completions)
+            log.debug("unloaded %s-%d", GROUP_METADATA_TOPIC, p)
+
+    async def shard_for(self, group_id: str) -> tuple[int, GroupCoordinatorShard]:
+        if not self.active:
+            raise GroupError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.replicas.loading
+                             else ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        await self.ensure_topic()
+        p = self.partition_for(group_id)
+        shard = self.shards.get(p)
+        if shard is None:
+            if p in self._led_partitions():
+                shard = await self.load(p)
+            else:
+                raise GroupError(ErrorCode.NOT_COORDINATOR)
+        return p, shard
+
+    # ---- running operations ------------------------------------------------------------------------
+    def new_waiter(self) -> tuple[int, asyncio.Future]:
+        token = next(self._tokens)
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters[token] = fut
+        return token, fut
+
+    def forget(self, token: int) -> None:
+        self._waiters.pop(token, None)
+
+    def _resolve(self, completions) -> None:
+        for token, resp in completions:
+            fut = self._waiters.pop(token, None)
+            if fut is not None and not fut.done():
+                fut.set_result(resp)
+
+    async def _apply(self, p: int, res: Result) -> Result:
+        """Write the result's records, then release its answers once the write is committed
+        (CoordinatorRuntime: a response waits for the high watermark to pass its records)."""
+        committed = self._write_records(p, res)
+        if committed is not None:
+            try:
+                await committed
+            except Exception as exc:  # noqa: BLE001 - a failed commit becomes a coordinator error
+                self._fail(p, res, exc)
+        self._resolve(res.completions)
+        self._poke()
+        return res
+
+    def _write_records(self, p: int, res: Result) -> asyncio.Future | None:
+        """Append at once, so the log keeps the order of the shard's state changes; the commit comes later."""
+        if not res.records:
+            return None
+        try:
+            return self._write(p, res.records)
+        except Exception as exc:  # noqa: BLE001 - any storage failure becomes a coordinator error
+            self._fail(p, res, exc)
+            return None
+
+    def _fail(self, p: int, res: Result, exc: Exception) -> None:
+        code = _append_error(exc)
+        log.error("writing %d group records to %s-%d failed: %s", len(res.records), GROUP_METADATA_TOPIC, p, exc)
+        for _, resp in res.completions:
+            if hasattr(resp, "error_code"):
+                resp.error_code = code
+        if res.error is None:
+            res.error = GroupError(code)
+
+    def _finish_later(self, p: int, res: Result) -> None:
+        committed = self._write_records(p, res)
+        if committed is None:
+            self._resolve(res.completions)
+            return
+
+        async def finish() -> None:
+            try:
+                await committed
+            except Exception as exc:  # noqa: BLE001 - a failed commit becomes a coordinator error
+                self._fail(p, res, exc)
+            self._resolve(res.completions)
+            self._poke()
+
+        task = asyncio.ensure_future(finish())
+        self._finishing.add(task)
+        task.add_done_callback(self._finishing.discard)
+
+    def _write(self, p: int, records) -> asyncio.Future | None:
+        part = self.replicas.get(GROUP_METADATA_TOPIC, p)
+        if part is None or not part.is_leader(self.node_id):
+            raise GroupError(ErrorCode.NOT_COORDINATOR)
+        ts = self.clock.now_ms()
+        batch = build_batch([Record(k, v, timestamp=ts) for k, v in (r.encode() for r in records)])
+        return self.replicas.append(part, bytearray(batch), ts, origin=ORIGIN_COORDINATOR).committed
+
+    async def run(self, group_id: str, op: Callable[..., Result], *args) -> Result:
+        """Run ``op(shard, *args, now_ms)`` (a GroupCoordinatorShard method) on the group's shard
+        and apply the result."""
+        p, shard = await self.shard_for(group_id)
+        res = op(shard, *args, self.clock.now_ms())
+        return await self._apply(p, res)
+
+    async def run_delayed(self, group_id: str, op: Callable[..., Result], ctx: ReqCtx, req) -> Any:
+        """JoinGroup / SyncGroup: the answer arrives through a completion, maybe after a rebalance."""
+        p, shard = await self.shard_for(group_id)
+        token, fut = self.new_waiter()
+        try:
+            res = op(shard, ctx, req, token, self.clock.now_ms())
+            await self._apply(p, res)
+            if res.error is not None and not fut.done():
+                raise res.error
+            return await fut
+        finally:
+            self.forget(token)
+
+    async def run_on_shard(self, p: int, fn) -> Result:
+        """Run ``fn(shard, now_ms)`` (which returns a Result) on partition ``p``'s shard."""
+        shard = self.shards.get(p)
+        if shard is None:
+            raise GroupError(ErrorCode.NOT_COORDINATOR)
+        return await self._apply(p, fn(shard, self.clock.now_ms()))
+
+    def all_shards(self) -> list[tuple[int, GroupCoordinatorShard]]:
+        return sorted(self.shards.items())
+
+    # ---- timers ------------------------------------------------------------------------------------
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _timers(self) -> None:
+        last_check = 0
+        while True:
+            try:
+                self._wake.clear()
+                deadlines = [d for d in (s.next_deadline() for s in self.shards.values()) if d is not None]
+                now = self.clock.now_ms()
+                timeout = LEADERSHIP_CHECK_MS
+                if deadlines:
+                    timeout = min(timeout, max(0, min(deadlines) - now))
+                handle = asyncio.get_running_loop().call_later(timeout / 1000, self._wake.set)
+                try:
+                    await self._wake.wait()
+                finally:
+                    handle.cancel()
+                now = self.clock.now_ms()
+                for p, shard in list(self.shards.items()):
+                    d = shard.next_deadline()
+                    if d is not None and d <= now and self.shards.get(p) is shard:
+                        # written now; answered when committed, without holding up other shards' timers
+                        self._finish_later(p, shard.poll(now))
+                if now - last_check >= LEADERSHIP_CHECK_MS:
+                    last_check = now
+                    await self._sync_leadership()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the timer task must survive a bad group
+                log.exception("group coordinator timer task error")
+                await asyncio.sleep(0.1)
+
+
+def _random_uuid() -> str:
+    return str(uuid.uuid4())
+
+
+def _append_error(exc: Exception) -> int:
+    """GroupMetadataManager.appendGroupMetadataErrorToResponseError."""
+    if isinstance(exc, GroupError):
+        return exc.code
+    code = getattr(exc, "code", None)
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _replay_log(shard: GroupCoordinatorShard, log_) -> int:
+    """Replay every record of a ``__consumer_offsets`` partition into ``shard`` (off the event loop)."""
+    n = 0
+    for raw in log_.iter_batches(0):
+        header, records = decode_batch(raw)
+        if header.attributes & 0x20:  # control batch (transaction markers)
+            continue
+        for r in records:
+            if r.key is None:
+                continue
+            try:
+                rec = decode_record(r.key, r.value)
+            except UnknownRecordType:
+                continue
+            except Exception as exc:  # noqa: BLE001
+                log.warning("skipping undecodable record at %s-%d offset %s: %s", log_.topic, log_.partition,
+                            r.offset, exc)
+                continue
+            shard.replay(rec, r.offset)
+            n += 1
+    return n
+
+
+def req_ctx(ctx) -> ReqCtx:
+    """The request's client id, host and API version as the coordinator sees them."""
+    return ReqCtx(client_id=ctx.client_id or "", client_host=client_host(ctx), api_version=ctx.version)
+
+
+def client_host(ctx) -> str:
+    """Kafka reports the client's ``InetAddress.toString()``: "/127.0.0.1", "/0:0:0:0:0:0:0:1"."""
+    try:
+        addr = ipaddress.ip_address(ctx.client_host)
+    except ValueError:
+        return "/" + ctx.client_host
+    if addr.version == 6:
+        return "/" + ":".join(format(int(g, 16), "x") for g in addr.exploded.split(":"))
+    return "/" + str(addr)

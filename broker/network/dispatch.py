@@ -1,0 +1,46 @@
+"""Route one request to its handler the way Kafka's RequestChannel/KafkaApis do.
+
+* unknown API key, or a version outside what we serve for a non-ApiVersions request: close the
+  connection (Kafka raises InvalidRequestException while parsing);
+* ApiVersions at an unknown version: UNSUPPORTED_VERSION in a v0 body (KIP-511);
+* a body that does not decode: close the connection;
+* a handler exception: one log line, close that connection; the broker keeps running.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from broker.apis import HANDLERS, k18_api_versions
+from broker.apis.context import RequestContext
+from broker.controlplane.controller_listener import CONTROLLER_LISTENER_HANDLERS
+from broker.errors import CloseConnection
+from protocol.connection import Request, encode_response
+from protocol.errors import DecodeError, ProtocolError
+
+log = logging.getLogger("odradek.dispatch")
+
+
+async def dispatch(ctx: RequestContext) -> list | None:
+    """Response parts for ``ctx.request`` (None: no response, e.g. acks=0); raises CloseConnection."""
+    req: Request = ctx.request
+    table = CONTROLLER_LISTENER_HANDLERS if ctx.listener in ctx.handles.controller_listeners else HANDLERS
+    handler = table.get(req.api_key)
+    if handler is None:
+        raise CloseConnection(f"unsupported api key {req.api_key}")
+    lo, hi = handler.versions
+    if not lo <= req.api_version <= hi:
+        if req.api_key == k18_api_versions.API_KEY and req.api_version > hi:
+            return encode_response(req, k18_api_versions.unsupported_version_response(), version=0)
+        raise CloseConnection(f"unsupported version {req.api_version} of api key {req.api_key}")
+    try:
+        body = req.decode_body()
+    except (DecodeError, ProtocolError) as exc:
+        raise CloseConnection(f"malformed {handler.spec.name} v{req.api_version}: {exc}") from None
+    started = ctx.clock.monotonic()
+    response = await handler.handle(ctx, body)
+    ctx.metrics.request_done(handler.spec.name, req.api_version, ctx.received or started, started,
+                             ctx.clock.monotonic(), getattr(response, "error_code", 0) or 0)
+    if response is None:
+        return None
+    return encode_response(req, response)

@@ -1,0 +1,314 @@
+"""The network server: listeners, one reader task per connection, requests answered in order, bounded frames.
+
+The socket work is here; everything about bytes lives in protocol.connection (sans-IO), and what a
+request means lives in the handlers behind broker.network.dispatch. The node (broker/node.py) owns this server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import TYPE_CHECKING
+
+from broker.clock import SYSTEM_CLOCK, Clock
+from broker.config import Listener
+from broker.apis.context import BrokerHandles, ClientInformation, RequestContext
+from broker.network.dispatch import dispatch
+from broker.network.tcp_nodelay import set_nodelay
+from broker.errors import CloseConnection
+from broker.network.sendfile import PartWriter, SendStats
+from protocol.connection import CONNECTION_CLOSED, NEED_DATA, ServerConnection
+from protocol.errors import DecodeError
+
+if TYPE_CHECKING:
+    from broker.observability.metrics import BrokerMetrics
+
+log = logging.getLogger("odradek.server")
+
+MAX_IN_FLIGHT = 16  # requests read ahead per connection (clients pipeline up to 5)
+
+
+class NetworkServer:
+    """Kafka's SocketServer: accepts on every listener and feeds each connection's requests to dispatch."""
+
+    def __init__(self, listeners: list[Listener], max_frame: int, idle_ms: int, metrics: "BrokerMetrics",
+                 send_stats: SendStats, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.listeners = listeners
+        self.max_frame = max_frame
+        self.idle_ms = idle_ms
+        self.metrics = metrics
+        self.send_stats = send_stats
+        self.clock = clock
+        self.zero_copy = True
+        self.handles: BrokerHandles | None = None  # set by the node before serving starts
+        self.bound: dict[str, Listener] = {}
+        self._servers: list[asyncio.base_events.Server] = []
+        self._conn_ids = itertools.count()
+        self.connections: set[KafkaConnection] = set()
+        self._stopping = False
+        self._sweeper: asyncio.Task | None = None
+
+    async def bind(self) -> None:
+        """Bind every listener (ports known from here on), without accepting yet."""
+        loop = asyncio.get_running_loop()
+        for lst in self.listeners:
+            server = await loop.create_server(
+                lambda name=lst.name: KafkaConnection(self, name),
+                host=lst.host or None, port=lst.port, reuse_address=True, start_serving=False,
+            )
+            self._servers.append(server)
+            port = server.sockets[0].getsockname()[1]
+            self.bound[lst.name] = Listener(lst.name, lst.host, port)
+
+    async def start_serving(self, only: frozenset[str] | None = None) -> None:
+        """Accept on every bound listener (``only``: just those names; a later call starts the others)."""
+        handles = self.handles
+        assert handles is not None, "the node sets the handlers' handles before serving"
+        for lst, server in zip(self.listeners, self._servers):
+            if (only is None or lst.name in only) and not server.is_serving():
+                await server.start_serving()
+        if only is not None:
+            return
+        if self._sweeper is None:
+            self._sweeper = asyncio.ensure_future(self._close_idle_connections())
+        log.info("odradek node %s listening on %s; data in %s; cluster id %s", handles.node_id,
+                 ", ".join(f"{b.name}://{b.host}:{b.port}" for b in self.bound.values()),
+                 ", ".join(map(str, handles.config.log_dirs)), handles.cluster_id)
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop accepting and reading, answer the requests already read, then close every connection."""
+        self._stopping = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for s in self._servers:
+            s.close()
+        writers = [c.finish() for c in list(self.connections)]
+        if writers:
+            _, pending = await asyncio.wait(writers, timeout=grace_s)
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5)
+        for c in list(self.connections):
+            c.transport.abort()
+        for s in self._servers:
+            await s.wait_closed()
+        self._servers.clear()
+
+    async def _close_idle_connections(self) -> None:
+        """connections.max.idle.ms: a connection with nothing read, written or in flight that long is closed."""
+        idle_s = self.idle_ms / 1000.0
+        while True:
+            await asyncio.sleep(min(max(idle_s / 4, 0.01), 30.0))
+            now = self.clock.monotonic()
+            for c in list(self.connections):
+                if not c.in_flight and now - c.last_active > idle_s:
+                    log.info("closing idle connection %s", c.conn_id)
+                    c.transport.close()
+
+
+class _FlowControl:
+    """The transport's write-side backpressure as an awaitable ``drain`` (what StreamWriter offers)."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        self._paused = False
+        self._waiters: list[asyncio.Future] = []
+        self._lost = False
+
+    def get_extra_info(self, name: str, default=None):
+        return self.transport.get_extra_info(name, default)
+
+    def write(self, data) -> None:
+        self.transport.write(data)
+
+    async def drain(self) -> None:
+        if self._lost:
+            raise ConnectionResetError("connection lost")
+        if not self._paused:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        await fut
+
+    def pause(self) -> None:
+        self._paused = True
+
+    def resume(self, exc: BaseException | None = None) -> None:
+        self._paused = False
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if fut.done():
+                continue
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(None)
+
+    def lost(self) -> None:
+        self._lost = True
+        self.resume(ConnectionResetError("connection lost"))
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
+    """One client connection: bytes are received straight into frame buffers (protocol.connection,
+    sans-IO), each request runs as its own task, and one writer task answers them strictly in order.
+
+    At most MAX_IN_FLIGHT requests are outstanding: past that reading pauses (backpressure), as it
+    does when the peer does not read its responses (the writer awaits the transport's drain).
+    """
+
+    def __init__(self, server: NetworkServer, listener: str) -> None:
+        self.server = server
+        self.listener = listener
+        self.conn = ServerConnection(server.max_frame)
+        self.conn_id = f"{listener}-{next(server._conn_ids)}"
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]
+        self.peer = None
+        self.peer_host = "unknown"
+        self.peer_port: int | None = None
+        self.client_information = ClientInformation()
+        self.pending: asyncio.Queue = asyncio.Queue()
+        self.in_flight = 0
+        self.last_active = 0.0
+        self._reading_paused = False
+        self._closing = False
+        self._writer_task: asyncio.Task | None = None
+        self._flow: _FlowControl | None = None
+        self._part_writer: PartWriter | None = None
+
+    # ---- asyncio protocol callbacks ------------------------------------------------------------
+
+    def connection_made(self, transport) -> None:  # uvloop transports are not asyncio.Transport subclasses
+        server = self.server
+        self.transport = transport
+        self.peer = transport.get_extra_info("peername")
+        if isinstance(self.peer, tuple) and len(self.peer) >= 2:
+            self.peer_host, self.peer_port = self.peer[0], self.peer[1]
+        set_nodelay(transport)
+        self.last_active = server.clock.monotonic()
+        self._flow = _FlowControl(transport)
+        self._part_writer = PartWriter(self._flow, server.send_stats, zero_copy=server.zero_copy)
+        server.connections.add(self)
+        server.metrics.connections.labels(self.listener).inc()
+        self._writer_task = asyncio.ensure_future(self._write_responses())
+        if server._stopping:
+            self.finish()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.conn.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.conn.buffer_updated(nbytes)
+        self.last_active = self.server.clock.monotonic()
+        self._dispatch_ready()
+
+    def eof_received(self) -> bool:
+        self.conn.receive_eof()
+        self._dispatch_ready()
+        return True  # keep the transport open to answer what was read; the writer closes it
+
+    def pause_writing(self) -> None:
+        if self._flow is not None:
+            self._flow.pause()
+
+    def resume_writing(self) -> None:
+        if self._flow is not None:
+            self._flow.resume()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        server = self.server
+        if self in server.connections:
+            server.connections.discard(self)
+            server.metrics.connections.labels(self.listener).dec()
+        if self._flow is not None:
+            self._flow.lost()
+        if self._writer_task is not None and not self._writer_task.done():
+            self._writer_task.cancel()
+        while not self.pending.empty():
+            task = self.pending.get_nowait()
+            if task is not None and not task.done():
+                task.cancel()
+        if self._part_writer is not None:
+            self._part_writer.close()
+        telemetry = server.handles.telemetry if server.handles is not None else None
+        if telemetry is not None:  # a controller-only node has no client telemetry
+            telemetry.connection_closed(self.conn_id)
+
+    # ---- requests in, responses out ------------------------------------------------------------
+
+    def _dispatch_ready(self) -> None:
+        if self._closing:
+            return
+        handles = self.server.handles
+        clock = handles.clock
+        while True:
+            try:
+                event = self.conn.next_event()
+            except DecodeError as exc:
+                log.warning("closing connection %s from %s: bad frame: %s", self.conn_id, self.peer, exc)
+                self._abort()
+                return
+            if event is NEED_DATA:
+                return
+            if event is CONNECTION_CLOSED:
+                self.finish()
+                return
+            ctx = RequestContext(handles, event, self.conn_id, self.listener, self.peer_host, clock.now_ms(),
+                                 clock.monotonic(), self.peer_port, self.client_information)
+            # the task starts running handlers in arrival order; side effects that must stay ordered
+            # (appends) happen before a handler's first await
+            self.pending.put_nowait(asyncio.ensure_future(dispatch(ctx)))
+            self.in_flight += 1
+            if self.in_flight >= MAX_IN_FLIGHT and not self._reading_paused:
+                self._reading_paused = True
+                self.transport.pause_reading()
+
+    def finish(self) -> asyncio.Task:
+        """Read nothing more; answer what was read, then close (the writer task, to await)."""
+        assert self._writer_task is not None
+        if not self._closing:
+            self._closing = True
+            if not self._reading_paused:
+                self._reading_paused = True
+                try:
+                    self.transport.pause_reading()
+                except RuntimeError:  # already closing
+                    pass
+            self.pending.put_nowait(None)
+        return self._writer_task
+
+    def _abort(self) -> None:
+        self._closing = True
+        self.transport.abort()
+
+    async def _write_responses(self) -> None:
+        assert self._part_writer is not None
+        part_writer = self._part_writer
+        try:
+            while True:
+                task = await self.pending.get()
+                if task is None:
+                    self.transport.close()
+                    return
+                try:
+                    parts = await task
+                finally:
+                    self.in_flight -= 1
+                if parts is not None:
+                    await part_writer.write(parts)
+                self.last_active = self.server.clock.monotonic()
+                if self._reading_paused and not self._closing and self.in_flight < MAX_IN_FLIGHT:
+                    self._reading_paused = False
+                    self.transport.resume_reading()
+        except asyncio.CancelledError:
+            raise
+        except ConnectionError:
+            self._abort()
+        except CloseConnection as exc:
+            log.warning("closing connection %s from %s: %s", self.conn_id, self.peer, exc)
+            self._abort()
+        except Exception:
+            log.exception("closing connection %s from %s after an internal error", self.conn_id, self.peer)
+            self._abort()

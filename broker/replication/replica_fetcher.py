@@ -1,0 +1,330 @@
+"""Followers pull their partitions from the leaders (Kafka's ReplicaFetcherManager / ReplicaFetcherThread).
+
+One fetcher task per source broker carries every partition this broker follows from it, over one
+connection to the leader's inter-broker listener. Each round is one Fetch (``replica_state``: our node id
+and broker epoch; per partition the fetch offset = our log end, the last fetched epoch and the leader epoch
+we know). Batches are appended as the leader wrote them (``append_as_follower``: no re-stamping, no
+decoding), then the follower takes the leader's high watermark (up to its own log end) and log start
+offset. A ``diverging_epoch`` in the answer truncates the divergent tail first (AbstractFetcherThread's
+truncation on fetch response, KIP-320); a fetch offset below the leader's log start restarts the log
+there. A partition whose leader answers NOT_LEADER_OR_FOLLOWER or an epoch error waits for the next
+metadata image. The set of partitions per source changes with every image.
+
+Each fetcher keeps an incremental fetch session (KIP-227) with its leader, as Kafka's FetchSessionHandler
+(broker/replication/fetch_session/handler.py): the first fetch is full (session 0, epoch 0) and the leader answers with
+a session id; later fetches carry that id and the next epoch and name only the partitions added or whose fetch position
+(offset, log start, leader epoch, last fetched epoch) changed, with ``forgotten_topics_data`` for the ones no
+longer fetched; the leader answers only partitions with something new, so a partition missing from an
+incremental answer had nothing new. A session error (FETCH_SESSION_ID_NOT_FOUND after a leader restart,
+INVALID_FETCH_SESSION_EPOCH), a malformed answer or a failed request (timeout, lost connection) makes the next
+fetch full again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from broker.clock import Clock
+from broker.replication.fetch_session.handler import FetchRequestData, FetchSessionHandler
+from broker.replication.fetch_session.metadata import PartitionFetch
+from broker.network.node_client import BadResponse
+from broker.network.peer_links import DIRECT, PeerLinks
+from broker.replication.replica_manager import Partition, ReplicaManager
+from broker.timeouts import wait_for
+from cluster.metadata_image import MetadataImage
+from protocol.errors import ErrorCode
+from protocol.generated.messages import FetchRequest, ListOffsetsRequest
+from protocol.generated.messages.fetch_request import FetchPartition, FetchTopic, ForgottenTopic, ReplicaState
+from protocol.generated.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
+from protocol.records import iter_batch_positions
+
+log = logging.getLogger("odradek.replica_fetcher")
+
+FETCH_VERSION = 17  # topic ids and replica_state (v15+), diverging epochs (v12+)
+LIST_OFFSETS_VERSION = 9  # current_leader_epoch (v4+); a replica's LATEST is the leader's log end
+LATEST = -1
+UNDEFINED_EPOCH = -1
+# answers after which the next fetch is full at once (FetchSessionHandler.handleResponse); other top-level
+# errors back off first
+SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+
+
+class ReplicaFetcherManager:
+    """Which partitions this broker follows, from which leader; one ``ReplicaFetcher`` per leader."""
+
+    def __init__(self, node_id: int, replicas: ReplicaManager, clock: Clock, listener: str,
+                 broker_epoch: Callable[[], int], config: dict, links: PeerLinks = DIRECT) -> None:
+        self.node_id = node_id
+        self.links = links
+        self.replicas = replicas
+        self.clock = clock
+        self.listener = listener
+        self.broker_epoch = broker_epoch
+        self.max_wait_ms = int(config.get("replica.fetch.wait.max.ms", 500))
+        self.min_bytes = int(config.get("replica.fetch.min.bytes", 1))
+        self.max_bytes = int(config.get("replica.fetch.response.max.bytes", 10485760))
+        self.partition_max_bytes = int(config.get("replica.fetch.max.bytes", 1048576))
+        self.backoff_s = int(config.get("replica.fetch.backoff.ms", 1000)) / 1000
+        self.request_timeout_s = int(config.get("replica.socket.timeout.ms", 30000)) / 1000
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+
+    def update(self, image: MetadataImage) -> None:
+        """Follow what ``image`` says (called on the event loop after the replica manager applied it)."""
+        wanted: dict[int, dict[tuple[str, int], Partition]] = {}
+        for tp, part in list(self.replicas.partitions.items()):
+            leader = part.info.leader
+            if leader < 0 or leader == self.node_id:
+                continue
+            wanted.setdefault(leader, {})[tp] = part
+        for leader in [b for b in self.fetchers if b not in wanted]:
+            self.fetchers.pop(leader).stop()
+        for leader, parts in wanted.items():
+            broker = image.brokers.get(leader)
+            endpoint = broker.endpoint(self.listener) if broker is not None else None
+            fetcher = self.fetchers.get(leader)
+            if fetcher is not None and endpoint is not None and (fetcher.host, fetcher.port) != (endpoint.host,
+                                                                                                  endpoint.port):
+                self.fetchers.pop(leader).stop()
+                fetcher = None
+            if fetcher is None:
+                if endpoint is None:
+                    log.warning("node %d: leader %d has no %s endpoint; not fetching %d partitions from it",
+                                self.node_id, leader, self.listener, len(parts))
+                    continue
+                fetcher = self.fetchers[leader] = ReplicaFetcher(self, leader, endpoint.host, endpoint.port)
+            fetcher.set_partitions(parts)
+
+    async def stop(self) -> None:
+        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        for f in fetchers:
+            f.stop()
+        await asyncio.gather(*(f.task for f in fetchers), return_exceptions=True)
+
+
+class ReplicaFetcher:
+    """The fetch loop for the partitions led by one broker."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader: int, host: str, port: int) -> None:
+        self.manager = manager
+        self.leader = leader
+        self.host, self.port = host, port
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        # partition -> (the leader epoch it failed at, when to retry: None = when an image moves the epoch)
+        self.delayed: dict[tuple[str, int], tuple[int, float | None]] = {}
+        self.out_of_range: set[tuple[str, int]] = set()  # answered OFFSET_OUT_OF_RANGE: ask the leader's log end
+        self._changed = asyncio.Event()
+        self.session = FetchSessionHandler(leader)
+        self.client = manager.links.client(host, port, f"replica-fetcher-{manager.node_id}-{leader}", peer=leader)
+        self.task = asyncio.ensure_future(self._run())
+
+    def set_partitions(self, parts: dict[tuple[str, int], Partition]) -> None:
+        self.partitions = dict(parts)
+        self.delayed = {tp: d for tp, d in self.delayed.items() if tp in parts and parts[tp].leader_epoch == d[0]}
+        self._changed.set()
+
+    def stop(self) -> None:
+        self.task.cancel()
+        asyncio.ensure_future(self.client.close())
+
+    def _fetchable(self) -> tuple[dict[tuple[str, int], Partition], float | None]:
+        """The partitions to fetch now, and when the next delayed one is due (None: none is)."""
+        now = self.manager.clock.monotonic()
+        for tp, (_, retry_at) in list(self.delayed.items()):
+            if retry_at is not None and retry_at <= now:
+                del self.delayed[tp]
+        due = [r for _, r in self.delayed.values() if r is not None]
+        return {tp: p for tp, p in self.partitions.items() if tp not in self.delayed}, (min(due) if due else None)
+
+    async def _run(self) -> None:
+        m = self.manager
+        while True:
+            parts, next_due = self._fetchable()
+            data = self.session.build(self._partition_fetches(parts))
+            if not data.session_partitions and not data.to_forget:
+                self._changed.clear()
+                timeout = None if next_due is None else max(0.0, next_due - m.clock.monotonic())
+                try:
+                    await wait_for(self._changed.wait(), timeout)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            request = self._request(data)
+            try:
+                response = await self.client.request(request, FETCH_VERSION, m.request_timeout_s + m.max_wait_ms / 1000)
+            except (ConnectionError, OSError, asyncio.TimeoutError, BadResponse) as exc:
+                self.session.handle_error(exc)
+                log.info("node %d: fetch from leader %d failed: %r; retrying", m.node_id, self.leader, exc)
+                await asyncio.sleep(m.backoff_s)
+                continue
+            if not self.session.handle_response(response, FETCH_VERSION):
+                if response.error_code in SESSION_ERRORS:
+                    continue  # the session is gone or out of step: a full fetch at once
+                if response.error_code:
+                    log.warning("node %d: fetch from leader %d answered error %d", m.node_id, self.leader,
+                                response.error_code)
+                await asyncio.sleep(m.backoff_s)  # else a response the session could not use: a full fetch next
+                continue
+            try:
+                backoff = self._process(parts, data.session_partitions, response)
+            except Exception:
+                log.exception("node %d: processing a fetch response from leader %d failed", m.node_id, self.leader)
+                backoff = True
+            if self.out_of_range:
+                backoff = await self._truncate_out_of_range() or backoff
+            if backoff:
+                await asyncio.sleep(m.backoff_s)
+
+    async def _truncate_out_of_range(self) -> bool:
+        """``fetchOffsetAndTruncate``: ListOffsets LATEST as this replica gives the leader's log end; a log that
+        ends past it is cut there (the leader's log start is handled with the fetch answer). True to back off."""
+        m = self.manager
+        tps = [tp for tp in self.out_of_range if self.partitions.get(tp) is not None]
+        self.out_of_range.clear()
+        if not tps:
+            return False
+        by_topic: dict[str, list[ListOffsetsPartition]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp[0], []).append(ListOffsetsPartition(
+                partition_index=tp[1], current_leader_epoch=self.partitions[tp].leader_epoch, timestamp=LATEST))
+        request = ListOffsetsRequest(replica_id=m.node_id, isolation_level=0, topics=[
+            ListOffsetsTopic(name=name, partitions=ps) for name, ps in by_topic.items()])
+        try:
+            response = await self.client.request(request, LIST_OFFSETS_VERSION, m.request_timeout_s)
+        except (ConnectionError, OSError, asyncio.TimeoutError, BadResponse) as exc:
+            log.info("node %d: ListOffsets to leader %d failed: %r", m.node_id, self.leader, exc)
+            self.out_of_range.update(tps)
+            return True
+        now = m.clock.now_ms()
+        backoff = False
+        for tr in response.topics:
+            for pr in tr.partitions:
+                tp = (tr.name, pr.partition_index)
+                part = self.partitions.get(tp)
+                if part is None or tp not in tps:
+                    continue
+                lg = part.log
+                if pr.error_code:
+                    log.info("node %d: %s-%d: leader %d answered ListOffsets with error %d; retrying", m.node_id,
+                             *tp, self.leader, pr.error_code)
+                    self.out_of_range.add(tp)
+                    backoff = True
+                elif pr.offset < lg.log_end_offset:
+                    log.info("node %d: %s-%d: the leader's log ends at %d, ours at %d: truncating", m.node_id, *tp,
+                             pr.offset, lg.log_end_offset)
+                    lg.truncate_to(max(pr.offset, 0), now)
+        return backoff
+
+    def _partition_fetches(self, parts: dict[tuple[str, int], Partition]) -> dict[tuple[str, int], PartitionFetch]:
+        """What to ask of each partition now: our log end, log start, leader epoch and last fetched epoch."""
+        m = self.manager
+        out = {}
+        for tp, part in parts.items():
+            lg = part.log
+            last_epoch = lg.latest_epoch
+            out[tp] = PartitionFetch(part.topic_id, lg.log_end_offset, lg.log_start_offset, m.partition_max_bytes,
+                                     part.leader_epoch, last_epoch if last_epoch is not None else UNDEFINED_EPOCH)
+        return out
+
+    def _request(self, data: FetchRequestData) -> FetchRequest:
+        m = self.manager
+        by_topic: dict[bytes, FetchTopic] = {}
+        for (topic, index), pf in data.to_send.items():
+            ft = by_topic.get(pf.topic_id)
+            if ft is None:
+                ft = by_topic[pf.topic_id] = FetchTopic(topic=topic, topic_id=pf.topic_id, partitions=[])
+            ft.partitions.append(FetchPartition(
+                partition=index, current_leader_epoch=pf.current_leader_epoch, fetch_offset=pf.fetch_offset,
+                last_fetched_epoch=pf.last_fetched_epoch, log_start_offset=pf.log_start_offset,
+                partition_max_bytes=pf.max_bytes))
+        forgotten: dict[bytes, ForgottenTopic] = {}
+        for topic_id, topic, index in [*data.to_forget, *data.to_replace]:  # v13+: replaced ones are forgotten
+            forgotten.setdefault(topic_id, ForgottenTopic(topic=topic, topic_id=topic_id, partitions=[])
+                                 ).partitions.append(index)
+        return FetchRequest(replica_id=-1, replica_state=ReplicaState(replica_id=m.node_id,
+                                                                      replica_epoch=m.broker_epoch()),
+                            max_wait_ms=m.max_wait_ms, min_bytes=m.min_bytes, max_bytes=m.max_bytes,
+                            isolation_level=0, session_id=data.session_id, session_epoch=data.epoch,
+                            topics=list(by_topic.values()), forgotten_topics_data=list(forgotten.values()),
+                            rack_id="")
+
+    def _process(self, parts: dict[tuple[str, int], Partition], sent: dict[tuple[str, int], PartitionFetch],
+                 response) -> bool:
+        """Apply one Fetch response (for an incremental one, the partitions it carries: the others had nothing
+        new); True when the fetcher should back off before the next round."""
+        m = self.manager
+        now = m.clock.now_ms()
+        by_id = self.session.session_topic_names
+        backoff = False
+        for tr in response.responses:
+            topic = by_id.get(tr.topic_id)
+            for pd in tr.partitions:
+                tp = (topic, pd.partition_index)
+                part = parts.get(tp) if topic is not None else None
+                if part is None or self.partitions.get(tp) is not part or tp in self.delayed:
+                    continue  # no longer followed from this leader
+                lg = part.log
+                request = sent.get(tp)
+                if request is None or request.fetch_offset != lg.log_end_offset:
+                    continue  # our log moved since the request (AbstractFetcherThread.processFetchRequest)
+                if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and pd.log_start_offset > lg.log_end_offset:
+                    log.info("node %d: %s-%d: fetch offset %d below the leader's log start %d: restarting there",
+                             m.node_id, part.topic, part.index, lg.log_end_offset, pd.log_start_offset)
+                    lg.truncate_fully_and_start_at(pd.log_start_offset, now)
+                    continue
+                if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    # the leader cannot place our tail (past its end, or no end for our last epoch): ask it where
+                    # its log ends before the next fetch (AbstractFetcherThread.handleOutOfRangeError)
+                    self.out_of_range.add(tp)
+                    continue
+                if pd.error_code:
+                    # AbstractFetcherThread: a fenced epoch waits for an image with a newer one; anything else
+                    # (the leader has not applied the image yet, an unknown epoch, ...) is retried after a backoff
+                    fenced = pd.error_code == ErrorCode.FENCED_LEADER_EPOCH
+                    log.info("node %d: %s-%d: leader %d answered error %d; %s", m.node_id, part.topic, part.index,
+                             self.leader, pd.error_code, "waiting for new metadata" if fenced else "retrying")
+                    self.delayed[(part.topic, part.index)] = (
+                        part.leader_epoch, None if fenced else m.clock.monotonic() + m.backoff_s)
+                    continue
+                diverging = pd.diverging_epoch
+                if diverging is not None and diverging.epoch >= 0:
+                    self._truncate_on_diverging(part, diverging.epoch, diverging.end_offset, now)
+                    continue
+                records = pd.records
+                if records is not None and len(records):
+                    scan = iter_batch_positions(records)
+                    for _ in scan:
+                        pass
+                    complete = scan.position  # a budget-cut tail batch is fetched again next round
+                    if complete:
+                        info = lg.append_as_follower(memoryview(records)[:complete], now)
+                        if info.last_offset >= 0:
+                            m.replicas.fetch_waiters.wake((part.topic, part.index))
+                part.follower_lag = max(0, pd.high_watermark - lg.log_end_offset)
+                hw = min(pd.high_watermark, lg.log_end_offset)
+                if hw > lg.high_watermark:
+                    lg.update_high_watermark(hw)
+                    # consumers long-polling on this follower (KIP-392) read up to its high watermark
+                    m.replicas.fetch_waiters.wake((part.topic, part.index))
+                if lg.log_start_offset < pd.log_start_offset <= lg.high_watermark:
+                    lg.maybe_increment_log_start_offset(pd.log_start_offset, reason="leader")
+        return backoff
+
+    def _truncate_on_diverging(self, part: Partition, leader_epoch: int, leader_end_offset: int, now: int) -> None:
+        """``AbstractFetcherThread.getOffsetTruncationState``: cut to where our log and the leader's agree for
+        the leader's epoch; when we have no such epoch, to our end for the epoch below it (the next fetch
+        names that epoch and the leader checks again)."""
+        lg = part.log
+        end = lg.log_end_offset
+        ours = lg.end_offset_for_epoch(leader_epoch)
+        if ours is None:
+            target = min(leader_end_offset, end)
+        elif ours[0] == leader_epoch:
+            target = min(leader_end_offset, ours[1])
+        else:
+            target = min(ours[1], end)
+        if target < end:
+            log.info("node %d: %s-%d: truncating the divergent tail [%d, %d) (leader epoch %d ends at %d)",
+                     self.manager.node_id, part.topic, part.index, target, end, leader_epoch, leader_end_offset)
+            lg.truncate_to(target, now)
