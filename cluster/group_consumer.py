@@ -24,11 +24,13 @@ import dataclasses
 import enum
 import re
 from collections import Counter
+from typing import Any, Callable
 
 from cluster.assignors import ASSIGNORS, GroupSpec, MemberSpec, PartitionAssignorError, subscription_is_homogeneous
 from cluster.group_classic import (
     UNKNOWN_MEMBER_ID, ClassicGroup, ClassicGroupMember, ClassicGroupState, GroupError,
 )
+from cluster.group_config import GroupConfig
 from cluster.group_record_helpers import group_metadata_record
 from cluster.group_records import (
     CONSUMER_PROTOCOL_TYPE, CoordinatorRecord, SchemaError, consumer_protocol_version, parse_assignment,
@@ -421,26 +423,48 @@ def _updated_epochs(m: ConsumerGroupMember, new_epoch_member: ConsumerGroupMembe
 # ---- the manager --------------------------------------------------------------------------------------------------
 
 class ConsumerGroupManager:
-    """The consumer-group half of a GroupCoordinatorShard (it shares the shard's groups, timer and outbox)."""
+    """The consumer-group half of a GroupCoordinatorShard. As Kafka's GroupMetadataManager it is built
+    from narrow collaborators, never the shard itself:
 
-    def __init__(self, shard) -> None:
-        self.shard = shard
+    * ``config``: the GroupConfig;
+    * ``now_ms()``: the time of the operation being run;
+    * ``image()``: the latest metadata image (None before the first one);
+    * ``timer``: the shard's keyed Timer (schedule, schedule_if_absent, cancel, cancel_prefix), whose
+      tasks the shard's poll runs;
+    * ``groups``: the shard's group table (group id -> ClassicGroup | ConsumerGroup), shared, and
+      ``remove_group(group_id)`` the one way a group leaves it;
+    * ``new_uuid()``: member ids;
+    * ``append(records, replay=...)``: adds records to the operation's result, replaying them into the
+      state when asked (the shard's replay dispatches consumer-group records back to :meth:`replay`);
+    * ``complete(token, response)``: answers a delayed JoinGroup/SyncGroup;
+    * ``resume_classic_group(group, rebalance_reason)``: hands a group downgraded to the classic protocol
+      (already in ``groups``) to the classic-group half, which starts its members' sessions and, given a
+      reason, rebalances it.
+    """
+
+    def __init__(self, *, config: GroupConfig, now_ms: Callable[[], int], image: Callable[[], Any], timer,
+                 groups: dict[str, Any], remove_group: Callable[[str], None], new_uuid: Callable[[], str],
+                 append: Callable[..., None], complete: Callable[[Any, Any], None],
+                 resume_classic_group: Callable[[ClassicGroup, str | None], None]) -> None:
+        self.config = config
+        self._now = now_ms
+        self._image = image
+        self._timer = timer
+        self._groups = groups
+        self._remove_group = remove_group
+        self._new_uuid = new_uuid
+        self._append = append
+        self._complete = complete
+        self._resume_classic_group = resume_classic_group
         self.assignors = {name: cls() for name, cls in ASSIGNORS.items()}  # tests may add a mock assignor
-
-    @property
-    def config(self):
-        return self.shard.config
-
-    def _now(self) -> int:
-        return self.shard.now_ms
 
     # ---- metadata -------------------------------------------------------------------------------
     def _image_topics(self):
-        image = self.shard.image
+        image = self._image()
         return {} if image is None else image.topics_by_name
 
     def _image_key(self):
-        image = self.shard.image
+        image = self._image()
         return None if image is None else getattr(image, "offset", id(image))
 
     def member_topics(self, m: ConsumerGroupMember) -> set[str]:
@@ -468,7 +492,7 @@ class ConsumerGroupManager:
         return {n: (topics[n].topic_id, len(topics[n].partitions)) for n in names if n in topics}
 
     def topic_name(self, topic_id: bytes) -> str | None:
-        image = self.shard.image
+        image = self._image()
         if image is None:
             return None
         t = image.topics_by_id.get(topic_id)
@@ -492,38 +516,38 @@ class ConsumerGroupManager:
         return f"consumer-sync-timeout-{gid}-{mid}"
 
     def schedule_session_timeout(self, gid: str, mid: str, timeout_ms: int | None = None) -> None:
-        self.shard.timer.schedule(self._session_key(gid, mid), self._now(),
-                                  self.config.consumer_session_timeout_ms if timeout_ms is None else timeout_ms,
-                                  lambda: self._fence_member_operation(gid, mid, "the member session expired."))
+        self._timer.schedule(self._session_key(gid, mid), self._now(),
+                             self.config.consumer_session_timeout_ms if timeout_ms is None else timeout_ms,
+                             lambda: self._fence_member_operation(gid, mid, "the member session expired."))
 
     def schedule_rebalance_timeout(self, gid: str, mid: str, epoch: int, timeout_ms: int) -> None:
         def expire():
-            group = self.shard.groups.get(gid)
+            group = self._groups.get(gid)
             if group is None or group.type != "consumer" or mid not in group.members:
                 return
             member = group.members[mid]
             if member.member_epoch == epoch:
                 self._fence_member(group, member, None)
-        self.shard.timer.schedule(self._rebalance_key(gid, mid), self._now(), timeout_ms, expire)
+        self._timer.schedule(self._rebalance_key(gid, mid), self._now(), timeout_ms, expire)
 
     def schedule_join_timeout_if_absent(self, gid: str, mid: str, timeout_ms: int) -> None:
-        self.shard.timer.schedule_if_absent(
+        self._timer.schedule_if_absent(
             self._join_key(gid, mid), self._now(), timeout_ms,
             lambda: self._fence_member_operation(gid, mid, "the classic member failed to join within the rebalance "
                                                            "timeout."))
 
     def schedule_sync_timeout(self, gid: str, mid: str, timeout_ms: int) -> None:
-        self.shard.timer.schedule(self._sync_key(gid, mid), self._now(), timeout_ms,
-                                  lambda: self._fence_member_operation(gid, mid, "the member failed to sync within "
-                                                                                 "timeout."))
+        self._timer.schedule(self._sync_key(gid, mid), self._now(), timeout_ms,
+                             lambda: self._fence_member_operation(gid, mid, "the member failed to sync within "
+                                                                            "timeout."))
 
     def cancel_timers(self, gid: str, mid: str) -> None:
         for key in (self._session_key(gid, mid), self._rebalance_key(gid, mid), self._join_key(gid, mid),
                     self._sync_key(gid, mid)):
-            self.shard.timer.cancel(key)
+            self._timer.cancel(key)
 
     def _fence_member_operation(self, gid: str, mid: str, reason: str) -> None:
-        group = self.shard.groups.get(gid)
+        group = self._groups.get(gid)
         if group is None or group.type != "consumer":
             return
         member = group.members.get(mid)
@@ -533,7 +557,7 @@ class ConsumerGroupManager:
 
     # ---- records into the state -----------------------------------------------------------------
     def _emit(self, records: list[CoordinatorRecord], replay: bool = True) -> None:
-        self.shard._append(records, replay=replay)
+        self._append(records, replay=replay)
 
     def replay(self, record: CoordinatorRecord) -> None:
         key, value = record.key, record.value
@@ -541,11 +565,11 @@ class ConsumerGroupManager:
         if isinstance(key, ConsumerGroupMetadataKey):
             if value is not None:
                 self._persisted_group(gid, True).group_epoch = value.epoch
-                self.shard.groups[gid].maybe_update_state()
+                self._groups[gid].maybe_update_state()
             else:
                 g = self._persisted_group(gid, False)
                 if g is not None:
-                    self.shard.remove_group(gid)
+                    self._remove_group(gid)
         elif isinstance(key, ConsumerGroupPartitionMetadataKey):
             g = self._persisted_group(gid, value is not None)
             if g is not None:
@@ -604,19 +628,19 @@ class ConsumerGroupManager:
                     assigned={}, pending_revocation={}))
 
     def _persisted_group(self, gid: str, create: bool) -> ConsumerGroup | None:
-        g = self.shard.groups.get(gid)
+        g = self._groups.get(gid)
         if g is None:
             if not create:
                 return None
             g = ConsumerGroup(gid)
-            self.shard.groups[gid] = g
+            self._groups[gid] = g
             return g
         if g.type == "consumer":
             return g
         if g.is_simple_group() or create:
             # a "simple" classic group only holds offsets; it is not backed by group records
             g = ConsumerGroup(gid)
-            self.shard.groups[gid] = g
+            self._groups[gid] = g
             return g
         return None
 
@@ -645,11 +669,11 @@ class ConsumerGroupManager:
         return recs
 
     def maybe_delete_empty_consumer_group(self, group_id: str) -> None:
-        g = self.shard.groups.get(group_id)
+        g = self._groups.get(group_id)
         if g is not None and g.type == "consumer" and g.is_empty():
             # tombstones written, not replayed: the group is simply dropped
             self._emit(self.group_tombstones(g), replay=False)
-            self.shard.remove_group(group_id)
+            self._remove_group(group_id)
 
     # ---- ConsumerGroupHeartbeat -----------------------------------------------------------------
     def heartbeat(self, ctx, req) -> ConsumerGroupHeartbeatResponse:
@@ -698,7 +722,7 @@ class ConsumerGroupManager:
                                                                        f"valid regular expression: {exc}.") from None
 
     def get_or_create_consumer_group(self, group_id: str, create: bool, records: list) -> ConsumerGroup:
-        g = self.shard.groups.get(group_id)
+        g = self._groups.get(group_id)
         if g is None:
             if not create:
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
@@ -774,7 +798,7 @@ class ConsumerGroupManager:
         records: list[CoordinatorRecord] = []
         create = req.member_epoch == 0
         group = self.get_or_create_consumer_group(gid, create, records)
-        member_id = req.member_id or self.shard.new_uuid()
+        member_id = req.member_id or self._new_uuid()
         self._throw_if_full(group, req.member_id)
         owned = req.topic_partitions
         member = self._get_member_for_heartbeat(group, member_id, req.member_epoch, req.instance_id, owned, create,
@@ -842,7 +866,7 @@ class ConsumerGroupManager:
                         self.schedule_rebalance_timeout(gid, new.member_id, new.member_epoch,
                                                         new.rebalance_timeout_ms)
                     else:
-                        self.shard.timer.cancel(self._rebalance_key(gid, new.member_id))
+                        self._timer.cancel(self._rebalance_key(gid, new.member_id))
             updated = new
         return updated
 
@@ -901,7 +925,7 @@ class ConsumerGroupManager:
         return resp
 
     def _consumer_group(self, gid: str) -> ConsumerGroup:
-        g = self.shard.groups.get(gid)
+        g = self._groups.get(gid)
         if g is None or g.type != "consumer":
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found." if g is None else
                              f"Group {gid} is not a consumer group")
@@ -975,19 +999,17 @@ class ConsumerGroupManager:
         records.extend(current_assignment_record(cg.group_id, m) for m in cg.members.values())
         for mid, m in cg.members.items():
             self.schedule_session_timeout(cg.group_id, mid, m.classic.session_timeout_ms)
-        for key in [k for k in list(self.shard.timer._tasks) if k.startswith(f"heartbeat-{g.group_id}-")]:
-            self.shard.timer.cancel(key)
-        self.shard.timer.cancel(f"join-{g.group_id}")
-        self.shard.timer.cancel(f"sync-{g.group_id}")
+        self._timer.cancel_prefix(f"heartbeat-{g.group_id}-")
+        self._timer.cancel(f"join-{g.group_id}")
+        self._timer.cancel(f"sync-{g.group_id}")
         return cg
 
     def _convert_to_classic_group(self, group: ConsumerGroup, leaving_id: str,
                                   joining: ConsumerGroupMember | None) -> None:
         """The last consumer-protocol member left a group of classic members: it becomes a classic
         group again (online downgrade), then rebalances without the member that left."""
-        shard = self.shard
         records = self.group_tombstones(group, None if joining is None else (leaving_id, joining.member_id))
-        cg = ClassicGroup(group.group_id, ClassicGroupState.STABLE, self._now(), shard._complete,
+        cg = ClassicGroup(group.group_id, ClassicGroupState.STABLE, self._now(), self._complete,
                           generation_id=group.group_epoch, protocol_type=CONSUMER_PROTOCOL_TYPE)
         members = [m for mid, m in group.members.items() if mid != leaving_id]
         if joining is not None:
@@ -1014,11 +1036,9 @@ class ConsumerGroupManager:
         for mid in group.members:
             self.cancel_timers(group.group_id, mid)
         self._emit(records, replay=False)
-        shard.groups[group.group_id] = cg
-        for cm in cg.members.values():
-            shard.reschedule_classic_heartbeat(cg, cm.member_id)
-        if joining is None:
-            shard._prepare_rebalance(cg, f"Downgrade group {cg.group_id} from consumer to classic.")
+        self._groups[group.group_id] = cg
+        self._resume_classic_group(
+            cg, None if joining is not None else f"Downgrade group {cg.group_id} from consumer to classic.")
 
     # ---- classic members in a consumer group ----------------------------------------------------
     def classic_join_to_consumer_group(self, group: ConsumerGroup, ctx, req, token) -> None:
@@ -1027,15 +1047,15 @@ class ConsumerGroupManager:
         member_id = req.member_id
         unknown = member_id == UNKNOWN_MEMBER_ID
         if unknown:
-            member_id = self.shard.new_uuid()
+            member_id = self._new_uuid()
         try:
             self._throw_if_full(group, member_id)
             if not group.supports_classic_protocols(req.protocol_type, {p.name for p in req.protocols}):
                 raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"Member {member_id}'s protocols are not "
                                                                         "supported.")
             if unknown and req.group_instance_id is None and ctx.api_version >= 4:
-                self.shard._complete(token, JoinGroupResponse(member_id=member_id,
-                                                              error_code=ErrorCode.MEMBER_ID_REQUIRED))
+                self._complete(token, JoinGroupResponse(member_id=member_id,
+                                                        error_code=ErrorCode.MEMBER_ID_REQUIRED))
                 return None
             member = self._get_member_for_heartbeat(group, member_id, -1, req.group_instance_id, [],
                                                     req.group_instance_id is None or unknown, True, records)
@@ -1061,8 +1081,8 @@ class ConsumerGroupManager:
                     owned.append(cgh.TopicPartitions(topic_id=tid, partitions=list(ps)))
             updated = self._update_and_assign(group, member, updated, records, owned)
         except GroupError as exc:
-            self.shard._complete(token, JoinGroupResponse(member_id=member_id if not unknown else "",
-                                                          error_code=exc.code))
+            self._complete(token, JoinGroupResponse(member_id=member_id if not unknown else "",
+                                                    error_code=exc.code))
             return None
         existing_static = group.static_member_id(req.group_instance_id)
         downgrade = (existing_static is not None and existing_static != updated.member_id
@@ -1071,7 +1091,7 @@ class ConsumerGroupManager:
         resp = JoinGroupResponse(member_id=updated.member_id, generation_id=updated.member_epoch,
                                  protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=updated.classic.protocols[0][0],
                                  leader="", members=[], skip_assignment=False)
-        self.shard.timer.cancel(self._join_key(gid, updated.member_id))
+        self._timer.cancel(self._join_key(gid, updated.member_id))
         if downgrade:
             self._emit(records, replay=False)
             self._convert_to_classic_group(group, existing_static, updated)
@@ -1079,7 +1099,7 @@ class ConsumerGroupManager:
             self._emit(records)
             self.schedule_session_timeout(gid, updated.member_id, req.session_timeout_ms)
             self.schedule_sync_timeout(gid, updated.member_id, req.rebalance_timeout_ms)
-        self.shard._complete(token, resp)
+        self._complete(token, resp)
         return None
 
     def _validate_classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None
@@ -1109,12 +1129,12 @@ class ConsumerGroupManager:
                 raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
             self._throw_if_rebalance_in_progress(group, member)
         except GroupError as exc:
-            self.shard._complete(token, SyncGroupResponse(error_code=exc.code))
+            self._complete(token, SyncGroupResponse(error_code=exc.code))
             return None
-        self.shard.timer.cancel(self._sync_key(group.group_id, member.member_id))
+        self._timer.cancel(self._sync_key(group.group_id, member.member_id))
         self.schedule_session_timeout(group.group_id, member.member_id, member.classic.session_timeout_ms)
-        self.shard._complete(token, SyncGroupResponse(protocol_type=req.protocol_type, protocol_name=req.protocol_name,
-                                                      assignment=self._classic_assignment(member)))
+        self._complete(token, SyncGroupResponse(protocol_type=req.protocol_type, protocol_name=req.protocol_name,
+                                                assignment=self._classic_assignment(member)))
         return None
 
     def _throw_if_rebalance_in_progress(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
@@ -1184,7 +1204,7 @@ class ConsumerGroupManager:
 
     # ---- describe -------------------------------------------------------------------------------
     def describe(self, group_id: str, default_assignor: str) -> cgd.DescribedGroup:
-        g = self.shard.groups.get(group_id)
+        g = self._groups.get(group_id)
         if g is None or g.type != "consumer":
             return cgd.DescribedGroup(group_id=group_id, error_code=ErrorCode.GROUP_ID_NOT_FOUND,
                                       error_message=f"Group {group_id} not found." if g is None else

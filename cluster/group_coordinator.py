@@ -102,6 +102,11 @@ class Timer:
     def cancel(self, key: str) -> None:
         self._tasks.pop(key, None)
 
+    def cancel_prefix(self, prefix: str) -> None:
+        """Cancel every timer whose key starts with ``prefix``."""
+        for key in [k for k in self._tasks if k.startswith(prefix)]:
+            del self._tasks[key]
+
     def is_scheduled(self, key: str) -> bool:
         return key in self._tasks
 
@@ -170,14 +175,21 @@ class GroupCoordinatorShard:
         self.image = None  # the latest committed metadata image (on_new_metadata_image)
         self._records: list[CoordinatorRecord] = []
         self._completions: list[tuple[Any, Any]] = []
-        self.consumer = ConsumerGroupManager(self)
+        # consumer groups share this shard's group table, timer and outbox, through these alone
+        self.consumer = ConsumerGroupManager(
+            config=config, now_ms=lambda: self.now_ms, image=lambda: self.image, timer=self.timer,
+            groups=self.groups, remove_group=self.remove_group, new_uuid=new_uuid, append=self.append,
+            complete=self.complete, resume_classic_group=self.resume_classic_group)
 
     # ---- plumbing --------------------------------------------------------------------------------
-    def _complete(self, token, response) -> None:
+    def complete(self, token, response) -> None:
+        """Answer the delayed request ``token`` (JoinGroup/SyncGroup) with ``response``, in this result."""
         if token is not None:
             self._completions.append((token, response))
 
-    def _append(self, records: list[CoordinatorRecord] | CoordinatorRecord, replay: bool = False) -> None:
+    def append(self, records: list[CoordinatorRecord] | CoordinatorRecord, replay: bool = False) -> None:
+        """Add records to this result; ``replay`` applies them to the state too (else the caller
+        already changed the state itself)."""
         if isinstance(records, CoordinatorRecord):
             records = [records]
         for r in records:
@@ -230,7 +242,7 @@ class GroupCoordinatorShard:
         if g is None:
             if not create:
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Classic group {group_id} not found.")
-            g = ClassicGroup(group_id, S.EMPTY, self.now_ms, self._complete)
+            g = ClassicGroup(group_id, S.EMPTY, self.now_ms, self.complete)
             self.groups[group_id] = g
             return g
         if g.type == "classic":
@@ -250,8 +262,8 @@ class GroupCoordinatorShard:
             if group.type == "consumer" and not group.is_empty():
                 return self.consumer.classic_join_to_consumer_group(group, ctx, req, token)
             if group.type not in ("consumer", "classic"):
-                self._complete(token, JoinGroupResponse(member_id=UNKNOWN_MEMBER_ID,
-                                                        error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+                self.complete(token, JoinGroupResponse(member_id=UNKNOWN_MEMBER_ID,
+                                                       error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
                 return None
         return self._join_to_classic_group(ctx, req, token)
 
@@ -264,12 +276,12 @@ class GroupCoordinatorShard:
         try:
             group = self.classic_group(group_id, is_unknown)
         except GroupError:
-            self._complete(token, JoinGroupResponse(member_id=member_id, error_code=ErrorCode.UNKNOWN_MEMBER_ID))
+            self.complete(token, JoinGroupResponse(member_id=member_id, error_code=ErrorCode.UNKNOWN_MEMBER_ID))
             return None
         if not self._accept_joining_member(group, member_id):
             group.remove(member_id)
-            self._complete(token, JoinGroupResponse(member_id=UNKNOWN_MEMBER_ID,
-                                                    error_code=ErrorCode.GROUP_MAX_SIZE_REACHED))
+            self.complete(token, JoinGroupResponse(member_id=UNKNOWN_MEMBER_ID,
+                                                   error_code=ErrorCode.GROUP_MAX_SIZE_REACHED))
         elif is_unknown:
             self._join_new_member(ctx, req, group, token)
         else:
@@ -277,7 +289,7 @@ class GroupCoordinatorShard:
         if is_new_group and len(self._records) == records_before and group_id in self.groups:
             # a new group is committed with an empty GroupMetadata record (the leave/expire paths may
             # have removed it already)
-            self._append(empty_group_metadata_record(group))
+            self.append(empty_group_metadata_record(group))
         return None
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
@@ -290,11 +302,11 @@ class GroupCoordinatorShard:
 
     def _join_new_member(self, ctx: ReqCtx, req, group: ClassicGroup, token) -> None:
         if group.is_in_state(S.DEAD):
-            self._complete(token, JoinGroupResponse(member_id=UNKNOWN_MEMBER_ID,
-                                                    error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            self.complete(token, JoinGroupResponse(member_id=UNKNOWN_MEMBER_ID,
+                                                   error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
         elif not group.supports_protocols(req.protocol_type, {p.name for p in req.protocols}):
-            self._complete(token, JoinGroupResponse(member_id=UNKNOWN_MEMBER_ID,
-                                                    error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            self.complete(token, JoinGroupResponse(member_id=UNKNOWN_MEMBER_ID,
+                                                   error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
         else:
             new_member_id = generate_member_id(ctx.client_id or "", req.group_instance_id, self.new_uuid())
             if req.group_instance_id is not None:
@@ -314,20 +326,20 @@ class GroupCoordinatorShard:
                                     req.session_timeout_ms,
                                     lambda gid=group.group_id, mid=new_member_id:
                                     self._expire_member_heartbeat(gid, mid))
-                self._complete(token, JoinGroupResponse(member_id=new_member_id,
-                                                        error_code=ErrorCode.MEMBER_ID_REQUIRED))
+                self.complete(token, JoinGroupResponse(member_id=new_member_id,
+                                                       error_code=ErrorCode.MEMBER_ID_REQUIRED))
             else:
                 self._add_member_then_rebalance_or_complete_join(ctx, req, group, new_member_id, token)
 
     def _join_existing_member(self, ctx: ReqCtx, req, group: ClassicGroup, token) -> None:
         member_id = req.member_id
         if group.is_in_state(S.DEAD):
-            self._complete(token, JoinGroupResponse(member_id=member_id,
-                                                    error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            self.complete(token, JoinGroupResponse(member_id=member_id,
+                                                   error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return
         if not group.supports_protocols(req.protocol_type, {p.name for p in req.protocols}):
-            self._complete(token, JoinGroupResponse(member_id=member_id,
-                                                    error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            self.complete(token, JoinGroupResponse(member_id=member_id,
+                                                   error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
             return
         if group.is_pending_member(member_id):
             if req.group_instance_id is not None:
@@ -337,8 +349,8 @@ class GroupCoordinatorShard:
         try:
             group.validate_member(member_id, req.group_instance_id)
         except GroupError as exc:
-            self._complete(token, JoinGroupResponse(member_id=member_id, error_code=exc.code, protocol_type=None,
-                                                    protocol_name=None))
+            self.complete(token, JoinGroupResponse(member_id=member_id, error_code=exc.code, protocol_type=None,
+                                                   protocol_name=None))
             return
         member = group.member(member_id)
         protocols = _protocols(req)
@@ -347,7 +359,7 @@ class GroupCoordinatorShard:
         elif group.is_in_state(S.COMPLETING_REBALANCE):
             if member.matches(protocols):
                 # the member lost its JoinGroup response: answer with the current generation again
-                self._complete(token, JoinGroupResponse(
+                self.complete(token, JoinGroupResponse(
                     members=group.current_members_metadata() if group.is_leader(member_id) else [],
                     member_id=member_id, generation_id=group.generation_id, protocol_name=group.protocol_name,
                     protocol_type=group.protocol_type, leader=group.leader_id, skip_assignment=False))
@@ -358,12 +370,12 @@ class GroupCoordinatorShard:
                 # the leader rejoining forces a rebalance (e.g. topic metadata changed)
                 self._update_member_then_rebalance_or_complete_join(req, group, member, token)
             else:
-                self._complete(token, JoinGroupResponse(
+                self.complete(token, JoinGroupResponse(
                     members=[], member_id=member_id, generation_id=group.generation_id,
                     protocol_name=group.protocol_name, protocol_type=group.protocol_type, leader=group.leader_id,
                     skip_assignment=False))
         else:
-            self._complete(token, JoinGroupResponse(member_id=member_id, error_code=ErrorCode.UNKNOWN_MEMBER_ID))
+            self.complete(token, JoinGroupResponse(member_id=member_id, error_code=ErrorCode.UNKNOWN_MEMBER_ID))
 
     def _update_member_then_rebalance_or_complete_join(self, req, group, member, token) -> None:
         group.update_member(member, _protocols(req), req.rebalance_timeout_ms, req.session_timeout_ms, token)
@@ -397,7 +409,7 @@ class GroupCoordinatorShard:
             if (group.protocol_name or "") == group.select_protocol():
                 # the static member is back before its session expired: no rebalance, the group's
                 # metadata is stored with the new member id and the member gets its old assignment
-                self._append(group_metadata_record(group, group.group_assignment()))
+                self.append(group_metadata_record(group, group.group_assignment()))
                 if ctx.api_version >= 9:
                     is_leader = group.is_leader(new_member_id)
                     group.complete_join(new_member, JoinGroupResponse(
@@ -502,7 +514,7 @@ class GroupCoordinatorShard:
         group.init_next_generation(self.now_ms)
         if group.is_in_state(S.EMPTY):
             log.info("Group %s with generation %s is now empty.", gid, group.generation_id)
-            self._append(group_metadata_record(group, {}))
+            self.append(group_metadata_record(group, {}))
         else:
             log.info("Stabilized group %s generation %s with %s members.", gid, group.generation_id,
                      group.num_members())
@@ -548,6 +560,14 @@ class GroupCoordinatorShard:
         member = group.members.get(member_id)
         if member is not None:
             self._reschedule_heartbeat(group, member)
+
+    def resume_classic_group(self, group: ClassicGroup, rebalance_reason: str | None) -> None:
+        """A classic group just made from a consumer group (online downgrade) and put in the group table
+        takes up the classic protocol: its members' sessions start, and with a reason it rebalances."""
+        for member in list(group.members.values()):
+            self._reschedule_heartbeat(group, member)
+        if rebalance_reason is not None:
+            self._prepare_rebalance(group, rebalance_reason)
 
     def _expire_member_heartbeat(self, group_id: str, member_id: str) -> None:
         try:
@@ -618,21 +638,21 @@ class GroupCoordinatorShard:
     def _sync_group(self, ctx: ReqCtx, req, token) -> None:
         group = self.groups.get(req.group_id)
         if group is None or group.is_empty():
-            self._complete(token, SyncGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID))
+            self.complete(token, SyncGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID))
             return None
         if group.type == "consumer":
             return self.consumer.classic_sync_to_consumer_group(group, ctx, req, token)
         member_id = req.member_id
         err = self._validate_sync_group(group, req)
         if err is not None:
-            self._complete(token, SyncGroupResponse(error_code=err))
+            self.complete(token, SyncGroupResponse(error_code=err))
         elif group.is_in_state(S.PREPARING_REBALANCE):
-            self._complete(token, SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
+            self.complete(token, SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
         elif group.is_in_state(S.COMPLETING_REBALANCE):
             member = group.member(member_id)
             if member.sync_token is not None:
                 # a retried SyncGroup replaces the parked one; the old one learns the group moved on
-                self._complete(member.sync_token, SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
+                self.complete(member.sync_token, SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
             member.sync_token = token
             self._remove_pending_sync_member(group, member_id)
             if group.is_leader(member_id):
@@ -641,15 +661,15 @@ class GroupCoordinatorShard:
                 assignment = {a.member_id: bytes(a.assignment) for a in req.assignments}
                 for mid in group.members:
                     assignment.setdefault(mid, EMPTY_ASSIGNMENT)
-                self._append(group_metadata_record(group, assignment))
+                self.append(group_metadata_record(group, assignment))
                 self._set_and_propagate_assignment(group, assignment)
                 group.transition_to(S.STABLE, self.now_ms)
         elif group.is_in_state(S.STABLE):
             self._remove_pending_sync_member(group, member_id)
             member = group.member(member_id)
-            self._complete(token, SyncGroupResponse(protocol_type=group.protocol_type,
-                                                    protocol_name=group.protocol_name,
-                                                    assignment=member.assignment, error_code=0))
+            self.complete(token, SyncGroupResponse(protocol_type=group.protocol_type,
+                                                   protocol_name=group.protocol_name,
+                                                   assignment=member.assignment, error_code=0))
         else:
             raise AssertionError(f"Reached unexpected condition for Dead group {group.group_id}")
         return None
@@ -792,7 +812,7 @@ class GroupCoordinatorShard:
                 om = OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch, md or "",
                                        self.now_ms, expire)
                 records.append(offset_commit_record(req.group_id, t.name, p.partition_index, om))
-        self._append(records, replay=True)
+        self.append(records, replay=True)
         return out
 
     def fetch_offsets(self, group_req, require_stable: bool, now_ms: int) -> OffsetFetchResponseGroup:
@@ -842,7 +862,7 @@ class GroupCoordinatorShard:
                     if self.offsets.get(req.group_id, t.name, p.partition_index) is not None:
                         records.append(offset_tombstone(req.group_id, t.name, p.partition_index))
             topics.append(OffsetDeleteResponseTopic(name=t.name, partitions=parts))
-        self._append(records, replay=True)
+        self.append(records, replay=True)
         return OffsetDeleteResponse(topics=topics)
 
     def delete_all_offsets(self, group_id: str) -> list[CoordinatorRecord]:
@@ -861,7 +881,7 @@ class GroupCoordinatorShard:
                     results.append((gid, exc.code))
                     continue
                 records = self.delete_all_offsets(gid) + self.group_tombstones(group)
-                self._append(records, replay=True)
+                self.append(records, replay=True)
                 results.append((gid, 0))
             return results
         return self._run(now_ms, run)
@@ -938,7 +958,7 @@ class GroupCoordinatorShard:
                     records.append(offset_tombstone(group_id, topic, p))
                 else:
                     all_expired = False
-        self._append(records, replay=True)
+        self.append(records, replay=True)
         return all_expired
 
     def _maybe_delete_group(self, group_id: str) -> None:
@@ -947,7 +967,7 @@ class GroupCoordinatorShard:
             return
         if group.type == "consumer" and group.members:
             return
-        self._append(self.group_tombstones(group), replay=True)
+        self.append(self.group_tombstones(group), replay=True)
 
     # ==== loading ================================================================================
     def replay(self, record: CoordinatorRecord, offset: int) -> None:
@@ -976,7 +996,7 @@ class GroupCoordinatorShard:
             members.append(ClassicGroupMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                               rebalance, m.session_timeout, value.protocol_type,
                                               [(value.protocol, bytes(m.subscription))], bytes(m.assignment)))
-        group = ClassicGroup(group_id, S.STABLE if members else S.EMPTY, self.now_ms, self._complete,
+        group = ClassicGroup(group_id, S.STABLE if members else S.EMPTY, self.now_ms, self.complete,
                              generation_id=value.generation, protocol_type=value.protocol_type or None,
                              protocol_name=value.protocol, leader_id=value.leader,
                              current_state_timestamp=value.current_state_timestamp

@@ -390,6 +390,9 @@ def test_consumer_group_heartbeat_with_empty_and_stable_classic_group():
     assert g.members[classic_id].use_classic_protocol and g.members[classic_id].assigned == {FOO: {0, 1}}
     assert r.records[0].key.__class__.__name__ == "GroupMetadataKey" and r.records[0].value is None
     assert r.response.member_epoch == 2 and r.response.assignment.topic_partitions == []  # foo-1 still owned
+    # the classic timers are gone; the converted member's session is the consumer group's now
+    assert not ctx.shard.timer.is_scheduled(f"heartbeat-{GID}-{classic_id}")
+    assert ctx.shard.timer.deadline(f"session-timeout-{GID}-{classic_id}") == ctx.time + 5000
     # the classic member must rejoin: its heartbeat says REBALANCE_IN_PROGRESS
     assert ctx.heartbeat_code(GID, classic_id, 1) == E.REBALANCE_IN_PROGRESS
 
