@@ -20,6 +20,19 @@ UNKNOWN_MEMBER_ID = ""
 EMPTY_ASSIGNMENT = b""
 
 
+# the classic protocol's timer keys (Kafka's classicGroupHeartbeatKey, classicGroupJoinKey, classicGroupSyncKey)
+def heartbeat_key(group_id: str, member_id: str) -> str:
+    return f"heartbeat-{group_id}-{member_id}"
+
+
+def join_key(group_id: str) -> str:
+    return f"join-{group_id}"
+
+
+def sync_key(group_id: str) -> str:
+    return f"sync-{group_id}"
+
+
 class ClassicGroupState(enum.Enum):
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"

@@ -28,7 +28,8 @@ from typing import Any, Callable
 
 from cluster.assignors import ASSIGNORS, GroupSpec, MemberSpec, PartitionAssignorError, subscription_is_homogeneous
 from cluster.group_classic import (
-    UNKNOWN_MEMBER_ID, ClassicGroup, ClassicGroupMember, ClassicGroupState, GroupError,
+    UNKNOWN_MEMBER_ID, ClassicGroup, ClassicGroupMember, ClassicGroupState, GroupError, heartbeat_key, join_key,
+    sync_key,
 )
 from cluster.group_config import GroupConfig
 from cluster.group_record_helpers import group_metadata_record
@@ -429,7 +430,7 @@ class ConsumerGroupManager:
     * ``config``: the GroupConfig;
     * ``now_ms()``: the time of the operation being run;
     * ``image()``: the latest metadata image (None before the first one);
-    * ``timer``: the shard's keyed Timer (schedule, schedule_if_absent, cancel, cancel_prefix), whose
+    * ``timer``: the shard's keyed Timer (schedule, schedule_if_absent, cancel), whose
       tasks the shard's poll runs;
     * ``groups``: the shard's group table (group id -> ClassicGroup | ConsumerGroup), shared, and
       ``remove_group(group_id)`` the one way a group leaves it;
@@ -999,9 +1000,10 @@ class ConsumerGroupManager:
         records.extend(current_assignment_record(cg.group_id, m) for m in cg.members.values())
         for mid, m in cg.members.items():
             self.schedule_session_timeout(cg.group_id, mid, m.classic.session_timeout_ms)
-        self._timer.cancel_prefix(f"heartbeat-{g.group_id}-")
-        self._timer.cancel(f"join-{g.group_id}")
-        self._timer.cancel(f"sync-{g.group_id}")
+        for mid in [*g.members, *g.pending_join_members]:  # only this group's: "g-x" is another group
+            self._timer.cancel(heartbeat_key(g.group_id, mid))
+        self._timer.cancel(join_key(g.group_id))
+        self._timer.cancel(sync_key(g.group_id))
         return cg
 
     def _convert_to_classic_group(self, group: ConsumerGroup, leaving_id: str,

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from cluster.group_classic import (
     EMPTY_ASSIGNMENT, UNKNOWN_MEMBER_ID, ClassicGroup, ClassicGroupMember, ClassicGroupState, GroupError,
-    generate_member_id,
+    generate_member_id, heartbeat_key, join_key, sync_key,
 )
 from cluster.group_config import GroupConfig
 from cluster.group_consumer import ConsumerGroupManager
@@ -102,11 +102,6 @@ class Timer:
     def cancel(self, key: str) -> None:
         self._tasks.pop(key, None)
 
-    def cancel_prefix(self, prefix: str) -> None:
-        """Cancel every timer whose key starts with ``prefix``."""
-        for key in [k for k in self._tasks if k.startswith(prefix)]:
-            del self._tasks[key]
-
     def is_scheduled(self, key: str) -> bool:
         return key in self._tasks
 
@@ -138,18 +133,6 @@ class Timer:
 
     def __len__(self) -> int:
         return len(self._tasks)
-
-
-def heartbeat_key(group_id: str, member_id: str) -> str:
-    return f"heartbeat-{group_id}-{member_id}"
-
-
-def join_key(group_id: str) -> str:
-    return f"join-{group_id}"
-
-
-def sync_key(group_id: str) -> str:
-    return f"sync-{group_id}"
 
 
 def _protocols(req) -> list[tuple[str, bytes]]:

@@ -382,9 +382,16 @@ def test_consumer_group_heartbeat_with_empty_and_stable_classic_group():
     ctx.sync(sync_request(group_id=GID, member_id=classic_id, generation_id=1,
                           assignments=[(classic_id, serialize_assignment([("foo", [0, 1])], 1))]))
     assert ctx.group(GID).state is ClassicGroupState.STABLE
+    # another classic group whose id starts with this one's: its member's session must outlive the upgrade
+    ctx.join(join_request(group_id=f"{GID}-x", protocols=[JoinGroupRequestProtocol(name="range", metadata=sub)],
+                          session_timeout_ms=5000, rebalance_timeout_ms=5000))
+    other = ctx.group(f"{GID}-x")
+    other_keys = [f"heartbeat-{GID}-x-{m}" for m in [*other.members, *other.pending_join_members]]
+    assert other_keys and all(ctx.shard.timer.is_scheduled(k) for k in other_keys)
     ctx.assignor.prepared = {classic_id: {FOO: {0}}, "m2": {FOO: {1}}}
     r = ctx.hb(group_id=GID, member_id="m2", member_epoch=0, rebalance_timeout_ms=5000,
                subscribed_topic_names=["foo"], topic_partitions=[])
+    assert all(ctx.shard.timer.is_scheduled(k) for k in other_keys)
     g = ctx.group(GID)
     assert g.type == "consumer" and set(g.members) == {classic_id, "m2"}
     assert g.members[classic_id].use_classic_protocol and g.members[classic_id].assigned == {FOO: {0, 1}}

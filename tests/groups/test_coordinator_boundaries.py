@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import inspect
 
-from broker import group_service
+from broker.groups import group_service
 from cluster import group_classic, group_consumer, group_coordinator
 
 GROUP_MODULES = (group_consumer, group_coordinator, group_classic, group_service)
@@ -64,15 +64,3 @@ def test_a_reach_back_is_caught():
     assert any(p.endswith("self.shard.timer._tasks") for p in caught)
     assert any(p.endswith("other._append") for p in caught)
     assert not any("__class__" in p for p in caught)  # dunders are not private
-
-
-def test_timer_cancel_prefix():
-    """Timer.cancel_prefix: the public way to drop a family of keys (a classic group's member heartbeats
-    when the group becomes a consumer group)."""
-    timer = group_coordinator.Timer()
-    for key, delay in (("heartbeat-g-a", 10), ("heartbeat-g-b", 20), ("heartbeat-h-a", 30), ("join-g", 40)):
-        timer.schedule(key, 0, delay, lambda: None)
-    timer.cancel_prefix("heartbeat-g-")
-    assert [k for k in ("heartbeat-g-a", "heartbeat-g-b", "heartbeat-h-a", "join-g") if timer.is_scheduled(k)] == [
-        "heartbeat-h-a", "join-g"]
-    assert timer.next_deadline() == 30 and len(timer) == 2
