@@ -1,5 +1,5 @@
 """odradek's pure state machines: the controller (``controller/``), the Raft core (``raft/``), the group
-coordinator, the metadata image and its records."""
+coordinator (``groups/``), client-metrics subscriptions, the metadata image and its records."""
 
 from cluster import moved as _moved
 

@@ -14,7 +14,17 @@ import importlib.util
 import sys
 
 # old name -> new name; a package's old name covers its submodules
-MOVED: dict[str, str] = {}
+MOVED: dict[str, str] = {
+    # the group coordinator's state machines, beside controller/ and raft/
+    "cluster.group_coordinator": "cluster.groups.group_coordinator",
+    "cluster.group_classic": "cluster.groups.group_classic",
+    "cluster.group_consumer": "cluster.groups.group_consumer",
+    "cluster.group_config": "cluster.groups.group_config",
+    "cluster.group_records": "cluster.groups.group_records",
+    "cluster.group_record_helpers": "cluster.groups.group_record_helpers",
+    "cluster.assignors": "cluster.groups.assignors",
+    "cluster.offsets": "cluster.groups.offsets",
+}
 
 
 class _Alias(importlib.abc.Loader):

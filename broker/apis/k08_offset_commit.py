@@ -15,8 +15,8 @@ is empty. A commit from a classic member keeps its session alive.
 from __future__ import annotations
 
 from broker.groups.group_service import req_ctx
-from cluster.group_classic import GroupError
-from cluster.group_coordinator import GroupCoordinatorShard
+from cluster.groups.group_classic import GroupError
+from cluster.groups.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
 from protocol.generated.messages import OffsetCommitRequest, OffsetCommitResponse
 from protocol.generated.messages.offset_commit_request import OffsetCommitRequestTopic

@@ -11,7 +11,7 @@ every committed offset is stable.
 
 from __future__ import annotations
 
-from cluster.group_classic import GroupError
+from cluster.groups.group_classic import GroupError
 from protocol.errors import ErrorCode
 from protocol.generated.messages import OffsetFetchRequest, OffsetFetchResponse
 from protocol.generated.messages.offset_fetch_request import OffsetFetchRequestGroup, OffsetFetchRequestTopics

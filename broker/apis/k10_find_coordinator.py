@@ -11,7 +11,7 @@ is advertised.
 
 from __future__ import annotations
 
-from cluster.group_classic import GroupError
+from cluster.groups.group_classic import GroupError
 from protocol.errors import ErrorCode
 from protocol.generated.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.generated.messages.find_coordinator_response import Coordinator

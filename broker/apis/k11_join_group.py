@@ -14,8 +14,8 @@ name/type; v8 reason; v9 skip_assignment for a static leader rejoining a stable 
 from __future__ import annotations
 
 from broker.groups.group_service import req_ctx
-from cluster.group_classic import GroupError
-from cluster.group_coordinator import GroupCoordinatorShard
+from cluster.groups.group_classic import GroupError
+from cluster.groups.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
 from protocol.generated.messages import JoinGroupRequest, JoinGroupResponse
 

@@ -10,8 +10,8 @@ told to rejoin when their assignment changes.
 from __future__ import annotations
 
 from broker.groups.group_service import req_ctx
-from cluster.group_classic import GroupError
-from cluster.group_coordinator import GroupCoordinatorShard
+from cluster.groups.group_classic import GroupError
+from cluster.groups.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
 from protocol.generated.messages import HeartbeatRequest, HeartbeatResponse
 

@@ -9,8 +9,8 @@ members that left. An unknown group answers UNKNOWN_MEMBER_ID per member.
 from __future__ import annotations
 
 from broker.groups.group_service import req_ctx
-from cluster.group_classic import GroupError
-from cluster.group_coordinator import GroupCoordinatorShard
+from cluster.groups.group_classic import GroupError
+from cluster.groups.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
 from protocol.generated.messages import LeaveGroupRequest, LeaveGroupResponse
 from protocol.generated.messages.leave_group_request import MemberIdentity

@@ -8,7 +8,7 @@ members; v6 answers GROUP_ID_NOT_FOUND instead (KIP-1043). Empty group id: INVAL
 
 from __future__ import annotations
 
-from cluster.group_classic import GroupError
+from cluster.groups.group_classic import GroupError
 from protocol.errors import ErrorCode
 from protocol.generated.messages import DescribeGroupsRequest, DescribeGroupsResponse
 from protocol.generated.messages.describe_groups_response import DescribedGroup

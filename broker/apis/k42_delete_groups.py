@@ -8,8 +8,8 @@ them from __consumer_offsets.
 
 from __future__ import annotations
 
-from cluster.group_classic import GroupError
-from cluster.group_coordinator import GroupCoordinatorShard
+from cluster.groups.group_classic import GroupError
+from cluster.groups.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
 from protocol.generated.messages import DeleteGroupsRequest, DeleteGroupsResponse
 from protocol.generated.messages.delete_groups_response import DeletableGroupResult

@@ -9,8 +9,8 @@ offsets get tombstones.
 
 from __future__ import annotations
 
-from cluster.group_classic import GroupError
-from cluster.group_coordinator import GroupCoordinatorShard
+from cluster.groups.group_classic import GroupError
+from cluster.groups.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
 from protocol.generated.messages import OffsetDeleteRequest, OffsetDeleteResponse
 from protocol.generated.messages.offset_delete_request import OffsetDeleteRequestTopic

@@ -8,7 +8,7 @@ clients then fall back to DescribeGroups), INVALID_GROUP_ID for an empty id.
 
 from __future__ import annotations
 
-from cluster.group_classic import GroupError
+from cluster.groups.group_classic import GroupError
 from protocol.errors import ErrorCode
 from protocol.generated.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 from protocol.generated.messages.consumer_group_describe_response import DescribedGroup

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from broker.config.config_types import BROKER_CONFIG_TYPES, ConfigException, parse_config
-from cluster.group_config import GROUP_CONFIG_DEFAULTS
+from cluster.groups.group_config import GROUP_CONFIG_DEFAULTS
 
 # Kafka 4.x defaults for the properties this broker reads (KafkaConfig / ServerLogConfigs / SocketServerConfigs).
 DEFAULTS: dict[str, Any] = {
@@ -83,7 +83,7 @@ DEFAULTS: dict[str, Any] = {
     # incremental fetch sessions (KIP-227, broker/replication/fetch_session/): ServerConfigs' default
     "max.incremental.fetch.session.cache.slots": 1000,
     "listener.security.protocol.map": None,
-    **GROUP_CONFIG_DEFAULTS,  # the group coordinator's own table (cluster/group_config.py)
+    **GROUP_CONFIG_DEFAULTS,  # the group coordinator's own table (cluster/groups/group_config.py)
     "group.coordinator.rebalance.protocols": "classic,consumer",
     "offsets.topic.segment.bytes": 104857600,
     "transaction.state.log.replication.factor": 3,

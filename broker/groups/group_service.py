@@ -1,7 +1,7 @@
 """The group coordinator's adapter: asyncio, the ``__consumer_offsets`` log, timers (Kafka's
 GroupCoordinatorService + CoordinatorRuntime for one broker).
 
-``cluster.group_coordinator`` holds the state machines (one :class:`GroupCoordinatorShard` per
+``cluster.groups.group_coordinator`` holds the state machines (one :class:`GroupCoordinatorShard` per
 ``__consumer_offsets`` partition this broker leads); this module
 
 * maps a group to its partition (``abs(java hashCode) % partitions``) and creates the
@@ -24,10 +24,10 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
-from cluster.group_classic import GroupError
-from cluster.group_config import GroupConfig
-from cluster.group_coordinator import GroupCoordinatorShard, ReqCtx, Result
-from cluster.group_records import UnknownRecordType, decode_record, partition_for
+from cluster.groups.group_classic import GroupError
+from cluster.groups.group_config import GroupConfig
+from cluster.groups.group_coordinator import GroupCoordinatorShard, ReqCtx, Result
+from cluster.groups.group_records import UnknownRecordType, decode_record, partition_for
 from protocol.errors import ErrorCode
 from protocol.generated.messages import CreateTopicsRequest
 from protocol.generated.messages.create_topics_request import CreatableTopic, CreatableTopicConfig

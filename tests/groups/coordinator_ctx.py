@@ -6,9 +6,9 @@ from __future__ import annotations
 import itertools
 import uuid
 
-from cluster.group_config import GroupConfig
-from cluster.group_coordinator import GroupCoordinatorShard, ReqCtx
-from cluster.group_records import Subscription, serialize_subscription
+from cluster.groups.group_config import GroupConfig
+from cluster.groups.group_coordinator import GroupCoordinatorShard, ReqCtx
+from cluster.groups.group_records import Subscription, serialize_subscription
 from protocol.generated.messages import (
     HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, SyncGroupRequest,
 )

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.group_classic import ClassicGroupMember
-from cluster.group_classic import ClassicGroupState as S
-from cluster.group_record_helpers import group_metadata_record
+from cluster.groups.group_classic import ClassicGroupMember
+from cluster.groups.group_classic import ClassicGroupState as S
+from cluster.groups.group_record_helpers import group_metadata_record
 from protocol.errors import ErrorCode as E
 from tests.groups.coordinator_ctx import (
     NEW_MEMBER_JOIN_TIMEOUT_MS, UNKNOWN_MEMBER_ID, Ctx, join_request, sync_request, to_protocols,

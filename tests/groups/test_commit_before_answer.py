@@ -10,10 +10,10 @@ from broker.config import BrokerConfig
 from broker.groups.group_service import GroupService
 from broker.quorum.metadata_publisher import MetadataPublisher
 from broker.replication.replica_manager import AppendResult
-from cluster.group_config import GroupConfig
-from cluster.group_coordinator import GroupCoordinatorShard, Result
-from cluster.group_record_helpers import offset_commit_record
-from cluster.offsets import OffsetAndMetadata
+from cluster.groups.group_config import GroupConfig
+from cluster.groups.group_coordinator import GroupCoordinatorShard, Result
+from cluster.groups.group_record_helpers import offset_commit_record
+from cluster.groups.offsets import OffsetAndMetadata
 from protocol.errors import ErrorCode, KafkaError
 
 

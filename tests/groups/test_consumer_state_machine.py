@@ -12,15 +12,15 @@ import uuid
 
 import pytest
 
-from cluster.assignors import GroupSpec, MemberSpec, RangeAssignor, UniformAssignor
-from cluster.group_classic import ClassicGroupState, GroupError
-from cluster.group_consumer import (
+from cluster.groups.assignors import GroupSpec, MemberSpec, RangeAssignor, UniformAssignor
+from cluster.groups.group_classic import ClassicGroupState, GroupError
+from cluster.groups.group_consumer import (
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroupMember, ConsumerGroupState, MemberState,
     current_assignment_record, epoch_record, member_subscription_record, remove_member_records,
     subscription_metadata_record, target_assignment_epoch_record, target_assignment_record,
 )
-from cluster.group_coordinator import ReqCtx
-from cluster.group_records import Subscription, parse_assignment, serialize_assignment, serialize_subscription
+from cluster.groups.group_coordinator import ReqCtx
+from cluster.groups.group_records import Subscription, parse_assignment, serialize_assignment, serialize_subscription
 from cluster.metadata_image import MetadataImage, PartitionInfo, TopicInfo
 from protocol.errors import ErrorCode as E
 from protocol.generated.messages import ConsumerGroupHeartbeatRequest

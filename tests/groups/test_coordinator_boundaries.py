@@ -11,7 +11,7 @@ import ast
 import inspect
 
 from broker.groups import group_service
-from cluster import group_classic, group_consumer, group_coordinator
+from cluster.groups import group_classic, group_consumer, group_coordinator
 
 GROUP_MODULES = (group_consumer, group_coordinator, group_classic, group_service)
 

@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from cluster.group_records import Subscription, serialize_subscription
+from cluster.groups.group_records import Subscription, serialize_subscription
 from protocol.errors import ErrorCode as E
 from protocol.generated.messages import (
     DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,

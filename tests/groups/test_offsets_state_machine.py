@@ -4,10 +4,10 @@ apache/kafka group-coordinator/src/test/java/org/apache/kafka/coordinator/group/
 
 from __future__ import annotations
 
-from cluster.group_classic import ClassicGroupMember
-from cluster.group_classic import ClassicGroupState as S
-from cluster.group_consumer import ClassicMeta, ConsumerGroupMember, MemberState
-from cluster.group_record_helpers import offset_tombstone
+from cluster.groups.group_classic import ClassicGroupMember
+from cluster.groups.group_classic import ClassicGroupState as S
+from cluster.groups.group_consumer import ClassicMeta, ConsumerGroupMember, MemberState
+from cluster.groups.group_record_helpers import offset_tombstone
 from protocol.errors import ErrorCode as E
 from protocol.generated.messages import OffsetDeleteRequest
 from protocol.generated.messages.offset_delete_request import OffsetDeleteRequestPartition, OffsetDeleteRequestTopic
@@ -72,7 +72,7 @@ def test_classic_group_offset_commit_with_retention_time_and_maintains_session()
     ctx = Ctx()
     stable_classic_group(ctx)
     ctx.shard.reschedule_classic_heartbeat(ctx.group("foo"), "member")
-    from cluster.group_coordinator import ReqCtx
+    from cluster.groups.group_coordinator import ReqCtx
     from protocol.generated.messages import OffsetCommitRequest
     from protocol.generated.messages.offset_commit_request import (
         OffsetCommitRequestPartition, OffsetCommitRequestTopic,

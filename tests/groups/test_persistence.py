@@ -10,7 +10,7 @@ import time
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from cluster.group_records import partition_for
+from cluster.groups.group_records import partition_for
 from protocol.topics import GROUP_METADATA_TOPIC
 from protocol.generated.metadata import PartitionChangeRecord
 from tests.groups.conftest import make_broker

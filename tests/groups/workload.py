@@ -8,7 +8,7 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster.group_records import UnknownRecordType, decode_record, parse_assignment
+from cluster.groups.group_records import UnknownRecordType, decode_record, parse_assignment
 from protocol.generated.coordinator import GroupMetadataKey, OffsetCommitKey
 from protocol.topics import GROUP_METADATA_TOPIC
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from typing import Callable
 
-from cluster.group_records import CONSUMER_PROTOCOL_TYPE, SchemaError, parse_subscription
+from cluster.groups.group_records import CONSUMER_PROTOCOL_TYPE, SchemaError, parse_subscription
 from protocol.errors import ErrorCode
 from protocol.generated.messages import JoinGroupResponse, SyncGroupResponse
 from protocol.generated.messages.join_group_response import JoinGroupResponseMember

@@ -26,14 +26,16 @@ import re
 from collections import Counter
 from typing import Any, Callable
 
-from cluster.assignors import ASSIGNORS, GroupSpec, MemberSpec, PartitionAssignorError, subscription_is_homogeneous
-from cluster.group_classic import (
+from cluster.groups.assignors import (
+    ASSIGNORS, GroupSpec, MemberSpec, PartitionAssignorError, subscription_is_homogeneous,
+)
+from cluster.groups.group_classic import (
     UNKNOWN_MEMBER_ID, ClassicGroup, ClassicGroupMember, ClassicGroupState, GroupError, heartbeat_key, join_key,
     sync_key,
 )
-from cluster.group_config import GroupConfig
-from cluster.group_record_helpers import group_metadata_record
-from cluster.group_records import (
+from cluster.groups.group_config import GroupConfig
+from cluster.groups.group_record_helpers import group_metadata_record
+from cluster.groups.group_records import (
     CONSUMER_PROTOCOL_TYPE, CoordinatorRecord, SchemaError, consumer_protocol_version, parse_assignment,
     parse_subscription, serialize_assignment,
 )

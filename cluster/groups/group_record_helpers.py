@@ -3,9 +3,9 @@ consumer-protocol coordinators."""
 
 from __future__ import annotations
 
-from cluster.group_classic import EMPTY_ASSIGNMENT, ClassicGroup
-from cluster.group_records import CoordinatorRecord
-from cluster.offsets import OffsetAndMetadata
+from cluster.groups.group_classic import EMPTY_ASSIGNMENT, ClassicGroup
+from cluster.groups.group_records import CoordinatorRecord
+from cluster.groups.offsets import OffsetAndMetadata
 from protocol.generated.coordinator import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey
 from protocol.generated.coordinator.group_metadata_value import MemberMetadata
 

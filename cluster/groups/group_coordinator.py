@@ -16,7 +16,7 @@ and answers with a :class:`Result`:
 Timers (session expiry, rebalance and join timeouts, the initial rebalance delay, offset expiration)
 live in :class:`Timer` and fire from :meth:`GroupCoordinatorShard.poll`; :meth:`next_deadline` says
 when to call it. The state is rebuilt from the partition's records with :meth:`replay` and
-:meth:`on_loaded`. Consumer (KIP-848) groups are in ``cluster.group_consumer``.
+:meth:`on_loaded`. Consumer (KIP-848) groups are in ``cluster.groups.group_consumer``.
 """
 
 from __future__ import annotations
@@ -27,17 +27,17 @@ import itertools
 import logging
 from typing import Any, Callable
 
-from cluster.group_classic import (
+from cluster.groups.group_classic import (
     EMPTY_ASSIGNMENT, UNKNOWN_MEMBER_ID, ClassicGroup, ClassicGroupMember, ClassicGroupState, GroupError,
     generate_member_id, heartbeat_key, join_key, sync_key,
 )
-from cluster.group_config import GroupConfig
-from cluster.group_consumer import ConsumerGroupManager
-from cluster.group_record_helpers import (
+from cluster.groups.group_config import GroupConfig
+from cluster.groups.group_consumer import ConsumerGroupManager
+from cluster.groups.group_record_helpers import (
     empty_group_metadata_record, group_metadata_record, offset_commit_record, offset_tombstone,
 )
-from cluster.group_records import CoordinatorRecord
-from cluster.offsets import NO_EXPIRE, OffsetAndMetadata, OffsetStore
+from cluster.groups.group_records import CoordinatorRecord
+from cluster.groups.offsets import NO_EXPIRE, OffsetAndMetadata, OffsetStore
 from protocol.errors import ErrorCode
 from protocol.generated.coordinator import (
     GroupMetadataKey, GroupMetadataValue, OffsetCommitKey,
