@@ -44,7 +44,7 @@ java:  # the PySpark tests need a JVM
 ## create/update .venv with the test extras, install kcat (and a JVM for Spark) if missing, run the suite
 # the pure-Python unit tests (CPU-bound, no processes or clusters) run on both cores (pytest-xdist); everything
 # else after them, one test at a time (clusters of processes, real clients, Spark). PYTEST_ARGS go to both runs.
-UNIT_TESTS := tests/protocol tests/storage tests/cluster tests/sim tests/test_layering.py tests/test_skip_policy.py
+UNIT_TESTS := tests/protocol tests/storage tests/cluster tests/sim tests/test_layering.py tests/test_readme_layout.py tests/test_skip_policy.py
 
 test: cc venv-test kcat java iproute2 docker-compose
 	$(VENV)/bin/ruff check .
