@@ -28,6 +28,7 @@ from . import fileio
 __all__ = ["FileRecords", "FileSlice", "LogOffsetPosition", "TimestampAndOffset"]
 
 _SCAN_CHUNK = 16 * 1024
+_PLAIN_FILE_IO = fileio.current
 
 
 class LogOffsetPosition(NamedTuple):
@@ -118,7 +119,12 @@ class FileRecords:
         pos = self.size
         io = fileio.current
         try:
-            io.pwrite_all(self.fd, data, pos)
+            if io is _PLAIN_FILE_IO:  # the produce hot path: os.pwrite without a call in between
+                written = os.pwrite(self.fd, data, pos)
+                if written != n:
+                    io.pwrite_all(self.fd, memoryview(data)[written:], pos + written)
+            else:
+                io.pwrite_all(self.fd, data, pos)
         except OSError:
             # Remove whatever part of the write landed, so the tail is clean for the next append and for
             # recovery.  If this fails too the caller takes the log offline.

@@ -290,7 +290,7 @@ class OffsetIndex(_AbstractIndex):
             rel = offset - self.base_offset
             if rel < 0 or rel > _INT_MAX:
                 self.relative_offset(offset)  # raises
-            self._fmt.pack_into(self._mm, entries * 8, rel, position)  # type: ignore[arg-type]
+            _pack_offset_entry(self._mm, entries * 8, rel, position)  # type: ignore[arg-type]
             self.entries = entries + 1
             self.last_offset = offset
         else:
@@ -317,6 +317,9 @@ class OffsetIndex(_AbstractIndex):
     def _truncate_to_entries(self, entries: int) -> None:
         self.entries = entries
         self.last_offset = self._last_entry()[0]
+
+
+_pack_offset_entry = OffsetIndex._fmt.pack_into  # OffsetIndex.append runs once per produced batch or so
 
 
 class TimeIndex(_AbstractIndex):

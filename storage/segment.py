@@ -245,10 +245,36 @@ class LogSegment:
         self.offset_index.resize(size)
         self.time_index.resize(size)
 
+    def can_append_without_roll(self, max_segment_ms: int, max_segment_bytes: int, max_timestamp_in_messages: int,
+                                max_offset_in_messages: int, messages_size: int, now_ms: int) -> bool:
+        """The produce hot path's roll check: True only if :meth:`should_roll_for` would not roll, told without
+        opening an index or reading the first batch's timestamp.  False when it cannot tell so cheaply (an index not
+        open yet, the first batch's timestamp not loaded): the caller then takes the general path, which asks
+        :meth:`should_roll_for`."""
+        size = self.log.size
+        oi, ti = self._offset_index, self._time_index
+        if (size > max_segment_bytes - messages_size or oi is None or ti is None or oi.entries >= oi.max_entries
+                or ti.entries >= ti.max_entries - 1 or max_offset_in_messages - self.base_offset > _INT_MAX):
+            return False
+        if size:
+            ts = self.rolling_based_timestamp
+            if ts is None:
+                return False
+            waited = (max_timestamp_in_messages - ts) if ts >= 0 else now_ms - self.created
+            return waited <= max_segment_ms - self.roll_jitter_ms
+        return True
+
     # ---- append ----------------------------------------------------------------------------------
     def append(self, largest_offset: int, largest_timestamp: int, shallow_offset_of_max_timestamp: int,
                records) -> None:
-        """Append already-validated, offset-assigned batches (``LogSegment.append``)."""
+        """Append already-validated, offset-assigned batches (``LogSegment.append``): write them at the end of the
+        ``.log`` file, move the segment's max timestamp, and once ``index.interval.bytes`` have been written since
+        the last index entry, add an offset index entry for the position written at and a time index entry if
+        the max timestamp moved.
+
+        On the produce hot path (every batch goes through here): constant work per call, none per record, and
+        ``records`` is written as given, never copied.  An ``OSError`` from the write leaves the file as it was.
+        """
         n = len(records)
         if n == 0:
             return
@@ -266,10 +292,21 @@ class LogSegment:
         if largest_timestamp > m[0]:
             self._max_ts_and_offset = m = (largest_timestamp, shallow_offset_of_max_timestamp)
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, physical_position)
-            self.time_index.maybe_append(m[0], m[1])
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += n
+            oi = self._offset_index
+            if oi is None:
+                oi = self.offset_index
+            oi.append(largest_offset, physical_position)
+            ti = self._time_index
+            if ti is None:
+                ti = self.time_index
+            # TimeIndex.maybe_append does nothing unless the max timestamp moved (it raises for an entry going
+            # backwards or a full index): skip the call, and its lock, when none of that can be
+            lt = ti.last_entry
+            if m[0] != lt[0] or m[1] < lt[1] or ti.entries >= ti.max_entries - 1:
+                ti.maybe_append(m[0], m[1])
+            self.bytes_since_last_index_entry = n
+        else:
+            self.bytes_since_last_index_entry += n
 
     # ---- read ------------------------------------------------------------------------------------
     def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:
