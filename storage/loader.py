@@ -23,10 +23,11 @@ from typing import NamedTuple
 from protocol.errors import ProtocolError
 from protocol.records import LOG_OVERHEAD
 
-from . import files, fileio
+from . import files
 from .config import LogConfig
 from .epoch import LeaderEpochFileCache
 from .errors import CorruptIndexError, InvalidOffsetError, LogSegmentOffsetOverflowError
+from .fileio import FileIO
 from .producer_state import ProducerStateManager
 from .scheduler import Scheduler
 from .segment import LogOffsetMetadata, LogSegment
@@ -60,12 +61,12 @@ class LoadStats:
 def load_log(dir: str, config: LogConfig, *, log_start_offset_checkpoint: int, recovery_point_checkpoint: int,
              had_clean_shutdown: bool, epoch_cache: LeaderEpochFileCache | None,
              producer_state: ProducerStateManager, scheduler: Scheduler, now_ms: int,
-             stats: LoadStats | None = None) -> tuple[LogSegments, LoadedLogOffsets]:
+             stats: LoadStats | None = None, file_io: FileIO | None = None) -> tuple[LogSegments, LoadedLogOffsets]:
     """Load the log in ``dir``: its segments and the offsets it starts with (``LogLoader.load``)."""
     return LogLoader(dir, config, log_start_offset_checkpoint=log_start_offset_checkpoint,
                      recovery_point_checkpoint=recovery_point_checkpoint, had_clean_shutdown=had_clean_shutdown,
                      epoch_cache=epoch_cache, producer_state=producer_state, scheduler=scheduler, now_ms=now_ms,
-                     stats=stats).load()
+                     stats=stats, file_io=file_io).load()
 
 
 class LogLoader:
@@ -77,8 +78,10 @@ class LogLoader:
     def __init__(self, dir: str, config: LogConfig, *, log_start_offset_checkpoint: int,
                  recovery_point_checkpoint: int, had_clean_shutdown: bool,
                  epoch_cache: LeaderEpochFileCache | None, producer_state: ProducerStateManager,
-                 scheduler: Scheduler, now_ms: int, stats: LoadStats | None = None) -> None:
+                 scheduler: Scheduler, now_ms: int, stats: LoadStats | None = None,
+                 file_io: FileIO | None = None) -> None:
         self.dir = dir
+        self.file_io = file_io if file_io is not None else FileIO()
         self.config = config
         self.log_start_offset_checkpoint = log_start_offset_checkpoint
         self.recovery_point_checkpoint = recovery_point_checkpoint
@@ -180,10 +183,10 @@ class LogLoader:
             if name.endswith(files.SWAP_FILE_SUFFIX) and os.path.isfile(os.path.join(self.dir, name)):
                 p = os.path.join(self.dir, name)
                 log.info("Recovering file %s by renaming from .swap files.", name)
-                fileio.current.rename(p, files.replace_suffix(p, files.SWAP_FILE_SUFFIX, ""))
+                self.file_io.rename(p, files.replace_suffix(p, files.SWAP_FILE_SUFFIX, ""))
                 self.stats.swaps_completed += 1
         if swap_files:
-            fileio.current.fsync_dir(self.dir)
+            self.file_io.fsync_dir(self.dir)
 
     def _swap_offset_range(self, swap_files: list[str]) -> tuple[int, int] | None:
         """``[smallest base offset, largest next offset)`` of the swapped-in ``.log`` files, or None if none."""
@@ -193,7 +196,7 @@ class LogLoader:
                 continue
             base = files.offset_from_file_name(os.path.basename(swap))
             seg = LogSegment.open(self.dir, base, self.config, file_already_exists=True,
-                                  suffix=files.SWAP_FILE_SUFFIX, now_ms=self.now_ms)
+                                  suffix=files.SWAP_FILE_SUFFIX, now_ms=self.now_ms, file_io=self.file_io)
             try:
                 log.info("Found log file %s from interrupted swap operation, which is recoverable from .swap files "
                          "by renaming.", swap)
@@ -216,7 +219,7 @@ class LogLoader:
             off = _offset_or_none(name)
             if off is not None and min_swap <= off < max_swap:
                 log.info("Deleting segment files %s that is compacted but has not been deleted yet.", name)
-                fileio.current.unlink(path)
+                self.file_io.unlink(path)
 
     # ---- phase 2: segment files ------------------------------------------------------------------
     def load_segment_files(self) -> None:
@@ -245,7 +248,8 @@ class LogLoader:
     def _load_segment(self, base: int, will_recover: bool) -> LogSegment:
         """Open one segment; rebuild its indexes (by recovering it) if they are missing or corrupt."""
         time_index_newly_created = not os.path.exists(files.time_index_file(self.dir, base))
-        seg = LogSegment.open(self.dir, base, self.config, file_already_exists=True, now_ms=self.now_ms)
+        seg = LogSegment.open(self.dir, base, self.config, file_already_exists=True, now_ms=self.now_ms,
+                              file_io=self.file_io)
         try:
             if will_recover:
                 # recovered by recover_log anyway; only make sure the index files exist
@@ -276,7 +280,8 @@ class LogLoader:
         recovery does not scan this one again.
         """
         psm = ProducerStateManager(self.dir, producer_id_expiration_ms=self.producer_state.producer_id_expiration_ms,
-                                   max_transaction_timeout_ms=self.producer_state.max_transaction_timeout_ms)
+                                   max_transaction_timeout_ms=self.producer_state.max_transaction_timeout_ms,
+                                   file_io=self.file_io)
         rebuild_producer_state(psm, self.segments, self.log_start_offset_checkpoint, segment.base_offset,
                                reload_from_clean_shutdown=False, now_ms=self.now_ms)
         size_before = segment.size
@@ -308,7 +313,7 @@ class LogLoader:
             # no segment left: a new, empty active segment starts at the log start offset
             self.segments.add(LogSegment.open(self.dir, self.log_start_offset_checkpoint, self.config,
                                               now_ms=self.now_ms, init_file_size=self.config.init_file_size,
-                                              preallocate=self.config.preallocate))
+                                              preallocate=self.config.preallocate, file_io=self.file_io))
         if self.had_clean_shutdown and log_end is not None:
             return log_end, log_end
         next_offset = log_end if log_end is not None else self.segments.last_segment.read_next_offset()
@@ -357,7 +362,7 @@ class LogLoader:
             self.segments.remove(s.base_offset)
             s.change_file_suffixes("", files.DELETED_FILE_SUFFIX)
         if to_delete:
-            fileio.current.fsync_dir(self.dir)
+            self.file_io.fsync_dir(self.dir)
         for s in to_delete:
             s.delete_if_exists()
             self.producer_state.remove_and_mark_snapshot_for_deletion(s.base_offset)
@@ -365,7 +370,7 @@ class LogLoader:
 
     def _delete_if_exists(self, path: str) -> None:
         try:
-            fileio.current.unlink(path)
+            self.file_io.unlink(path)
         except FileNotFoundError:
             pass
 

@@ -34,7 +34,7 @@ from protocol.records import (
     validate_batch,
 )
 
-from . import files, fileio
+from . import files
 from .checkpoints import LeaderEpochCheckpointFile, PartitionMetadataFile, uuid_to_string
 from .config import LogConfig
 from .epoch import UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
@@ -48,6 +48,7 @@ from .errors import (
     UnexpectedAppendOffsetError,
 )
 from .file_records import TimestampAndOffset
+from .fileio import FileIO
 from .loader import LoadStats, load_log, rebuild_producer_state
 from .local_log import LocalLog
 from .producer_state import (
@@ -93,15 +94,15 @@ class FetchIsolation:
     TXN_COMMITTED = "txn_committed"    # READ_COMMITTED consumers: up to the last stable offset
 
 
-def _fsync_path(path: str) -> None:
+def _fsync_path(io: FileIO, path: str) -> None:
     try:
-        fd = fileio.current.open(path, os.O_RDONLY)
+        fd = io.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return
     try:
-        fileio.current.fsync(fd)
+        io.fsync(fd)
     finally:
-        fileio.current.close(fd)
+        io.close(fd)
 
 
 class LogAppendInfo(NamedTuple):
@@ -146,31 +147,35 @@ class Log:
     @classmethod
     def open(cls, dir: str, config: LogConfig, *, now_ms: int, log_start_offset: int = 0, recovery_point: int = 0,
              had_clean_shutdown: bool = False, scheduler: Scheduler | None = None, topic_id: bytes | None = None,
-             producer_id_expiration_ms: int = 86400000, max_transaction_timeout_ms: int = 900000) -> "Log":
+             producer_id_expiration_ms: int = 86400000, max_transaction_timeout_ms: int = 900000,
+             file_io: FileIO | None = None) -> "Log":
         """Open (creating if needed) and load the log in ``dir`` (``UnifiedLog.apply``).
 
         ``log_start_offset`` and ``recovery_point`` come from the log dir's checkpoints;
         ``had_clean_shutdown`` from its ``.kafka_cleanshutdown`` marker.  Slow after an unclean shutdown:
-        call it off the event loop.
+        call it off the event loop.  ``file_io`` carries every write, fsync, rename and unlink of this log (its
+        segments, indexes, checkpoints and producer snapshots); a plain :class:`FileIO` by default.
         """
         topic, partition = files.parse_topic_partition_name(dir)
         os.makedirs(dir, exist_ok=True)
         scheduler = scheduler or Scheduler()
-        pm = PartitionMetadataFile(os.path.join(dir, files.PARTITION_METADATA_FILE))
+        io = file_io if file_io is not None else FileIO()
+        pm = PartitionMetadataFile(os.path.join(dir, files.PARTITION_METADATA_FILE), file_io=io)
         epoch_cache = LeaderEpochFileCache(
-            LeaderEpochCheckpointFile(os.path.join(dir, files.LEADER_EPOCH_CHECKPOINT_FILE)))
+            LeaderEpochCheckpointFile(os.path.join(dir, files.LEADER_EPOCH_CHECKPOINT_FILE), file_io=io))
         psm = ProducerStateManager(dir, producer_id_expiration_ms=producer_id_expiration_ms,
-                                   max_transaction_timeout_ms=max_transaction_timeout_ms)
+                                   max_transaction_timeout_ms=max_transaction_timeout_ms, file_io=io)
         stats = LoadStats()
         try:
             segments, offsets = load_log(dir, config, log_start_offset_checkpoint=log_start_offset,
                                          recovery_point_checkpoint=recovery_point,
                                          had_clean_shutdown=had_clean_shutdown, epoch_cache=epoch_cache,
-                                         producer_state=psm, scheduler=scheduler, now_ms=now_ms, stats=stats)
+                                         producer_state=psm, scheduler=scheduler, now_ms=now_ms, stats=stats,
+                                         file_io=io)
         except OSError as e:
             raise KafkaStorageError(f"Error while loading log {dir}: {e}") from e
         local = LocalLog(dir, config, segments, offsets.recovery_point, offsets.next_offset_metadata, scheduler,
-                         topic, partition, now_ms)
+                         topic, partition, now_ms, file_io=io)
         existing_id = None
         if pm.exists():
             try:
@@ -212,6 +217,11 @@ class Log:
     @property
     def scheduler(self) -> Scheduler:
         return self.local_log.scheduler
+
+    @property
+    def file_io(self) -> FileIO:
+        """The file I/O this log was opened with (``Log.open(file_io=...)``)."""
+        return self.local_log.file_io
 
     @property
     def segments(self):
@@ -742,7 +752,7 @@ class Log:
 
         def flush_rolled() -> None:
             if snapshot is not None:
-                _fsync_path(snapshot)
+                _fsync_path(self.file_io, snapshot)
             if not self.offline and not self.local_log.closed:
                 self.flush_up_to_offset_exclusive(base, now_ms)
 
@@ -951,7 +961,7 @@ class Log:
             def delete() -> None:
                 for p in marked:
                     try:
-                        fileio.current.unlink(p)
+                        self.file_io.unlink(p)
                     except FileNotFoundError:
                         pass
             self.scheduler.schedule_once("delete-producer-snapshot", delete, self.config.file_delete_delay_ms)
@@ -1008,7 +1018,7 @@ class Log:
                 if not sg.deleted:
                     sg.log.flush()
             if new_segment:
-                fileio.current.fsync_dir(self.dir)
+                self.file_io.fsync_dir(self.dir)
         except OSError as e:
             with self._lock:
                 raise self._io_error("Error while flushing log", e) from e
@@ -1177,7 +1187,7 @@ class Log:
                     self.partition_metadata.path = os.path.join(new_dir, files.PARTITION_METADATA_FILE)
                     if self.leader_epoch_cache.checkpoint is not None:
                         self.leader_epoch_cache.checkpoint = LeaderEpochCheckpointFile(
-                            os.path.join(new_dir, files.LEADER_EPOCH_CHECKPOINT_FILE))
+                            os.path.join(new_dir, files.LEADER_EPOCH_CHECKPOINT_FILE), file_io=self.file_io)
             except OSError as e:
                 raise self._io_error("Error while renaming dir", e) from e
 

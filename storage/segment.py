@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, NamedTuple
 from protocol.errors import CorruptRecordError, ProtocolError
 from protocol.records import LOG_OVERHEAD, validate_batch
 
-from . import files, fileio
+from . import files
 from .errors import LogSegmentOffsetOverflowError
 from .file_records import FileRecords, FileSlice, LogOffsetPosition, TimestampAndOffset
+from .fileio import FileIO
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex
 
 if TYPE_CHECKING:
@@ -79,10 +80,12 @@ _UNKNOWN_TS = (NO_TIMESTAMP, -1)
 class LogSegment:
     def __init__(self, dir: str, base_offset: int, log_records: FileRecords, *, index_interval_bytes: int,
                  max_index_size: int, roll_jitter_ms: int = 0, created_ms: int | None = None,
-                 suffix: str = "") -> None:
+                 suffix: str = "", file_io: FileIO | None = None) -> None:
         self.dir = dir
         self.base_offset = base_offset
         self.log = log_records
+        # the indexes and renames go through the same file I/O as the log file, unless told otherwise
+        self.file_io = file_io if file_io is not None else log_records.file_io
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.roll_jitter_ms = roll_jitter_ms
@@ -100,12 +103,12 @@ class LogSegment:
     @classmethod
     def open(cls, dir: str, base_offset: int, config: "LogConfig", *, file_already_exists: bool = False,
              suffix: str = "", now_ms: int | None = None, init_file_size: int = 0,
-             preallocate: bool = False) -> "LogSegment":
+             preallocate: bool = False, file_io: FileIO | None = None) -> "LogSegment":
         records = FileRecords.open(files.log_file(dir, base_offset, suffix), file_already_exists,
-                                   init_file_size, preallocate)
+                                   init_file_size, preallocate, file_io=file_io)
         seg = cls(dir, base_offset, records, index_interval_bytes=config.index_interval_bytes,
                   max_index_size=config.max_index_size, roll_jitter_ms=config.random_segment_jitter(),
-                  created_ms=now_ms, suffix=suffix)
+                  created_ms=now_ms, suffix=suffix, file_io=records.file_io)
         if not file_already_exists:
             # create the index files with the log file, so a segment closed before its first append still
             # has all three files on disk
@@ -118,14 +121,16 @@ class LogSegment:
     def offset_index(self) -> OffsetIndex:
         idx = self._offset_index
         if idx is None:
-            idx = self._offset_index = OffsetIndex(self._offset_index_path, self.base_offset, self.max_index_size)
+            idx = self._offset_index = OffsetIndex(self._offset_index_path, self.base_offset, self.max_index_size,
+                                                   file_io=self.file_io)
         return idx
 
     @property
     def time_index(self) -> TimeIndex:
         idx = self._time_index
         if idx is None:
-            idx = self._time_index = TimeIndex(self._time_index_path, self.base_offset, self.max_index_size)
+            idx = self._time_index = TimeIndex(self._time_index_path, self.base_offset, self.max_index_size,
+                                               file_io=self.file_io)
         return idx
 
     @property
@@ -601,12 +606,12 @@ class LogSegment:
         if self._offset_index is not None:
             self._offset_index.rename_to(new_oi)
         elif os.path.exists(oi_path):
-            fileio.current.rename(oi_path, new_oi)
+            self.file_io.rename(oi_path, new_oi)
         self._offset_index_path = new_oi
         if self._time_index is not None:
             self._time_index.rename_to(new_ti)
         elif os.path.exists(ti_path):
-            fileio.current.rename(ti_path, new_ti)
+            self.file_io.rename(ti_path, new_ti)
         self._time_index_path = new_ti
 
     def has_suffix(self, suffix: str) -> bool:
@@ -631,14 +636,14 @@ class LogSegment:
                 idx.delete_if_exists()
             else:
                 try:
-                    fileio.current.unlink(path)
+                    self.file_io.unlink(path)
                 except FileNotFoundError:
                     pass
         # a transaction index is never written by odradek, but remove one Kafka may have left
         txn = files.transaction_index_file(self.dir, self.base_offset,
                                            self.log.path[len(files.log_file(self.dir, self.base_offset)):])
         try:
-            fileio.current.unlink(txn)
+            self.file_io.unlink(txn)
         except FileNotFoundError:
             pass
 

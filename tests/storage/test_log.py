@@ -12,7 +12,7 @@ from protocol.errors import CorruptRecordError, InvalidRecordError
 from protocol.record_codec import decode_batch
 from protocol.records import parse_header
 
-from storage import fileio
+from storage.fileio import FileIO
 from storage.config import LogConfig
 from storage.errors import (
     InvalidProducerEpochError,
@@ -335,7 +335,7 @@ def test_producer_snapshot_layout(tmp_path):
     assert len(data) == 10 + 8 + 2 + 4 + 8 + 4 + 8 + 4 + 8
 
 
-class _FullDisk(fileio.FileIO):
+class _FullDisk(FileIO):
     """Writes part of the data, then fails with ENOSPC."""
 
     def __init__(self) -> None:
@@ -348,10 +348,9 @@ class _FullDisk(fileio.FileIO):
         super().pwrite_all(fd, data, offset)
 
 
-def test_disk_full_fails_cleanly(tmp_path, monkeypatch):
+def test_disk_full_fails_cleanly(tmp_path):
     io = _FullDisk()
-    monkeypatch.setattr(fileio, "current", io)
-    lg = open_log(str(tmp_path))
+    lg = open_log(str(tmp_path), file_io=io)
     lg.append_as_leader(batch(2, tag=1), 0, now_ms=0)
     size = lg.size
     io.full = True
@@ -364,7 +363,7 @@ def test_disk_full_fails_cleanly(tmp_path, monkeypatch):
     with pytest.raises(KafkaStorageError):
         lg.read(0, 100)
     io.full = False
-    lg2 = open_log(str(tmp_path))
+    lg2 = open_log(str(tmp_path), file_io=io)
     lg2.update_high_watermark(2)
     assert [o for o, _, _ in all_records(lg2)] == [0, 1]
     assert lg2.verify() == []
