@@ -23,7 +23,7 @@ from protocol.records import (
     parse_header,
 )
 
-from .fileio import FileIO, is_plain, pread_exact
+from .fileio import FileIO, pread_exact
 
 __all__ = ["FileRecords", "FileSlice", "LogOffsetPosition", "TimestampAndOffset"]
 
@@ -91,7 +91,6 @@ class FileRecords:
         self.fd = fd
         self.size = size
         self.file_io = file_io if file_io is not None else FileIO()
-        self._plain_io = is_plain(self.file_io)
         self._closed = False
 
     @classmethod
@@ -120,12 +119,7 @@ class FileRecords:
         pos = self.size
         io = self.file_io
         try:
-            if self._plain_io:  # the produce hot path: os.pwrite without a call in between
-                written = os.pwrite(self.fd, data, pos)
-                if written != n:
-                    io.pwrite_all(self.fd, memoryview(data)[written:], pos + written)
-            else:
-                io.pwrite_all(self.fd, data, pos)
+            io.pwrite_all(self.fd, data, pos)
         except OSError:
             # Remove whatever part of the write landed, so the tail is clean for the next append and for
             # recovery.  If this fails too the caller takes the log offline.

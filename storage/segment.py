@@ -18,7 +18,7 @@ from protocol.records import LOG_OVERHEAD, validate_batch
 from . import files
 from .errors import LogSegmentOffsetOverflowError
 from .file_records import FileRecords, FileSlice, LogOffsetPosition, TimestampAndOffset
-from .fileio import FileIO
+from .fileio import FileIO, is_plain
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 _INT_MAX = 2**31 - 1
 _RECOVERY_CHUNK = 1024 * 1024
 _I32 = struct.Struct(">i")
+_pack_offset_entry = OffsetIndex._fmt.pack_into
 
 __all__ = ["LogSegment", "LogOffsetMetadata", "FetchDataInfo", "RollParams"]
 
@@ -86,6 +87,7 @@ class LogSegment:
         self.log = log_records
         # the indexes and renames go through the same file I/O as the log file, unless told otherwise
         self.file_io = file_io if file_io is not None else log_records.file_io
+        self._plain_log_io = is_plain(log_records.file_io)  # append writes with os.pwrite itself
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.roll_jitter_ms = roll_jitter_ms
@@ -279,6 +281,8 @@ class LogSegment:
 
         On the produce hot path (every batch goes through here): constant work per call, none per record, and
         ``records`` is written as given, never copied.  An ``OSError`` from the write leaves the file as it was.
+        The common cases of :meth:`FileRecords.append` (plain file I/O) and :meth:`OffsetIndex.append` are
+        inlined: each Python call would cost about as much as the work it does.
         """
         n = len(records)
         if n == 0:
@@ -290,7 +294,19 @@ class LogSegment:
         rel = largest_offset - self.base_offset
         if rel < 0 or rel > _INT_MAX:
             raise LogSegmentOffsetOverflowError(self, largest_offset)
-        log_records.append(records)
+        if self._plain_log_io:
+            # FileRecords.append: write at the logical end, cut back on failure, then bump the size
+            fd = log_records.fd
+            try:
+                written = os.pwrite(fd, records, physical_position)
+                if written != n:
+                    log_records.file_io.pwrite_all(fd, memoryview(records)[written:], physical_position + written)
+            except OSError:
+                log_records.file_io.ftruncate(fd, physical_position)
+                raise
+            log_records.size = physical_position + n
+        else:
+            log_records.append(records)  # a test's file I/O (power loss, a full disk) sees every write
         m = self._max_ts_and_offset
         if m is None:
             m = self._max_ts()
@@ -300,7 +316,14 @@ class LogSegment:
             oi = self._offset_index
             if oi is None:
                 oi = self.offset_index
-            oi.append(largest_offset, physical_position)
+            entries = oi.entries
+            if entries < oi.max_entries and (entries == 0 or largest_offset > oi.last_offset):
+                # OffsetIndex.append (the offset is in range: checked above)
+                _pack_offset_entry(oi._mm, entries * 8, rel, physical_position)
+                oi.entries = entries + 1
+                oi.last_offset = largest_offset
+            else:
+                oi.append(largest_offset, physical_position)  # raises
             ti = self._time_index
             if ti is None:
                 ti = self.time_index
