@@ -16,7 +16,7 @@ Synchronous plain Python; time comes from the caller as ``now_ms``.  Layers foll
 ``log_manager``        ``LogManager``: every partition of the log dirs, checkpoints, periodic work
 ``checkpoints``        checkpoint/metadata text files; ``config``: ``LogConfig`` with Kafka's names
 ``verify``             the scrub (``python -m storage.verify DIR``)
-``fileio``             the replaceable file-I/O layer (fault injection in tests)
+``fileio``             ``FileIO``, the file-I/O layer: ``LogManager(file_io=...)`` (fault injection in tests)
 =====================  ===========================================================================
 
 The broker's entry points::

@@ -30,8 +30,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Generic, Iterable, Mapping, TypeVar
 
-from . import fileio
 from .errors import InconsistentTopicIdError, KafkaStorageError
+from .fileio import FileIO
 
 T = TypeVar("T")
 
@@ -75,8 +75,10 @@ class CheckpointFile(Generic[T]):
     """Generic ``version / count / entries`` checkpoint (``CheckpointFile.java``)."""
 
     def __init__(self, path: str, version: int,
-                 to_line: Callable[[T], str], from_line: Callable[[str], T | None]) -> None:
+                 to_line: Callable[[T], str], from_line: Callable[[str], T | None], *,
+                 file_io: FileIO | None = None) -> None:
         self.path = os.path.abspath(path)
+        self.file_io = file_io if file_io is not None else FileIO()
         self.version = version
         self._to_line = to_line
         self._from_line = from_line
@@ -84,8 +86,8 @@ class CheckpointFile(Generic[T]):
         # Kafka creates the file if it does not exist.
         if not os.path.exists(self.path):
             try:
-                fd = fileio.current.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-                fileio.current.close(fd)
+                fd = self.file_io.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+                self.file_io.close(fd)
             except FileExistsError:
                 pass
             except OSError as e:
@@ -101,7 +103,7 @@ class CheckpointFile(Generic[T]):
         data = self.encode(entries)
         with self._lock:
             try:
-                fileio.current.write_file_atomic(self.path, data, sync=True)
+                self.file_io.write_file_atomic(self.path, data, sync=True)
             except OSError as e:
                 raise KafkaStorageError(f"Error while writing to checkpoint file {self.path}: {e}") from e
 
@@ -175,9 +177,9 @@ class OffsetCheckpointFile:
 
     VERSION = 0
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, file_io: FileIO | None = None) -> None:
         self._cp: CheckpointFile[tuple[TopicPartition, int]] = CheckpointFile(
-            path, self.VERSION, _tpo_to_line, _tpo_from_line)
+            path, self.VERSION, _tpo_to_line, _tpo_from_line, file_io=file_io)
 
     @property
     def path(self) -> str:
@@ -208,9 +210,9 @@ class LeaderEpochCheckpointFile:
 
     VERSION = 0
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, file_io: FileIO | None = None) -> None:
         self._cp: CheckpointFile[EpochEntry] = CheckpointFile(
-            path, self.VERSION, lambda e: f"{e.epoch} {e.start_offset}", _epoch_from_line)
+            path, self.VERSION, lambda e: f"{e.epoch} {e.start_offset}", _epoch_from_line, file_io=file_io)
 
     @property
     def path(self) -> str:
@@ -262,8 +264,9 @@ class PartitionMetadataFile:
     VERSION = 0
     _SEP = re.compile(r":\s+")
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, file_io: FileIO | None = None) -> None:
         self.path = os.path.abspath(path)
+        self.file_io = file_io if file_io is not None else FileIO()
         self._dirty: bytes | None = None
         self._lock = threading.Lock()
 
@@ -285,7 +288,7 @@ class PartitionMetadataFile:
             if self._dirty is None:
                 return
             try:
-                fileio.current.write_file_atomic(self.path, self.encode(self._dirty), sync=True)
+                self.file_io.write_file_atomic(self.path, self.encode(self._dirty), sync=True)
             except OSError as e:
                 raise KafkaStorageError(f"Error while writing partition metadata file {self.path}: {e}") from e
             self._dirty = None
@@ -323,7 +326,7 @@ class PartitionMetadataFile:
 
     def delete(self) -> None:
         try:
-            fileio.current.unlink(self.path)
+            self.file_io.unlink(self.path)
         except FileNotFoundError:
             pass
 
@@ -333,9 +336,10 @@ class CleanShutdownFile:
 
     VERSION = 0
 
-    def __init__(self, log_dir: str) -> None:
+    def __init__(self, log_dir: str, *, file_io: FileIO | None = None) -> None:
         from .files import CLEAN_SHUTDOWN_FILE
         self.path = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
+        self.file_io = file_io if file_io is not None else FileIO()
 
     @staticmethod
     def encode(broker_epoch: int, version: int = 0) -> bytes:
@@ -343,7 +347,7 @@ class CleanShutdownFile:
         return json.dumps({"version": version, "brokerEpoch": broker_epoch}, separators=(",", ":")).encode()
 
     def write(self, broker_epoch: int = -1) -> None:
-        io = fileio.current
+        io = self.file_io
         fd = io.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             io.pwrite_all(fd, self.encode(broker_epoch), 0)
@@ -366,8 +370,8 @@ class CleanShutdownFile:
 
     def delete(self) -> None:
         try:
-            fileio.current.unlink(self.path)
-            fileio.current.fsync_dir(os.path.dirname(self.path))
+            self.file_io.unlink(self.path)
+            self.file_io.fsync_dir(os.path.dirname(self.path))
         except FileNotFoundError:
             pass
 
@@ -531,8 +535,9 @@ class MetaProperties:
         dir_id = uuid_from_string(props["directory.id"]) if "directory.id" in props else None
         return cls(version, props.get("cluster.id"), node_id, dir_id)
 
-    def write(self, path: str, now: datetime.datetime | None = None) -> None:
-        fileio.current.write_file_atomic(path, encode_properties(self.to_properties(), now), sync=True)
+    def write(self, path: str, now: datetime.datetime | None = None, *, file_io: FileIO | None = None) -> None:
+        io = file_io if file_io is not None else FileIO()
+        io.write_file_atomic(path, encode_properties(self.to_properties(), now), sync=True)
 
     @classmethod
     def read(cls, path: str) -> "MetaProperties":

@@ -35,10 +35,11 @@ from protocol.errors import ProtocolError
 from protocol.record_codec import Record, build_batch, decode_batch
 from protocol.records import LOG_OVERHEAD, BatchScan
 
-from . import files, fileio
+from . import files
 from .checkpoints import OffsetCheckpointFile
 from .config import LogManagerConfig
 from .errors import KafkaStorageError
+from .fileio import FileIO
 from .log import Log
 from .segment import LogSegment
 
@@ -214,10 +215,11 @@ class Cleaner:
                   files.offset_index_file(lg.dir, base, files.CLEANED_FILE_SUFFIX),
                   files.time_index_file(lg.dir, base, files.CLEANED_FILE_SUFFIX)):
             try:
-                fileio.current.unlink(p)
+                lg.file_io.unlink(p)
             except FileNotFoundError:
                 pass
-        cleaned = LogSegment.open(lg.dir, base, lg.config, suffix=files.CLEANED_FILE_SUFFIX, now_ms=now_ms)
+        cleaned = LogSegment.open(lg.dir, base, lg.config, suffix=files.CLEANED_FILE_SUFFIX, now_ms=now_ms,
+                                  file_io=lg.file_io)
         tp = (lg.topic, lg.partition)
         try:
             for seg in segments:
@@ -357,12 +359,15 @@ class LogCleaner:
     """
 
     def __init__(self, config: LogManagerConfig, logs: Callable[[], dict[TopicPartition, Log]],
-                 log_dirs: Iterable[str]) -> None:
+                 log_dirs: Iterable[str], *, file_io: FileIO | None = None) -> None:
         self.config = config
         self._logs = logs
         self._lock = threading.RLock()
+        # the checkpoints' file I/O; a cleaned segment is written with its log's (Log.file_io)
+        self.file_io = file_io if file_io is not None else FileIO()
         self._checkpoints = {
-            os.path.abspath(d): OffsetCheckpointFile(os.path.join(d, files.CLEANER_OFFSET_CHECKPOINT_FILE))
+            os.path.abspath(d): OffsetCheckpointFile(os.path.join(d, files.CLEANER_OFFSET_CHECKPOINT_FILE),
+                                                     file_io=self.file_io)
             for d in log_dirs}
         self.in_progress: dict[TopicPartition, str] = {}  # "cleaning" | "aborted" | "paused"
         self._paused_count: dict[TopicPartition, int] = {}
@@ -379,7 +384,8 @@ class LogCleaner:
     def add_log_dir(self, d: str) -> None:
         with self._lock:
             self._checkpoints.setdefault(os.path.abspath(d),
-                                         OffsetCheckpointFile(os.path.join(d, files.CLEANER_OFFSET_CHECKPOINT_FILE)))
+                                         OffsetCheckpointFile(os.path.join(d, files.CLEANER_OFFSET_CHECKPOINT_FILE),
+                                                              file_io=self.file_io))
 
     def all_cleaner_checkpoints(self) -> dict[TopicPartition, int]:
         out: dict[TopicPartition, int] = {}

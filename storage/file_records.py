@@ -23,7 +23,7 @@ from protocol.records import (
     parse_header,
 )
 
-from . import fileio
+from .fileio import FileIO, pread_exact
 
 __all__ = ["FileRecords", "FileSlice", "LogOffsetPosition", "TimestampAndOffset"]
 
@@ -63,7 +63,7 @@ class FileSlice:
         return self.length
 
     def read(self) -> bytes:
-        return fileio.pread_exact(self.fd, self.length, self.position) if self.length else b""
+        return pread_exact(self.fd, self.length, self.position) if self.length else b""
 
     def sendfile(self, out_fd: int, offset: int = 0) -> int:
         """``os.sendfile`` this slice (from ``offset`` within it) to ``out_fd``; returns bytes sent."""
@@ -86,16 +86,17 @@ def _check_header(buf, off: int, abs_pos: int) -> BatchHeader:
 class FileRecords:
     """The ``.log`` file of one segment."""
 
-    def __init__(self, path: str, fd: int, size: int) -> None:
+    def __init__(self, path: str, fd: int, size: int, *, file_io: FileIO | None = None) -> None:
         self.path = path
         self.fd = fd
         self.size = size
+        self.file_io = file_io if file_io is not None else FileIO()
         self._closed = False
 
     @classmethod
     def open(cls, path: str, file_already_exists: bool = False, init_file_size: int = 0,
-             preallocate: bool = False) -> "FileRecords":
-        io = fileio.current
+             preallocate: bool = False, *, file_io: FileIO | None = None) -> "FileRecords":
+        io = file_io if file_io is not None else FileIO()
         flags = os.O_RDWR | os.O_CREAT
         fd = io.open(path, flags)
         try:
@@ -107,7 +108,7 @@ class FileRecords:
         except BaseException:
             io.close(fd)
             raise
-        return cls(path, fd, size)
+        return cls(path, fd, size, file_io=io)
 
     # ---- writes ----------------------------------------------------------------------------------
     def append(self, data) -> int:
@@ -116,7 +117,7 @@ class FileRecords:
         if n == 0:
             return 0
         pos = self.size
-        io = fileio.current
+        io = self.file_io
         try:
             io.pwrite_all(self.fd, data, pos)
         except OSError:
@@ -128,7 +129,7 @@ class FileRecords:
         return n
 
     def flush(self) -> None:
-        fileio.current.fsync(self.fd)
+        self.file_io.fsync(self.fd)
 
     def truncate_to(self, target_size: int) -> int:
         """Cut the file to ``target_size``; returns bytes removed (``FileRecords.truncateTo``)."""
@@ -137,14 +138,14 @@ class FileRecords:
             raise ValueError(f"Attempt to truncate log segment {self.path} to {target_size} bytes failed, "
                              f" size of this log segment is {original} bytes.")
         if target_size < os.fstat(self.fd).st_size:
-            fileio.current.ftruncate(self.fd, target_size)
+            self.file_io.ftruncate(self.fd, target_size)
         self.size = target_size
         return original - target_size
 
     def trim(self) -> None:
         """Drop preallocated space past the logical end (``FileRecords.trim``)."""
         if os.fstat(self.fd).st_size > self.size:
-            fileio.current.ftruncate(self.fd, self.size)
+            self.file_io.ftruncate(self.fd, self.size)
 
     def close(self) -> None:
         if not self._closed:
@@ -152,16 +153,16 @@ class FileRecords:
             try:
                 self.trim()
             finally:
-                fileio.current.close(self.fd)
+                self.file_io.close(self.fd)
 
     def close_handlers(self) -> None:
         if not self._closed:
             self._closed = True
-            fileio.current.close(self.fd)
+            self.file_io.close(self.fd)
 
     def rename_to(self, path: str) -> None:
         try:
-            fileio.current.rename(self.path, path)
+            self.file_io.rename(self.path, path)
         finally:
             self.path = path
 
@@ -171,7 +172,7 @@ class FileRecords:
     def delete_if_exists(self) -> bool:
         self.close_handlers()
         try:
-            fileio.current.unlink(self.path)
+            self.file_io.unlink(self.path)
             return True
         except FileNotFoundError:
             return False
@@ -185,7 +186,7 @@ class FileRecords:
         end = min(self.size, position + length)
         if end <= position:
             return b""
-        return fileio.pread_exact(self.fd, end - position, position)
+        return pread_exact(self.fd, end - position, position)
 
     def batches_from(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """``(position, header)`` of each whole batch in ``[start, end)``, reading headers only.

@@ -1,9 +1,12 @@
 """The storage engine's only door to the operating system's file API.
 
-Every write, fsync, truncate, rename and unlink the storage package performs goes through
-:data:`current`, an instance of :class:`FileIO`.  Tests swap it for a recording or failing
-implementation (``monkeypatch.setattr(storage.fileio, "current", ...)``) to simulate power loss
-(drop every write not covered by an fsync) or a full disk (ENOSPC part-way through a write).
+Every write, fsync, truncate, rename and unlink the storage package performs goes through a
+:class:`FileIO` instance handed down from where the objects are built: ``LogManager(..., file_io=...)``,
+``Log.open(..., file_io=...)`` (then its segments, indexes, checkpoints, producer snapshots and loader),
+``LogCleaner(..., file_io=...)``, the checkpoint files' constructors.  Each defaults to a plain
+:class:`FileIO`.  Tests pass a recording or failing subclass to simulate power loss (drop every write not
+covered by an fsync) or a full disk (ENOSPC part-way through a write).  There is no module-level instance
+to replace.
 
 Reads (``os.pread``) do not go through here: they cannot lose data.
 """
@@ -14,7 +17,7 @@ import errno
 import mmap
 import os
 
-__all__ = ["FileIO", "current", "pread_exact", "fsync_dir"]
+__all__ = ["FileIO", "pread_exact", "is_plain"]
 
 
 class FileIO:
@@ -83,12 +86,9 @@ class FileIO:
             self.fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
-#: The implementation in use.  Replace it (not its methods) to inject faults.
-current: FileIO = FileIO()
-
-
-def fsync_dir(path: str) -> None:
-    current.fsync_dir(path)
+def is_plain(io: FileIO) -> bool:
+    """Whether ``io`` is the plain implementation, whose ``pwrite_all`` a hot path may replace by ``os.pwrite``."""
+    return type(io) is FileIO
 
 
 def pread_exact(fd: int, n: int, offset: int) -> bytes:

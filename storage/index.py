@@ -18,7 +18,7 @@ import os
 import struct
 import threading
 
-from . import fileio
+from .fileio import FileIO
 from .errors import CorruptIndexError, InvalidOffsetError
 
 NO_TIMESTAMP = -1
@@ -36,8 +36,10 @@ class _AbstractIndex:
     ENTRY_SIZE = 0
     _fmt: struct.Struct
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
+    def __init__(self, path: str, base_offset: int, max_index_size: int = -1, writable: bool = True, *,
+                 file_io: FileIO | None = None) -> None:
         self.path = path
+        self.file_io = file_io if file_io is not None else FileIO()
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.writable = writable
@@ -51,7 +53,7 @@ class _AbstractIndex:
 
     # ---- file and mapping ----------------------------------------------------------------------
     def _create_and_map(self) -> None:
-        io = fileio.current
+        io = self.file_io
         newly_created = False
         try:
             fd = io.open(self.path, (os.O_RDWR if self.writable else os.O_RDONLY) | os.O_CREAT | os.O_EXCL)
@@ -93,7 +95,7 @@ class _AbstractIndex:
             rounded = _round_down(new_size, self.ENTRY_SIZE)
             if self.length == rounded:
                 return False
-            io = fileio.current
+            io = self.file_io
             fd = io.open(self.path, os.O_RDWR)
             try:
                 if self._mm is not None:
@@ -126,7 +128,7 @@ class _AbstractIndex:
     def flush(self) -> None:
         with self.lock:
             if self._mm is not None:
-                fileio.current.msync(self._mm, self.path)
+                self.file_io.msync(self._mm, self.path)
 
     def close(self) -> None:
         """Trim to the valid entries and unmap (``AbstractIndex.close``)."""
@@ -151,14 +153,14 @@ class _AbstractIndex:
     def delete_if_exists(self) -> bool:
         self.close_handler()
         try:
-            fileio.current.unlink(self.path)
+            self.file_io.unlink(self.path)
             return True
         except FileNotFoundError:
             return False
 
     def rename_to(self, path: str) -> None:
         try:
-            fileio.current.rename(self.path, path)
+            self.file_io.rename(self.path, path)
         finally:
             self.path = path
 
@@ -232,8 +234,9 @@ class OffsetIndex(_AbstractIndex):
     ENTRY_SIZE = 8
     _fmt = struct.Struct(">ii")
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
-        super().__init__(path, base_offset, max_index_size, writable)
+    def __init__(self, path: str, base_offset: int, max_index_size: int = -1, writable: bool = True, *,
+                 file_io: FileIO | None = None) -> None:
+        super().__init__(path, base_offset, max_index_size, writable, file_io=file_io)
         self.last_offset = self._last_entry()[0]
 
     def _parse(self, n: int) -> tuple[int, int]:
@@ -290,7 +293,7 @@ class OffsetIndex(_AbstractIndex):
             rel = offset - self.base_offset
             if rel < 0 or rel > _INT_MAX:
                 self.relative_offset(offset)  # raises
-            self._fmt.pack_into(self._mm, entries * 8, rel, position)  # type: ignore[arg-type]
+            _pack_offset_entry(self._mm, entries * 8, rel, position)  # type: ignore[arg-type]
             self.entries = entries + 1
             self.last_offset = offset
         else:
@@ -319,14 +322,18 @@ class OffsetIndex(_AbstractIndex):
         self.last_offset = self._last_entry()[0]
 
 
+_pack_offset_entry = OffsetIndex._fmt.pack_into  # OffsetIndex.append runs once per produced batch or so
+
+
 class TimeIndex(_AbstractIndex):
     """``.timeindex``: (timestamp int64, relative offset int32) entries."""
 
     ENTRY_SIZE = 12
     _fmt = struct.Struct(">qi")
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
-        super().__init__(path, base_offset, max_index_size, writable)
+    def __init__(self, path: str, base_offset: int, max_index_size: int = -1, writable: bool = True, *,
+                 file_io: FileIO | None = None) -> None:
+        super().__init__(path, base_offset, max_index_size, writable, file_io=file_io)
         self.last_entry = self._last_entry_from_file()
 
     def _parse(self, n: int) -> tuple[int, int]:

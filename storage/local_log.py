@@ -10,9 +10,10 @@ import logging
 import os
 from typing import Iterable
 
-from . import files, fileio
+from . import files
 from .config import LogConfig
 from .errors import KafkaStorageError, OffsetOutOfRangeError
+from .fileio import FileIO
 from .file_records import FileSlice
 from .scheduler import Scheduler
 from .segment import FetchDataInfo, LogOffsetMetadata, LogSegment
@@ -27,8 +28,9 @@ __all__ = ["LocalLog"]
 class LocalLog:
     def __init__(self, dir: str, config: LogConfig, segments: LogSegments, recovery_point: int,
                  next_offset_metadata: LogOffsetMetadata, scheduler: Scheduler, topic: str, partition: int,
-                 now_ms: int = 0) -> None:
+                 now_ms: int = 0, *, file_io: FileIO | None = None) -> None:
         self.dir = dir
+        self.file_io = file_io if file_io is not None else FileIO()
         self.config = config
         self.segments = segments
         self.recovery_point = recovery_point
@@ -83,7 +85,7 @@ class LocalLog:
             for s in to_flush:
                 s.flush()
             if any(s.base_offset >= current for s in to_flush):
-                fileio.current.fsync_dir(self.dir)
+                self.file_io.fsync_dir(self.dir)
 
     # ---- append / read ---------------------------------------------------------------------------
     def append(self, last_offset: int, largest_timestamp: int, shallow_offset_of_max_timestamp: int, records,
@@ -153,11 +155,12 @@ class LocalLog:
                   files.time_index_file(self.dir, new_offset), files.transaction_index_file(self.dir, new_offset)):
             if os.path.exists(p):
                 log.warning("Newly rolled segment file %s already exists; deleting it first", p)
-                fileio.current.unlink(p)
+                self.file_io.unlink(p)
         if active is not None:
             active.on_become_inactive_segment()
         seg = LogSegment.open(self.dir, new_offset, self.config, now_ms=now_ms,
-                              init_file_size=self.config.init_file_size, preallocate=self.config.preallocate)
+                              init_file_size=self.config.init_file_size, preallocate=self.config.preallocate,
+                              file_io=self.file_io)
         self.segments.add(seg)
         self.update_log_end_offset(self.next_offset_metadata.message_offset)
         log.info("Rolled new log segment at offset %d for %s-%d", new_offset, self.topic, self.partition)
@@ -177,7 +180,7 @@ class LocalLog:
             if not s.has_suffix(files.DELETED_FILE_SUFFIX):
                 s.change_file_suffixes("", files.DELETED_FILE_SUFFIX)
         if to_delete:
-            fileio.current.fsync_dir(self.dir)
+            self.file_io.fsync_dir(self.dir)
 
         def delete() -> None:
             for s in to_delete:
@@ -193,7 +196,8 @@ class LocalLog:
         if new_offset == to_delete.base_offset:
             to_delete.change_file_suffixes("", files.DELETED_FILE_SUFFIX)
         seg = LogSegment.open(self.dir, new_offset, self.config, now_ms=now_ms,
-                              init_file_size=self.config.init_file_size, preallocate=self.config.preallocate)
+                              init_file_size=self.config.init_file_size, preallocate=self.config.preallocate,
+                              file_io=self.file_io)
         self.segments.add(seg)
         if new_offset != to_delete.base_offset:
             self.segments.remove(to_delete.base_offset)
@@ -244,7 +248,7 @@ class LocalLog:
         for s in reversed(new_sorted):
             if not is_recovered_swap_file:
                 s.change_file_suffixes(files.CLEANED_FILE_SUFFIX, files.SWAP_FILE_SUFFIX)
-        fileio.current.fsync_dir(self.dir)
+        self.file_io.fsync_dir(self.dir)
         for s in reversed(new_sorted):
             self.segments.add(s)
         new_bases = {s.base_offset for s in new_sorted}
@@ -257,7 +261,7 @@ class LocalLog:
                 deleted_not_replaced.append(s)
         for s in new_sorted:
             s.change_file_suffixes(files.SWAP_FILE_SUFFIX, "")
-        fileio.current.fsync_dir(self.dir)
+        self.file_io.fsync_dir(self.dir)
         return deleted_not_replaced
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -272,8 +276,8 @@ class LocalLog:
 
     def rename_dir(self, name: str) -> bool:
         new_dir = os.path.join(self.parent_dir, name)
-        fileio.current.rename(self.dir, new_dir)
-        fileio.current.fsync_dir(self.parent_dir)
+        self.file_io.rename(self.dir, new_dir)
+        self.file_io.fsync_dir(self.parent_dir)
         if new_dir != self.dir:
             self.dir = new_dir
             for s in self.segments.values():

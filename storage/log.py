@@ -34,7 +34,7 @@ from protocol.records import (
     validate_batch,
 )
 
-from . import files, fileio
+from . import files
 from .checkpoints import LeaderEpochCheckpointFile, PartitionMetadataFile, uuid_to_string
 from .config import LogConfig
 from .epoch import UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
@@ -48,7 +48,7 @@ from .errors import (
     UnexpectedAppendOffsetError,
 )
 from .file_records import TimestampAndOffset
-from .index import OffsetIndex
+from .fileio import FileIO
 from .loader import LoadStats, load_log, rebuild_producer_state
 from .local_log import LocalLog
 from .producer_state import (
@@ -80,12 +80,10 @@ NO_TIMESTAMP = -1
 UNKNOWN_OFFSET = -1
 _LONG_MAX = 2**63 - 1
 _INT_MAX = 2**31 - 1
-_DEFAULT_FILE_IO = fileio.current  # the plain one: the fast path calls os.pwrite itself
 #: the header fields the produce fast path checks: base offset, length, magic, CRC, attributes, last offset delta,
 #: max timestamp, producer id, producer epoch, base sequence, records count (partition leader epoch and first
 #: timestamp skipped)
 _unpack_fast_fields = struct.Struct(">qi4xbIhi8xqqhii").unpack_from
-_pack_offset_entry = OffsetIndex._fmt.pack_into
 _new_tuple = tuple.__new__
 _pack_offset_length_epoch = struct.Struct(">qii").pack_into  # a batch's first 16 bytes: stamped in one call
 
@@ -96,15 +94,15 @@ class FetchIsolation:
     TXN_COMMITTED = "txn_committed"    # READ_COMMITTED consumers: up to the last stable offset
 
 
-def _fsync_path(path: str) -> None:
+def _fsync_path(io: FileIO, path: str) -> None:
     try:
-        fd = fileio.current.open(path, os.O_RDONLY)
+        fd = io.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return
     try:
-        fileio.current.fsync(fd)
+        io.fsync(fd)
     finally:
-        fileio.current.close(fd)
+        io.close(fd)
 
 
 class LogAppendInfo(NamedTuple):
@@ -149,31 +147,35 @@ class Log:
     @classmethod
     def open(cls, dir: str, config: LogConfig, *, now_ms: int, log_start_offset: int = 0, recovery_point: int = 0,
              had_clean_shutdown: bool = False, scheduler: Scheduler | None = None, topic_id: bytes | None = None,
-             producer_id_expiration_ms: int = 86400000, max_transaction_timeout_ms: int = 900000) -> "Log":
+             producer_id_expiration_ms: int = 86400000, max_transaction_timeout_ms: int = 900000,
+             file_io: FileIO | None = None) -> "Log":
         """Open (creating if needed) and load the log in ``dir`` (``UnifiedLog.apply``).
 
         ``log_start_offset`` and ``recovery_point`` come from the log dir's checkpoints;
         ``had_clean_shutdown`` from its ``.kafka_cleanshutdown`` marker.  Slow after an unclean shutdown:
-        call it off the event loop.
+        call it off the event loop.  ``file_io`` carries every write, fsync, rename and unlink of this log (its
+        segments, indexes, checkpoints and producer snapshots); a plain :class:`FileIO` by default.
         """
         topic, partition = files.parse_topic_partition_name(dir)
         os.makedirs(dir, exist_ok=True)
         scheduler = scheduler or Scheduler()
-        pm = PartitionMetadataFile(os.path.join(dir, files.PARTITION_METADATA_FILE))
+        io = file_io if file_io is not None else FileIO()
+        pm = PartitionMetadataFile(os.path.join(dir, files.PARTITION_METADATA_FILE), file_io=io)
         epoch_cache = LeaderEpochFileCache(
-            LeaderEpochCheckpointFile(os.path.join(dir, files.LEADER_EPOCH_CHECKPOINT_FILE)))
+            LeaderEpochCheckpointFile(os.path.join(dir, files.LEADER_EPOCH_CHECKPOINT_FILE), file_io=io))
         psm = ProducerStateManager(dir, producer_id_expiration_ms=producer_id_expiration_ms,
-                                   max_transaction_timeout_ms=max_transaction_timeout_ms)
+                                   max_transaction_timeout_ms=max_transaction_timeout_ms, file_io=io)
         stats = LoadStats()
         try:
             segments, offsets = load_log(dir, config, log_start_offset_checkpoint=log_start_offset,
                                          recovery_point_checkpoint=recovery_point,
                                          had_clean_shutdown=had_clean_shutdown, epoch_cache=epoch_cache,
-                                         producer_state=psm, scheduler=scheduler, now_ms=now_ms, stats=stats)
+                                         producer_state=psm, scheduler=scheduler, now_ms=now_ms, stats=stats,
+                                         file_io=io)
         except OSError as e:
             raise KafkaStorageError(f"Error while loading log {dir}: {e}") from e
         local = LocalLog(dir, config, segments, offsets.recovery_point, offsets.next_offset_metadata, scheduler,
-                         topic, partition, now_ms)
+                         topic, partition, now_ms, file_io=io)
         existing_id = None
         if pm.exists():
             try:
@@ -215,6 +217,11 @@ class Log:
     @property
     def scheduler(self) -> Scheduler:
         return self.local_log.scheduler
+
+    @property
+    def file_io(self) -> FileIO:
+        """The file I/O this log was opened with (``Log.open(file_io=...)``)."""
+        return self.local_log.file_io
 
     @property
     def segments(self):
@@ -406,10 +413,11 @@ class Log:
 
         The produce hot path (one batch from a client, plain or an idempotent producer's next in sequence, no
         transaction, CreateTime, no roll) is done right here with as little Python as it takes: the usual batch
-        is checked field by field (the rules of :func:`validate_batch` and :func:`check_client_batch`), then the
-        roll check, the segment append (``LogSegment.append``, ``FileRecords.append``), the index entries and
-        the producer's entry (``ProducerStateEntry.add_batch``) inline, under the log lock.  Anything out of the
-        ordinary goes to :meth:`_append`, which does the general work and raises the right error; a batch
+        is checked field by field (the rules of :func:`validate_batch` and :func:`check_client_batch`), then, under
+        the log lock, the segment's roll check (:meth:`LogSegment.can_append_without_roll`), the offsets and
+        epoch stamped in place, the segment's append (:meth:`LogSegment.append`: the file, the max timestamp,
+        the index entries) and the producer's entry (``ProducerStateEntry.add_batch``) inline.  Anything out of
+        the ordinary goes to :meth:`_append`, which does the general work and raises the right error; a batch
         already CRC-checked here is passed on as checked.
         """
         t = type(records)
@@ -445,97 +453,49 @@ class Log:
                 fc = self._fast_config
                 if fc[0] is not ll.config:
                     fc = self._fast_config_for(ll.config)
-                seg = ll.segments._state[2]
-                oi = seg._offset_index
-                ti = seg._time_index
-                lr = seg.log
-                size = lr.size
+                seg = ll.segments._state[2]  # LogSegments.active_segment, without the property's call
                 offset = ll.next_offset_metadata[0]
                 last = offset + delta
-                rel = last - seg.base_offset
                 if pid < 0:
                     retained = None
                 else:
                     # an idempotent producer's next batch in order: its entry, same epoch, no transaction open,
                     # base sequence = last sequence + 1 without wrapping (then it cannot be a duplicate of one of
-                    # the retained batches either); anything else is ProducerAppendInfo's to judge
+                    # the retained batches either); anything else (False) is ProducerAppendInfo's to judge
                     entry = self.producer_state.producers.get(pid)
                     retained = (entry.batch_metadata if entry is not None and entry.producer_epoch == pepoch
-                                and entry.current_txn_first_offset is None else None)
-                    if not retained or base_seq != retained[-1][0] + 1 or base_seq > _INT_MAX - delta:
-                        retained = False
-                # LogSegment.should_roll_for (a segment whose indexes are not open yet takes the general path)
-                if not (n > fc[1] or max_ts - now_ms > fc[5] or size > fc[3] - n or ll.closed or self.offline
-                        or oi is None or ti is None or oi.entries >= oi.max_entries
-                        or ti.entries >= ti.max_entries - 1 or rel > _INT_MAX
+                                and entry.current_txn_first_offset is None and entry.batch_metadata
+                                and base_seq == entry.batch_metadata[-1][0] + 1 and base_seq <= _INT_MAX - delta
+                                else False)
+                # a read-only view cannot take its offsets in place: the general path copies it
+                if not (n > fc[1] or max_ts - now_ms > fc[5] or ll.closed or self.offline
                         or self.partition_metadata._dirty is not None or retained is False
-                        or (size and ((ts := seg.rolling_based_timestamp) is None
-                                     or ((max_ts - ts) if ts >= 0 else now_ms - seg.created)
-                                     > fc[2] - seg.roll_jitter_ms))):
+                        or (t is memoryview and records.readonly)
+                        or not seg.can_append_without_roll(fc[2], fc[3], max_ts, last, n, now_ms)):
+                    _pack_offset_length_epoch(records, 0, offset, length, leader_epoch)
+                    # LeaderEpochFileCache.isUpdateNeeded: a new epoch (the latest entry never starts past the LEO)
+                    if leader_epoch != self.leader_epoch_cache.latest_epoch_value and leader_epoch >= 0:
+                        self.leader_epoch_cache.assign(leader_epoch, offset)
                     try:
-                        _pack_offset_length_epoch(records, 0, offset, length, leader_epoch)
-                    except TypeError:  # a read-only view (a view of some other format fails the length check)
-                        pass
-                    else:
-                        # LeaderEpochFileCache.isUpdateNeeded: a new epoch (the latest entry never starts past the LEO)
-                        if leader_epoch != self.leader_epoch_cache.latest_epoch_value and leader_epoch >= 0:
-                            self.leader_epoch_cache.assign(leader_epoch, offset)
-                        if not size:  # LogSegment.append
-                            seg.rolling_based_timestamp = max_ts
-                        # FileRecords.append: write at the logical end, cut back on failure, then bump the size
-                        io = fileio.current
-                        try:
-                            try:
-                                if io is _DEFAULT_FILE_IO:
-                                    written = os.pwrite(lr.fd, records, size)
-                                    if written != n:
-                                        io.pwrite_all(lr.fd, memoryview(records)[written:], size + written)
-                                else:
-                                    io.pwrite_all(lr.fd, records, size)
-                            except OSError:
-                                io.ftruncate(lr.fd, size)
-                                raise
-                        except OSError as e:
-                            raise self._io_error("Error while appending records", e) from e
-                        end = size + n
-                        lr.size = end
-                        m = seg._max_ts_and_offset
-                        if m is None:
-                            m = seg._max_ts()
-                        if max_ts > m[0]:
-                            seg._max_ts_and_offset = m = (max_ts, last)
-                        if seg.bytes_since_last_index_entry > seg.index_interval_bytes:
-                            # OffsetIndex.append (not full, offset in range: checked above)
-                            entries = oi.entries
-                            if entries == 0 or last > oi.last_offset:
-                                _pack_offset_entry(oi._mm, entries * 8, rel, size)
-                                oi.entries = entries + 1
-                                oi.last_offset = last
-                            else:
-                                oi.append(last, size)  # raises
-                            # TimeIndex.maybe_append, which is a no-op when the segment's max timestamp has not moved
-                            lt = ti.last_entry
-                            if m[0] != lt[0] or m[1] < lt[1]:
-                                ti.maybe_append(m[0], m[1])
-                            seg.bytes_since_last_index_entry = n
-                        else:
-                            seg.bytes_since_last_index_entry += n
-                        if retained is not None:  # ProducerStateEntry.add_batch (the deque keeps the last five)
-                            retained.append(_new_tuple(BatchMetadata, (base_seq + delta, last, delta, max_ts)))
-                            entry.last_timestamp = max_ts
-                        next_offset = last + 1
-                        ll.next_offset_metadata = _new_tuple(LogOffsetMetadata, (next_offset, seg.base_offset, end))
-                        self.producer_state.last_map_offset = next_offset
-                        if next_offset - ll.recovery_point >= fc[4]:
-                            self._flush(next_offset, False, now_ms)
-                        return _new_tuple(LogAppendInfo, (offset, last, max_ts, last, NO_TIMESTAMP,
-                                                          self.log_start_offset, n, 1,
-                                                          leader_epoch if leader_epoch >= 0 else None, False, ()))
+                        seg.append(last, max_ts, last, records)
+                    except OSError as e:
+                        raise self._io_error("Error while appending records", e) from e
+                    if retained is not None:  # ProducerStateEntry.add_batch (the deque keeps the last five)
+                        retained.append(_new_tuple(BatchMetadata, (base_seq + delta, last, delta, max_ts)))
+                        entry.last_timestamp = max_ts
+                    next_offset = last + 1
+                    ll.next_offset_metadata = _new_tuple(LogOffsetMetadata,
+                                                         (next_offset, seg.base_offset, seg.log.size))
+                    self.producer_state.last_map_offset = next_offset
+                    if next_offset - ll.recovery_point >= fc[4]:
+                        self._flush(next_offset, False, now_ms)
+                    return _new_tuple(LogAppendInfo, (offset, last, max_ts, last, NO_TIMESTAMP,
+                                                      self.log_start_offset, n, 1,
+                                                      leader_epoch if leader_epoch >= 0 else None, False, ()))
             finally:
                 lock.release()
             # checked, but not for the fast path (a roll, a producer id, ...): the general path, told so
-            if validated_headers is None:
-                validated_headers = [validate_batch(records, 0, False)]
+            validated_headers = validated_headers or [validate_batch(records, 0, False)]
         return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
                             validated_headers=validated_headers)
 
@@ -647,39 +607,48 @@ class Log:
             except OSError as e:
                 raise self._io_error("Error while appending records", e) from e
 
+    def _assign_offsets(self, buf, headers: list[BatchHeader], info: LogAppendInfo, origin: str, leader_epoch: int,
+                        now_ms: int) -> tuple[list[BatchHeader], LogAppendInfo]:
+        """The leader's part of ``LogValidator.validateMessagesAndAssignOffsets`` for v2 batches: check a client's
+        CreateTime timestamps against the configured bounds, stamp each batch with its base offset (from the log
+        end offset on) and ``leader_epoch`` (and LogAppendTime's timestamp), and return the stamped headers and the
+        append info with the assigned offsets."""
+        config = self.local_log.config
+        if origin == ORIGIN_CLIENT and config.message_timestamp_type == "CreateTime" and (
+                config.message_timestamp_before_max_ms < _LONG_MAX
+                or config.message_timestamp_after_max_ms < _LONG_MAX):
+            self._validate_timestamps(buf, headers, now_ms)  # LogValidator checks CreateTime only
+        offset = first = self.local_log.next_offset_metadata.message_offset
+        log_append = config.message_timestamp_type == "LogAppendTime"
+        pos = 0
+        new_headers = []
+        max_ts, shallow = NO_TIMESTAMP, -1
+        for h in headers:
+            stamp_batch(buf, pos, offset, leader_epoch)
+            if log_append:
+                set_max_timestamp(buf, pos, LOG_APPEND_TIME, now_ms)
+                h = _new_tuple(BatchHeader, (offset, h[1], leader_epoch, h[3], h[4], (h[5] & 0x77) | 0x08,
+                                             h[6], h[7], now_ms) + h[9:])
+            else:
+                h = _new_tuple(BatchHeader, (offset, h[1], leader_epoch) + h[3:])
+            new_headers.append(h)
+            last = offset + h.last_offset_delta
+            if h.max_timestamp > max_ts:
+                max_ts, shallow = h.max_timestamp, last
+            offset = last + 1
+            pos += h.batch_length + LOG_OVERHEAD
+        headers = new_headers
+        info = info._replace(first_offset=first, last_offset=offset - 1, max_timestamp=max_ts,
+                             shallow_offset_of_max_timestamp=shallow, headers=headers,
+                             log_append_time=now_ms if log_append else info.log_append_time,
+                             last_leader_epoch=leader_epoch if leader_epoch >= 0 else None)
+        return headers, info
+
     def _append_locked(self, buf, headers: list[BatchHeader], info: LogAppendInfo, origin: str,
                        assign_offsets: bool, leader_epoch: int, now_ms: int) -> LogAppendInfo:
         self.local_log.check_if_memory_mapped_buffer_closed()
         if assign_offsets:
-            config = self.local_log.config
-            if origin == ORIGIN_CLIENT and config.message_timestamp_type == "CreateTime" and (
-                    config.message_timestamp_before_max_ms < _LONG_MAX
-                    or config.message_timestamp_after_max_ms < _LONG_MAX):
-                self._validate_timestamps(buf, headers, now_ms)  # LogValidator checks CreateTime only
-            offset = first = self.local_log.next_offset_metadata.message_offset
-            log_append = config.message_timestamp_type == "LogAppendTime"
-            pos = 0
-            new_headers = []
-            max_ts, shallow = NO_TIMESTAMP, -1
-            for h in headers:
-                stamp_batch(buf, pos, offset, leader_epoch)
-                if log_append:
-                    set_max_timestamp(buf, pos, LOG_APPEND_TIME, now_ms)
-                    h = _new_tuple(BatchHeader, (offset, h[1], leader_epoch, h[3], h[4], (h[5] & 0x77) | 0x08,
-                                                 h[6], h[7], now_ms) + h[9:])
-                else:
-                    h = _new_tuple(BatchHeader, (offset, h[1], leader_epoch) + h[3:])
-                new_headers.append(h)
-                last = offset + h.last_offset_delta
-                if h.max_timestamp > max_ts:
-                    max_ts, shallow = h.max_timestamp, last
-                offset = last + 1
-                pos += h.batch_length + LOG_OVERHEAD
-            headers = new_headers
-            info = info._replace(first_offset=first, last_offset=offset - 1, max_timestamp=max_ts,
-                                 shallow_offset_of_max_timestamp=shallow, headers=headers,
-                                 log_append_time=now_ms if log_append else info.log_append_time,
-                                 last_leader_epoch=leader_epoch if leader_epoch >= 0 else None)
+            headers, info = self._assign_offsets(buf, headers, info, origin, leader_epoch, now_ms)
         else:
             first_or_last = info.first_offset if info.first_offset != UNKNOWN_OFFSET else headers[0].last_offset
             if first_or_last < self.log_end_offset:
@@ -783,7 +752,7 @@ class Log:
 
         def flush_rolled() -> None:
             if snapshot is not None:
-                _fsync_path(snapshot)
+                _fsync_path(self.file_io, snapshot)
             if not self.offline and not self.local_log.closed:
                 self.flush_up_to_offset_exclusive(base, now_ms)
 
@@ -992,7 +961,7 @@ class Log:
             def delete() -> None:
                 for p in marked:
                     try:
-                        fileio.current.unlink(p)
+                        self.file_io.unlink(p)
                     except FileNotFoundError:
                         pass
             self.scheduler.schedule_once("delete-producer-snapshot", delete, self.config.file_delete_delay_ms)
@@ -1049,7 +1018,7 @@ class Log:
                 if not sg.deleted:
                     sg.log.flush()
             if new_segment:
-                fileio.current.fsync_dir(self.dir)
+                self.file_io.fsync_dir(self.dir)
         except OSError as e:
             with self._lock:
                 raise self._io_error("Error while flushing log", e) from e
@@ -1218,7 +1187,7 @@ class Log:
                     self.partition_metadata.path = os.path.join(new_dir, files.PARTITION_METADATA_FILE)
                     if self.leader_epoch_cache.checkpoint is not None:
                         self.leader_epoch_cache.checkpoint = LeaderEpochCheckpointFile(
-                            os.path.join(new_dir, files.LEADER_EPOCH_CHECKPOINT_FILE))
+                            os.path.join(new_dir, files.LEADER_EPOCH_CHECKPOINT_FILE), file_io=self.file_io)
             except OSError as e:
                 raise self._io_error("Error while renaming dir", e) from e
 

@@ -28,11 +28,12 @@ from typing import Any, Callable, Mapping
 
 from protocol.topics import METADATA_TOPIC
 
-from . import files, fileio
+from . import files
 from .checkpoints import CleanShutdownFile, MetaProperties, OffsetCheckpointFile, random_uuid
 from .cleaner import LogCleaner
 from .config import LogConfig, LogManagerConfig
 from .errors import KafkaStorageError
+from .fileio import FileIO
 from .log import Log
 from .scheduler import Scheduler
 
@@ -47,8 +48,10 @@ __all__ = ["LogManager"]
 class LogManager:
     def __init__(self, config: LogManagerConfig, broker_props: Mapping[str, Any] | None = None,
                  topic_configs: Mapping[str, Mapping[str, Any]] | None = None, *,
-                 scheduler: Scheduler | None = None, broker_epoch: int = -1) -> None:
+                 scheduler: Scheduler | None = None, broker_epoch: int = -1, file_io: FileIO | None = None) -> None:
         self.config = config
+        # every write, fsync, rename and unlink of these log dirs (logs, checkpoints, markers, the cleaner's)
+        self.file_io = file_io if file_io is not None else FileIO()
         self.broker_props = dict(broker_props or {})
         self.topic_overrides: dict[str, dict[str, Any]] = {t: dict(c) for t, c in (topic_configs or {}).items()}
         self.default_config = LogConfig.from_props({}, self.broker_props)
@@ -104,7 +107,7 @@ class LogManager:
                                     f"{self.log_dirs} can be created or validated")
         self._load_logs(now_ms)
         if self.config.log_cleaner_enable:
-            self.cleaner = LogCleaner(self.config, self.current_logs, self.live_log_dirs)
+            self.cleaner = LogCleaner(self.config, self.current_logs, self.live_log_dirs, file_io=self.file_io)
 
     def _init_dir(self, d: str) -> None:
         os.makedirs(d, exist_ok=True)
@@ -128,16 +131,20 @@ class LogManager:
                                         f"{self.config.node_id} in {mp_path}.")
             if mp.directory_id is None:
                 mp = MetaProperties(mp.version, mp.cluster_id, mp.node_id, random_uuid())
-                mp.write(mp_path)
+                mp.write(mp_path, file_io=self.file_io)
         else:
             mp = MetaProperties(1, self.config.cluster_id, self.config.node_id, random_uuid())
-            mp.write(mp_path)
+            mp.write(mp_path, file_io=self.file_io)
         self.meta_properties[d] = mp
-        self._recovery_checkpoints[d] = OffsetCheckpointFile(os.path.join(d, files.RECOVERY_POINT_CHECKPOINT_FILE))
-        self._log_start_checkpoints[d] = OffsetCheckpointFile(os.path.join(d, files.LOG_START_OFFSET_CHECKPOINT_FILE))
-        self._hw_checkpoints[d] = OffsetCheckpointFile(os.path.join(d, files.REPLICATION_OFFSET_CHECKPOINT_FILE))
+        io = self.file_io
+        self._recovery_checkpoints[d] = OffsetCheckpointFile(os.path.join(d, files.RECOVERY_POINT_CHECKPOINT_FILE),
+                                                             file_io=io)
+        self._log_start_checkpoints[d] = OffsetCheckpointFile(os.path.join(d, files.LOG_START_OFFSET_CHECKPOINT_FILE),
+                                                              file_io=io)
+        self._hw_checkpoints[d] = OffsetCheckpointFile(os.path.join(d, files.REPLICATION_OFFSET_CHECKPOINT_FILE),
+                                                       file_io=io)
         # the cleaner creates its own checkpoint file; create it here too so a fresh dir has Kafka's full layout
-        OffsetCheckpointFile(os.path.join(d, files.CLEANER_OFFSET_CHECKPOINT_FILE))
+        OffsetCheckpointFile(os.path.join(d, files.CLEANER_OFFSET_CHECKPOINT_FILE), file_io=io)
 
     def _read_checkpoint(self, cp: OffsetCheckpointFile, what: str) -> dict[TopicPartition, int]:
         try:
@@ -150,7 +157,7 @@ class LogManager:
         jobs = []
         pools = []
         for d in self.live_log_dirs:
-            marker = CleanShutdownFile(d)
+            marker = CleanShutdownFile(d, file_io=self.file_io)
             had_clean = marker.exists()
             if had_clean:
                 marker.delete()
@@ -214,7 +221,7 @@ class LogManager:
         return Log.open(path, cfg, now_ms=now_ms, log_start_offset=log_starts.get(tp, 0),
                         recovery_point=recovery_points.get(tp, 0), had_clean_shutdown=had_clean,
                         scheduler=self.scheduler, producer_id_expiration_ms=self.config.producer_id_expiration_ms,
-                        max_transaction_timeout_ms=self.config.transaction_max_timeout_ms)
+                        max_transaction_timeout_ms=self.config.transaction_max_timeout_ms, file_io=self.file_io)
 
     # ==== lookup / create / delete ================================================================
     def current_logs(self) -> dict[TopicPartition, Log]:
@@ -260,7 +267,7 @@ class LogManager:
                 lg = Log.open(path, config or self.config_for(topic), now_ms=now_ms, had_clean_shutdown=True,
                               scheduler=self.scheduler, topic_id=topic_id,
                               producer_id_expiration_ms=self.config.producer_id_expiration_ms,
-                              max_transaction_timeout_ms=self.config.transaction_max_timeout_ms)
+                              max_transaction_timeout_ms=self.config.transaction_max_timeout_ms, file_io=self.file_io)
             except OSError as e:
                 raise KafkaStorageError(f"Error while creating log for {topic}-{partition} in dir {d}: {e}") from e
             self._logs[tp] = lg
@@ -281,7 +288,7 @@ class LogManager:
             dirs, self._dirs_to_sync = self._dirs_to_sync, set()
         for d in dirs:
             try:
-                fileio.current.fsync_dir(d)
+                self.file_io.fsync_dir(d)
             except OSError as e:
                 log.error("Error while flushing log dir %s: %s", d, e)
 
@@ -470,7 +477,7 @@ class LogManager:
                 all_ok[d] = False
                 continue
             if all_ok[d] and (self._had_clean_shutdown.get(d) or self._load_completed.get(d)):
-                CleanShutdownFile(d).write(self.broker_epoch)
+                CleanShutdownFile(d, file_io=self.file_io).write(self.broker_epoch)
         self.scheduler.run_all()
         for d, fd in self._dir_locks.items():
             try:

@@ -28,8 +28,9 @@ from crc32c import crc32c
 
 from protocol.records import BatchHeader
 
-from . import files, fileio
+from . import files
 from .errors import CorruptSnapshotError, InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError
+from .fileio import FileIO
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +258,8 @@ def _end_txn_marker(buf, pos: int) -> tuple[bool, int, int] | None:
 
 # ---- snapshot files ------------------------------------------------------------------------------
 
-def write_snapshot(path: str, producers: Iterable[ProducerStateEntry], sync: bool = True) -> None:
+def write_snapshot(path: str, producers: Iterable[ProducerStateEntry], sync: bool = True, *,
+                   file_io: FileIO | None = None) -> None:
     entries = list(producers)
     body = bytearray(struct.pack(">i", len(entries)))
     for e in entries:
@@ -265,7 +267,7 @@ def write_snapshot(path: str, producers: Iterable[ProducerStateEntry], sync: boo
                                  e.last_offset_delta, e.last_timestamp, e.coordinator_epoch,
                                  -1 if e.current_txn_first_offset is None else e.current_txn_first_offset)
     data = struct.pack(">hI", SNAPSHOT_VERSION, crc32c(bytes(body))) + bytes(body)
-    io = fileio.current
+    io = file_io if file_io is not None else FileIO()
     fd = io.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
         io.pwrite_all(fd, data, 0)
@@ -304,8 +306,9 @@ def read_snapshot(path: str) -> list[ProducerStateEntry]:
 
 class ProducerStateManager:
     def __init__(self, log_dir: str, *, producer_id_expiration_ms: int = 86400000,
-                 max_transaction_timeout_ms: int = 900000) -> None:
+                 max_transaction_timeout_ms: int = 900000, file_io: FileIO | None = None) -> None:
         self.log_dir = log_dir
+        self.file_io = file_io if file_io is not None else FileIO()
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.max_transaction_timeout_ms = max_transaction_timeout_ms
         self.producers: dict[int, ProducerStateEntry] = {}
@@ -350,7 +353,7 @@ class ProducerStateManager:
         if i < len(self._snapshots) and self._snapshots[i] == offset:
             self._snapshots.pop(i)
             try:
-                fileio.current.unlink(self._snapshot_path(offset))
+                self.file_io.unlink(self._snapshot_path(offset))
             except FileNotFoundError:
                 pass
 
@@ -362,7 +365,7 @@ class ProducerStateManager:
             src = self._snapshot_path(offset)
             dst = src + files.DELETED_FILE_SUFFIX
             try:
-                fileio.current.rename(src, dst)
+                self.file_io.rename(src, dst)
                 return dst
             except FileNotFoundError:
                 return None
@@ -389,7 +392,7 @@ class ProducerStateManager:
     def take_snapshot(self, sync: bool = True) -> str | None:
         if self.last_map_offset > self.last_snap_offset:
             path = self._snapshot_path(self.last_map_offset)
-            write_snapshot(path, self.producers.values(), sync)
+            write_snapshot(path, self.producers.values(), sync, file_io=self.file_io)
             if self.last_map_offset not in self._snapshots:
                 bisect.insort(self._snapshots, self.last_map_offset)
             self.last_snap_offset = self.last_map_offset

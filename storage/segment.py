@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, NamedTuple
 from protocol.errors import CorruptRecordError, ProtocolError
 from protocol.records import LOG_OVERHEAD, validate_batch
 
-from . import files, fileio
+from . import files
 from .errors import LogSegmentOffsetOverflowError
 from .file_records import FileRecords, FileSlice, LogOffsetPosition, TimestampAndOffset
+from .fileio import FileIO, is_plain
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 _INT_MAX = 2**31 - 1
 _RECOVERY_CHUNK = 1024 * 1024
 _I32 = struct.Struct(">i")
+_pack_offset_entry = OffsetIndex._fmt.pack_into
 
 __all__ = ["LogSegment", "LogOffsetMetadata", "FetchDataInfo", "RollParams"]
 
@@ -79,10 +81,13 @@ _UNKNOWN_TS = (NO_TIMESTAMP, -1)
 class LogSegment:
     def __init__(self, dir: str, base_offset: int, log_records: FileRecords, *, index_interval_bytes: int,
                  max_index_size: int, roll_jitter_ms: int = 0, created_ms: int | None = None,
-                 suffix: str = "") -> None:
+                 suffix: str = "", file_io: FileIO | None = None) -> None:
         self.dir = dir
         self.base_offset = base_offset
         self.log = log_records
+        # the indexes and renames go through the same file I/O as the log file, unless told otherwise
+        self.file_io = file_io if file_io is not None else log_records.file_io
+        self._plain_log_io = is_plain(log_records.file_io)  # append writes with os.pwrite itself
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.roll_jitter_ms = roll_jitter_ms
@@ -100,12 +105,12 @@ class LogSegment:
     @classmethod
     def open(cls, dir: str, base_offset: int, config: "LogConfig", *, file_already_exists: bool = False,
              suffix: str = "", now_ms: int | None = None, init_file_size: int = 0,
-             preallocate: bool = False) -> "LogSegment":
+             preallocate: bool = False, file_io: FileIO | None = None) -> "LogSegment":
         records = FileRecords.open(files.log_file(dir, base_offset, suffix), file_already_exists,
-                                   init_file_size, preallocate)
+                                   init_file_size, preallocate, file_io=file_io)
         seg = cls(dir, base_offset, records, index_interval_bytes=config.index_interval_bytes,
                   max_index_size=config.max_index_size, roll_jitter_ms=config.random_segment_jitter(),
-                  created_ms=now_ms, suffix=suffix)
+                  created_ms=now_ms, suffix=suffix, file_io=records.file_io)
         if not file_already_exists:
             # create the index files with the log file, so a segment closed before its first append still
             # has all three files on disk
@@ -118,14 +123,16 @@ class LogSegment:
     def offset_index(self) -> OffsetIndex:
         idx = self._offset_index
         if idx is None:
-            idx = self._offset_index = OffsetIndex(self._offset_index_path, self.base_offset, self.max_index_size)
+            idx = self._offset_index = OffsetIndex(self._offset_index_path, self.base_offset, self.max_index_size,
+                                                   file_io=self.file_io)
         return idx
 
     @property
     def time_index(self) -> TimeIndex:
         idx = self._time_index
         if idx is None:
-            idx = self._time_index = TimeIndex(self._time_index_path, self.base_offset, self.max_index_size)
+            idx = self._time_index = TimeIndex(self._time_index_path, self.base_offset, self.max_index_size,
+                                               file_io=self.file_io)
         return idx
 
     @property
@@ -245,10 +252,38 @@ class LogSegment:
         self.offset_index.resize(size)
         self.time_index.resize(size)
 
+    def can_append_without_roll(self, max_segment_ms: int, max_segment_bytes: int, max_timestamp_in_messages: int,
+                                max_offset_in_messages: int, messages_size: int, now_ms: int) -> bool:
+        """The produce hot path's roll check: True only if :meth:`should_roll_for` would not roll, told without
+        opening an index or reading the first batch's timestamp.  False when it cannot tell so cheaply (an index not
+        open yet, the first batch's timestamp not loaded): the caller then takes the general path, which asks
+        :meth:`should_roll_for`."""
+        size = self.log.size
+        oi, ti = self._offset_index, self._time_index
+        if (size > max_segment_bytes - messages_size or oi is None or ti is None or oi.entries >= oi.max_entries
+                or ti.entries >= ti.max_entries - 1 or max_offset_in_messages - self.base_offset > _INT_MAX):
+            return False
+        if size:
+            ts = self.rolling_based_timestamp
+            if ts is None:
+                return False
+            waited = (max_timestamp_in_messages - ts) if ts >= 0 else now_ms - self.created
+            return waited <= max_segment_ms - self.roll_jitter_ms
+        return True
+
     # ---- append ----------------------------------------------------------------------------------
     def append(self, largest_offset: int, largest_timestamp: int, shallow_offset_of_max_timestamp: int,
                records) -> None:
-        """Append already-validated, offset-assigned batches (``LogSegment.append``)."""
+        """Append already-validated, offset-assigned batches (``LogSegment.append``): write them at the end of the
+        ``.log`` file, move the segment's max timestamp, and once ``index.interval.bytes`` have been written since
+        the last index entry, add an offset index entry for the position written at and a time index entry if
+        the max timestamp moved.
+
+        On the produce hot path (every batch goes through here): constant work per call, none per record, and
+        ``records`` is written as given, never copied.  An ``OSError`` from the write leaves the file as it was.
+        The common cases of :meth:`FileRecords.append` (plain file I/O) and :meth:`OffsetIndex.append` are
+        inlined: each Python call would cost about as much as the work it does.
+        """
         n = len(records)
         if n == 0:
             return
@@ -259,17 +294,47 @@ class LogSegment:
         rel = largest_offset - self.base_offset
         if rel < 0 or rel > _INT_MAX:
             raise LogSegmentOffsetOverflowError(self, largest_offset)
-        log_records.append(records)
+        if self._plain_log_io:
+            # FileRecords.append: write at the logical end, cut back on failure, then bump the size
+            fd = log_records.fd
+            try:
+                written = os.pwrite(fd, records, physical_position)
+                if written != n:
+                    log_records.file_io.pwrite_all(fd, memoryview(records)[written:], physical_position + written)
+            except OSError:
+                log_records.file_io.ftruncate(fd, physical_position)
+                raise
+            log_records.size = physical_position + n
+        else:
+            log_records.append(records)  # a test's file I/O (power loss, a full disk) sees every write
         m = self._max_ts_and_offset
         if m is None:
             m = self._max_ts()
         if largest_timestamp > m[0]:
             self._max_ts_and_offset = m = (largest_timestamp, shallow_offset_of_max_timestamp)
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, physical_position)
-            self.time_index.maybe_append(m[0], m[1])
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += n
+            oi = self._offset_index
+            if oi is None:
+                oi = self.offset_index
+            entries = oi.entries
+            if entries < oi.max_entries and (entries == 0 or largest_offset > oi.last_offset):
+                # OffsetIndex.append (the offset is in range: checked above)
+                _pack_offset_entry(oi._mm, entries * 8, rel, physical_position)
+                oi.entries = entries + 1
+                oi.last_offset = largest_offset
+            else:
+                oi.append(largest_offset, physical_position)  # raises
+            ti = self._time_index
+            if ti is None:
+                ti = self.time_index
+            # TimeIndex.maybe_append does nothing unless the max timestamp moved (it raises for an entry going
+            # backwards or a full index): skip the call, and its lock, when none of that can be
+            lt = ti.last_entry
+            if m[0] != lt[0] or m[1] < lt[1] or ti.entries >= ti.max_entries - 1:
+                ti.maybe_append(m[0], m[1])
+            self.bytes_since_last_index_entry = n
+        else:
+            self.bytes_since_last_index_entry += n
 
     # ---- read ------------------------------------------------------------------------------------
     def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:
@@ -564,12 +629,12 @@ class LogSegment:
         if self._offset_index is not None:
             self._offset_index.rename_to(new_oi)
         elif os.path.exists(oi_path):
-            fileio.current.rename(oi_path, new_oi)
+            self.file_io.rename(oi_path, new_oi)
         self._offset_index_path = new_oi
         if self._time_index is not None:
             self._time_index.rename_to(new_ti)
         elif os.path.exists(ti_path):
-            fileio.current.rename(ti_path, new_ti)
+            self.file_io.rename(ti_path, new_ti)
         self._time_index_path = new_ti
 
     def has_suffix(self, suffix: str) -> bool:
@@ -594,14 +659,14 @@ class LogSegment:
                 idx.delete_if_exists()
             else:
                 try:
-                    fileio.current.unlink(path)
+                    self.file_io.unlink(path)
                 except FileNotFoundError:
                     pass
         # a transaction index is never written by odradek, but remove one Kafka may have left
         txn = files.transaction_index_file(self.dir, self.base_offset,
                                            self.log.path[len(files.log_file(self.dir, self.base_offset)):])
         try:
-            fileio.current.unlink(txn)
+            self.file_io.unlink(txn)
         except FileNotFoundError:
             pass
 

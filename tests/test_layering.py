@@ -1,5 +1,6 @@
 """Imports flow one way: protocol <- storage <- cluster <- broker, spark_jobs beside broker, and no cycles; what
-a node runs never reaches test tooling, even transitively; the test-only fault hook has one seam.
+a node runs never reaches test tooling, even transitively; the test-only fault hook has one seam; storage's file
+I/O is passed in (``LogManager(file_io=...)``, ``Log.open(file_io=...)``), never a module global to swap.
 
 The rules are checked on the source (every ``import`` statement, also inside functions and under
 ``TYPE_CHECKING``), so a forbidden import fails here before it can tangle the layers.
@@ -200,6 +201,44 @@ def fault_hook_importers(root: Path) -> list[str]:
                   and m != FAULT_HOOK)
 
 
+# storage's file-I/O layer: FileIO instances are handed down, so the module holds no instance to replace
+FILE_IO_MODULE = "storage/fileio.py"
+
+
+def file_io_globals(root: Path) -> list[str]:
+    """A module-level ``current`` (or any module-level ``FileIO()`` instance) in storage/fileio.py, and any use
+    of ``fileio.current`` (attribute, import, ``setattr``) in our packages, the tests or the benchmarks: file I/O is an
+    explicit dependency, so a test injects faults by passing its FileIO, not by assigning a global."""
+    problems = []
+    fileio_path = root / FILE_IO_MODULE
+    for node in ast.parse(fileio_path.read_text(), str(fileio_path)).body:
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else [])
+        value = getattr(node, "value", None)
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        if "current" in names or (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                                  and value.func.id == "FileIO"):
+            problems.append(f"{FILE_IO_MODULE}:{node.lineno}: module-level file I/O instance {names}")
+    paths = list(source_files(root))
+    for extra in ("tests", "benchmarks"):
+        if (root / extra).is_dir():
+            paths += sorted((root / extra).rglob("*.py"))
+    for path in paths:
+        tree = ast.parse(path.read_text(), str(path))
+        for n in ast.walk(tree):
+            if (isinstance(n, ast.Attribute) and n.attr == "current" and isinstance(n.value, ast.Name)
+                    and n.value.id == "fileio"):
+                problems.append(f"{path.relative_to(root)}:{n.lineno}: fileio.current")
+            elif isinstance(n, ast.ImportFrom) and (n.module or "").endswith("fileio") and \
+                    any(a.name == "current" for a in n.names):
+                problems.append(f"{path.relative_to(root)}:{n.lineno}: imports fileio's current")
+            elif (isinstance(n, ast.Call) and len(n.args) >= 2 and isinstance(n.args[0], ast.Name)
+                  and n.args[0].id == "fileio" and isinstance(n.args[1], ast.Constant)
+                  and n.args[1].value == "current"):
+                problems.append(f"{path.relative_to(root)}:{n.lineno}: sets fileio.current")  # monkeypatch.setattr
+    return problems
+
+
 def import_cycles(root: Path) -> list[list[str]]:
     """Strongly connected components of more than one module in our import graph."""
     files = {module_name(root, p): p for p in source_files(root)}
@@ -270,6 +309,10 @@ def test_no_import_cycles():
     assert import_cycles(REPO) == []
 
 
+def test_storage_file_io_is_passed_in_not_a_global():
+    assert file_io_globals(REPO) == []
+
+
 def _copy_sources(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
     for pkg in PACKAGES:
@@ -296,6 +339,18 @@ def test_an_import_cycle_is_caught(tmp_path):
     (root / "protocol" / "compression.py").write_text(
         (root / "protocol" / "compression.py").read_text() + "\nfrom protocol import records  # noqa\n")
     assert ["protocol.compression", "protocol.records"] in import_cycles(root)
+
+
+def test_a_file_io_global_is_caught(tmp_path):
+    root = _copy_sources(tmp_path)
+    assert file_io_globals(root) == []
+    target = root / "storage" / "fileio.py"
+    target.write_text(target.read_text() + "\n\ncurrent: FileIO = FileIO()\n")
+    user = root / "storage" / "log_manager.py"
+    user.write_text(user.read_text() + "\n\ndef _later(d):\n    fileio.current.fsync_dir(d)\n")
+    problems = file_io_globals(root)
+    assert any(p.startswith("storage/fileio.py:") and "module-level file I/O instance" in p for p in problems)
+    assert any(p.startswith("storage/log_manager.py:") and p.endswith("fileio.current") for p in problems)
 
 
 def test_test_tooling_reached_from_the_node_is_caught(tmp_path):

@@ -1,4 +1,4 @@
-"""Shared helpers for the storage tests: batch builders and log factories."""
+"""Shared helpers for the storage tests: batch builders, log factories and the no-fsync file I/O."""
 
 from __future__ import annotations
 
@@ -8,7 +8,24 @@ from protocol.record_codec import Record, build_batch, decode_batch
 from protocol.records import LOG_OVERHEAD, iter_batch_positions
 
 from storage.config import LogConfig
+from storage.fileio import FileIO
 from storage.log import FetchIsolation, Log
+
+
+class NoSyncFileIO(FileIO):
+    """File I/O with fsync turned into a no-op, which the storage tests build their logs and log managers with:
+    the disks of CI machines make real fsyncs cost milliseconds each, and no test here depends on them (the
+    power-loss tests model durability explicitly in :mod:`tests.storage.powerloss`; a SIGKILL does not lose the
+    page cache)."""
+
+    def fsync(self, fd: int) -> None:
+        pass
+
+    def fsync_dir(self, path: str) -> None:
+        pass
+
+    def msync(self, mm, path: str) -> None:
+        pass
 
 
 def batch(n: int = 1, *, key: bytes | None = b"k", value_size: int = 10, ts: int = 1000, tag: int = 0,
@@ -28,8 +45,11 @@ def batch(n: int = 1, *, key: bytes | None = b"k", value_size: int = 10, ts: int
                                  is_transactional=is_transactional))
 
 
-def open_log(root: str, config: LogConfig | None = None, *, name: str = "t-0", now_ms: int = 0, **kw) -> Log:
-    return Log.open(os.path.join(root, name), config or LogConfig(), now_ms=now_ms, **kw)
+def open_log(root: str, config: LogConfig | None = None, *, name: str = "t-0", now_ms: int = 0,
+             file_io: FileIO | None = None, **kw) -> Log:
+    """``Log.open`` of ``root/name``, with :class:`NoSyncFileIO` unless ``file_io`` is given."""
+    return Log.open(os.path.join(root, name), config or LogConfig(), now_ms=now_ms,
+                    file_io=file_io if file_io is not None else NoSyncFileIO(), **kw)
 
 
 def all_records(lg: Log, start: int = 0, isolation: str = FetchIsolation.LOG_END) -> list:

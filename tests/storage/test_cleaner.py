@@ -20,7 +20,7 @@ from protocol.records import validate_batch
 from storage.cleaner import LogCleaner
 from storage.config import LogConfig, LogManagerConfig
 from storage.segment import LogSegment
-from tests.storage.helpers import open_log
+from tests.storage.helpers import NoSyncFileIO, open_log
 
 COMPACT = dict(cleanup_policy=("compact",), segment_bytes=1200, index_interval_bytes=100, file_delete_delay_ms=0,
                min_cleanable_dirty_ratio=0.5, delete_retention_ms=1000)
@@ -28,7 +28,7 @@ COMPACT = dict(cleanup_policy=("compact",), segment_bytes=1200, index_interval_b
 
 def _cleaner(lg) -> LogCleaner:
     return LogCleaner(LogManagerConfig(log_dirs=(os.path.dirname(lg.dir),), log_cleaner_dedupe_buffer_size=1 << 20),
-                      lambda: {(lg.topic, lg.partition): lg}, [os.path.dirname(lg.dir)])
+                      lambda: {(lg.topic, lg.partition): lg}, [os.path.dirname(lg.dir)], file_io=NoSyncFileIO())
 
 
 def _records(lg) -> dict[int, tuple]:

@@ -18,7 +18,7 @@ from protocol.records import validate_batch
 
 from storage.config import LogManagerConfig
 from storage.log_manager import LogManager
-from tests.storage.helpers import batch
+from tests.storage.helpers import NoSyncFileIO, batch
 
 ROUNDS = 60
 
@@ -31,7 +31,8 @@ def _manager(root: str, sync: bool = False) -> LogManager:
     props = dict(BROKER)
     if sync:
         props["log.flush.interval.messages"] = "1"
-    return LogManager(LogManagerConfig(log_dirs=(root,), log_flush_offset_checkpoint_interval_ms=0), props)
+    return LogManager(LogManagerConfig(log_dirs=(root,), log_flush_offset_checkpoint_interval_ms=0), props,
+                      file_io=NoSyncFileIO())
 
 
 def _child(root: str, first_tag: int, w: int, sync: bool, seed: int) -> None:

@@ -13,7 +13,7 @@ from protocol.records import validate_batches
 from storage.config import LogConfig
 from storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from storage.log import Log
-from tests.storage.helpers import batch
+from tests.storage.helpers import NoSyncFileIO, batch
 
 NOW = 1_800_000_000_000
 #: a bound on old timestamps that never bites: it sends every append down the general path
@@ -25,7 +25,7 @@ ops = st.lists(st.tuples(st.sampled_from([5, 9]), st.sampled_from([0, 0, 0, 1]),
 
 
 def _run(root: str, config: LogConfig, script) -> tuple[list, dict]:
-    lg = Log.open(root, config, now_ms=0)
+    lg = Log.open(root, config, now_ms=0, file_io=NoSyncFileIO())
     outcomes = []
     next_seq: dict[tuple[int, int], int] = {}
     last: dict[int, tuple[int, int, int]] = {}
@@ -68,7 +68,7 @@ def test_fast_path_matches_general_path_for_idempotent_producers(script):
 
 
 def test_idempotent_batches_in_order_take_the_fast_path(tmp_path, monkeypatch):
-    lg = Log.open(str(tmp_path / "t-0"), LogConfig(), now_ms=0)
+    lg = Log.open(str(tmp_path / "t-0"), LogConfig(), now_ms=0, file_io=NoSyncFileIO())
     lg.append_as_leader(batch(2, producer_id=3, producer_epoch=0, base_sequence=0, ts=NOW), 0, NOW)  # new producer
     calls = []
     monkeypatch.setattr(lg, "_append", lambda *a, **k: calls.append(a))

@@ -12,7 +12,6 @@ from protocol.errors import CorruptRecordError, InvalidRecordError
 from protocol.record_codec import decode_batch
 from protocol.records import parse_header
 
-from storage import fileio
 from storage.config import LogConfig
 from storage.errors import (
     InvalidProducerEpochError,
@@ -23,6 +22,7 @@ from storage.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
+from storage.fileio import FileIO
 from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, FetchIsolation
 from tests.storage.helpers import all_records, batch, open_log, split_batches
 
@@ -335,7 +335,7 @@ def test_producer_snapshot_layout(tmp_path):
     assert len(data) == 10 + 8 + 2 + 4 + 8 + 4 + 8 + 4 + 8
 
 
-class _FullDisk(fileio.FileIO):
+class _FullDisk(FileIO):
     """Writes part of the data, then fails with ENOSPC."""
 
     def __init__(self) -> None:
@@ -348,10 +348,9 @@ class _FullDisk(fileio.FileIO):
         super().pwrite_all(fd, data, offset)
 
 
-def test_disk_full_fails_cleanly(tmp_path, monkeypatch):
+def test_disk_full_fails_cleanly(tmp_path):
     io = _FullDisk()
-    monkeypatch.setattr(fileio, "current", io)
-    lg = open_log(str(tmp_path))
+    lg = open_log(str(tmp_path), file_io=io)
     lg.append_as_leader(batch(2, tag=1), 0, now_ms=0)
     size = lg.size
     io.full = True
@@ -364,10 +363,24 @@ def test_disk_full_fails_cleanly(tmp_path, monkeypatch):
     with pytest.raises(KafkaStorageError):
         lg.read(0, 100)
     io.full = False
-    lg2 = open_log(str(tmp_path))
+    lg2 = open_log(str(tmp_path), file_io=io)
     lg2.update_high_watermark(2)
     assert [o for o, _, _ in all_records(lg2)] == [0, 1]
     assert lg2.verify() == []
+
+
+def test_plain_file_io_appends(tmp_path):
+    """The other tests' file I/O is a subclass (no fsync); with the plain FileIO, LogSegment.append writes with
+    os.pwrite itself: on the fast path, on the general path and across a roll."""
+    lg = open_log(str(tmp_path), LogConfig(segment_bytes=1000, index_interval_bytes=100), file_io=FileIO())
+    for i in range(8):
+        lg.append_as_leader(memoryview(batch(2, tag=i, value_size=100)), 0, now_ms=0)  # the fast path
+        lg.append_as_leader(bytes(batch(1, tag=100 + i)), 0, now_ms=0)  # bytes: the general path
+    assert lg.num_segments > 1 and lg.log_end_offset == 24
+    lg.update_high_watermark(lg.log_end_offset)
+    assert [o for o, _, _ in all_records(lg)] == list(range(24))
+    assert all(s.offset_index.entries for s in lg.log_segments()[:-1])
+    assert lg.verify() == []
 
 
 def test_transactions_bound_the_last_stable_offset(tmp_path):

@@ -13,7 +13,7 @@ from storage.config import ConfigError, LogConfig, LogManagerConfig
 from storage.errors import KafkaStorageError
 from storage.log_manager import LogManager
 from storage.verify import main as verify_main
-from tests.storage.helpers import all_records, batch
+from tests.storage.helpers import NoSyncFileIO, all_records, batch
 
 
 def test_kafka_defaults():
@@ -52,7 +52,7 @@ def test_broker_synonyms_and_topic_overrides():
 def test_layout_and_restart(tmp_path):
     d1, d2 = str(tmp_path / "d1"), str(tmp_path / "d2")
     cfg = LogManagerConfig(log_dirs=(d1, d2), cluster_id="q1Sh-9_ISia_zwGINzRvyQ", node_id=4)
-    lm = LogManager(cfg, {"log.segment.bytes": "2000"})
+    lm = LogManager(cfg, {"log.segment.bytes": "2000"}, file_io=NoSyncFileIO())
     lm.startup(0)
     logs = [lm.get_or_create_log("topic", p, now_ms=0, topic_id=bytes(range(1, 17))) for p in range(4)]
     # spread across dirs, fewest partitions first
@@ -84,7 +84,7 @@ def test_layout_and_restart(tmp_path):
     assert ls == "0\n1\ntopic 0 12\n"
     assert verify_main([d1, d2]) == 0
 
-    lm2 = LogManager(cfg, {"log.segment.bytes": "2000"})
+    lm2 = LogManager(cfg, {"log.segment.bytes": "2000"}, file_io=NoSyncFileIO())
     lm2.startup(0)
     assert not os.path.exists(os.path.join(d1, ".kafka_cleanshutdown"))  # deleted at startup
     lg0 = lm2.get_log("topic", 0)
@@ -93,10 +93,10 @@ def test_layout_and_restart(tmp_path):
     assert [o for o, _, _ in all_records(lg0, 12)][0] <= 12
     # a second manager cannot take the same dirs
     with pytest.raises(KafkaStorageError):
-        LogManager(cfg).startup(0)
+        LogManager(cfg, file_io=NoSyncFileIO()).startup(0)
     lm2.shutdown(0)
     # a different node id is refused
-    bad = LogManager(LogManagerConfig(log_dirs=(d1,), node_id=5))
+    bad = LogManager(LogManagerConfig(log_dirs=(d1,), node_id=5), file_io=NoSyncFileIO())
     with pytest.raises(KafkaStorageError):
         bad.startup(0)
 
@@ -106,7 +106,7 @@ def test_delete_log_and_periodic_work(tmp_path):
     lm = LogManager(LogManagerConfig(log_dirs=(root,), log_retention_check_interval_ms=1000,
                                      log_flush_offset_checkpoint_interval_ms=1000),
                     {"log.segment.bytes": "1000", "log.retention.ms": "5000", "log.segment.delete.delay.ms": "0"},
-                    {"flushed": {"flush.ms": "100"}})
+                    {"flushed": {"flush.ms": "100"}}, file_io=NoSyncFileIO())
     lm.startup(0)
     lg = lm.get_or_create_log("t", 0, now_ms=0)
     fl = lm.get_or_create_log("flushed", 0, now_ms=0)
@@ -142,7 +142,8 @@ def test_background_threads_clean_and_retain(tmp_path):
     lm = LogManager(LogManagerConfig(log_dirs=(root,), log_cleaner_backoff_ms=20,
                                      log_retention_check_interval_ms=10),
                     {"log.segment.bytes": "1500", "log.segment.delete.delay.ms": "0"},
-                    {"c": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"}})
+                    {"c": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"}},
+                    file_io=NoSyncFileIO())
     lm.startup(0)
     lg = lm.get_or_create_log("c", 0, now_ms=0)
     for i in range(100):
@@ -155,7 +156,8 @@ def test_background_threads_clean_and_retain(tmp_path):
         time.sleep(0.05)
     lm.shutdown(int(time.time() * 1000))
     assert lg.size <= before // 3
-    lm2 = LogManager(LogManagerConfig(log_dirs=(root,)), {}, {"c": {"cleanup.policy": "compact"}})
+    lm2 = LogManager(LogManagerConfig(log_dirs=(root,)), {}, {"c": {"cleanup.policy": "compact"}},
+                     file_io=NoSyncFileIO())
     lm2.startup(0)
     recs = all_records(lm2.get_log("c", 0))
     latest = {}
@@ -171,7 +173,7 @@ def test_a_deleted_log_keeps_its_files_open_until_the_delete_delay(tmp_path):
     """Kafka's asyncDelete: the directory is renamed at once, the files close only when the delayed delete
     runs, so a Fetch answer still being sent from a file slice reads the bytes it was given."""
     root = str(tmp_path / "logs")
-    lm = LogManager(LogManagerConfig(log_dirs=(root,)), {"file.delete.delay.ms": "60000"})
+    lm = LogManager(LogManagerConfig(log_dirs=(root,)), {"file.delete.delay.ms": "60000"}, file_io=NoSyncFileIO())
     lm.startup(0)
     lg = lm.get_or_create_log("gone", 0, now_ms=0)
     lg.append_as_leader(batch(3, ts=1000), 0, now_ms=0)

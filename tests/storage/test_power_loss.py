@@ -10,7 +10,6 @@ import pytest
 from protocol.record_codec import decode_batch
 from protocol.records import validate_batch
 
-from storage import fileio
 from storage.config import LogManagerConfig
 from storage.log_manager import LogManager
 from tests.storage.helpers import batch
@@ -37,8 +36,7 @@ def _run(root: str, seed: int, props: dict, rounds: int = 6) -> None:
     now = 1000
     for r in range(rounds):
         io = PowerLossIO()
-        fileio.current = io
-        lm = LogManager(LogManagerConfig(log_dirs=(root,)), props)
+        lm = LogManager(LogManagerConfig(log_dirs=(root,)), props, file_io=io)
         lm.startup(now)
         lg = lm.get_or_create_log("t", 0, now_ms=now)
         survivors = _check_recovered(lg, written, acked, sync_every_append, f"round {r}")
@@ -59,8 +57,7 @@ def _run(root: str, seed: int, props: dict, rounds: int = 6) -> None:
         # power loss: the process dies and unsynced writes vanish
         lm.close_without_checkpoints()
         io.power_loss()
-        fileio.current = fileio.FileIO()
-    lm = LogManager(LogManagerConfig(log_dirs=(root,)), props)
+    lm = LogManager(LogManagerConfig(log_dirs=(root,)), props)  # after the last power loss: plain file I/O
     lm.startup(now)
     lg = lm.get_log("t", 0)
     _check_recovered(lg, written, acked, sync_every_append, "after the last round")
@@ -80,12 +77,6 @@ def _check_recovered(lg, written: list[int], acked: set[int], sync_every_append:
     return survivors
 
 
-@pytest.fixture(autouse=True)
-def _restore_io():
-    yield
-    fileio.current = fileio.FileIO()
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_fsync_every_append_loses_nothing(tmp_path, seed):
     _run(str(tmp_path), seed, {**BROKER, "log.flush.interval.messages": "1"})
@@ -99,15 +90,13 @@ def test_default_policy_recovers_a_clean_prefix(tmp_path, seed):
 def test_default_policy_really_can_lose_unsynced_data(tmp_path):
     """The simulation is not vacuous: without fsync, a power loss does drop acknowledged data."""
     io = PowerLossIO()
-    fileio.current = io
-    lm = LogManager(LogManagerConfig(log_dirs=(str(tmp_path),)), dict(BROKER))
+    lm = LogManager(LogManagerConfig(log_dirs=(str(tmp_path),)), dict(BROKER), file_io=io)
     lm.startup(0)
     lg = lm.get_or_create_log("t", 0, now_ms=0)
     for i in range(10):
         lg.append_as_leader(batch(1, tag=i), 0, now_ms=0)
     lm.close_without_checkpoints()
     assert io.power_loss() > 0
-    fileio.current = fileio.FileIO()
     lm2 = LogManager(LogManagerConfig(log_dirs=(str(tmp_path),)), dict(BROKER))
     lm2.startup(0)
     assert lm2.get_log("t", 0).log_end_offset < 10

@@ -17,7 +17,7 @@ from storage.config import LogConfig, LogManagerConfig
 from storage.errors import KafkaStorageError
 from storage.log_manager import LogManager
 from storage.verify import main as verify_main
-from tests.storage.helpers import all_batches, batch, open_log
+from tests.storage.helpers import NoSyncFileIO, all_batches, batch, open_log
 
 CFG = LogConfig(segment_bytes=3000, index_interval_bytes=200)
 
@@ -219,7 +219,7 @@ def test_flipped_byte_in_old_segment_is_reported_by_verify(tmp_path, capsys):
 
 def test_corrupt_partition_goes_offline_others_keep_serving(tmp_path, monkeypatch):
     root = str(tmp_path / "logs")
-    lm = LogManager(LogManagerConfig(log_dirs=(root,)), {"log.segment.bytes": "3000"})
+    lm = LogManager(LogManagerConfig(log_dirs=(root,)), {"log.segment.bytes": "3000"}, file_io=NoSyncFileIO())
     lm.startup(0)
     good, bad = lm.get_or_create_log("good", 0, now_ms=0), lm.get_or_create_log("bad", 0, now_ms=0)
     for i in range(30):
@@ -234,7 +234,7 @@ def test_corrupt_partition_goes_offline_others_keep_serving(tmp_path, monkeypatc
     with open(victim, "r+b") as f:
         f.seek(0)
         f.write(b"\xff" * 17)
-    lm2 = LogManager(LogManagerConfig(log_dirs=(root,)), {"log.segment.bytes": "3000"})
+    lm2 = LogManager(LogManagerConfig(log_dirs=(root,)), {"log.segment.bytes": "3000"}, file_io=NoSyncFileIO())
     lm2.startup(0)
     bad2, good2 = lm2.get_log("bad", 0), lm2.get_log("good", 0)
     with pytest.raises(KafkaStorageError) as e:
@@ -257,7 +257,7 @@ def test_corrupt_partition_goes_offline_others_keep_serving(tmp_path, monkeypatc
         return real_open(path, *a, **kw)
 
     monkeypatch.setattr(lm_mod.Log, "open", staticmethod(failing_open))
-    lm3 = LogManager(LogManagerConfig(log_dirs=(root,)), {"log.segment.bytes": "3000"})
+    lm3 = LogManager(LogManagerConfig(log_dirs=(root,)), {"log.segment.bytes": "3000"}, file_io=NoSyncFileIO())
     lm3.startup(0)
     assert ("bad", 0) in lm3.offline_partitions and lm3.get_log("bad", 0) is None
     assert lm3.get_log("good", 0).log_end_offset == 31
@@ -268,7 +268,7 @@ def test_corrupt_partition_goes_offline_others_keep_serving(tmp_path, monkeypatc
 
 def test_unclean_restart_of_log_manager(tmp_path):
     root = str(tmp_path / "logs")
-    lm = LogManager(LogManagerConfig(log_dirs=(root,)), {"log.segment.bytes": "3000"})
+    lm = LogManager(LogManagerConfig(log_dirs=(root,)), {"log.segment.bytes": "3000"}, file_io=NoSyncFileIO())
     lm.startup(0)
     lg = lm.get_or_create_log("t", 0, now_ms=0)
     rnd = random.Random(3)
@@ -278,7 +278,7 @@ def test_unclean_restart_of_log_manager(tmp_path):
     stored = all_batches(lg)
     lm.close_without_checkpoints()  # crash
     assert not os.path.exists(os.path.join(root, ".kafka_cleanshutdown"))
-    lm2 = LogManager(LogManagerConfig(log_dirs=(root,)), {"log.segment.bytes": "3000"})
+    lm2 = LogManager(LogManagerConfig(log_dirs=(root,)), {"log.segment.bytes": "3000"}, file_io=NoSyncFileIO())
     lm2.startup(0)
     lg2 = lm2.get_log("t", 0)
     lg2.update_high_watermark(lg2.log_end_offset)
@@ -286,7 +286,7 @@ def test_unclean_restart_of_log_manager(tmp_path):
     assert lg2.load_stats.recovered_segments == len(lg2.log_segments())
     lm2.shutdown(0)
     assert os.path.exists(os.path.join(root, ".kafka_cleanshutdown"))
-    lm3 = LogManager(LogManagerConfig(log_dirs=(root,)), {"log.segment.bytes": "3000"})
+    lm3 = LogManager(LogManagerConfig(log_dirs=(root,)), {"log.segment.bytes": "3000"}, file_io=NoSyncFileIO())
     lm3.startup(0)
     assert lm3.get_log("t", 0).load_stats.recovered_segments == 0  # clean: no scan
     assert lm3.get_log("t", 0).high_watermark == lg2.log_end_offset  # from replication-offset-checkpoint
