@@ -110,9 +110,16 @@ class MetadataImage:
 
     def apply(self, records: Iterable[Message], last_offset: int) -> "MetadataImage":
         """A new image with ``records`` (one committed batch ending at ``last_offset``) applied."""
+        return self.apply_batches([(records, last_offset)])
+
+    def apply_batches(self, batches: Iterable[tuple[Iterable[Message], int]]) -> "MetadataImage":
+        """A new image with several batches ``(records, last offset)`` applied in order, through one delta
+        (MetadataBatchLoader): a topic touched by many batches is copied once, not once per batch."""
         delta = _Delta(self)
-        for r in records:
-            delta.replay(r)
+        last_offset = self.offset
+        for records, last_offset in batches:
+            for r in records:
+                delta.replay(r)
         return delta.build(last_offset)
 
 

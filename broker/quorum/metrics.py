@@ -9,7 +9,7 @@ from __future__ import annotations
 import collections
 import threading
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from broker.clock import Clock
 
@@ -43,11 +43,12 @@ class LatencyWindow:
 
 class QuorumCollector:
     """``quorum`` is the node's RaftQuorum (``raft_status``, ``is_active``, ``image``,
-    ``commit_latency``); ``controller``: this node runs the controller role."""
+    ``commit_latency``); ``contacts``: the controller's BrokerHeartbeatTracker if this node runs the controller
+    role (None otherwise)."""
 
-    def __init__(self, quorum, controller: bool) -> None:
+    def __init__(self, quorum, contacts) -> None:
         self.quorum = quorum
-        self.controller = controller
+        self.contacts = contacts
 
     def describe(self):
         return []
@@ -66,7 +67,7 @@ class QuorumCollector:
             g = GaugeMetricFamily(f"kafka_server_raft_metrics_{name}", doc)
             g.add_metric([], value)
             yield g
-        if not self.controller:
+        if self.contacts is None:
             return
         image = q.image
         brokers = image.brokers.values()
@@ -81,3 +82,11 @@ class QuorumCollector:
             g = GaugeMetricFamily(f"kafka_controller_kafkacontroller_{name}", doc)
             g.add_metric([], value)
             yield g
+        batches = CounterMetricFamily("odradek_controller_metadata_batches", "Metadata record batches this node "
+                                      "appended as the active controller (one per decision that wrote records)")
+        batches.add_metric([], q.batches_appended)
+        yield batches
+        gap = GaugeMetricFamily("odradek_controller_broker_contact_gap_max_ms", "The largest time between two "
+                                "heartbeats of one broker incarnation, as they arrived at this controller")
+        gap.add_metric([], self.contacts.max_gap_ms)
+        yield gap

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Protocol
 from cluster.client_metrics import RESOURCE_CLIENT_METRICS, ClientMetricsError
 from cluster.client_metrics import validate_configs as validate_client_metrics
 import cluster.controller.replication_control as rc
-from cluster.controller.broker_heartbeats import BrokerControlState, BrokerHeartbeatManager
+from cluster.controller.broker_heartbeats import BrokerControlState, BrokerHeartbeatManager, BrokerHeartbeatTracker
 from cluster.controller.java_random import from_python_random
 from cluster.controller.replica_placer import InvalidReplicationFactor, UsableBroker, place
 from cluster.metadata_image import RESOURCE_TOPIC, MetadataImage
@@ -47,6 +47,11 @@ SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION), "kraft.version"
 PRODUCER_ID_BLOCK_SIZE = 1000  # ProducerIdManager.PID_BLOCK_SIZE
 FENCE, UNFENCE = 1, -1  # BrokerRegistrationFencingChange
 SECURITY_PROTOCOL_PLAINTEXT = 0
+
+
+# Kafka's cap on the partitions one CreateTopics may create (QuorumController.MAX_PARTITIONS_PER_BATCH): their
+# records go in one metadata batch
+MAX_PARTITIONS_PER_BATCH = 10_000
 
 
 @dataclasses.dataclass
@@ -143,6 +148,7 @@ class Controller:
         self.placer_random = from_python_random(rng)
         # the active controller's in-memory broker sessions (BrokerHeartbeatManager)
         self.heartbeats = BrokerHeartbeatManager(int(config.get("broker.session.timeout.ms", 9000)))
+        self.contacts = BrokerHeartbeatTracker()  # heartbeat arrivals, recorded before the request waits
         self.unclean_default = str(config.get("unclean.leader.election.enable", False)).lower() == "true"
         self.validate_topic_configs = validate_topic_configs
 
@@ -267,8 +273,35 @@ class Controller:
         return ControllerResult(records, HeartbeatReply(0, current_metadata_offset >= register_offset, nxt.fenced,
                                                         nxt.in_controlled_shutdown, nxt.should_shut_down))
 
+    def heartbeat_arrived(self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int) -> None:
+        """A BrokerHeartbeat arrived (QuorumController.processBrokerHeartbeat's first step, outside the event
+        queue): the broker's contact time, if it is the registered incarnation."""
+        registration = image.brokers.get(broker_id)
+        if registration is not None and registration.broker_epoch == broker_epoch:
+            self.contacts.update_contact_time(broker_id, broker_epoch, now_ms)
+
+    def heartbeat_changes_nothing(self, image: MetadataImage, broker_id: int, broker_epoch: int,
+                                  current_metadata_offset: int, want_fence: bool, want_shut_down: bool) -> bool:
+        """Whether ``process_broker_heartbeat`` would write no records and move the broker to no new state: a
+        stale incarnation, a fenced broker staying fenced, an unfenced one staying unfenced (its session is
+        all it keeps). Such a heartbeat may be answered ahead of queued decisions."""
+        registration = image.brokers.get(broker_id)
+        if registration is None or registration.broker_epoch != broker_epoch:
+            return True  # STALE_BROKER_EPOCH
+        state = self.heartbeats.brokers.get(broker_id)
+        if state is None or state.shutting_down or want_shut_down:
+            return False
+        if state.fenced:
+            return want_fence or current_metadata_offset < registration.broker_epoch
+        return not want_fence
+
     def maybe_fence_one_stale_broker(self, image: MetadataImage, now_ms: int) -> ControllerResult:
-        """Fence the broker whose session expired longest ago, if any (one per call, as Kafka)."""
+        """Fence the broker whose session expired longest ago, if any (one per call, as Kafka); a heartbeat that
+        arrived counts even while it waits to be decided."""
+        for broker_id, registration in image.brokers.items():
+            contact = self.contacts.contact_time(broker_id, registration.broker_epoch)
+            if contact is not None:
+                self.heartbeats.note_contact(broker_id, contact)
         broker_id = self.heartbeats.find_one_stale_broker(now_ms)
         if broker_id is None or broker_id not in image.brokers:
             return ControllerResult([])
@@ -293,6 +326,12 @@ class Controller:
         records, results = rc.elect_leaders(image, election_type, partitions)
         return ControllerResult(list(records), results)
 
+    def _requested_partitions(self, topics: list[NewTopic]) -> int:
+        """The partitions a CreateTopics asks for: its assignments, its counts, or the default count."""
+        default = int(self.config.get("num.partitions", 1))
+        return sum(len(t.assignments) if t.assignments else t.num_partitions if t.num_partitions != -1 else default
+                   for t in topics)
+
     def alter_partition_reassignments(self, image: MetadataImage, topics: rc.ReassignmentTargets,
                                       allow_replication_factor_change: bool = True) -> ControllerResult:
         """AlterPartitionReassignments: the response is [(topic, [(partition, error, message)])]."""
@@ -311,6 +350,11 @@ class Controller:
 
     def create_topics(self, image: MetadataImage, topics: list[NewTopic], validate_only: bool = False
                       ) -> ControllerResult:
+        if self._requested_partitions(topics) > MAX_PARTITIONS_PER_BATCH:
+            # ReplicationControlManager.validateTotalNumberOfPartitions (KAFKA-17870): the whole request fails
+            return ControllerResult([], [TopicResult(t.name, ErrorCode.POLICY_VIOLATION,
+                                                     "Excessively large number of partitions per request.")
+                                         for t in topics])
         records: list[Message] = []
         results: list[TopicResult] = []
         live = sorted(b.node_id for b in image.brokers.values() if not b.fenced)

@@ -70,6 +70,19 @@ def test_validate_only_writes_nothing():
     assert res.records == [] and res.response[0].error_code == 0 and res.response[0].num_partitions == 4
 
 
+def test_more_than_ten_thousand_partitions_in_one_request_is_a_policy_violation():
+    """KAFKA-17870: the partitions a CreateTopics asks for (counts, the default for -1, assignments) are capped at
+    10,000 per request; above it every topic of the request fails, nothing is created; exactly 10,000 is fine."""
+    c = Controller(1, {"num.partitions": 5000}, random.Random(1))
+    image = registered(c, MetadataImage())
+    res = c.create_topics(image, [NewTopic("a", 5000, 1), NewTopic("b"), NewTopic("c", -1, -1, {0: [1]})])
+    assert res.records == []
+    assert [(r.name, r.error_code, r.error_message) for r in res.response] == [
+        (n, ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.") for n in "abc"]
+    ok = c.create_topics(image, [NewTopic("a", 5000, 1), NewTopic("b")], validate_only=True)
+    assert [r.error_code for r in ok.response] == [0, 0]
+
+
 def test_producer_id_blocks_never_repeat():
     c = Controller(1, {}, random.Random(1))
     image = registered(c, MetadataImage())
