@@ -179,7 +179,8 @@ class Broker:
         self.controller = QuorumControllerChannel(controller, self.raft, cfg.values, self.cluster_id, self.voters,
                                                   self.node_id, int(cfg["request.timeout.ms"]), self.links)
         image = self.metadata.image
-        self.metrics.registry.register(QuorumCollector(self.raft, "controller" in self.config.process_roles))
+        self.metrics.registry.register(QuorumCollector(
+            self.raft, controller.contacts if "controller" in self.config.process_roles else None))
         if self.is_broker:
             await self._start_broker_parts(image)
         self.server.handles = BrokerHandles(
@@ -258,6 +259,7 @@ class Broker:
                 log.warning("node %d: still waiting for the metadata quorum (leader %s, epoch %d)", self.node_id,
                             driver.leader_id, driver.epoch)
                 waited = 0.0
+        await self.raft.wait_published(self.raft.image.offset)
         log.info("node %d: caught up with the metadata log at offset %d", self.node_id, driver.applied_offset)
 
     async def wait_unfenced(self, timeout_s: float = 30.0) -> None:
@@ -287,6 +289,7 @@ class Broker:
         """BrokerLifecycleManager: a heartbeat every ``broker.heartbeat.interval.ms`` keeps the session; the
         first ones unfence the broker once it has caught up; a STALE_BROKER_EPOCH means register again."""
         interval = int(self.config["broker.heartbeat.interval.ms"]) / 1000
+        session_ms = int(self.config["broker.session.timeout.ms"])  # a heartbeat times out at half of it
         while True:
             try:
                 response = await self.controller.call(BrokerHeartbeatRequest(
@@ -295,7 +298,7 @@ class Broker:
                     # fenced until the partitions are open (BrokerServer's setReadyToUnfence after the first
                     # publish): an unfenced broker is elected where it is the last ISR member
                     want_fence=self.logs_loaded is None or not self.logs_loaded.done(),
-                    want_shut_down=self._want_shut_down))
+                    want_shut_down=self._want_shut_down), timeout_ms=session_ms // 2, connection="heartbeats")
                 if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
                     log.warning("node %d: heartbeat refused as a stale broker epoch %d; registering again",
                                 self.node_id, self.broker_epoch)

@@ -25,9 +25,12 @@ from broker.controlplane.controller_apis.context import ControllerContext
 from broker.errors import CloseConnection
 from broker.quorum.raft_quorum import RaftQuorum, parse_voters
 from cluster.controller import Controller
+from cluster.metadata_image import MetadataImage
 from protocol.connection import encode_response, parse_request
 from protocol.errors import ErrorCode
-from protocol.generated.messages import DefaultPrincipalData, EnvelopeRequest, EnvelopeResponse, RequestHeader
+from protocol.generated.messages import (
+    BrokerHeartbeatRequest, DefaultPrincipalData, EnvelopeRequest, EnvelopeResponse, RequestHeader,
+)
 from protocol.generated.messages import ResponseHeader
 from protocol.message import Message
 
@@ -45,7 +48,8 @@ class ControllerChannel(Protocol):
 
     async def forward(self, ctx: Any, request: Message) -> Message: ...  # a client's admin request, whole
 
-    async def call(self, request: Message) -> Message: ...  # this broker's own controller RPC
+    async def call(self, request: Message, timeout_ms: int | None = None,
+                   connection: str = "requests") -> Message: ...  # this broker's own controller RPC
 
     async def decide(self, request: Message, version: int) -> Message: ...  # on the active controller
 
@@ -73,7 +77,6 @@ class QuorumControllerChannel:
     leader: wait and try the new leader, until ``request.timeout.ms`` (then the caller gets a retriable error)."""
 
     RETRY_BACKOFF_S = 0.05
-    LEADER_CHECK_S = 0.05  # how often a request in flight to a remote controller checks the quorum still names it
 
     def __init__(self, controller: Controller, quorum: RaftQuorum, config: dict[str, Any], cluster_id: str,
                  voters: dict[int, tuple[str, int]], node_id: int, timeout_ms: int,
@@ -88,9 +91,11 @@ class QuorumControllerChannel:
         self.voters = voters
         self.node_id = node_id
         self.timeout_ms = timeout_ms
-        self._clients: dict[int, Any] = {}
+        self._clients: dict[tuple[int, str], Any] = {}  # (controller, connection name) -> NodeClient
         # the quorum epoch this node last activated its controller in (a node leads an epoch at most once)
         self._activated_epoch: int | None = None
+        # (epoch, image): the committed image plus the batches appended since, not yet committed
+        self._pending: tuple[int, MetadataImage] | None = None
 
     async def forward(self, ctx: Any, request: Message) -> Message:
         response = await self.send_envelope(envelope_for(ctx, request))
@@ -103,19 +108,28 @@ class QuorumControllerChannel:
 
     async def send_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse:
         """Where a forwarded request goes: the active controller, here or remote."""
-        return await self._to_active(envelope, self.handle_envelope)
+        return await self._to_active(envelope, lambda e, deadline: self.handle_envelope(e), None, "requests")
 
-    async def call(self, request: Message) -> Message:
-        """A broker's own controller RPC, answered by the active controller."""
-        return await self._to_active(request, self._decide_here)
+    async def call(self, request: Message, timeout_ms: int | None = None, connection: str = "requests") -> Message:
+        """A broker's own controller RPC, answered by the active controller within ``timeout_ms`` (default
+        ``request.timeout.ms``). ``connection`` names the connection to a remote controller: heartbeats have
+        their own (KAFKA-14392), so they never queue behind other requests."""
+        return await self._to_active(request, self._decide_here, timeout_ms, connection)
 
-    async def _decide_here(self, request: Message) -> Message:
-        return await self.decide(request, CONTROLLER_HANDLERS[request.API_KEY].versions[1], from_this_node=True)
+    async def _decide_here(self, request: Message, deadline: float) -> Message:
+        return await self.decide(request, CONTROLLER_HANDLERS[request.API_KEY].versions[1], from_this_node=True,
+                                 deadline=deadline)
 
-    async def decide(self, request: Message, version: int, from_this_node: bool = False) -> Message:
+    async def decide(self, request: Message, version: int, from_this_node: bool = False,
+                     deadline: float | None = None) -> Message:
         """A broker's controller RPC, run by this node's controller (it must be the active one);
-        ``from_this_node``: sent by this node's own broker, in this process."""
-        return await self._run(CONTROLLER_HANDLERS[request.API_KEY], request, version, None, None, from_this_node)
+        ``from_this_node``: sent by this node's own broker, in this process. A heartbeat's arrival is recorded
+        first, before it waits for the decisions queued ahead of it (QuorumController.processBrokerHeartbeat)."""
+        if request.API_KEY == BrokerHeartbeatRequest.API_KEY:
+            self.controller.heartbeat_arrived(self.quorum.image, request.broker_id, request.broker_epoch,
+                                              self.quorum.clock.now_ms())
+        return await self._run(CONTROLLER_HANDLERS[request.API_KEY], request, version, None, None, from_this_node,
+                               deadline)
 
     async def handle_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse:
         """The controller's side of an Envelope (ControllerApis.handleEnvelopeRequest)."""
@@ -135,27 +149,74 @@ class QuorumControllerChannel:
         return EnvelopeResponse(response_data=data, error_code=0)
 
     async def _run(self, handler, request: Message, version: int, principal: str | None,
-                   client_host: str | None, from_this_node: bool = False) -> Message:
+                   client_host: str | None, from_this_node: bool = False, deadline: float | None = None) -> Message:
+        """Decide ``request`` (one at a time, in arrival order, against every record decided before it, committed
+        or not), append its records and let the next request be decided; answer once they are committed
+        (QuorumController's pipelined write events)."""
+        deadline = self.quorum.clock.monotonic() + self.timeout_ms / 1000 if deadline is None else deadline
+        # the decision and its append run to the end even if the caller stops waiting: the next decision must see
+        # them (Kafka's controller thread finishes an event it started)
+        decided = asyncio.ensure_future(self._decide(handler, request, version, principal, client_host,
+                                                     from_this_node, deadline))
+        decided.add_done_callback(_retrieve)
+        response, committed = await asyncio.shield(decided)
+        if committed is not None:
+            await committed
+        return response
+
+    async def _decide(self, handler, request: Message, version: int, principal: str | None,
+                      client_host: str | None, from_this_node: bool, deadline: float):
         async with self._lock:
+            if self.quorum.clock.monotonic() > deadline:
+                # QuorumController drops an event past its deadline undecided
+                raise asyncio.TimeoutError(f"{type(request).__name__} waited past its deadline for the controller")
             await self.quorum.ready_to_decide()
             await self._activate_in_this_epoch()
-            cctx = ControllerContext(image=self.quorum.image, controller=self.controller, config=self.config,
+            image = self._decision_image()
+            cctx = ControllerContext(image=image, controller=self.controller, config=self.config,
                                      cluster_id=self.cluster_id, version=version,
                                      next_offset=self.quorum.end_offset, principal=principal, client_host=client_host,
                                      now_ms=self.quorum.clock.now_ms(), describe_quorum=self.quorum.quorum_view,
                                      voter_endpoints=self.voter_endpoints, from_this_node=from_this_node)
             result = handler.handle(cctx, request)
-            if result.records:
-                await self.quorum.commit(result.records)
-            return result.response
+            committed = await self._append(image, result.records) if result.records else None
+            return result.response, committed
 
-    async def _to_active(self, request: Message, local) -> Message:
+    def _decision_image(self) -> MetadataImage:
+        """The image the next decision sees: the committed one with every batch this controller appended since
+        in its current epoch (Kafka's in-memory state ahead of the high watermark); a new epoch or a failed
+        commit starts again from the committed image."""
+        committed = self.quorum.image
+        pending = self._pending
+        if pending is None or pending[0] != self.quorum.driver.epoch or pending[1].offset <= committed.offset:
+            self._pending = None
+            return committed
+        return pending[1]
+
+    async def _append(self, image: MetadataImage, records: list[Message]) -> asyncio.Task:
+        """Append a decision's records (the lock held) and make them part of the next decision's image."""
+        epoch = self.quorum.driver.epoch
+        try:
+            committed, last_offset = await self.quorum.append(records)
+        except Exception:
+            self._pending = None
+            raise
+        self._pending = (epoch, image.apply(records, last_offset))
+        committed.add_done_callback(self._forget_pending_on_failure)
+        return committed
+
+    def _forget_pending_on_failure(self, committed: asyncio.Task) -> None:
+        if committed.cancelled() or committed.exception() is not None:
+            self._pending = None  # the leadership was lost: the next leader decides from what was committed
+
+    async def _to_active(self, request: Message, local, timeout_ms: int | None, connection: str) -> Message:
         from broker.network.node_client import BadResponse
         from broker.quorum.raft_driver import NotLeaderError
         from protocol.generated.api_keys import APIS
 
         clock = self.quorum.clock
-        deadline = clock.monotonic() + self.timeout_ms / 1000
+        timeout_ms = self.timeout_ms if timeout_ms is None else timeout_ms
+        deadline = clock.monotonic() + timeout_ms / 1000
         handler = CONTROLLER_HANDLERS.get(request.API_KEY)
         version = handler.versions[1] if handler is not None else APIS[request.API_KEY].stable_max
         last = "no quorum leader known"
@@ -163,16 +224,18 @@ class QuorumControllerChannel:
             driver = self.quorum.driver
             if self.quorum.is_active:
                 try:
-                    return await local(request)
+                    return await asyncio.wait_for(local(request, deadline), max(0.0, deadline - clock.monotonic()))
                 except NotLeaderError as exc:
                     last = str(exc)
+                except asyncio.TimeoutError:
+                    last = "this node's controller did not decide it in time"
             elif driver.leader_id in self.voters and driver.leader_id != self.node_id:
                 leader = driver.leader_id
-                client = self._clients.get(leader)
+                client = self._clients.get((leader, connection))
                 if client is None:
                     host, port = self.voters[leader]
-                    client = self._clients[leader] = self.links.client(
-                        host, port, f"controller-channel-{self.node_id}", peer=leader)
+                    client = self._clients[(leader, connection)] = self.links.client(
+                        host, port, f"controller-channel-{self.node_id}-{connection}", peer=leader)
                 try:
                     response = await self._while_leader(
                         leader, client.request(request, version, max(0.1, deadline - clock.monotonic())))
@@ -187,26 +250,30 @@ class QuorumControllerChannel:
             elif (unknown := driver.no_leader_known()) is not None:
                 last = unknown
             if clock.monotonic() >= deadline:
-                raise ControllerUnavailable(f"no active controller answered within {self.timeout_ms} ms: {last}")
+                raise ControllerUnavailable(f"no active controller answered within {timeout_ms} ms: {last}")
             await asyncio.sleep(self.RETRY_BACKOFF_S)
 
     async def _while_leader(self, leader: int, request) -> Message | None:
         """The answer to ``request``, or None once the quorum names another leader first: a paused or cut-off
         old controller must not hold a broker's heartbeats until the request timeout (its session would expire
         at the new controller). An old leader cannot commit once a new one is elected, so sending again is
-        safe (as Kafka's NodeToControllerChannelManager does after a disconnect)."""
+        safe (as Kafka's NodeToControllerChannelManager does after a disconnect). One wait on the driver's
+        leader change, not a poll per request."""
+        driver = self.quorum.driver
         task = asyncio.ensure_future(request)
+        change = None
         try:
-            while True:
-                done, _ = await asyncio.wait({task}, timeout=self.LEADER_CHECK_S)
-                if done:
+            while driver.leader_id == leader:
+                change = asyncio.ensure_future(driver.leader_change().wait())
+                done, _ = await asyncio.wait({task, change}, return_when=asyncio.FIRST_COMPLETED)
+                if task in done:
                     return task.result()
-                if self.quorum.driver.leader_id != leader:
-                    return None
+            return None
         finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+            for t in (task, change):
+                if t is not None and not t.done():
+                    t.cancel()
+                    await asyncio.gather(t, return_exceptions=True)
 
     async def _activate_in_this_epoch(self) -> None:
         """The first thing the active controller does in a new epoch, before any request or periodic task is
@@ -233,13 +300,16 @@ class QuorumControllerChannel:
             if not self.quorum.is_active:
                 continue
             try:
+                committed = None
                 async with self._lock:
                     await self.quorum.ready_to_decide()
                     await self._activate_in_this_epoch()
-                    image, now = self.quorum.image, self.quorum.clock.now_ms()
+                    image, now = self._decision_image(), self.quorum.clock.now_ms()
                     result = self.controller.maybe_fence_one_stale_broker(image, now)
                     if result.records:
-                        await self.quorum.commit(result.records)
+                        committed = await self._append(image, result.records)
+                if committed is not None:
+                    await committed
             except NotLeaderError:
                 pass  # another node leads: it activates in its own epoch
             except Exception:  # noqa: BLE001 - one failed round must not end the controller's duties
@@ -248,6 +318,12 @@ class QuorumControllerChannel:
     async def close(self) -> None:
         for client in self._clients.values():
             await client.close()
+
+
+def _retrieve(task: asyncio.Task) -> None:
+    """A decision nobody waits for any more: its failure is the caller's timeout, not an unretrieved error."""
+    if not task.cancelled():
+        task.exception()
 
 
 def voter_endpoints(config: dict[str, Any]) -> dict[int, tuple[str, str, int]]:

@@ -172,11 +172,18 @@ class _LogCollector:
             g = GaugeMetricFamily(f"kafka_server_replicamanager_{name}", doc)
             g.add_metric([], value)
             yield g
-        for name, doc, value in (
-                ("isrshrinks", "ISR shrinks committed (IsrShrinksPerSec)", replicas.isr_shrinks if replicas else 0),
-                ("isrexpands", "ISR expansions committed (IsrExpandsPerSec)", replicas.isr_expands if replicas else 0)):
-            c = CounterMetricFamily(f"kafka_server_replicamanager_{name}", doc)
-            c.add_metric([], value)
+        for name, doc, attr in (
+                ("kafka_server_replicamanager_isrshrinks", "ISR shrinks committed (IsrShrinksPerSec)", "isr_shrinks"),
+                ("kafka_server_replicamanager_isrexpands", "ISR expansions committed (IsrExpandsPerSec)",
+                 "isr_expands"),
+                ("kafka_server_replicamanager_failedisrupdates", "ISR changes answered with an error "
+                 "(FailedIsrUpdatesPerSec)", "failed_isr_updates"),
+                ("odradek_server_alterpartition_requests", "AlterPartition requests this broker sent",
+                 "alter_partition_requests"),
+                ("odradek_server_alterpartition_changes", "Partition ISR changes those requests carried",
+                 "alter_partition_changes")):
+            c = CounterMetricFamily(name, doc)
+            c.add_metric([], getattr(replicas, attr) if replicas is not None else 0)
             yield c
         count = GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions hosted")
         count.add_metric([], len(parts))

@@ -43,11 +43,12 @@ class LatencyWindow:
 
 class QuorumCollector:
     """``quorum`` is the node's RaftQuorum (``raft_status``, ``is_active``, ``image``,
-    ``commit_latency``); ``controller``: this node runs the controller role."""
+    ``commit_latency``); ``contacts``: the controller's BrokerHeartbeatTracker if this node runs the controller
+    role (None otherwise)."""
 
-    def __init__(self, quorum, controller: bool) -> None:
+    def __init__(self, quorum, contacts) -> None:
         self.quorum = quorum
-        self.controller = controller
+        self.contacts = contacts
 
     def describe(self):
         return []
@@ -66,7 +67,7 @@ class QuorumCollector:
             g = GaugeMetricFamily(f"kafka_server_raft_metrics_{name}", doc)
             g.add_metric([], value)
             yield g
-        if not self.controller:
+        if self.contacts is None:
             return
         image = q.image
         brokers = image.brokers.values()
@@ -81,3 +82,7 @@ class QuorumCollector:
             g = GaugeMetricFamily(f"kafka_controller_kafkacontroller_{name}", doc)
             g.add_metric([], value)
             yield g
+        gap = GaugeMetricFamily("odradek_controller_broker_contact_gap_max_ms", "The largest time between two "
+                                "heartbeats of one broker incarnation, as they arrived at this controller")
+        gap.add_metric([], self.contacts.max_gap_ms)
+        yield gap

@@ -74,6 +74,7 @@ class RaftDriver:
         self.applied_offset = 0  # the application has everything below it
         self._commit_waiters: list[tuple[int, int, asyncio.Future]] = []  # (next offset, epoch, future)
         self.leader_listeners: list[Callable[[int, int], None]] = []  # (epoch, leader id) on every change
+        self._leader_changed = asyncio.Event()  # set (and replaced) on every leader change
         self.fetch_snapshots_received = 0
         self._leader_unknown_since: float | None = None  # clock.monotonic() since when no leader is known
         self._stopped = False
@@ -168,6 +169,13 @@ class RaftDriver:
 
     async def propose(self, batch: bytes, count: int) -> None:
         """Append ``batch`` (``count`` records) as the leader and return once it is committed and applied."""
+        committed, _ = await self.append(batch, count)
+        await committed
+
+    async def append(self, batch: bytes, count: int) -> tuple[asyncio.Future, int]:
+        """Append ``batch`` (``count`` records) to the leader's log: a future done once it is committed and
+        applied (NotLeaderError if the leadership is lost first), and the offset of its last record. Later
+        appends may go before this one commits (the controller pipelines its decisions)."""
         async with self._lock:
             node = self.node
             if node is None or self._stopped or node.role is not Role.LEADER:
@@ -181,7 +189,7 @@ class RaftDriver:
                 await self._process()
             except Exception as exc:  # noqa: BLE001 - the core or its log raised: fatal, as in Kafka
                 self._fail(exc)
-        await fut
+        return fut, offset + count - 1
 
     async def create_snapshot(self, end_offset: int, data: bytes) -> bool:
         """Keep ``data`` as the snapshot up to ``end_offset`` (committed and applied), then let the log's
@@ -233,6 +241,10 @@ class RaftDriver:
                 self._fail(exc)
                 return None
         return replies[0] if replies else None
+
+    def fail(self, exc: BaseException) -> None:
+        """Something the quorum depends on failed (a publisher that cannot follow the metadata): stop."""
+        self._fail(exc)
 
     def _fail(self, exc: BaseException) -> None:
         if self.failure is None:
@@ -333,6 +345,12 @@ class RaftDriver:
                 waiter[2].set_exception(NotLeaderError(f"leadership of epoch {waiter[1]} lost before the commit"))
         for listener in self.leader_listeners:
             listener(epoch, leader_id)
+        self._leader_changed.set()
+        self._leader_changed = asyncio.Event()
+
+    def leader_change(self) -> asyncio.Event:
+        """An event set at the next change of epoch or leader (one wait for every request in flight)."""
+        return self._leader_changed
 
     def _complete_commits(self) -> None:
         done = [w for w in self._commit_waiters if w[0] <= self.applied_offset]

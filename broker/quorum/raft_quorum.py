@@ -3,6 +3,11 @@ node (voter or observer) applies what is committed to its image, in order (Kafka
 KafkaRaftClient, with MetadataLoader applying committed batches and snapshots).
 
 A single node is a quorum of one voter: it elects itself at once, and a batch is committed once it is flushed.
+
+The Raft driver applies committed batches to the image under its lock (cheap); publishing the image to the node's
+parts (opening thousands of partition logs, say) runs in its own task, so the quorum keeps answering fetches and
+votes meanwhile, and an image that moved on while a publish ran is published once, folded (MetadataLoader's
+batching). A commit returns once its image is published here.
 """
 
 from __future__ import annotations
@@ -86,14 +91,22 @@ class RaftQuorum:
         self._last_batch_timestamp = -1
         self._snapshotting: asyncio.Task | None = None
         self.snapshots_written = 0
+        self._publish_wanted = asyncio.Event()
+        self._published = asyncio.Event()  # set (and replaced) after every publish
+        self._publishing: asyncio.Task | None = None
+        self.publishes = 0  # images published (fewer than batches committed when they fold)
 
     async def start(self) -> None:
+        self._publishing = asyncio.ensure_future(self._publish_loop())
         await self.driver.start()
 
     async def stop(self) -> None:
         if self._snapshotting is not None:
             await asyncio.gather(self._snapshotting, return_exceptions=True)
         await self.driver.stop()
+        if self._publishing is not None:
+            self._publishing.cancel()
+            await asyncio.gather(self._publishing, return_exceptions=True)
 
     @property
     def image(self) -> MetadataImage:
@@ -122,12 +135,56 @@ class RaftQuorum:
         await self.driver.wait_for_leadership_caught_up()
 
     async def commit(self, records: list[Message]) -> MetadataImage:
+        """Append ``records`` as one batch; once committed and published here, the image."""
+        committed, _ = await self.append(records)
+        return await committed
+
+    async def append(self, records: list[Message]) -> tuple[asyncio.Task, int]:
+        """Append ``records`` as one batch to the leader's log, returning at once: a task done with the image
+        once the batch is committed and published here (NotLeaderError if the leadership is lost first), and the
+        offset of its last record."""
         now = self.clock.now_ms()
         batch = build_batch([Record(value=encode_record(r), timestamp=now) for r in records])
         started = self.clock.monotonic()
-        await self.driver.propose(batch, len(records))
-        self.commit_latency.record((self.clock.monotonic() - started) * 1000)
-        return self._image
+        appended, last_offset = await self.driver.append(batch, len(records))
+
+        async def committed() -> MetadataImage:
+            await appended
+            self.commit_latency.record((self.clock.monotonic() - started) * 1000)
+            await self.wait_published(last_offset)
+            return self._image
+
+        return asyncio.ensure_future(committed()), last_offset
+
+    async def wait_published(self, offset: int) -> None:
+        """Until this node's parts have the image of ``offset`` (or a later one)."""
+        while self.publisher.image.offset < offset:
+            if self.driver.failure is not None:
+                raise NotLeaderError("the metadata quorum failed")
+            published, failed = (asyncio.ensure_future(e.wait()) for e in (self._published, self.driver.failed))
+            try:
+                await asyncio.wait({published, failed}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for t in (published, failed):
+                    t.cancel()
+
+    async def _publish_loop(self) -> None:
+        """Hand the latest image to the node's parts, one publish at a time, out of the driver's lock."""
+        while True:
+            await self._publish_wanted.wait()
+            self._publish_wanted.clear()
+            image = self._image
+            if image is self.publisher.image:
+                continue
+            try:
+                await self.publisher.publish(image)
+            except Exception as exc:  # noqa: BLE001 - a part that cannot follow the metadata: fatal, as in Kafka
+                self.driver.fail(exc)
+            self.publishes += 1
+            self._published.set()
+            self._published = asyncio.Event()
+            if self.driver.failure is not None:
+                return
 
     async def _apply(self, entries: list[Entry], snapshot: Snapshot | None) -> None:
         image = self._image
@@ -144,7 +201,7 @@ class RaftQuorum:
             image = image.apply(records_of(e.data), e.next_offset - 1)
         if image is not self._image:
             self._image = image
-            await self.publisher.publish(image)
+            self._publish_wanted.set()
         if entries and self._snapshotting is None and self.snapshots.due(
                 self._bytes_since_snapshot, self._monotonic_ms() - self._last_snapshot_ms):
             self._snapshotting = asyncio.ensure_future(self._write_snapshot(image, entries[-1]))

@@ -166,6 +166,9 @@ class ReplicaManager:
         self.low_watermark_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}
         self.isr_shrinks = 0  # committed ISR changes this broker asked for (IsrShrinksPerSec, IsrExpandsPerSec)
         self.isr_expands = 0
+        self.failed_isr_updates = 0  # answered with an error (FailedIsrUpdatesPerSec)
+        self.alter_partition_requests = 0  # AlterPartition requests sent, and the partition changes they carried
+        self.alter_partition_changes = 0
         self.log_manager = log_manager
         self.now_ms = now_ms
         self.metrics = metrics

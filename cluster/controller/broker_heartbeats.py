@@ -51,6 +51,29 @@ class BrokerHeartbeatState:
         return self.controlled_shutdown_offset >= 0
 
 
+class BrokerHeartbeatTracker:
+    """Kafka's BrokerHeartbeatTracker: when each broker's current incarnation was last heard from, recorded as its
+    heartbeat arrives, before the heartbeat waits for the controller. Work queued ahead of a heartbeat (thousands
+    of ISR changes) then never makes a live broker look dead; fencing reads these times. Also the largest gap
+    between two heartbeats of one incarnation (a broker whose heartbeats are answered late sends the next late)."""
+
+    def __init__(self) -> None:
+        self.contact: dict[int, tuple[int, int]] = {}  # broker id -> (broker epoch, last arrival ms)
+        self.max_gap_ms = 0
+
+    def update_contact_time(self, broker_id: int, broker_epoch: int, now_ms: int) -> None:
+        """A heartbeat of the registered incarnation ``broker_epoch`` arrived (the caller checked the epoch:
+        a stale or unknown broker's heartbeat must not count)."""
+        previous = self.contact.get(broker_id)
+        if previous is not None and previous[0] == broker_epoch:
+            self.max_gap_ms = max(self.max_gap_ms, now_ms - previous[1])
+        self.contact[broker_id] = (broker_epoch, now_ms)
+
+    def contact_time(self, broker_id: int, broker_epoch: int) -> int | None:
+        entry = self.contact.get(broker_id)
+        return entry[1] if entry is not None and entry[0] == broker_epoch else None
+
+
 class BrokerHeartbeatManager:
     def __init__(self, session_timeout_ms: int) -> None:
         self.session_timeout_ms = session_timeout_ms
@@ -86,6 +109,12 @@ class BrokerHeartbeatManager:
 
     def remove(self, broker_id: int) -> None:
         self.brokers.pop(broker_id, None)
+
+    def note_contact(self, broker_id: int, contact_ms: int) -> None:
+        """A heartbeat arrived at ``contact_ms`` (the tracker's time) though it may not have been decided yet."""
+        state = self.brokers.get(broker_id)
+        if state is not None and contact_ms > state.last_contact_ms:
+            state.last_contact_ms = contact_ms
 
     def has_valid_session(self, broker_id: int, now_ms: int) -> bool:
         state = self.brokers.get(broker_id)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Protocol
 from cluster.client_metrics import RESOURCE_CLIENT_METRICS, ClientMetricsError
 from cluster.client_metrics import validate_configs as validate_client_metrics
 import cluster.controller.replication_control as rc
-from cluster.controller.broker_heartbeats import BrokerControlState, BrokerHeartbeatManager
+from cluster.controller.broker_heartbeats import BrokerControlState, BrokerHeartbeatManager, BrokerHeartbeatTracker
 from cluster.controller.java_random import from_python_random
 from cluster.controller.replica_placer import InvalidReplicationFactor, UsableBroker, place
 from cluster.metadata_image import RESOURCE_TOPIC, MetadataImage
@@ -143,6 +143,7 @@ class Controller:
         self.placer_random = from_python_random(rng)
         # the active controller's in-memory broker sessions (BrokerHeartbeatManager)
         self.heartbeats = BrokerHeartbeatManager(int(config.get("broker.session.timeout.ms", 9000)))
+        self.contacts = BrokerHeartbeatTracker()  # heartbeat arrivals, recorded before the request waits
         self.unclean_default = str(config.get("unclean.leader.election.enable", False)).lower() == "true"
         self.validate_topic_configs = validate_topic_configs
 
@@ -267,8 +268,20 @@ class Controller:
         return ControllerResult(records, HeartbeatReply(0, current_metadata_offset >= register_offset, nxt.fenced,
                                                         nxt.in_controlled_shutdown, nxt.should_shut_down))
 
+    def heartbeat_arrived(self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int) -> None:
+        """A BrokerHeartbeat arrived (QuorumController.processBrokerHeartbeat's first step, outside the event
+        queue): the broker's contact time, if it is the registered incarnation."""
+        registration = image.brokers.get(broker_id)
+        if registration is not None and registration.broker_epoch == broker_epoch:
+            self.contacts.update_contact_time(broker_id, broker_epoch, now_ms)
+
     def maybe_fence_one_stale_broker(self, image: MetadataImage, now_ms: int) -> ControllerResult:
-        """Fence the broker whose session expired longest ago, if any (one per call, as Kafka)."""
+        """Fence the broker whose session expired longest ago, if any (one per call, as Kafka); a heartbeat that
+        arrived counts even while it waits to be decided."""
+        for broker_id, registration in image.brokers.items():
+            contact = self.contacts.contact_time(broker_id, registration.broker_epoch)
+            if contact is not None:
+                self.heartbeats.note_contact(broker_id, contact)
         broker_id = self.heartbeats.find_one_stale_broker(now_ms)
         if broker_id is None or broker_id not in image.brokers:
             return ControllerResult([])

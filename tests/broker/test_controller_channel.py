@@ -239,6 +239,15 @@ def test_a_request_to_a_controller_the_quorum_has_replaced_goes_to_the_new_one(t
 
         class Driver:
             leader_id = 1
+            changed = asyncio.Event()
+
+            def leader_change(self):
+                return self.changed
+
+            def elect(self, leader_id):
+                self.leader_id = leader_id
+                self.changed.set()
+                self.changed = asyncio.Event()
 
         class Quorum:
             driver = Driver()
@@ -247,7 +256,7 @@ def test_a_request_to_a_controller_the_quorum_has_replaced_goes_to_the_new_one(t
 
         channel = QuorumControllerChannel(None, Quorum(), {}, CLUSTER_ID, voters, node_id=3, timeout_ms=30000)
         loop = asyncio.get_running_loop()
-        loop.call_later(0.3, lambda: setattr(Quorum.driver, "leader_id", 2))
+        loop.call_later(0.3, Quorum.driver.elect, 2)
         started = loop.time()
         response = await channel.call(BrokerHeartbeatRequest(broker_id=3, broker_epoch=5))
         assert response.is_fenced is False and len(got) == 1

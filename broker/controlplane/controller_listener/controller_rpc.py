@@ -1,9 +1,11 @@
 """Requests for the active controller arriving on the controller listener: brokers' own controller RPCs and
 Envelopes of forwarded client requests. Run here while this node is the active controller; NOT_CONTROLLER
-otherwise, so the sender finds the new one (ControllerApis)."""
+otherwise, so the sender finds the new one (ControllerApis); REQUEST_TIMED_OUT for one that waited past its
+deadline and was not decided."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from broker.quorum.raft_driver import NotLeaderError
@@ -26,3 +28,6 @@ async def run_on_active_controller(ctx, body: Message) -> Message:
     except NotLeaderError as exc:
         log.info("%s: %s", type(body).__name__, exc)
         return response_type(error_code=ErrorCode.NOT_CONTROLLER)
+    except asyncio.TimeoutError as exc:  # it waited past its deadline behind other decisions: not decided
+        log.info("%s: %s", type(body).__name__, exc)
+        return response_type(error_code=ErrorCode.REQUEST_TIMED_OUT)
