@@ -44,6 +44,7 @@ from broker.network.server import NetworkServer
 from broker.timeouts import wait_for
 from cluster.client_metrics import ClientMetricsManager
 from cluster.controller import Controller
+from cluster.image_diff import diff_images
 from cluster.metadata_image import MetadataImage
 from cluster.raft.node import RaftConfig
 from protocol.errors import ErrorCode
@@ -364,14 +365,17 @@ class Broker:
         applies the latest image when it is done."""
         assert self.replicas is not None
         if not self.replicas.loading:
+            # only what changed since the image the replicas last applied (ReplicaManager.applyDelta with
+            # TopicsDelta.localChanges): work proportional to the change, not to the partitions hosted
+            diff = diff_images(self.replicas.image, image)
             # partitions moved away or deleted stop first (out of the table and the fetchers), on the event loop
-            self.replicas.stop_partitions(image)
+            stopped = self.replicas.stop_partitions(image, diff)
             if self.fetchers is not None:
-                self.fetchers.update(image)
-            await asyncio.to_thread(self.replicas.apply_image, image)
-            self.replicas.after_image()
+                self.fetchers.update(image, stopped)
+            applied = await asyncio.to_thread(self.replicas.apply_image, image, diff)
+            self.replicas.after_image(applied)
             if self.fetchers is not None:
-                self.fetchers.update(image)
+                self.fetchers.update(image, applied)
 
     def _inter_broker_listener(self) -> str:
         """``inter.broker.listener.name``, else the listener named after ``security.inter.broker.protocol``
@@ -395,11 +399,13 @@ class Broker:
         finally:
             self._awaiting_registration = False
         async with self.metadata.lock:
-            await asyncio.to_thread(self.replicas.apply_image, self.metadata.image)
+            # the first apply: the replicas hold the empty image (publishes skip them while they load), so every
+            # partition of the image counts as changed
+            applied = await asyncio.to_thread(self.replicas.apply_image, self.metadata.image)
             self.replicas.loading = False
-            self.replicas.after_image()
+            self.replicas.after_image(applied)
             if self.fetchers is not None:
-                self.fetchers.update(self.metadata.image)
+                self.fetchers.update(self.metadata.image, applied)
         self.log_manager.start_background(clock=self.clock.now_ms)
         await self.groups.start()
         log.info("loaded %d partitions in %.2f s", len(self.replicas.partitions), self.clock.monotonic() - started)

@@ -8,7 +8,8 @@ decoding), then the follower takes the leader's high watermark (up to its own lo
 offset. A ``diverging_epoch`` in the answer truncates the divergent tail first (AbstractFetcherThread's
 truncation on fetch response, KIP-320); a fetch offset below the leader's log start restarts the log
 there. A partition whose leader answers NOT_LEADER_OR_FOLLOWER or an epoch error waits for the next
-metadata image. The set of partitions per source changes with every image.
+metadata image. The set of partitions per source changes with the images: each one moves only the partitions whose
+leader or epoch it changed, and restarts a fetcher only when its leader's endpoint changed.
 
 Each fetcher keeps an incremental fetch session (KIP-227) with its leader, as Kafka's FetchSessionHandler
 (broker/replication/fetch_session/handler.py): the first fetch is full (session 0, epoch 0) and the leader answers with
@@ -31,8 +32,9 @@ from broker.replication.fetch_session.handler import FetchRequestData, FetchSess
 from broker.replication.fetch_session.metadata import PartitionFetch
 from broker.network.node_client import BadResponse
 from broker.network.peer_links import DIRECT, PeerLinks
-from broker.replication.replica_manager import Partition, ReplicaManager
+from broker.replication.replica_manager import Partition, ReplicaChanges, ReplicaManager
 from broker.timeouts import wait_for
+from cluster.image_diff import TopicPartition
 from cluster.metadata_image import MetadataImage
 from protocol.errors import ErrorCode
 from protocol.generated.messages import FetchRequest, ListOffsetsRequest
@@ -69,32 +71,65 @@ class ReplicaFetcherManager:
         self.backoff_s = int(config.get("replica.fetch.backoff.ms", 1000)) / 1000
         self.request_timeout_s = int(config.get("replica.socket.timeout.ms", 30000)) / 1000
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        # what to follow from each leader, as of the last update (also for a leader without an endpoint yet, whose
+        # fetcher starts once an image gives it one), and the leader each partition is followed from
+        self._wanted: dict[int, dict[TopicPartition, Partition]] = {}
+        self._leader_of: dict[TopicPartition, int] = {}
 
-    def update(self, image: MetadataImage) -> None:
-        """Follow what ``image`` says (called on the event loop after the replica manager applied it)."""
-        wanted: dict[int, dict[tuple[str, int], Partition]] = {}
-        for tp, part in list(self.replicas.partitions.items()):
-            leader = part.info.leader
-            if leader < 0 or leader == self.node_id:
-                continue
-            wanted.setdefault(leader, {})[tp] = part
-        for leader in [b for b in self.fetchers if b not in wanted]:
-            self.fetchers.pop(leader).stop()
-        for leader, parts in wanted.items():
-            broker = image.brokers.get(leader)
-            endpoint = broker.endpoint(self.listener) if broker is not None else None
-            fetcher = self.fetchers.get(leader)
-            if fetcher is not None and endpoint is not None and (fetcher.host, fetcher.port) != (endpoint.host,
-                                                                                                  endpoint.port):
+    def update(self, image: MetadataImage, changes: ReplicaChanges | None = None) -> None:
+        """Follow what ``image`` says (called on the event loop after the replica manager applied it, and after it
+        stopped partitions). ``changes``: only its partitions (those whose hosting, leader or epoch may have moved)
+        and the leaders among its brokers (a new endpoint, or one that appeared) are looked at; None: all."""
+        if changes is None:
+            tps = set(self._leader_of) | set(self.replicas.partitions)
+            leaders = set(self.fetchers) | set(self._wanted)
+        else:
+            tps, leaders = changes.partitions, set(changes.brokers)
+        moved: dict[int, dict[TopicPartition, Partition | None]] = {}
+        for tp in sorted(tps):
+            part = self.replicas.partitions.get(tp)
+            leader = part.info.leader if part is not None else -1
+            if leader == self.node_id:
+                leader = -1
+            old = self._leader_of.get(tp)
+            if old is not None and old != leader:
+                parts = self._wanted[old]
+                del parts[tp]
+                if not parts:
+                    del self._wanted[old]
+                del self._leader_of[tp]
+                moved.setdefault(old, {})[tp] = None
+            if leader >= 0:
+                self._wanted.setdefault(leader, {})[tp] = part
+                self._leader_of[tp] = leader
+                moved.setdefault(leader, {})[tp] = part
+        for leader in sorted(leaders | moved.keys()):
+            self._follow(image, leader, moved.get(leader, {}))
+
+    def _follow(self, image: MetadataImage, leader: int, changed: dict[TopicPartition, Partition | None]) -> None:
+        """The fetcher for ``leader``: stopped when nothing is followed from it, started (or restarted, at the
+        leader's current endpoint) as needed; ``changed`` are its partitions that moved (None: no longer)."""
+        parts = self._wanted.get(leader)
+        fetcher = self.fetchers.get(leader)
+        if not parts:
+            if fetcher is not None:
                 self.fetchers.pop(leader).stop()
-                fetcher = None
-            if fetcher is None:
-                if endpoint is None:
-                    log.warning("node %d: leader %d has no %s endpoint; not fetching %d partitions from it",
-                                self.node_id, leader, self.listener, len(parts))
-                    continue
-                fetcher = self.fetchers[leader] = ReplicaFetcher(self, leader, endpoint.host, endpoint.port)
+            return
+        broker = image.brokers.get(leader)
+        endpoint = broker.endpoint(self.listener) if broker is not None else None
+        if fetcher is not None and endpoint is not None and (fetcher.host, fetcher.port) != (endpoint.host,
+                                                                                              endpoint.port):
+            self.fetchers.pop(leader).stop()
+            fetcher = None
+        if fetcher is None:
+            if endpoint is None:
+                log.warning("node %d: leader %d has no %s endpoint; not fetching %d partitions from it",
+                            self.node_id, leader, self.listener, len(parts))
+                return
+            fetcher = self.fetchers[leader] = ReplicaFetcher(self, leader, endpoint.host, endpoint.port)
             fetcher.set_partitions(parts)
+        elif changed:
+            fetcher.change_partitions(changed)
 
     async def stop(self) -> None:
         fetchers, self.fetchers = list(self.fetchers.values()), {}
@@ -122,6 +157,20 @@ class ReplicaFetcher:
     def set_partitions(self, parts: dict[tuple[str, int], Partition]) -> None:
         self.partitions = dict(parts)
         self.delayed = {tp: d for tp, d in self.delayed.items() if tp in parts and parts[tp].leader_epoch == d[0]}
+        self._changed.set()
+
+    def change_partitions(self, changed: dict[tuple[str, int], Partition | None]) -> None:
+        """``set_partitions`` for the partitions in ``changed`` only (None: no longer fetched from this leader);
+        a delayed one waits no more once its leader epoch moved."""
+        for tp, part in changed.items():
+            if part is None:
+                self.partitions.pop(tp, None)
+                self.delayed.pop(tp, None)
+                continue
+            self.partitions[tp] = part
+            d = self.delayed.get(tp)
+            if d is not None and d[0] != part.leader_epoch:
+                del self.delayed[tp]
         self._changed.set()
 
     def stop(self) -> None:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Protocol
 
 from broker.replication.replica_selector import FollowerView, ReplicaSelector, preferred_read_replica
 from broker.replication.replica_state import FollowerState, leader_high_watermark, may_join_isr, out_of_sync_replicas
+from cluster.image_diff import ImageDiff, TopicPartition, diff_images
 from cluster.metadata_image import MetadataImage, PartitionInfo, TopicInfo
 from protocol.errors import ErrorCode, KafkaError
 from storage.config import ConfigError, LogConfig
@@ -149,6 +150,14 @@ class CommitWaiters:
                 fut.set_exception(KafkaError("partition is no longer led here", code))
 
 
+class ReplicaChanges(NamedTuple):
+    """What one image changed on this broker: the partitions looked at (opened, updated, stopped or deleted: the
+    only ones whose hosting, leadership or epoch can have moved) and the brokers whose registration changed."""
+
+    partitions: frozenset[TopicPartition]
+    brokers: frozenset[int]
+
+
 class AppendResult(NamedTuple):
     info: LogAppendInfo
     committed: asyncio.Future | None  # None: already below the high watermark; else done when it is
@@ -177,6 +186,9 @@ class ReplicaManager:
         self.commit_waiters = CommitWaiters()
         self.loading = False  # partition logs still being loaded / recovered at start-up
         self._stopped: list[tuple[str, int]] = []  # out of the table, their logs deleted by the next apply_image
+        # partitions an apply_image took up and did not finish (it raised: a log that failed to open, say): the
+        # next image's apply looks at them again, whether or not they changed
+        self._unapplied: set[tuple[str, int]] = set()
 
     def append(self, part: Partition, records, now_ms: int, origin: str = ORIGIN_CLIENT) -> AppendResult:
         """The one append path (Produce and the group coordinator): append as leader, count it, move the
@@ -214,93 +226,137 @@ class ReplicaManager:
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
 
-    def stop_partitions(self, image: MetadataImage) -> None:
+    def _diff(self, image: MetadataImage, diff: ImageDiff | None) -> ImageDiff:
+        """The changes from the last image applied here to ``image`` (``diff`` when it is that)."""
+        if diff is None or diff.prev is not self.image or diff.image is not image:
+            return diff_images(self.image, image)
+        return diff
+
+    def _candidates(self, diff: ImageDiff) -> list[TopicPartition]:
+        """The partitions ``diff`` may move here (the changed ones this broker hosted or hosts), and the ones an
+        earlier apply did not finish (their log failed to open, say): every other hosted partition is as the last
+        image applied left it."""
+        return sorted(diff.local_changes(self.node_id).partitions | self._unapplied)
+
+    def stop_partitions(self, image: MetadataImage, diff: ImageDiff | None = None) -> ReplicaChanges:
         """Kafka's stopPartitions, on the event loop before ``apply_image`` deletes their logs: partitions ``image``
         no longer places here (a reassignment moved them away, the topic was deleted) leave the table at once, so
         no append or follower write reaches a log being deleted; acks=all appends waiting on them fail with
-        NOT_LEADER_OR_FOLLOWER."""
-        for tp, part in list(self.partitions.items()):
+        NOT_LEADER_OR_FOLLOWER. Only the partitions that changed since the last image applied (``diff``) are
+        looked at. Returns the ones stopped."""
+        diff = self._diff(image, diff)
+        stopped = []
+        for tp in self._candidates(diff):
+            part = self.partitions.get(tp)
+            if part is None:
+                continue
             topic = image.topics_by_id.get(part.topic_id)
             info = topic.partitions.get(tp[1]) if topic is not None else None
             if info is None or self.node_id not in info.replicas:
                 del self.partitions[tp]
                 self._stopped.append(tp)
+                stopped.append(tp)
                 self.commit_waiters.fail(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 self.fetch_waiters.wake(tp)  # parked fetches answer now (completeDelayedFetchOrProduceRequests)
                 log.info("stopped partition %s-%d: %s", *tp, "no longer a replica" if info else "deleted")
+        return ReplicaChanges(frozenset(stopped), diff.brokers)
 
-    def apply_image(self, image: MetadataImage) -> None:
-        """Open logs for partitions hosted here, delete logs of removed topics, refresh topic configs.
+    def apply_image(self, image: MetadataImage, diff: ImageDiff | None = None) -> ReplicaChanges:
+        """Open logs for partitions hosted here, delete logs of removed topics, refresh topic configs: for the
+        partitions and configs that changed since the last image applied (``diff``; without one, the changes
+        from ``self.image``, all of ``image`` the first time). Returns what it looked at, for ``after_image``
+        and the fetchers.
 
         Blocking (file system): called off the event loop, before the image is published to handlers.
         """
+        diff = self._diff(image, diff)
         self.image = image
-        wanted: dict[tuple[str, int], tuple[TopicInfo, PartitionInfo]] = {}
-        for topic in image.topics_by_name.values():
-            for p in topic.partitions.values():
-                if self.node_id in p.replicas:
-                    wanted[(topic.name, p.partition)] = (topic, p)
+        todo = self._candidates(diff)
+        self._unapplied.update(todo)  # until done: an exception below leaves them for the next image
         stopped, self._stopped = self._stopped, []
         for tp in stopped:  # out of the table already (stop_partitions)
             self.log_manager.delete_log(*tp)
             log.info("deleted partition %s-%d", *tp)
-        for tp in [tp for tp in self.partitions if tp not in wanted]:
-            self.partitions.pop(tp)
-            self.commit_waiters.fail(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            self.log_manager.delete_log(*tp)
-            log.info("deleted partition %s-%d", *tp)
+        wanted: dict[TopicPartition, tuple[TopicInfo, PartitionInfo]] = {}
+        for tp in todo:
+            topic = image.topics_by_name.get(tp[0])
+            info = topic.partitions.get(tp[1]) if topic is not None else None
+            if info is not None and self.node_id in info.replicas:
+                wanted[tp] = (topic, info)
+            elif tp in self.partitions:
+                self.partitions.pop(tp)
+                self.commit_waiters.fail(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                self.log_manager.delete_log(*tp)
+                log.info("deleted partition %s-%d", *tp)
+                self._unapplied.discard(tp)
+            else:
+                self._unapplied.discard(tp)
+        configured = {name for name in diff.topic_configs if self._hosts(image.topic(name))}
+        for name in sorted(configured):
+            self._refresh_topic_config(image, name)
         now = self.now_ms()
-        configured: set[str] = set()
         for tp, (topic, info) in wanted.items():
             if topic.name not in configured:
                 configured.add(topic.name)
-                overrides = dict(image.topic_config(topic.name))
-                if self.log_manager.topic_overrides.get(topic.name, {}) != overrides:
-                    try:
-                        self.log_manager.update_topic_config(topic.name, overrides)
-                    except ConfigError as exc:
-                        log.error("topic %s has an invalid config in the metadata log: %s", topic.name, exc)
-            part = self.partitions.get(tp)
-            if part is not None and part.topic_id != topic.topic_id:
-                # the topic was deleted and created again under the same name between two images
-                self.partitions.pop(tp)
-                self.log_manager.delete_log(*tp)
-                part = None
-            lg = part.log if part is not None else self._open_log(tp, topic.topic_id, now)
-            latest_epoch = lg.latest_epoch
-            if info.leader == self.node_id and latest_epoch is not None and latest_epoch > info.leader_epoch:
-                # leader epochs only grow, so an image naming us leader at an epoch our log has passed is stale:
-                # leading at it would re-stamp the epoch cache over newer entries. Decided before the partition
-                # is visible (handlers run on the event loop meanwhile): it never leads at the stale epoch.
-                log.error("%s-%d: not leading at epoch %d: the log already holds epoch %d; waiting for newer "
-                          "metadata", tp[0], tp[1], info.leader_epoch, latest_epoch)
-                info = dataclasses.replace(info, leader=-1)  # no leader
-            if part is None:
-                part = Partition(tp[0], tp[1], topic.topic_id, lg, info)
-                self.partitions[tp] = part
-            else:
-                part.info = info
-            if part.pending_isr is not None and info.partition_epoch > part.pending_from_epoch:
-                part.pending_isr = None  # the change (or a newer one) is committed
-            if info.leader == self.node_id:
-                if part.log.latest_epoch != info.leader_epoch:
-                    part.log.maybe_assign_epoch_start_offset(info.leader_epoch, part.log.log_end_offset)
-                if part.followers_epoch != info.leader_epoch:
-                    # Partition.makeLeader: followers' positions are unknown until they fetch in this epoch;
-                    # ISR members count as caught up now (resetReplicaState)
-                    part.followers = {r: FollowerState(last_caught_up_ms=now if r in info.isr else 0)
-                                      for r in info.replicas if r != self.node_id}
-                    part.followers_epoch = info.leader_epoch
-                    before = part.log.end_offset_for_epoch(info.leader_epoch - 1) if info.leader_epoch > 0 else None
-                    part.epoch_start_offset = before[1] if before is not None else 0
-                elif set(part.followers) != set(info.replicas) - {self.node_id}:
-                    # replicas added by a reassignment in this epoch (updateAssignmentAndIsr): the others keep
-                    # their positions, the new ones start unknown
-                    part.followers = {r: part.followers.get(r) or FollowerState()
-                                      for r in info.replicas if r != self.node_id}
-            else:
-                part.followers = {}
-                part.followers_epoch = -1
+                self._refresh_topic_config(image, topic.name)
+            self._apply_partition(tp, topic, info, now)
+            self._unapplied.discard(tp)
+        return ReplicaChanges(frozenset(todo).union(stopped), diff.brokers)
+
+    def _hosts(self, topic: TopicInfo | None) -> bool:
+        return topic is not None and any(self.node_id in p.replicas for p in topic.partitions.values())
+
+    def _refresh_topic_config(self, image: MetadataImage, name: str) -> None:
+        overrides = dict(image.topic_config(name))
+        if self.log_manager.topic_overrides.get(name, {}) != overrides:
+            try:
+                self.log_manager.update_topic_config(name, overrides)
+            except ConfigError as exc:
+                log.error("topic %s has an invalid config in the metadata log: %s", name, exc)
+
+    def _apply_partition(self, tp: TopicPartition, topic: TopicInfo, info: PartitionInfo, now: int) -> None:
+        """One partition hosted here, as ``image`` has it: its log open, its leadership and epoch, its followers."""
+        part = self.partitions.get(tp)
+        if part is not None and part.topic_id != topic.topic_id:
+            # the topic was deleted and created again under the same name between two images
+            self.partitions.pop(tp)
+            self.log_manager.delete_log(*tp)
+            part = None
+        lg = part.log if part is not None else self._open_log(tp, topic.topic_id, now)
+        latest_epoch = lg.latest_epoch
+        if info.leader == self.node_id and latest_epoch is not None and latest_epoch > info.leader_epoch:
+            # leader epochs only grow, so an image naming us leader at an epoch our log has passed is stale:
+            # leading at it would re-stamp the epoch cache over newer entries. Decided before the partition
+            # is visible (handlers run on the event loop meanwhile): it never leads at the stale epoch.
+            log.error("%s-%d: not leading at epoch %d: the log already holds epoch %d; waiting for newer "
+                      "metadata", tp[0], tp[1], info.leader_epoch, latest_epoch)
+            info = dataclasses.replace(info, leader=-1)  # no leader
+        if part is None:
+            part = Partition(tp[0], tp[1], topic.topic_id, lg, info)
+            self.partitions[tp] = part
+        else:
+            part.info = info
+        if part.pending_isr is not None and info.partition_epoch > part.pending_from_epoch:
+            part.pending_isr = None  # the change (or a newer one) is committed
+        if info.leader == self.node_id:
+            if part.log.latest_epoch != info.leader_epoch:
+                part.log.maybe_assign_epoch_start_offset(info.leader_epoch, part.log.log_end_offset)
+            if part.followers_epoch != info.leader_epoch:
+                # Partition.makeLeader: followers' positions are unknown until they fetch in this epoch;
+                # ISR members count as caught up now (resetReplicaState)
+                part.followers = {r: FollowerState(last_caught_up_ms=now if r in info.isr else 0)
+                                  for r in info.replicas if r != self.node_id}
+                part.followers_epoch = info.leader_epoch
+                before = part.log.end_offset_for_epoch(info.leader_epoch - 1) if info.leader_epoch > 0 else None
+                part.epoch_start_offset = before[1] if before is not None else 0
+            elif set(part.followers) != set(info.replicas) - {self.node_id}:
+                # replicas added by a reassignment in this epoch (updateAssignmentAndIsr): the others keep
+                # their positions, the new ones start unknown
+                part.followers = {r: part.followers.get(r) or FollowerState()
+                                  for r in info.replicas if r != self.node_id}
+        else:
+            part.followers = {}
+            part.followers_epoch = -1
 
     def _open_log(self, tp: tuple[str, int], topic_id: bytes, now: int) -> Log:
         try:
@@ -421,11 +477,18 @@ class ReplicaManager:
         else:
             del self.low_watermark_waiters[key]
 
-    def after_image(self) -> None:
+    def after_image(self, changes: ReplicaChanges | None = None) -> None:
         """On the event loop once an image is applied: led partitions' high watermarks may move (the ISR may
         have shrunk to the leader; after an unclean restart the checkpointed one is stale); acks=all appends
-        waiting on a partition led elsewhere now fail with NOT_LEADER_OR_FOLLOWER."""
-        for part in list(self.partitions.values()):
+        waiting on a partition led elsewhere now fail with NOT_LEADER_OR_FOLLOWER.
+
+        ``changes`` (from ``apply_image``): only the partitions it changed, unless a broker's registration changed
+        (fencing moves who may count for the high watermark: every led partition); None: every partition."""
+        if changes is None or changes.brokers:
+            parts = list(self.partitions.values())
+        else:
+            parts = [p for tp in sorted(changes.partitions) if (p := self.partitions.get(tp)) is not None]
+        for part in parts:
             key = (part.topic, part.index)
             if not part.is_leader(self.node_id):  # DelayedProduce: leadership moved while acks=all waited
                 self.commit_waiters.fail(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
