@@ -203,16 +203,17 @@ class Broker:
         if self.node_id in self.voters:
             self._spawn(self.controller.run_active_controller_duties())
         await self._catch_up()
-        await self.server.start_serving()
-        if self.is_broker:
-            await self._register()
-            self._spawn(self._heartbeat_loop())
         if not self.is_broker:  # a controller-only node: no partitions, groups or client telemetry
+            await self.server.start_serving()
             self.logs_loaded = asyncio.get_running_loop().create_future()
             self.logs_loaded.set_result(None)
             return
+        await self._register()
+        self._spawn(self._heartbeat_loop())
         self._telemetry_expiry = asyncio.ensure_future(self.telemetry.expire_periodically(self.clock))
         self.logs_loaded = asyncio.ensure_future(self._load_partitions())
+        await self._until_unfenced_or_slow()
+        await self.server.start_serving()
         if wait_for_logs:
             await self.logs_loaded
             await self.wait_unfenced()
@@ -262,6 +263,19 @@ class Broker:
                 waited = 0.0
         await self.raft.wait_published(self.raft.image.offset)
         log.info("node %d: caught up with the metadata log at offset %d", self.node_id, driver.applied_offset)
+
+    async def _until_unfenced_or_slow(self) -> None:
+        """Clients are let in once this broker is unfenced (Kafka's BrokerServer enables request processing once
+        its logs are loaded and it has caught up): before that its Metadata would list no live broker and a
+        CreateTopics would find every broker fenced. A broker whose logs take longer to load than one heartbeat
+        interval serves meanwhile, answering Kafka's retriable errors for what it has not loaded."""
+        waited, limit = 0.0, int(self.config["broker.heartbeat.interval.ms"]) / 1000
+        while self.fenced and waited < limit and not self.logs_loaded.done():
+            await asyncio.sleep(0.01)
+            waited += 0.01
+        while self.fenced and self.logs_loaded.done() and waited < limit:  # loaded: the next heartbeat unfences
+            await asyncio.sleep(0.01)
+            waited += 0.01
 
     async def wait_unfenced(self, timeout_s: float = 30.0) -> None:
         """Wait until the controller has unfenced this broker (its first heartbeat after the logs loaded): only

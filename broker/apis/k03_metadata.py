@@ -110,6 +110,12 @@ async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
             await ctx.controller.call(CreateTopicsRequest(topics=[
                 CreatableTopic(name=n, num_partitions=-1, replication_factor=-1) for n in dict.fromkeys(to_create)]))
     brokers = brokers_for(image, ctx.listener)
+    if all(b.node_id != ctx.node_id for b in brokers):
+        # this broker is not registered or not unfenced yet (it serves while it starts, answering retriable errors):
+        # a client talking to it must still find a broker to send its requests to, or librdkafka's admin client
+        # waits for a controller until its timeout
+        ep = ctx.handles.advertised_endpoint(ctx.listener)
+        brokers.append(MetadataResponseBroker(ctx.node_id, ep.host, ep.port, ctx.config.get("broker.rack")))
     return MetadataResponse(
         brokers=brokers,
         cluster_id=ctx.cluster_id,
