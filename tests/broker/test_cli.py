@@ -188,3 +188,42 @@ def test_serve_refuses_a_listener_it_cannot_serve_naming_it(tmp_path, listener):
                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert f"listener {listener}" in out.stderr.replace("Listener", "listener"), out.stderr[-2000:]
+
+
+def test_a_create_topics_sent_while_the_node_starts_succeeds(tmp_path):
+    """A client that connects as soon as the port accepts (as bench_broker and scripts after `make run` do) and
+    creates a topic at once: the node lets clients in only once its broker is unfenced, so the admin request
+    neither finds no live broker (librdkafka then waits 30 s for a controller) nor an all-fenced cluster."""
+    import socket
+    import time
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.harness import reserve_ports
+
+    for attempt in range(3):
+        port = reserve_ports(1)[0]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "broker.cli", "serve", "--config", str(REPO / "config" / "single-node.yaml"),
+             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+             "--override", f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+             "--override", "metrics.prometheus.listener=", "--override", f"log.dirs={tmp_path / str(attempt)}"],
+            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)})
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", port), 0.2).close()
+                    break
+                except OSError:
+                    time.sleep(0.01)
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+            admin.create_topics([NewTopic("early", 1, 1)], request_timeout=20)["early"].result(timeout=20)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
