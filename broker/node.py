@@ -146,11 +146,13 @@ class Broker:
     # ---- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self, wait_for_logs: bool = True) -> None:
-        """Open the metadata log, register, start serving, and load the partition logs in the background.
+        """Open the metadata log, register, load the partition logs in the background, and start serving
+        clients once unfenced.
 
-        While logs load (slow after an unclean shutdown: recovery runs in worker threads, never on the
-        event loop) the broker already answers: partitions it hosts are NOT_LEADER_OR_FOLLOWER /
-        LEADER_NOT_AVAILABLE and groups COORDINATOR_LOAD_IN_PROGRESS, Kafka's retriable errors.
+        When logs take longer than a heartbeat interval to load (after an unclean shutdown: recovery runs in
+        worker threads, never on the event loop) the broker serves meanwhile: partitions it hosts are
+        NOT_LEADER_OR_FOLLOWER / LEADER_NOT_AVAILABLE and groups COORDINATOR_LOAD_IN_PROGRESS, Kafka's
+        retriable errors.
         ``wait_for_logs`` returns only once loading finished (the embedded broker's default).
         """
         if self._fault_rules_file is not None:
