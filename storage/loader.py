@@ -372,7 +372,7 @@ class LogLoader:
         try:
             self.file_io.unlink(path)
         except FileNotFoundError:
-            pass
+            pass  # already gone: deleting is what was wanted (Files.deleteIfExists)
 
 
 def _offset_or_none(name: str) -> int | None:

@@ -19,7 +19,7 @@ class NoSyncFileIO(FileIO):
     page cache)."""
 
     def fsync(self, fd: int) -> None:
-        pass
+        pass  # deliberately no durability: tests that check it pass a recording FileIO instead
 
     def fsync_dir(self, path: str) -> None:
         pass
