@@ -27,3 +27,16 @@ class ClusterProcesses(ProcessCluster):
                  controllers: int = 0, fault_hook: bool = False) -> None:
         super().__init__(root, combined=combined, controllers=controllers, brokers=brokers, overrides=overrides,
                          fault_hook=fault_hook)
+
+
+def scrape(port: int) -> dict[str, float]:
+    """name{labels} -> value from a node's Prometheus endpoint."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out

@@ -23,7 +23,7 @@ from storage.log import FetchIsolation, Log
 from protocol.errors import ErrorCode
 from protocol.generated.messages import DescribeQuorumRequest, MetadataRequest
 from protocol.generated.messages.describe_quorum_request import PartitionData, TopicData
-from tests.harness import ODRADEK, REPO, ClusterProcesses, reserve_ports, wait_until
+from tests.harness import scrape, ODRADEK, REPO, ClusterProcesses, reserve_ports, wait_until
 from tests.kafka_wire import KafkaWire
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -217,19 +217,6 @@ def test_sigterm_is_a_controlled_shutdown(tmp_path, topology):
         assert all(p.leader != victim for p in parts)
     finally:
         c.close()
-
-
-def scrape(port: int) -> dict[str, float]:
-    """name{labels} -> value from a node's Prometheus endpoint."""
-    import urllib.request
-
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
 
 
 def cluster_status(port: int) -> str:

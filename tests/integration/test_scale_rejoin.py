@@ -18,7 +18,7 @@ import time
 import pytest
 
 from broker.testing.embedded_cluster import FAST_FAILOVER
-from tests.harness import ClusterProcesses, reserve_ports, wait_until
+from tests.harness import scrape, ClusterProcesses, reserve_ports, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -29,18 +29,6 @@ SESSION_MS = 4000
 OVERRIDES = {**FAST_FAILOVER, "broker.session.timeout.ms": SESSION_MS, "broker.heartbeat.interval.ms": 1000,
              "replica.lag.time.max.ms": 5000, "offsets.topic.replication.factor": 3}
 FENCING = re.compile(r"Fencing broker (\d+) because its session has timed out")
-
-
-def scrape(port: int) -> dict[str, float]:
-    import urllib.request
-
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
 
 
 def isr_gaps(a: AdminClient, topics: list[str]) -> int:
