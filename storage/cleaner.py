@@ -328,7 +328,8 @@ class Cleaner:
 
 def _read_chunks(seg: LogSegment, start: int, end: int) -> Iterable[bytes]:
     """Whole batches of ``seg`` in ``[start, end)``, in chunks of about 4 MiB (a batch never splits)."""
-    fd = seg.log.fd
+    handle = seg.log.handle()  # held while reading
+    fd = handle.fd
     pos = start
     while pos < end:
         chunk = os.pread(fd, min(_READ_CHUNK, end - pos), pos)

@@ -4,6 +4,10 @@
 The in-memory ``size`` is the logical end of the file: appends write at ``size`` and bump it only once the
 write succeeded, so a torn or failed write is never visible to readers (and is cut off by recovery).
 Readers snapshot ``size`` when they start, so a concurrent append is never half-served.
+
+The descriptor lives in a :class:`FileHandle` that every user holds while using it (a slice handed to a response
+too): an inactive segment's file is opened on first use and its handle dropped when idle (:mod:`storage.handles`),
+and the descriptor closes when the last holder lets go, so it is never closed, or its number reused, under a reader.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from protocol.records import (
 )
 
 from .fileio import FileIO, pread_exact
+from .handles import INACTIVE_SEGMENT_FILES
 
-__all__ = ["FileRecords", "FileSlice", "LogOffsetPosition", "TimestampAndOffset"]
+__all__ = ["FileRecords", "FileSlice", "FileHandle", "LogOffsetPosition", "TimestampAndOffset"]
 
 _SCAN_CHUNK = 16 * 1024
 
@@ -44,6 +49,27 @@ class TimestampAndOffset(NamedTuple):
     leader_epoch: int | None
 
 
+class FileHandle:
+    """One open descriptor, closed when the last holder drops it (CPython frees it at once), or by :meth:`close`."""
+
+    __slots__ = ("fd", "_io")
+
+    def __init__(self, fd: int, file_io: FileIO) -> None:
+        self.fd = fd
+        self._io = file_io
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            self._io.close(fd)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except (OSError, AttributeError, TypeError):
+            pass  # at interpreter exit, or a descriptor the kernel already took back: nothing left to release
+
+
 @dataclass(frozen=True, slots=True)
 class FileSlice:
     """``length`` bytes of an open file starting at ``position``: what a fetch returns instead of bytes.
@@ -58,6 +84,7 @@ class FileSlice:
     position: int
     length: int
     path: str = ""
+    handle: FileHandle | None = None  # keeps ``fd`` open while the slice lives
 
     def __len__(self) -> int:
         return self.length
@@ -86,17 +113,24 @@ def _check_header(buf, off: int, abs_pos: int) -> BatchHeader:
 class FileRecords:
     """The ``.log`` file of one segment."""
 
-    def __init__(self, path: str, fd: int, size: int, *, file_io: FileIO | None = None) -> None:
+    def __init__(self, path: str, fd: int | None, size: int, *, file_io: FileIO | None = None) -> None:
         self.path = path
-        self.fd = fd
         self.size = size
         self.file_io = file_io if file_io is not None else FileIO()
+        self._handle: FileHandle | None = FileHandle(fd, self.file_io) if fd is not None else None
         self._closed = False
+        self.releasable = False  # an inactive segment's: given back when idle
 
     @classmethod
     def open(cls, path: str, file_already_exists: bool = False, init_file_size: int = 0,
-             preallocate: bool = False, *, file_io: FileIO | None = None) -> "FileRecords":
+             preallocate: bool = False, *, file_io: FileIO | None = None, lazy: bool = False) -> "FileRecords":
+        """Open (creating) the file; ``lazy`` (an existing inactive segment's): only its size now, the descriptor on
+        first use."""
         io = file_io if file_io is not None else FileIO()
+        if lazy and file_already_exists:
+            records = cls(path, None, os.stat(path).st_size, file_io=io)
+            records.releasable = True
+            return records
         flags = os.O_RDWR | os.O_CREAT
         fd = io.open(path, flags)
         try:
@@ -110,6 +144,46 @@ class FileRecords:
             raise
         return cls(path, fd, size, file_io=io)
 
+    # ---- the descriptor --------------------------------------------------------------------------
+    def handle(self) -> FileHandle:
+        """The open descriptor (opened now if released or never opened); hold it while using ``.fd``."""
+        h = self._handle
+        if h is None:
+            if self._closed:
+                raise ValueError(f"{self.path} is closed")
+            h = self._handle = FileHandle(self.file_io.open(self.path, os.O_RDWR), self.file_io)
+        if self.releasable:
+            INACTIVE_SEGMENT_FILES.touch(self)
+        return h
+
+    @property
+    def is_open(self) -> bool:
+        return self._handle is not None
+
+    def make_releasable(self) -> None:
+        """This is an inactive segment's file now: its descriptor may be given back while idle."""
+        if not self.releasable:
+            self.releasable = True
+            if self._handle is not None:
+                INACTIVE_SEGMENT_FILES.touch(self)
+
+    def keep_open(self) -> None:
+        """This is the active segment's file (again, after a truncation or at start-up): keep its descriptor."""
+        if self.releasable:
+            self.releasable = False
+            INACTIVE_SEGMENT_FILES.forget(self)
+
+    def try_release(self) -> bool:
+        """Drop the descriptor (:mod:`storage.handles`); a reader or slice holding it keeps it open until done."""
+        self._handle = None
+        return True
+
+    def _drop_handle(self) -> FileHandle | None:
+        h, self._handle = self._handle, None
+        if self.releasable:
+            INACTIVE_SEGMENT_FILES.forget(self)
+        return h
+
     # ---- writes ----------------------------------------------------------------------------------
     def append(self, data) -> int:
         """Write ``data`` at the logical end.  On failure the file is cut back and ``OSError`` propagates."""
@@ -118,18 +192,20 @@ class FileRecords:
             return 0
         pos = self.size
         io = self.file_io
+        h = self.handle()
         try:
-            io.pwrite_all(self.fd, data, pos)
+            io.pwrite_all(h.fd, data, pos)
         except OSError:
             # Remove whatever part of the write landed, so the tail is clean for the next append and for
             # recovery.  If this fails too the caller takes the log offline.
-            io.ftruncate(self.fd, pos)
+            io.ftruncate(h.fd, pos)
             raise
         self.size = pos + n
         return n
 
     def flush(self) -> None:
-        self.file_io.fsync(self.fd)
+        # an idle file may have been released with unsynced pages: a new descriptor's fsync writes them
+        self.file_io.fsync(self.handle().fd)
 
     def truncate_to(self, target_size: int) -> int:
         """Cut the file to ``target_size``; returns bytes removed (``FileRecords.truncateTo``)."""
@@ -137,28 +213,32 @@ class FileRecords:
         if target_size > original or target_size < 0:
             raise ValueError(f"Attempt to truncate log segment {self.path} to {target_size} bytes failed, "
                              f" size of this log segment is {original} bytes.")
-        if target_size < os.fstat(self.fd).st_size:
-            self.file_io.ftruncate(self.fd, target_size)
+        h = self.handle()
+        if target_size < os.fstat(h.fd).st_size:
+            self.file_io.ftruncate(h.fd, target_size)
         self.size = target_size
         return original - target_size
 
     def trim(self) -> None:
         """Drop preallocated space past the logical end (``FileRecords.trim``)."""
-        if os.fstat(self.fd).st_size > self.size:
-            self.file_io.ftruncate(self.fd, self.size)
+        h = self.handle()
+        if os.fstat(h.fd).st_size > self.size:
+            self.file_io.ftruncate(h.fd, self.size)
 
     def close(self) -> None:
+        """Trim and close.  A slice still held keeps the descriptor open until it is dropped."""
         if not self._closed:
-            self._closed = True
             try:
-                self.trim()
+                if self._handle is not None:  # a file never opened, or released, was trimmed when it rolled
+                    self.trim()
             finally:
-                self.file_io.close(self.fd)
+                self._closed = True
+                self._drop_handle()
 
     def close_handlers(self) -> None:
         if not self._closed:
             self._closed = True
-            self.file_io.close(self.fd)
+            self._drop_handle()
 
     def rename_to(self, path: str) -> None:
         try:
@@ -180,13 +260,15 @@ class FileRecords:
     # ---- reads -----------------------------------------------------------------------------------
     def slice(self, position: int, length: int) -> FileSlice:
         end = min(self.size, position + length)
-        return FileSlice(self.fd, position, max(0, end - position), self.path)
+        h = self.handle()
+        return FileSlice(h.fd, position, max(0, end - position), self.path, h)
 
     def read(self, position: int, length: int) -> bytes:
         end = min(self.size, position + length)
         if end <= position:
             return b""
-        return pread_exact(self.fd, end - position, position)
+        h = self.handle()
+        return pread_exact(h.fd, end - position, position)
 
     def batches_from(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """``(position, header)`` of each whole batch in ``[start, end)``, reading headers only.
@@ -195,7 +277,8 @@ class FileRecords:
         (length below 49 or magic other than 2) — Kafka's ``FileLogInputStream`` does the same.
         """
         end = self.size if end is None else min(end, self.size)
-        fd = self.fd
+        h = self.handle()  # held while iterating
+        fd = h.fd
         pos = start
         while end - pos >= BATCH_HEADER_SIZE:
             want = min(_SCAN_CHUNK, end - pos)

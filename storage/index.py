@@ -6,24 +6,29 @@ int32 byte position in the ``.log`` file.  ``.timeindex`` entries are 12 bytes: 
 timestamp and an int32 relative offset; an entry (T, O) means "the biggest timestamp seen before O is T".
 
 A new index file is preallocated (``ftruncate``) to ``max_index_size`` rounded down to a whole number of
-entries and memory-mapped; it is trimmed to its valid entries when the segment rolls or closes.  When an
+entries; it is trimmed to its valid entries when the segment rolls or closes.  The file is memory-mapped on first
+use, without keeping a descriptor (:mod:`storage.mapped_file`), and unmapped again when idle
+(:mod:`storage.handles`); opening an index reads only its size and last entry.  When an
 existing file is opened, every whole entry in it is taken as valid (Kafka's rule): indexes are never
 trusted after an unclean shutdown — the loader rebuilds them from the log.  There are no checksums.
 """
 
 from __future__ import annotations
 
-import mmap
+import logging
 import os
 import struct
 import threading
 
-from .fileio import FileIO
 from .errors import CorruptIndexError, InvalidOffsetError
+from .fileio import FileIO
+from .handles import INDEX_MAPPINGS
+from .mapped_file import MappedFile, map_file
+
+log = logging.getLogger(__name__)
 
 NO_TIMESTAMP = -1
 _INT_MAX = 2**31 - 1
-_MADV_RANDOM = getattr(mmap, "MADV_RANDOM", None)
 
 __all__ = ["OffsetIndex", "TimeIndex", "NO_TIMESTAMP"]
 
@@ -44,15 +49,18 @@ class _AbstractIndex:
         self.max_index_size = max_index_size
         self.writable = writable
         self.lock = threading.RLock()
-        self._mm: mmap.mmap | None = None
+        self._mapping: MappedFile | None = None
+        self._buf = None  # the mapping's buffer while mapped
         self.length = 0
         self.entries = 0
         self.max_entries = 0
         self._closed = False
-        self._create_and_map()
+        self._last_raw: bytes = b""  # the last whole entry's bytes when opened (read without mapping)
+        self._create()
 
     # ---- file and mapping ----------------------------------------------------------------------
-    def _create_and_map(self) -> None:
+    def _create(self) -> None:
+        """Create (preallocated) or open the file and learn its size and last entry; map nothing yet."""
         io = self.file_io
         newly_created = False
         try:
@@ -65,51 +73,71 @@ class _AbstractIndex:
                 if self.max_index_size < self.ENTRY_SIZE:
                     raise ValueError(f"Invalid max index size: {self.max_index_size}")
                 io.ftruncate(fd, _round_down(self.max_index_size, self.ENTRY_SIZE))
-            length = os.fstat(fd).st_size
-            self.length = length
-            self._mm = self._map(fd, length)
+            self.length = os.fstat(fd).st_size
+            # a new index starts empty; a pre-existing one is assumed valid up to its last whole entry
+            self.entries = 0 if newly_created else self.length // self.ENTRY_SIZE
+            if self.entries:
+                self._last_raw = os.pread(fd, self.ENTRY_SIZE, (self.entries - 1) * self.ENTRY_SIZE)
         finally:
             io.close(fd)
         self.max_entries = self.length // self.ENTRY_SIZE
-        # a new index starts empty; a pre-existing one is assumed valid up to its last whole entry
-        self.entries = 0 if newly_created else self.length // self.ENTRY_SIZE
 
-    def _map(self, fd: int, length: int) -> mmap.mmap | None:
-        if length == 0:
-            return None
-        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-        mm = mmap.mmap(fd, length, access=access)
-        if _MADV_RANDOM is not None:
-            # Entries are reached by binary search or appended one at a time, so the kernel's read-around on
-            # a page fault (read_ahead_kb: often MiBs) only costs: the first append to a new, sparse index
-            # zero-filled that whole window (~2 ms, under the log's lock, at every roll).
+    def _use(self) -> None:
+        """Map the file if it is not mapped (first use, or released while idle) and note the use.  With the lock
+        held: the mapping is read and written, and released, only under it."""
+        if self._buf is None:
+            if self._closed:
+                raise ValueError(f"index {self.path} is closed")
+            if self.length == 0:
+                return
+            io = self.file_io
+            fd = io.open(self.path, os.O_RDWR if self.writable else os.O_RDONLY)
             try:
-                mm.madvise(_MADV_RANDOM)
-            except OSError:  # pragma: no cover - advice only
-                pass
-        return mm
+                self._mapping = map_file(fd, self.length, self.writable)
+            finally:
+                io.close(fd)
+            self._buf = self._mapping.buf
+        INDEX_MAPPINGS.touch(self)
+
+    def _unmap(self) -> None:
+        mapping, self._mapping, self._buf = self._mapping, None, None
+        if mapping is not None:
+            mapping.close()
+
+    def try_release(self) -> bool:
+        """Unmap while idle (:mod:`storage.handles`); the next use maps again.  False if in use right now."""
+        if not self.lock.acquire(blocking=False):
+            return False
+        try:
+            self._unmap()
+            return True
+        finally:
+            self.lock.release()
+
+    @property
+    def is_mapped(self) -> bool:
+        return self._buf is not None
 
     def resize(self, new_size: int) -> bool:
-        """Set the file and mapping to ``new_size`` rounded down to whole entries (``AbstractIndex.resize``)."""
+        """Set the file to ``new_size`` rounded down to whole entries (``AbstractIndex.resize``); the next use maps
+        the new size."""
         with self.lock:
             rounded = _round_down(new_size, self.ENTRY_SIZE)
             if self.length == rounded:
                 return False
-            io = self.file_io
-            fd = io.open(self.path, os.O_RDWR)
-            try:
-                if self._mm is not None:
-                    self._mm.close()
-                    self._mm = None
-                io.ftruncate(fd, rounded)
-                self.length = rounded
-                self._mm = self._map(fd, rounded)
-            finally:
-                io.close(fd)
+            self._use()
             self.max_entries = rounded // self.ENTRY_SIZE
             if self.entries > self.max_entries:
                 self.entries = self.max_entries
-            self._on_resized()
+            self._on_resized()  # reads the last entry, through the old mapping
+            self._unmap()
+            io = self.file_io
+            fd = io.open(self.path, os.O_RDWR)
+            try:
+                io.ftruncate(fd, rounded)
+            finally:
+                io.close(fd)
+            self.length = rounded
             return True
 
     def _on_resized(self) -> None:
@@ -127,8 +155,16 @@ class _AbstractIndex:
 
     def flush(self) -> None:
         with self.lock:
-            if self._mm is not None:
-                self.file_io.msync(self._mm, self.path)
+            if self._mapping is not None:
+                self.file_io.msync(self._mapping, self.path)
+            elif not self._closed and self.writable and self.length:
+                # written through a mapping since released: the pages are in the page cache, the file's fsync
+                # writes them
+                fd = self.file_io.open(self.path, os.O_RDWR)
+                try:
+                    self.file_io.fsync(fd)
+                finally:
+                    self.file_io.close(fd)
 
     def close(self) -> None:
         """Trim to the valid entries and unmap (``AbstractIndex.close``)."""
@@ -142,13 +178,12 @@ class _AbstractIndex:
     def close_handler(self) -> None:
         """Unmap without writing anything (used when the disk may have failed, and before deletion)."""
         with self.lock:
-            if self._mm is not None:
-                try:
-                    self._mm.close()
-                except (BufferError, ValueError):  # pragma: no cover - a concurrent reader holds an export
-                    pass
-            self._mm = None
+            try:
+                self._unmap()
+            except OSError as e:  # pragma: no cover - munmap of a mapping we made does not fail
+                log.warning("Unmapping %s failed: %s", self.path, e)
             self._closed = True
+        INDEX_MAPPINGS.forget(self)
 
     def delete_if_exists(self) -> bool:
         self.close_handler()
@@ -198,7 +233,7 @@ class _AbstractIndex:
     def _slot_range_for(self, target: int, by_value: bool, largest_lower_bound: bool) -> int:
         """``AbstractIndex.indexSlotRangeFor``: binary search, trying the warm tail of the index first."""
         entries = self.entries
-        if entries == 0 or self._mm is None:
+        if entries == 0:
             return -1
         k = 1 if by_value else 0
         parse = self._parse
@@ -225,6 +260,7 @@ class _AbstractIndex:
     def entries_list(self) -> list[tuple[int, int]]:
         """Every entry (for verification and tests)."""
         with self.lock:
+            self._use()
             return [self._parse(i) for i in range(self.entries)]
 
 
@@ -240,12 +276,15 @@ class OffsetIndex(_AbstractIndex):
         self.last_offset = self._last_entry()[0]
 
     def _parse(self, n: int) -> tuple[int, int]:
-        rel, pos = self._fmt.unpack_from(self._mm, n * 8)  # type: ignore[arg-type]
+        rel, pos = self._fmt.unpack_from(self._buf, n * 8)  # type: ignore[arg-type]
         return self.base_offset + rel, pos
 
     def _last_entry(self) -> tuple[int, int]:
-        if self.entries == 0 or self._mm is None:
+        if self.entries == 0:
             return self.base_offset, 0
+        if self._buf is None:  # just opened: the last entry was read with the file's size
+            rel, pos = self._fmt.unpack_from(self._last_raw)
+            return self.base_offset + rel, pos
         return self._parse(self.entries - 1)
 
     def _on_resized(self) -> None:
@@ -253,6 +292,10 @@ class OffsetIndex(_AbstractIndex):
 
     def sanity_check(self, log_size: int | None = None) -> None:
         """``OffsetIndex.sanityCheck`` plus: positions must lie inside the log and grow with offsets at the ends."""
+        with self.lock:
+            self._sanity_check(log_size)
+
+    def _sanity_check(self, log_size: int | None) -> None:
         if self.entries != 0 and self.last_offset < self.base_offset:
             raise CorruptIndexError(
                 f"Corrupt index found, index file {self.path} has non-zero size but the last offset is "
@@ -262,6 +305,7 @@ class OffsetIndex(_AbstractIndex):
                 f"Index file {self.path} is corrupt, found {self.length} bytes which is neither positive nor a "
                 f"multiple of {self.ENTRY_SIZE}")
         if self.entries and log_size is not None:
+            self._use()
             first_off, first_pos = self._parse(0)
             last_off, last_pos = self._parse(self.entries - 1)
             if first_off < self.base_offset or first_pos < 0 or last_pos >= max(log_size, 1) \
@@ -271,6 +315,9 @@ class OffsetIndex(_AbstractIndex):
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """The largest entry with offset <= target, or ``(base_offset, 0)``."""
         with self.lock:
+            if self.entries == 0:
+                return self.base_offset, 0
+            self._use()
             slot = self._slot_range_for(target_offset, False, True)
             if slot == -1:
                 return self.base_offset, 0
@@ -281,29 +328,34 @@ class OffsetIndex(_AbstractIndex):
             if n >= self.entries:
                 raise IndexError(f"Attempt to fetch the {n}th entry from index {self.path}, "
                                  f"which has size {self.entries}")
+            self._use()
             return self._parse(n)
 
     def append(self, offset: int, position: int) -> None:
-        # No lock: appends come from the owning log's single writer, under the log's lock (as do resizes);
-        # the entry is written before ``entries`` grows, so a concurrent lookup never sees half of it.
-        entries = self.entries
-        if entries >= self.max_entries:
-            raise ValueError(f"Attempt to append to a full index (size = {entries}).")
-        if entries == 0 or offset > self.last_offset:
-            rel = offset - self.base_offset
-            if rel < 0 or rel > _INT_MAX:
-                self.relative_offset(offset)  # raises
-            _pack_offset_entry(self._mm, entries * 8, rel, position)  # type: ignore[arg-type]
-            self.entries = entries + 1
-            self.last_offset = offset
-        else:
-            raise InvalidOffsetError(
-                f"Attempt to append an offset {offset} to position {entries} no larger than the last "
-                f"offset appended ({self.last_offset}) to {self.path}")
+        # Appends come from the owning log's single writer, under the log's lock (as do resizes); the index's lock
+        # is for the mapping (an idle release may unmap it). The entry is written before ``entries`` grows, so a
+        # concurrent lookup never sees half of it.
+        with self.lock:
+            entries = self.entries
+            if entries >= self.max_entries:
+                raise ValueError(f"Attempt to append to a full index (size = {entries}).")
+            if entries == 0 or offset > self.last_offset:
+                rel = offset - self.base_offset
+                if rel < 0 or rel > _INT_MAX:
+                    self.relative_offset(offset)  # raises
+                self._use()
+                _pack_offset_entry(self._buf, entries * 8, rel, position)  # type: ignore[arg-type]
+                self.entries = entries + 1
+                self.last_offset = offset
+            else:
+                raise InvalidOffsetError(
+                    f"Attempt to append an offset {offset} to position {entries} no larger than the last "
+                    f"offset appended ({self.last_offset}) to {self.path}")
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with offset >= ``offset``."""
         with self.lock:
+            self._use()
             slot = self._slot_range_for(offset, False, True)
             if slot < 0:
                 n = 0
@@ -337,12 +389,15 @@ class TimeIndex(_AbstractIndex):
         self.last_entry = self._last_entry_from_file()
 
     def _parse(self, n: int) -> tuple[int, int]:
-        ts, rel = self._fmt.unpack_from(self._mm, n * 12)  # type: ignore[arg-type]
+        ts, rel = self._fmt.unpack_from(self._buf, n * 12)  # type: ignore[arg-type]
         return ts, self.base_offset + rel
 
     def _last_entry_from_file(self) -> tuple[int, int]:
-        if self.entries == 0 or self._mm is None:
+        if self.entries == 0:
             return NO_TIMESTAMP, self.base_offset
+        if self._buf is None:  # just opened: the last entry was read with the file's size
+            ts, rel = self._fmt.unpack_from(self._last_raw)
+            return ts, self.base_offset + rel
         return self._parse(self.entries - 1)
 
     def _on_resized(self) -> None:
@@ -353,7 +408,13 @@ class TimeIndex(_AbstractIndex):
         return self.entries >= self.max_entries - 1
 
     def sanity_check(self, next_offset: int | None = None) -> None:
+        with self.lock:
+            self._sanity_check(next_offset)
+
+    def _sanity_check(self, next_offset: int | None) -> None:
         last_ts, last_off = self.last_entry
+        if self.entries != 0:
+            self._use()
         if self.entries != 0 and last_ts < self._parse(0)[0]:
             raise CorruptIndexError(
                 f"Corrupt time index found, time index file ({self.path}) has non-zero size but the last "
@@ -374,11 +435,15 @@ class TimeIndex(_AbstractIndex):
             if n >= self.entries:
                 raise IndexError(f"Attempt to fetch the {n}th entry from time index {self.path} "
                                  f"which has size {self.entries}")
+            self._use()
             return self._parse(n)
 
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
         """The entry with the largest timestamp <= target, or ``(NO_TIMESTAMP, base_offset)``."""
         with self.lock:
+            if self.entries == 0:
+                return NO_TIMESTAMP, self.base_offset
+            self._use()
             slot = self._slot_range_for(target_timestamp, False, True)
             if slot == -1:
                 return NO_TIMESTAMP, self.base_offset
@@ -401,13 +466,15 @@ class TimeIndex(_AbstractIndex):
                 if self.entries >= self.max_entries:
                     # only reachable with skip_full_check on an index that was trimmed; grow by one slot
                     self.resize((self.entries + 1) * self.ENTRY_SIZE)
-                self._fmt.pack_into(self._mm, self.entries * 12, timestamp, self.relative_offset(offset))  # type: ignore[arg-type]
+                self._use()
+                self._fmt.pack_into(self._buf, self.entries * 12, timestamp, self.relative_offset(offset))  # type: ignore[arg-type]
                 self.entries += 1
                 self.last_entry = (timestamp, offset)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry pointing at an offset >= ``offset``."""
         with self.lock:
+            self._use()
             slot = self._slot_range_for(offset, True, True)
             if slot < 0:
                 n = 0

@@ -103,7 +103,8 @@ class LogLoader:
         self.load_segment_files()
         recovery_point, next_offset = self.recover_log()
         segments = self.segments
-        # the active segment gets room for more index entries
+        # the active segment keeps its file open and gets room for more index entries
+        segments.last_segment.log.keep_open()
         segments.last_segment.resize_indexes(self.config.max_index_size)
 
         # the cache's tail may hold epochs past the recovered end, and its head (the earliest epoch may not
@@ -248,8 +249,9 @@ class LogLoader:
     def _load_segment(self, base: int, will_recover: bool) -> LogSegment:
         """Open one segment; rebuild its indexes (by recovering it) if they are missing or corrupt."""
         time_index_newly_created = not os.path.exists(files.time_index_file(self.dir, base))
+        # an inactive segment is opened on its first use: a start-up reads only what it recovers and the active tail
         seg = LogSegment.open(self.dir, base, self.config, file_already_exists=True, now_ms=self.now_ms,
-                              file_io=self.file_io)
+                              file_io=self.file_io, lazy=base != self._all_bases[-1])
         try:
             if will_recover:
                 # recovered by recover_log anyway; only make sure the index files exist

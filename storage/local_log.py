@@ -224,6 +224,7 @@ class LocalLog:
         deletable = [s for s in self.segments.values() if s.base_offset > target_offset]
         self.remove_and_delete_segments(deletable, True)
         active = self.segments.active_segment
+        active.log.keep_open()  # the active segment again if later ones went
         truncated = active.truncate_to(target_offset, now_ms)
         # Kafka sets the log end offset to the target even when that cuts a batch in two (the batch goes
         # whole); odradek keeps it consistent with the data: the end of the last remaining batch.

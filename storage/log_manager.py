@@ -35,6 +35,7 @@ from .config import LogConfig, LogManagerConfig
 from .errors import KafkaStorageError
 from .fileio import FileIO
 from .log import Log
+from .handles import IDLE_RELEASE_MS, INACTIVE_SEGMENT_FILES, INDEX_MAPPINGS, DescriptorBudget, descriptor_budget
 from .scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class LogManager:
         self._last_recovery_checkpoint_ms: int | None = None
         self._last_start_checkpoint_ms: int | None = None
         self._last_producer_expiration_ms: int | None = None
+        self._last_handle_release_ms: int | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -106,6 +108,7 @@ class LogManager:
             raise KafkaStorageError("Shutting down the broker because none of the specified log dirs from "
                                     f"{self.log_dirs} can be created or validated")
         self._load_logs(now_ms)
+        self.log_descriptor_budget()
         if self.config.log_cleaner_enable:
             self.cleaner = LogCleaner(self.config, self.current_logs, self.live_log_dirs, file_io=self.file_io)
 
@@ -428,6 +431,26 @@ class LogManager:
             for lg in self.all_logs():
                 if not lg.offline:
                     lg.remove_expired_producers(now_ms)
+        if self._last_handle_release_ms is None or now_ms - self._last_handle_release_ms >= IDLE_RELEASE_MS // 2:
+            self._last_handle_release_ms = now_ms
+            INACTIVE_SEGMENT_FILES.release_idle()
+            INDEX_MAPPINGS.release_idle()
+
+    # ==== descriptors =============================================================================
+    def log_descriptor_budget(self) -> DescriptorBudget:
+        """Log what the logs may hold open against ``RLIMIT_NOFILE``, raising the soft limit to the hard one when
+        the budget does not fit (Kafka leaves that to ``ulimit -n``)."""
+        budget = descriptor_budget(len(self._logs))
+        line = (f"File descriptors: {budget.partitions} partitions hold one each (their active segments), inactive "
+                f"segments at most {budget.inactive_segments} more, {budget.reserved} kept for connections and "
+                f"the rest: {budget.needed} of RLIMIT_NOFILE {budget.soft_limit} (hard {budget.hard_limit})")
+        if budget.raised_from is not None:
+            line += f", raised from {budget.raised_from}"
+        if budget.needed > budget.soft_limit:
+            log.warning("%s: too few; partitions that cannot open their files go offline", line)
+        else:
+            log.info("%s", line)
+        return budget
 
     def start_background(self, clock: Callable[[], int] = lambda: int(time.time() * 1000),
                          interval_s: float = 0.5) -> None:

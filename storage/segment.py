@@ -16,7 +16,7 @@ from protocol.errors import CorruptRecordError, ProtocolError
 from protocol.records import LOG_OVERHEAD, validate_batch
 
 from . import files
-from .errors import LogSegmentOffsetOverflowError
+from .errors import CorruptIndexError, LogSegmentOffsetOverflowError
 from .file_records import FileRecords, FileSlice, LogOffsetPosition, TimestampAndOffset
 from .fileio import FileIO, is_plain
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex
@@ -31,7 +31,6 @@ log = logging.getLogger(__name__)
 _INT_MAX = 2**31 - 1
 _RECOVERY_CHUNK = 1024 * 1024
 _I32 = struct.Struct(">i")
-_pack_offset_entry = OffsetIndex._fmt.pack_into
 
 __all__ = ["LogSegment", "LogOffsetMetadata", "FetchDataInfo", "RollParams"]
 
@@ -100,14 +99,16 @@ class LogSegment:
         self._max_ts_and_offset: tuple[int, int] | None = None  # None = not loaded (Kafka's UNKNOWN)
         self.bytes_since_last_index_entry = 0
         self._deleted = False
+        self._unchecked_indexes = False  # loaded without checking its indexes: checked on their first use
 
     # ---- construction ----------------------------------------------------------------------------
     @classmethod
     def open(cls, dir: str, base_offset: int, config: "LogConfig", *, file_already_exists: bool = False,
              suffix: str = "", now_ms: int | None = None, init_file_size: int = 0,
-             preallocate: bool = False, file_io: FileIO | None = None) -> "LogSegment":
+             preallocate: bool = False, file_io: FileIO | None = None, lazy: bool = False) -> "LogSegment":
+        """``lazy`` (an existing inactive segment at start-up): nothing is opened or read until first used."""
         records = FileRecords.open(files.log_file(dir, base_offset, suffix), file_already_exists,
-                                   init_file_size, preallocate, file_io=file_io)
+                                   init_file_size, preallocate, file_io=file_io, lazy=lazy)
         seg = cls(dir, base_offset, records, index_interval_bytes=config.index_interval_bytes,
                   max_index_size=config.max_index_size, roll_jitter_ms=config.random_segment_jitter(),
                   created_ms=now_ms, suffix=suffix, file_io=records.file_io)
@@ -125,6 +126,8 @@ class LogSegment:
         if idx is None:
             idx = self._offset_index = OffsetIndex(self._offset_index_path, self.base_offset, self.max_index_size,
                                                    file_io=self.file_io)
+            if self._unchecked_indexes:
+                self._check_indexes()
         return idx
 
     @property
@@ -133,7 +136,25 @@ class LogSegment:
         if idx is None:
             idx = self._time_index = TimeIndex(self._time_index_path, self.base_offset, self.max_index_size,
                                                file_io=self.file_io)
+            if self._unchecked_indexes:
+                self._check_indexes()
         return idx
+
+    def _check_indexes(self) -> None:
+        """odradek's cheap index checks (Kafka runs none), on the first use of a loaded segment's indexes rather
+        than at start-up: a corrupt index (they carry no checksum) is rebuilt from the log instead of being
+        trusted."""
+        self._unchecked_indexes = False
+        try:
+            self.offset_index.sanity_check(self.log.size)
+            self.time_index.sanity_check()
+        except CorruptIndexError as e:
+            log.warning("Found a corrupted index file corresponding to log file %s due to %s, rebuilding index "
+                        "files...", self.log.path, e)
+            self.rebuild_indexes()
+            if self.log.releasable:  # an inactive segment's indexes stay trimmed
+                self.offset_index.trim_to_valid_size()
+                self.time_index.trim_to_valid_size()
 
     @property
     def offset_index_path(self) -> str:
@@ -281,8 +302,9 @@ class LogSegment:
 
         On the produce hot path (every batch goes through here): constant work per call, none per record, and
         ``records`` is written as given, never copied.  An ``OSError`` from the write leaves the file as it was.
-        The common cases of :meth:`FileRecords.append` (plain file I/O) and :meth:`OffsetIndex.append` are
-        inlined: each Python call would cost about as much as the work it does.
+        The common case of :meth:`FileRecords.append` (plain file I/O) is inlined: the call would cost about as much
+        as the work it does.  Index entries (once per ``index.interval.bytes``) take the indexes' locks: an idle
+        release may unmap them between appends.
         """
         n = len(records)
         if n == 0:
@@ -296,7 +318,10 @@ class LogSegment:
             raise LogSegmentOffsetOverflowError(self, largest_offset)
         if self._plain_log_io:
             # FileRecords.append: write at the logical end, cut back on failure, then bump the size
-            fd = log_records.fd
+            h = log_records._handle  # held across the write: an idle release cannot close it under us
+            if h is None:
+                h = log_records.handle()
+            fd = h.fd
             try:
                 written = os.pwrite(fd, records, physical_position)
                 if written != n:
@@ -313,28 +338,31 @@ class LogSegment:
         if largest_timestamp > m[0]:
             self._max_ts_and_offset = m = (largest_timestamp, shallow_offset_of_max_timestamp)
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            oi = self._offset_index
-            if oi is None:
-                oi = self.offset_index
-            entries = oi.entries
-            if entries < oi.max_entries and (entries == 0 or largest_offset > oi.last_offset):
-                # OffsetIndex.append (the offset is in range: checked above)
-                _pack_offset_entry(oi._mm, entries * 8, rel, physical_position)
-                oi.entries = entries + 1
-                oi.last_offset = largest_offset
-            else:
-                oi.append(largest_offset, physical_position)  # raises
-            ti = self._time_index
-            if ti is None:
-                ti = self.time_index
-            # TimeIndex.maybe_append does nothing unless the max timestamp moved (it raises for an entry going
-            # backwards or a full index): skip the call, and its lock, when none of that can be
-            lt = ti.last_entry
-            if m[0] != lt[0] or m[1] < lt[1] or ti.entries >= ti.max_entries - 1:
-                ti.maybe_append(m[0], m[1])
+            try:
+                self._append_index_entries(largest_offset, physical_position, m)
+            except OSError as e:
+                # the index could not be mapped (out of descriptors or address space): the batch is written and
+                # stays; the index only misses an entry (it is sparse), and the next append tries again
+                log.warning("Could not add an index entry to %s for offset %d: %s", self, largest_offset, e)
+                self.bytes_since_last_index_entry += n
+                return
             self.bytes_since_last_index_entry = n
         else:
             self.bytes_since_last_index_entry += n
+
+    def _append_index_entries(self, largest_offset: int, physical_position: int, max_ts: tuple[int, int]) -> None:
+        oi = self._offset_index
+        if oi is None:
+            oi = self.offset_index
+        oi.append(largest_offset, physical_position)
+        ti = self._time_index
+        if ti is None:
+            ti = self.time_index
+        # TimeIndex.maybe_append does nothing unless the max timestamp moved (it raises for an entry going
+        # backwards or a full index): skip the call, and its lock, when none of that can be
+        lt = ti.last_entry
+        if max_ts[0] != lt[0] or max_ts[1] < lt[1] or ti.entries >= ti.max_entries - 1:
+            ti.maybe_append(max_ts[0], max_ts[1])
 
     # ---- read ------------------------------------------------------------------------------------
     def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:
@@ -364,7 +392,8 @@ class LogSegment:
         size = self.log.size
         if idx_pos < 0 or idx_pos + LOG_OVERHEAD > size or idx_offset < self.base_offset:
             return False
-        head = os.pread(self.log.fd, 17, idx_pos)
+        h = self.log.handle()
+        head = os.pread(h.fd, 17, idx_pos)
         if len(head) < 17 or head[16] != 2:
             return False
         base = int.from_bytes(head[0:8], "big", signed=True)
@@ -390,7 +419,7 @@ class LogSegment:
         if min_one_message:
             adjusted_max_size = max(max_size, found.size)
         if adjusted_max_size == 0 or max_position is None:
-            return FetchDataInfo(offset_metadata, FileSlice(self.log.fd, start_position, 0, self.log.path))
+            return FetchDataInfo(offset_metadata, FileSlice(-1, start_position, 0, self.log.path))
         fetch_size = min(max_position - start_position, adjusted_max_size)
         return FetchDataInfo(offset_metadata, self.log.slice(start_position, max(fetch_size, 0)),
                              adjusted_max_size < found.size)
@@ -438,7 +467,8 @@ class LogSegment:
         next_expected = seg_base
         max_ts, max_off = -1, -1
         latest_epoch = epoch_cache.latest_epoch() if epoch_cache is not None else None
-        fd = self.log.fd
+        handle = self.log.handle()  # held while recovering
+        fd = handle.fd
         size = self.log.size
         unpack_len = _I32.unpack_from
         try:
@@ -543,14 +573,16 @@ class LogSegment:
         self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
 
     def sanity_check(self, time_index_newly_created: bool) -> None:
-        """Kafka checks only that the offset index exists; odradek also runs the indexes' cheap checks so a
-        corrupt index of an old segment is rebuilt at load time instead of being trusted."""
+        """At start-up, as Kafka: the offset index must exist (else the loader recovers the segment).  The indexes'
+        own checks run on their first use (:meth:`_check_indexes`), so a start-up reads no index it does not
+        need."""
         if not os.path.exists(self._offset_index_path):
             raise FileNotFoundError(f"Offset index file {self._offset_index_path} does not exist")
         if time_index_newly_created:
             self.time_index.resize(0)
-        self.offset_index.sanity_check(self.log.size)
-        self.time_index.sanity_check()
+        self._unchecked_indexes = self._offset_index is None or self._time_index is None
+        if not self._unchecked_indexes:
+            self._check_indexes()
 
     def has_overflow(self) -> bool:
         nxt = self.read_next_offset()
@@ -594,6 +626,7 @@ class LogSegment:
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         self.log.trim()
+        self.log.make_releasable()
 
     def close(self) -> None:
         if self._max_ts_and_offset is not None and self._max_ts_and_offset != _UNKNOWN_TS:
