@@ -85,6 +85,8 @@ class Broker:
         self._telemetry_expiry: asyncio.Task | None = None
         self.log_manager: LogManager | None = None
         self.logs_loaded: asyncio.Future | None = None
+        self._log_loading: asyncio.Future | None = None  # the log manager's start-up thread
+        self._partitions_opened = False  # the first apply is done: images are applied as they are published
         self._awaiting_registration = False
         self.producer_ids = ProducerIdBlock()
         self._producer_id_lock = asyncio.Lock()
@@ -377,10 +379,10 @@ class Broker:
         log.info("node %d registered with broker epoch %d", self.node_id, self.broker_epoch)
 
     async def _publish_to_replicas(self, image: MetadataImage) -> None:
-        """Open/close partitions for a committed image (off the event loop); while logs load, the loader
-        applies the latest image when it is done."""
+        """Open/close partitions for a committed image (off the event loop); until the first apply at start-up,
+        the loader applies the latest image itself."""
         assert self.replicas is not None
-        if not self.replicas.loading:
+        if self._partitions_opened:
             # only what changed since the image the replicas last applied (ReplicaManager.applyDelta with
             # TopicsDelta.localChanges): work proportional to the change, not to the partitions hosted
             diff = diff_images(self.replicas.image, image)
@@ -403,25 +405,51 @@ class Broker:
         return "PLAINTEXT" if "PLAINTEXT" in names else names[0]
 
     async def _load_partitions(self) -> None:
+        """Load the logs (in the log manager's threads) and open each partition as soon as its log is ready:
+        followers start fetching while other logs still load or recover. The broker stays fenced, leading nothing,
+        until every log is loaded (Kafka's setReadyToUnfence after log recovery)."""
         started = self.clock.monotonic()
         assert self.log_manager is not None and self.replicas is not None and self.groups is not None
-        await asyncio.to_thread(self.log_manager.startup, self.clock.now_ms())
-        for d, clean in self.log_manager._had_clean_shutdown.items():
-            log.info("log dir %s: %s", d, "clean shutdown, recovery skipped" if clean
-                     else "no clean-shutdown marker, logs recovered from their recovery points")
-        self._awaiting_registration = True  # stop() may cancel here: no thread is working on the logs
+        loop = asyncio.get_running_loop()
+        ready = asyncio.Event()
+
+        def loaded(_tp) -> None:  # in the loading thread
+            loop.call_soon_threadsafe(ready.set)
+
+        # a task of its own, never cancelled: stop() waits for the thread before closing the logs
+        loading = self._log_loading = asyncio.ensure_future(
+            asyncio.to_thread(self.log_manager.startup, self.clock.now_ms(), loaded))
+        self._awaiting_registration = True  # stop() may cancel here
         try:
             await self._registration_applied()
         finally:
             self._awaiting_registration = False
         async with self.metadata.lock:
-            # the first apply: the replicas hold the empty image (publishes skip them while they load), so every
-            # partition of the image counts as changed
+            # the first apply: the replicas hold the empty image, so every partition of the image counts as changed;
+            # those whose logs are still loading wait in the replica manager's unapplied set
             applied = await asyncio.to_thread(self.replicas.apply_image, self.metadata.image)
-            self.replicas.loading = False
+            self._partitions_opened = True
             self.replicas.after_image(applied)
             if self.fetchers is not None:
                 self.fetchers.update(self.metadata.image, applied)
+        while not loading.done():
+            waiter = asyncio.ensure_future(ready.wait())
+            await asyncio.wait([loading, waiter], return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            if not loading.done():
+                await asyncio.sleep(0.1)  # partitions loaded together are opened together
+            ready.clear()
+            if self.replicas.waiting_for_logs:
+                async with self.metadata.lock:
+                    await self._publish_to_replicas(self.metadata.image)  # no change: the newly loaded ones
+        await loading  # a start-up failure (no usable log dir) stops the node here
+        for d, clean in self.log_manager._had_clean_shutdown.items():
+            log.info("log dir %s: %s", d, "clean shutdown, recovery skipped" if clean
+                     else "no clean-shutdown marker, logs recovered from their recovery points")
+        async with self.metadata.lock:
+            if self.replicas.waiting_for_logs:
+                await self._publish_to_replicas(self.metadata.image)
+            self.replicas.loading = False
         self.log_manager.start_background(clock=self.clock.now_ms)
         await self.groups.start()
         log.info("loaded %d partitions in %.2f s", len(self.replicas.partitions), self.clock.monotonic() - started)
@@ -441,7 +469,9 @@ class Broker:
         if self.logs_loaded is not None and not self.logs_loaded.done():
             if self._awaiting_registration:  # the quorum never delivered our registration: do not wait for it
                 self.logs_loaded.cancel()
-            await asyncio.wait([self.logs_loaded])  # recovery runs in threads: let it finish, then close
+            await asyncio.wait([self.logs_loaded])
+        if self._log_loading is not None:
+            await asyncio.wait([self._log_loading])  # recovery runs in threads: let it finish, then close
         if self.fetchers is not None:
             await self.fetchers.stop()
         if self.isr is not None:

@@ -101,7 +101,8 @@ class LeaderEpochFileCache:
                 bisect.insort(self._epochs, first.epoch)
                 self._entries[first.epoch] = first
                 self._refresh_latest()
-                self._write()
+                if removed != [first]:  # the usual start-up case puts back the entry it took: the file is as it was
+                    self._write()
 
     def clear_and_flush(self) -> None:
         with self._lock:

@@ -27,6 +27,7 @@ __all__ = [
     "CorruptSnapshotError",
     "LogSegmentOffsetOverflowError",
     "InvalidOffsetError",
+    "LogNotLoadedError",
 ]
 
 
@@ -99,6 +100,11 @@ class InconsistentTopicIdError(KafkaError):
     """``partition.metadata`` holds a different topic id from the one the broker assigns."""
 
     code = ErrorCode.INCONSISTENT_TOPIC_ID
+
+
+class LogNotLoadedError(Exception):
+    """The partition's log is still being loaded at start-up (or the log dirs are still being listed): asking for
+    it again once loaded gets the log; creating it now would make a second, empty one."""
 
 
 class CorruptIndexError(Exception):

@@ -95,6 +95,17 @@ class LogLoader:
         # base offsets of every .log file in the directory: a segment recovered while the segments are still being
         # loaded is bounded by the next one, which is not in ``segments`` yet
         self._all_bases: list[int] = []
+        self._names: list[str] | None = None  # the directory's regular files, sorted (listed once per change)
+
+    def _files(self) -> list[str]:
+        """The directory's regular files, sorted: one ``scandir`` (no ``stat`` per name) until a phase changes it."""
+        if self._names is None:
+            with os.scandir(self.dir) as it:
+                self._names = sorted(e.name for e in it if e.is_file())
+        return self._names
+
+    def _changed(self) -> None:
+        self._names = None
 
     def load(self) -> tuple[LogSegments, LoadedLogOffsets]:
         """Every phase in Kafka's order; returns the segments and the log start offset, recovery point and log end."""
@@ -138,10 +149,8 @@ class LogLoader:
         """
         swap_files, cleaned_files = [], []
         min_cleaned = None
-        for name in os.listdir(self.dir):
+        for name in self._files():
             path = os.path.join(self.dir, name)
-            if not os.path.isfile(path):
-                continue
             if name.endswith(files.DELETED_FILE_SUFFIX) and not name.endswith(_SNAPSHOT_DELETE_SUFFIX):
                 log.debug("Deleting stray temporary file %s", path)
                 self._delete_if_exists(path)
@@ -180,11 +189,12 @@ class LogLoader:
         covered = self._swap_offset_range(swap_files)
         if covered is not None:
             self._delete_swapped_out_files(*covered)
-        for name in sorted(os.listdir(self.dir)):
-            if name.endswith(files.SWAP_FILE_SUFFIX) and os.path.isfile(os.path.join(self.dir, name)):
+        for name in self._files():
+            if name.endswith(files.SWAP_FILE_SUFFIX):
                 p = os.path.join(self.dir, name)
                 log.info("Recovering file %s by renaming from .swap files.", name)
                 self.file_io.rename(p, files.replace_suffix(p, files.SWAP_FILE_SUFFIX, ""))
+                self._changed()
                 self.stats.swaps_completed += 1
         if swap_files:
             self.file_io.fsync_dir(self.dir)
@@ -213,49 +223,52 @@ class LogLoader:
     def _delete_swapped_out_files(self, min_swap: int, max_swap: int) -> None:
         """Delete every segment file (not ``.swap``) whose offset lies in ``[min_swap, max_swap)``: compacted or
         split, but not yet renamed ``.deleted`` when the broker stopped."""
-        for name in os.listdir(self.dir):
+        for name in self._files():
             path = os.path.join(self.dir, name)
-            if not os.path.isfile(path) or name.endswith(files.SWAP_FILE_SUFFIX):
+            if name.endswith(files.SWAP_FILE_SUFFIX):
                 continue
             off = _offset_or_none(name)
             if off is not None and min_swap <= off < max_swap:
                 log.info("Deleting segment files %s that is compacted but has not been deleted yet.", name)
                 self.file_io.unlink(path)
+                self._changed()
 
     # ---- phase 2: segment files ------------------------------------------------------------------
     def load_segment_files(self) -> None:
         """Open every segment in ascending order (a segment's transactional data may depend on earlier ones) and
         delete index files without a log.  A segment whose indexes are missing or fail their checks is recovered
         now; one that :meth:`recover_log` will recover anyway only needs its index files to exist."""
-        names = sorted(n for n in os.listdir(self.dir) if os.path.isfile(os.path.join(self.dir, n)))
+        names = self._files()
+        present = set(names)
         self._all_bases = [b for b in (_offset_or_none(n) for n in names if files.is_log_file(n)) if b is not None]
         recover_from = None if self.had_clean_shutdown else _floor_base(names, self.recovery_point_checkpoint)
         for name in names:
             if files.is_index_file(name):
-                self._delete_orphaned_index(name)
+                self._delete_orphaned_index(name, present)
             elif files.is_log_file(name):
                 base = _offset_or_none(name)
                 if base is not None:
-                    self.segments.add(self._load_segment(base, recover_from is not None and base >= recover_from))
+                    self.segments.add(self._load_segment(base, recover_from is not None and base >= recover_from,
+                                                         present))
 
-    def _delete_orphaned_index(self, name: str) -> None:
+    def _delete_orphaned_index(self, name: str, present: set[str]) -> None:
         """An index file whose ``.log`` is gone (deleted first by an interrupted deletion) is useless."""
         off = _offset_or_none(name)
-        if off is not None and not os.path.exists(files.log_file(self.dir, off)):
+        if off is not None and os.path.basename(files.log_file(self.dir, off)) not in present:
             path = os.path.join(self.dir, name)
             log.warning("Found an orphaned index file %s, with no corresponding log file.", path)
             self._delete_if_exists(path)
 
-    def _load_segment(self, base: int, will_recover: bool) -> LogSegment:
+    def _load_segment(self, base: int, will_recover: bool, present: set[str]) -> LogSegment:
         """Open one segment; rebuild its indexes (by recovering it) if they are missing or corrupt."""
-        time_index_newly_created = not os.path.exists(files.time_index_file(self.dir, base))
+        time_index_newly_created = os.path.basename(files.time_index_file(self.dir, base)) not in present
         # an inactive segment is opened on its first use: a start-up reads only what it recovers and the active tail
         seg = LogSegment.open(self.dir, base, self.config, file_already_exists=True, now_ms=self.now_ms,
                               file_io=self.file_io, lazy=base != self._all_bases[-1])
         try:
             if will_recover:
                 # recovered by recover_log anyway; only make sure the index files exist
-                if not os.path.exists(files.offset_index_file(self.dir, base)):
+                if os.path.basename(files.offset_index_file(self.dir, base)) not in present:
                     raise FileNotFoundError(files.offset_index_file(self.dir, base))
                 if time_index_newly_created:
                     seg.time_index.resize(0)
@@ -371,6 +384,7 @@ class LogLoader:
             self._delete_if_exists(files.producer_snapshot_file(self.dir, s.base_offset) + files.DELETED_FILE_SUFFIX)
 
     def _delete_if_exists(self, path: str) -> None:
+        self._changed()
         try:
             self.file_io.unlink(path)
         except FileNotFoundError:

@@ -32,7 +32,7 @@ from . import files
 from .checkpoints import CleanShutdownFile, MetaProperties, OffsetCheckpointFile, random_uuid
 from .cleaner import LogCleaner
 from .config import LogConfig, LogManagerConfig
-from .errors import KafkaStorageError
+from .errors import KafkaStorageError, LogNotLoadedError
 from .fileio import FileIO
 from .log import Log
 from .handles import IDLE_RELEASE_MS, INACTIVE_SEGMENT_FILES, INDEX_MAPPINGS, DescriptorBudget, descriptor_budget
@@ -78,6 +78,8 @@ class LogManager:
         self._last_start_checkpoint_ms: int | None = None
         self._last_producer_expiration_ms: int | None = None
         self._last_handle_release_ms: int | None = None
+        # partitions whose logs are still loading; None until start-up has listed the log dirs
+        self._loading: set[TopicPartition] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -95,8 +97,12 @@ class LogManager:
                     lg.update_config(cfg)
 
     # ==== startup =================================================================================
-    def startup(self, now_ms: int) -> None:
-        """Lock and load every log dir: take ``.lock``, check ``meta.properties``, load every partition."""
+    def startup(self, now_ms: int, on_loaded: Callable[[TopicPartition], None] | None = None) -> None:
+        """Lock and load every log dir: take ``.lock``, check ``meta.properties``, load every partition.
+
+        Each log is usable (:meth:`get_log`) as soon as it is loaded, while others still load, and ``on_loaded`` is
+        called with its partition (from this thread); :meth:`get_or_create_log` of one still loading raises
+        :class:`LogNotLoadedError`."""
         for d in self.log_dirs:
             try:
                 self._init_dir(d)
@@ -107,7 +113,7 @@ class LogManager:
         if not self.live_log_dirs:
             raise KafkaStorageError("Shutting down the broker because none of the specified log dirs from "
                                     f"{self.log_dirs} can be created or validated")
-        self._load_logs(now_ms)
+        self._load_logs(now_ms, on_loaded)
         self.log_descriptor_budget()
         if self.config.log_cleaner_enable:
             self.cleaner = LogCleaner(self.config, self.current_logs, self.live_log_dirs, file_io=self.file_io)
@@ -156,7 +162,9 @@ class LogManager:
             log.warning("Error occurred while reading %s file %s, resetting to empty: %s", what, cp.path, e)
             return {}
 
-    def _load_logs(self, now_ms: int) -> None:
+    def _load_logs(self, now_ms: int, on_loaded: Callable[[TopicPartition], None] | None = None) -> None:
+        """List every log dir, then load the partitions in ``num.recovery.threads.per.data.dir`` threads per dir; each
+        log is registered (with its checkpointed high watermark) as it completes."""
         jobs = []
         pools = []
         for d in self.live_log_dirs:
@@ -167,9 +175,11 @@ class LogManager:
             self._had_clean_shutdown[d] = had_clean
             recovery_points = self._read_checkpoint(self._recovery_checkpoints[d], "recovery-point-offset-checkpoint")
             log_starts = self._read_checkpoint(self._log_start_checkpoints[d], "log-start-offset-checkpoint")
+            hws = self._read_checkpoint(self._hw_checkpoints[d], "replication-offset-checkpoint")
             pool = concurrent.futures.ThreadPoolExecutor(max(1, self.config.num_recovery_threads_per_data_dir),
                                                          thread_name_prefix=f"log-recovery-{d}")
             pools.append(pool)
+            listed = []
             for name in sorted(os.listdir(d)):
                 path = os.path.join(d, name)
                 if not os.path.isdir(path):
@@ -186,37 +196,58 @@ class LogManager:
                     continue
                 if tp[0] == METADATA_TOPIC:
                     continue  # the KRaft metadata log belongs to the quorum, not to the LogManager
-                jobs.append((d, tp, path, pool.submit(self._load_log, path, tp, had_clean, recovery_points,
-                                                      log_starts, now_ms)))
-            self._load_completed[d] = False
-        dirs_ok = {d: True for d in self.live_log_dirs}
-        for d, tp, path, fut in jobs:
-            try:
-                lg = fut.result()
-            except Exception as e:  # a corrupt partition goes offline; the others keep serving
-                log.error("Error while loading log dir %s for partition %s-%d; the partition is offline: %s",
-                          path, tp[0], tp[1], e, exc_info=True)
-                self.offline_partitions[tp] = str(e)
-                dirs_ok[d] = False
-                continue
+                listed.append((tp, path))
             with self._lock:
-                if tp in self._logs:
-                    log.error("Duplicate log directories for %s-%d are found in both %s and %s", tp[0], tp[1],
-                              self._logs[tp].dir, path)
-                    self.offline_partitions[tp] = "duplicate log directories"
-                    lg.close_handlers()
-                    continue
-                self._logs[tp] = lg
-        for pool in pools:
-            pool.shutdown(wait=True)
-        # high watermarks (Kafka's ReplicaManager reads them when it becomes leader/follower)
+                self._loading = (self._loading or set()) | {tp for tp, _ in listed}
+            for tp, path in listed:
+                jobs.append((d, tp, path, hws.get(tp), pool.submit(self._load_log, path, tp, had_clean,
+                                                                   recovery_points, log_starts, now_ms)))
+            self._load_completed[d] = False
+        with self._lock:
+            if self._loading is None:
+                self._loading = set()
+        dirs_ok = {d: True for d in self.live_log_dirs}
+        by_future = {job[-1]: job for job in jobs}
+        try:
+            for fut in concurrent.futures.as_completed(by_future):
+                d, tp, path, hw, _ = by_future[fut]
+                if self._register_loaded(tp, path, hw, fut):
+                    if on_loaded is not None:
+                        on_loaded(tp)
+                else:
+                    dirs_ok[d] = False
+        finally:
+            for pool in pools:
+                pool.shutdown(wait=True)
+            with self._lock:
+                self._loading = set()
         for d in self.live_log_dirs:
-            hws = self._read_checkpoint(self._hw_checkpoints[d], "replication-offset-checkpoint")
-            for tp, hw in hws.items():
-                lg = self._logs.get(tp)
-                if lg is not None and os.path.dirname(lg.dir) == d:
-                    lg.update_high_watermark(hw)
             self._load_completed[d] = dirs_ok[d]
+
+    def _register_loaded(self, tp: TopicPartition, path: str, hw: int | None,
+                         fut: concurrent.futures.Future) -> bool:
+        """Make a loaded log usable (False if its load failed: the partition is offline, the others go on)."""
+        try:
+            lg = fut.result()
+            if hw is not None:
+                lg.update_high_watermark(hw)  # Kafka's ReplicaManager reads it when it becomes leader/follower
+        except Exception as e:  # noqa: BLE001 - any failure of one partition's load takes only it offline
+            log.error("Error while loading log dir %s for partition %s-%d; the partition is offline: %s",
+                      path, tp[0], tp[1], e, exc_info=True)
+            with self._lock:
+                self.offline_partitions[tp] = str(e)
+                self._loading.discard(tp)
+            return False
+        with self._lock:
+            self._loading.discard(tp)
+            if tp in self._logs:
+                log.error("Duplicate log directories for %s-%d are found in both %s and %s", tp[0], tp[1],
+                          self._logs[tp].dir, path)
+                self.offline_partitions[tp] = "duplicate log directories"
+                lg.close_handlers()
+                return False
+            self._logs[tp] = lg
+        return True
 
     def _load_log(self, path: str, tp: TopicPartition, had_clean: bool, recovery_points: dict,
                   log_starts: dict, now_ms: int) -> Log:
@@ -260,6 +291,8 @@ class LogManager:
                 if topic_id is not None:
                     lg.assign_topic_id(topic_id)
                 return lg
+            if self._loading is None or tp in self._loading:
+                raise LogNotLoadedError(f"the log of {topic}-{partition} is still loading")
             if tp in self.offline_partitions:
                 raise KafkaStorageError(f"Partition {topic}-{partition} is offline: {self.offline_partitions[tp]}")
             d = self._next_log_dir()
@@ -272,6 +305,10 @@ class LogManager:
                               producer_id_expiration_ms=self.config.producer_id_expiration_ms,
                               max_transaction_timeout_ms=self.config.transaction_max_timeout_ms, file_io=self.file_io)
             except OSError as e:
+                # out of descriptors, a full or failed disk: the partition goes offline (KAFKA_STORAGE_ERROR), once
+                self.offline_partitions[tp] = str(e)
+                log.error("Error while creating log for %s-%d in dir %s; the partition is offline: %s", topic,
+                          partition, d, e)
                 raise KafkaStorageError(f"Error while creating log for {topic}-{partition} in dir {d}: {e}") from e
             self._logs[tp] = lg
             log.info("Created log for partition %s-%d in %s", topic, partition, path)

@@ -18,7 +18,7 @@ from cluster.image_diff import ImageDiff, TopicPartition, diff_images
 from cluster.metadata_image import MetadataImage, PartitionInfo, TopicInfo
 from protocol.errors import ErrorCode, KafkaError
 from storage.config import ConfigError, LogConfig
-from storage.errors import InconsistentTopicIdError
+from storage.errors import InconsistentTopicIdError, KafkaStorageError, LogNotLoadedError
 from storage.log import ORIGIN_CLIENT, Log, LogAppendInfo
 from storage.log_manager import LogManager
 
@@ -219,6 +219,8 @@ class ReplicaManager:
         """The error for a partition not hosted here: retriable NOT_LEADER_OR_FOLLOWER while logs load, or when the
         metadata has it on other brokers (moved away: the client must refresh its metadata)."""
         t = self.image.topic(topic) if topic is not None else None
+        if topic is not None and (topic, index) in self.log_manager.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         if self.loading or (t is not None and index in t.partitions):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -295,13 +297,27 @@ class ReplicaManager:
         for name in sorted(configured):
             self._refresh_topic_config(image, name)
         now = self.now_ms()
+        skipped: set[TopicPartition] = set()
         for tp, (topic, info) in wanted.items():
             if topic.name not in configured:
                 configured.add(topic.name)
                 self._refresh_topic_config(image, topic.name)
-            self._apply_partition(tp, topic, info, now)
+            try:
+                self._apply_partition(tp, topic, info, now)
+            except LogNotLoadedError:
+                skipped.add(tp)  # still loading at start-up: applied once loaded (it stays in _unapplied)
+                continue
+            except KafkaStorageError:
+                skipped.add(tp)  # offline (the log manager logged why): the others go on, it answers
+                self._unapplied.discard(tp)  # KAFKA_STORAGE_ERROR until a restart, as Kafka's offline logs do
+                continue
             self._unapplied.discard(tp)
-        return ReplicaChanges(frozenset(todo).union(stopped), diff.brokers)
+        return ReplicaChanges(frozenset(todo).difference(skipped).union(stopped), diff.brokers)
+
+    @property
+    def waiting_for_logs(self) -> bool:
+        """Partitions placed here whose logs are still loading (start-up applies them as they become ready)."""
+        return bool(self._unapplied)
 
     def _hosts(self, topic: TopicInfo | None) -> bool:
         return topic is not None and any(self.node_id in p.replicas for p in topic.partitions.values())

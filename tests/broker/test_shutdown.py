@@ -109,9 +109,9 @@ def test_serves_retriable_errors_while_partitions_load(tmp_path):
         gate = threading.Event()
         real_startup = LogManager.startup
 
-        def held_startup(self, now):  # a slow recovery, released by the test
+        def held_startup(self, now, on_loaded=None):  # a slow recovery, released by the test
             gate.wait(20)
-            return real_startup(self, now)
+            return real_startup(self, now, on_loaded)
 
         b = Broker(BrokerConfig(values))
         LogManager.startup = held_startup
