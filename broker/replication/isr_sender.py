@@ -39,6 +39,7 @@ class IsrChange:
     new_isr: tuple[int, ...]
     from_epoch: int  # the partition epoch it was based on
     data: PartitionData
+    from_isr: tuple[int, ...] = ()  # the committed ISR it was based on (a shrink or an expansion of it)
 
     @property
     def key(self) -> tuple[bytes, int]:
@@ -108,7 +109,8 @@ class IsrSender:
         replicas.alter_isr = self.submit
 
     def submit(self, part: Partition, new_isr: tuple[int, ...]) -> None:
-        change = IsrChange(part, new_isr, part.pending_from_epoch, self._partition_data(part, new_isr))
+        change = IsrChange(part, new_isr, part.pending_from_epoch, self._partition_data(part, new_isr),
+                           tuple(part.info.isr))
         if not self.batch.submit(change, self._is_current):
             log.info("%s-%d: ISR change to %s not queued: one is pending", part.topic, part.index, list(new_isr))
             self.replicas.isr_change_failed(part)
@@ -181,7 +183,8 @@ class IsrSender:
         """Partition.handleAlterPartitionError's cases; True if the change goes again."""
         part, new_isr, code = change.part, list(change.new_isr), answer.error_code
         if not code:
-            if len(change.new_isr) < len(part.info.isr):
+            # against the ISR it was proposed from: by the time the answer arrives, the image may hold the new one
+            if len(change.new_isr) < len(change.from_isr):
                 self.replicas.isr_shrinks += 1
             else:
                 self.replicas.isr_expands += 1

@@ -296,3 +296,20 @@ def test_batch_model(ops):
             out = None
         assert len(batch.pending) <= 5
         assert all(batch.pending.get((TOPIC_ID, i)) is c for i, c in current.items())
+
+
+def test_a_shrink_counts_as_a_shrink_even_when_the_image_has_it_before_the_answer(tmp_path):
+    """The metadata may publish the committed ISR before the AlterPartition answer arrives: the change is counted
+    against the ISR it was proposed from, not the one the image holds by then."""
+    async def scenario():
+        node = _Node(tmp_path, 2)
+        node.controller.gate.clear()
+        node.propose(0, (1,))  # a shrink of (1, 2)
+        node.propose(1, (1, 2, 3))  # an expansion
+        await asyncio.sleep(0.02)
+        node.part(0).info = PartitionInfo(0, (1, 2, 3), (1,), 1, 4, 8)  # the image got there first
+        node.controller.gate.set()
+        await node.settle()
+        assert (node.rm.isr_shrinks, node.rm.isr_expands) == (1, 1)
+        await node.close()
+    run(scenario())
