@@ -290,3 +290,54 @@ def test_the_local_broker_waits_in_the_same_queue():
         assert (await remote).broker_epoch < (await local).broker_epoch
 
     asyncio.run(run())
+
+
+def test_an_alter_partition_of_ten_thousand_partitions_with_bad_entries_is_one_batch_with_per_partition_errors():
+    """Issue 31's bad input: 10,000 ISR changes plus unknown, deleted-topic, repeated and stale entries in one
+    request: each bad entry gets its own error, the good ones commit as one batch, the repeat changes nothing."""
+    n = 10_000
+
+    async def run():
+        quorum = _Quorum()
+        channel = await _started(quorum)
+        quorum.auto_commit = True
+        for i in (1, 2, 3):
+            epoch = (await channel.decide(_registration(i), 4)).broker_epoch
+            await channel.decide(BrokerHeartbeatRequest(broker_id=i, broker_epoch=epoch,
+                                                        current_metadata_offset=10**9), 4)
+        for name, count in (("big", n), ("small", 1)):  # 10,000 partitions per request at most (Kafka's cap)
+            created = await channel.decide(CreateTopicsRequest(topics=[
+                CreatableTopic(name=name, num_partitions=-1, replication_factor=-1, assignments=[
+                    CreatableReplicaAssignment(partition_index=p, broker_ids=[1, 2, 3]) for p in range(count)])],
+                timeout_ms=10000), 7)
+            assert created.topics[0].error_code == 0
+        big, small = quorum.image.topic("big"), quorum.image.topic("small")
+        broker_epoch = quorum.image.brokers[1].broker_epoch
+        first = await channel.decide(_alter(small.topic_id, broker_epoch, 0, [1, 2]), 3)  # small is now epoch 1
+        assert first.topics[0].partitions[0].error_code == 0
+
+        def entry(index, partition_epoch=0):
+            return PartitionData(partition_index=index, leader_epoch=0, partition_epoch=partition_epoch,
+                                 leader_recovery_state=0,
+                                 new_isr_with_epochs=[BrokerState(broker_id=r, broker_epoch=-1) for r in (1, 2)])
+
+        request = AlterPartitionRequest(broker_id=1, broker_epoch=broker_epoch, topics=[
+            TopicData(topic_id=big.topic_id, partitions=[entry(p) for p in range(n)] + [entry(0), entry(n)]),
+            TopicData(topic_id=small.topic_id, partitions=[entry(0, partition_epoch=0)]),  # stale
+            TopicData(topic_id=b"\x99" * 16, partitions=[entry(0)]),  # a deleted (unknown) topic
+        ])
+        quorum.auto_commit = False
+        answer = asyncio.ensure_future(channel.decide(request, 3))
+        await _settle()
+        assert len(quorum.in_flight) == 1 and len(quorum.in_flight[0][0]) == n  # one batch, one record each
+        quorum.commit_next()
+        response = await answer
+        codes = [[p.error_code for p in t.partitions] for t in response.topics]
+        assert codes[0][:n] == [0] * n
+        assert codes[0][n:] == [ErrorCode.INVALID_REQUEST, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        assert codes[1:] == [[ErrorCode.INVALID_UPDATE_VERSION], [ErrorCode.UNKNOWN_TOPIC_ID]]
+        after = quorum.image.topic("big").partitions
+        assert {(tuple(p.isr), p.partition_epoch) for p in after.values()} == {((1, 2), 1)}
+        assert quorum.image.topic("small").partitions[0].partition_epoch == 1
+
+    asyncio.run(run())

@@ -3,7 +3,8 @@ change, checked in Kafka's order (stale broker epoch, unknown topic, leader/part
 members: in the replica set, including the leader, registered, unfenced, not shutting down, with matching
 broker epochs (v3) else INELIGIBLE_REPLICA); the answer carries the partition as committed. An ISR that
 completes a reassignment (KIP-455) also removes the leaving replicas; when that moves the leader away the
-answer is NEW_LEADER_ELECTED."""
+answer is NEW_LEADER_ELECTED. A partition named twice in one request gets INVALID_REQUEST for the repeats (Kafka
+would decide both against the same state and commit two records); the first is decided as usual."""
 
 from __future__ import annotations
 
@@ -25,10 +26,16 @@ def handle(cctx: ControllerContext, req: AlterPartitionRequest) -> ControllerRes
         return ControllerResult([], AlterPartitionResponse(error_code=ErrorCode.STALE_BROKER_EPOCH, topics=[]))
     records = []
     topics = []
+    seen: set[tuple[bytes, int]] = set()
     for t in req.topics:
         out = TopicData(topic_id=t.topic_id, partitions=[])
         topics.append(out)
         for p in t.partitions:
+            if (t.topic_id, p.partition_index) in seen:
+                out.partitions.append(PartitionData(partition_index=p.partition_index,
+                                                    error_code=ErrorCode.INVALID_REQUEST))
+                continue
+            seen.add((t.topic_id, p.partition_index))
             if cctx.version >= 3:
                 isr = [s.broker_id for s in p.new_isr_with_epochs]
                 epochs = {s.broker_id: s.broker_epoch for s in p.new_isr_with_epochs}
