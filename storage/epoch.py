@@ -41,11 +41,15 @@ class LeaderEpochFileCache:
         self.latest_epoch_value = self.latest.epoch if epochs else UNDEFINED_EPOCH
 
     # ---- mutation --------------------------------------------------------------------------------
-    def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that ``epoch`` starts at ``start_offset``; entries it contradicts are dropped."""
+    def assign(self, epoch: int, start_offset: int, flush: bool = True) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; entries it contradicts are dropped.  Returns whether
+        anything changed; with ``flush=False`` the caller writes the checkpoint (:meth:`flush`) itself, as the
+        replica manager does for many partitions at once."""
         with self._lock:
-            if self._assign(EpochEntry(epoch, start_offset)):
+            changed = self._assign(EpochEntry(epoch, start_offset))
+            if changed and flush:
                 self._write()
+            return changed
 
     def is_latest(self, epoch: int, start_offset: int) -> bool:
         """True if ``assign(epoch, start_offset)`` would change nothing (the append fast path)."""

@@ -760,9 +760,17 @@ class Log:
         return new_segment
 
     # ==== epochs ==================================================================================
-    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int, flush: bool = True) -> bool:
+        """Record the leader epoch's start (``Partition.makeLeader``); whether the epoch cache changed.  With
+        ``flush=False`` the caller writes ``leader-epoch-checkpoint`` (:meth:`flush_leader_epochs`) before the
+        change is relied on."""
         if leader_epoch >= 0:
-            self.leader_epoch_cache.assign(leader_epoch, start_offset)
+            return self.leader_epoch_cache.assign(leader_epoch, start_offset, flush)
+        return False
+
+    def flush_leader_epochs(self) -> None:
+        """Write (and fsync) ``leader-epoch-checkpoint``."""
+        self.leader_epoch_cache.flush()
 
     @property
     def latest_epoch(self) -> int | None:

@@ -282,6 +282,11 @@ class LogManager:
                 counts[parent] += 1
         return min(self.live_log_dirs, key=lambda d: (counts[d], self.live_log_dirs.index(d)))
 
+    def is_loading(self, tp: TopicPartition) -> bool:
+        """Whether ``tp``'s log may still be loading (start-up has not listed the dirs yet, or has not loaded it)."""
+        loading = self._loading
+        return loading is None or tp in loading
+
     def get_or_create_log(self, topic: str, partition: int, *, now_ms: int, topic_id: bytes | None = None,
                           config: LogConfig | None = None) -> Log:
         tp = (topic, partition)

@@ -31,10 +31,13 @@ from protocol.errors import ErrorCode
 from protocol.generated.messages import (
     BrokerHeartbeatRequest, DefaultPrincipalData, EnvelopeRequest, EnvelopeResponse, RequestHeader,
 )
-from protocol.generated.messages import ResponseHeader
+from protocol.generated.messages import AlterPartitionRequest, ResponseHeader
 from protocol.message import Message
 
 log = logging.getLogger("odradek.controller_channel")
+
+# answered once their records commit, not once this node has applied them (see QuorumControllerChannel._decide)
+_ANSWERED_AT_COMMIT = frozenset({BrokerHeartbeatRequest.API_KEY, AlterPartitionRequest.API_KEY})
 
 ANONYMOUS = DefaultPrincipalData(type="User", name="ANONYMOUS", token_authenticated=False)
 PRINCIPAL_DATA_VERSION = 0
@@ -201,7 +204,12 @@ class QuorumControllerChannel:
                                      now_ms=self.quorum.clock.now_ms(), describe_quorum=self.quorum.quorum_view,
                                      voter_endpoints=self.voter_endpoints, from_this_node=from_this_node)
             result = handler.handle(cctx, request)
-            committed = await self._append(image, result.records) if result.records else None
+            # a broker's own lifecycle and ISR RPCs are answered once committed, as Kafka's controller does; the
+            # others once this node has the change too (a CreateTopics answered here is then visible here). A
+            # heartbeat that unfences a broker may elect it leader of thousands of partitions: this node applying
+            # them must not hold the answer past the heartbeat's timeout.
+            committed = await self._append(image, result.records, request.API_KEY not in _ANSWERED_AT_COMMIT) \
+                if result.records else None
             return result.response, committed
 
     def _decision_image(self) -> MetadataImage:
@@ -215,11 +223,12 @@ class QuorumControllerChannel:
             return committed
         return pending[1]
 
-    async def _append(self, image: MetadataImage, records: list[Message]) -> asyncio.Task:
+    async def _append(self, image: MetadataImage, records: list[Message], wait_published: bool = True
+                      ) -> asyncio.Task:
         """Append a decision's records (the lock held) and make them part of the next decision's image."""
         epoch = self.quorum.driver.epoch
         try:
-            committed, last_offset = await self.quorum.append(records)
+            committed, last_offset = await self.quorum.append(records, wait_published)
         except Exception:
             self._pending = None
             raise

@@ -140,10 +140,11 @@ class RaftQuorum:
         committed, _ = await self.append(records)
         return await committed
 
-    async def append(self, records: list[Message]) -> tuple[asyncio.Task, int]:
+    async def append(self, records: list[Message], wait_published: bool = True) -> tuple[asyncio.Task, int]:
         """Append ``records`` as one batch to the leader's log, returning at once: a task done with the image
         once the batch is committed and published here (NotLeaderError if the leadership is lost first), and the
-        offset of its last record."""
+        offset of its last record. ``wait_published=False``: done once committed (what Kafka's controller waits
+        for), however long this node's own parts take to apply it."""
         now = self.clock.now_ms()
         batch = build_batch([Record(value=encode_record(r), timestamp=now) for r in records])
         started = self.clock.monotonic()
@@ -153,7 +154,8 @@ class RaftQuorum:
         async def committed() -> MetadataImage:
             await appended
             self.commit_latency.record((self.clock.monotonic() - started) * 1000)
-            await self.wait_published(last_offset)
+            if wait_published:
+                await self.wait_published(last_offset)
             return self._image
 
         return asyncio.ensure_future(committed()), last_offset

@@ -8,6 +8,7 @@ an ordered append queue and the long-poll waiters.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import logging
 from typing import Any, Callable, Mapping, NamedTuple, Protocol
@@ -163,6 +164,28 @@ class AppendResult(NamedTuple):
     committed: asyncio.Future | None  # None: already below the high watermark; else done when it is
 
 
+_EPOCH_FLUSH_THREADS = 16
+
+
+def _flush_leader_epochs(logs: list[Log]) -> None:
+    """Write the leader-epoch checkpoints of partitions that became leaders, before the apply returns (Kafka writes
+    each in ``makeLeader``). Each write is two fsyncs; a broker taking thousands of leaderships at once (a restart)
+    writes them from several threads, which the file system's journal commits together."""
+    def flush(lg: Log) -> None:
+        try:
+            lg.flush_leader_epochs()
+        except OSError as exc:  # the entry stays in memory; the next write of this cache retries it
+            log.error("%s-%d: could not write its leader-epoch checkpoint: %s", lg.topic, lg.partition, exc)
+
+    if len(logs) <= 1:
+        for lg in logs:
+            flush(lg)
+        return
+    with concurrent.futures.ThreadPoolExecutor(min(_EPOCH_FLUSH_THREADS, len(logs)),
+                                               thread_name_prefix="leader-epoch-flush") as pool:
+        list(pool.map(flush, logs))
+
+
 class ReplicaManager:
     def __init__(self, node_id: int, log_manager: LogManager, now_ms: Callable[[], int],
                  metrics: AppendMetrics | None = None, replica_lag_time_max_ms: int = 30000) -> None:
@@ -238,7 +261,10 @@ class ReplicaManager:
         """The partitions ``diff`` may move here (the changed ones this broker hosted or hosts), and the ones an
         earlier apply did not finish (their log failed to open, say): every other hosted partition is as the last
         image applied left it."""
-        return sorted(diff.local_changes(self.node_id).partitions | self._unapplied)
+        # a partition whose log is still loading is skipped without a look: start-up applies images while
+        # thousands load, and each apply would otherwise try them all again
+        ready = {tp for tp in self._unapplied if not self.log_manager.is_loading(tp)}
+        return sorted(diff.local_changes(self.node_id).partitions | ready)
 
     def stop_partitions(self, image: MetadataImage, diff: ImageDiff | None = None) -> ReplicaChanges:
         """Kafka's stopPartitions, on the event loop before ``apply_image`` deletes their logs: partitions ``image``
@@ -298,12 +324,13 @@ class ReplicaManager:
             self._refresh_topic_config(image, name)
         now = self.now_ms()
         skipped: set[TopicPartition] = set()
+        new_epochs: list[Log] = []  # leaders whose leader-epoch checkpoint must be written before this returns
         for tp, (topic, info) in wanted.items():
             if topic.name not in configured:
                 configured.add(topic.name)
                 self._refresh_topic_config(image, topic.name)
             try:
-                self._apply_partition(tp, topic, info, now)
+                self._apply_partition(tp, topic, info, now, new_epochs)
             except LogNotLoadedError:
                 skipped.add(tp)  # still loading at start-up: applied once loaded (it stays in _unapplied)
                 continue
@@ -312,12 +339,14 @@ class ReplicaManager:
                 self._unapplied.discard(tp)  # KAFKA_STORAGE_ERROR until a restart, as Kafka's offline logs do
                 continue
             self._unapplied.discard(tp)
+        _flush_leader_epochs(new_epochs)
         return ReplicaChanges(frozenset(todo).difference(skipped).union(stopped), diff.brokers)
 
     @property
     def waiting_for_logs(self) -> bool:
-        """Partitions placed here whose logs are still loading (start-up applies them as they become ready)."""
-        return bool(self._unapplied)
+        """Partitions placed here not applied yet, whose logs are loaded now (start-up applies them as they become
+        ready)."""
+        return any(not self.log_manager.is_loading(tp) for tp in self._unapplied)
 
     def _hosts(self, topic: TopicInfo | None) -> bool:
         return topic is not None and any(self.node_id in p.replicas for p in topic.partitions.values())
@@ -330,7 +359,8 @@ class ReplicaManager:
             except ConfigError as exc:
                 log.error("topic %s has an invalid config in the metadata log: %s", name, exc)
 
-    def _apply_partition(self, tp: TopicPartition, topic: TopicInfo, info: PartitionInfo, now: int) -> None:
+    def _apply_partition(self, tp: TopicPartition, topic: TopicInfo, info: PartitionInfo, now: int,
+                         new_epochs: list[Log]) -> None:
         """One partition hosted here, as ``image`` has it: its log open, its leadership and epoch, its followers."""
         part = self.partitions.get(tp)
         if part is not None and part.topic_id != topic.topic_id:
@@ -355,8 +385,9 @@ class ReplicaManager:
         if part.pending_isr is not None and info.partition_epoch > part.pending_from_epoch:
             part.pending_isr = None  # the change (or a newer one) is committed
         if info.leader == self.node_id:
-            if part.log.latest_epoch != info.leader_epoch:
-                part.log.maybe_assign_epoch_start_offset(info.leader_epoch, part.log.log_end_offset)
+            if part.log.latest_epoch != info.leader_epoch and \
+                    part.log.maybe_assign_epoch_start_offset(info.leader_epoch, part.log.log_end_offset, flush=False):
+                new_epochs.append(part.log)
             if part.followers_epoch != info.leader_epoch:
                 # Partition.makeLeader: followers' positions are unknown until they fetch in this epoch;
                 # ISR members count as caught up now (resetReplicaState)

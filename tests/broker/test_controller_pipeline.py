@@ -70,7 +70,7 @@ class _Quorum:
         if not self.is_active:
             raise NotLeaderError("not the leader")
 
-    async def append(self, records):
+    async def append(self, records, wait_published=True):
         await asyncio.sleep(0)  # a real append waits for the Raft driver's lock and the log's flush
         if not self.is_active:
             raise NotLeaderError("not the leader")

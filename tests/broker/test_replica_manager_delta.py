@@ -63,9 +63,9 @@ class _Spy:
         self.checked: list = []
         apply_partition, advance = rm._apply_partition, rm.maybe_advance_high_watermark
 
-        def _apply_partition(tp, topic, info, now):
+        def _apply_partition(tp, topic, info, now, new_epochs):
             self.applied.append(tp)
-            return apply_partition(tp, topic, info, now)
+            return apply_partition(tp, topic, info, now, new_epochs)
 
         def _advance(part):
             self.checked.append((part.topic, part.index))
