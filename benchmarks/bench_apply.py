@@ -78,9 +78,9 @@ def _records(n: int) -> list:
 def _create_logs(lm, n: int) -> None:
     """The partitions' logs, created by ``lm`` in chunks whose index mappings are then closed.
 
-    CPython's ``mmap`` keeps a duplicate of the file's descriptor, so each log holds three (the segment and its two
-    indexes): 30,000 for 10,000 logs, past this machine's limit of 20,000 (a broker hosting that many runs with a
-    higher one). Nothing measured here reads an index, and a closed one reopens on its next use."""
+    Trees before issue 31's item 5 held three descriptors per log (CPython's ``mmap`` keeps a duplicate of each
+    index's): 30,000 for 10,000 logs, past this machine's limit of 20,000, so ``--baseline-tree`` runs need the
+    closing. Nothing measured here reads an index, and a closed one reopens on its next use."""
     for start in range(0, n, CREATE_CHUNK):
         for i in range(start, min(n, start + CREATE_CHUNK)):
             t, p = divmod(i, PER_TOPIC)
