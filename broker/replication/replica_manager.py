@@ -261,10 +261,12 @@ class ReplicaManager:
         """The partitions ``diff`` may move here (the changed ones this broker hosted or hosts), and the ones an
         earlier apply did not finish (their log failed to open, say): every other hosted partition is as the last
         image applied left it."""
+        changed = diff.local_changes(self.node_id).partitions
+        if not self._unapplied:
+            return sorted(changed)
         # a partition whose log is still loading is skipped without a look: start-up applies images while
         # thousands load, and each apply would otherwise try them all again
-        ready = {tp for tp in self._unapplied if not self.log_manager.is_loading(tp)}
-        return sorted(diff.local_changes(self.node_id).partitions | ready)
+        return sorted(changed | {tp for tp in self._unapplied if not self.log_manager.is_loading(tp)})
 
     def stop_partitions(self, image: MetadataImage, diff: ImageDiff | None = None) -> ReplicaChanges:
         """Kafka's stopPartitions, on the event loop before ``apply_image`` deletes their logs: partitions ``image``
@@ -340,6 +342,8 @@ class ReplicaManager:
                 continue
             self._unapplied.discard(tp)
         _flush_leader_epochs(new_epochs)
+        if not self._unapplied:
+            self._unapplied = set()  # a set keeps the table it grew to: iterating an emptied one still walks it
         return ReplicaChanges(frozenset(todo).difference(skipped).union(stopped), diff.brokers)
 
     @property
