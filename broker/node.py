@@ -274,21 +274,31 @@ class Broker:
         CreateTopics would find every broker fenced. A broker whose logs take longer to load than one heartbeat
         interval serves meanwhile, answering Kafka's retriable errors for what it has not loaded."""
         waited, limit = 0.0, int(self.config["broker.heartbeat.interval.ms"]) / 1000
-        while self.fenced and waited < limit and not self.logs_loaded.done():
+        while not self.unfenced_here and waited < limit and not self.logs_loaded.done():
             await asyncio.sleep(0.01)
             waited += 0.01
-        while self.fenced and self.logs_loaded.done() and waited < limit:  # loaded: the next heartbeat unfences
+        while not self.unfenced_here and self.logs_loaded.done() and waited < limit:  # the next heartbeat unfences
             await asyncio.sleep(0.01)
             waited += 0.01
 
+    @property
+    def unfenced_here(self) -> bool:
+        """The controller unfenced this broker and this node has applied it (with the leaderships it brought: the
+        heartbeat is answered at commit, before this node publishes the change)."""
+        if self.fenced:
+            return False
+        b = self.metadata.image.brokers.get(self.node_id)
+        return b is not None and not b.fenced and b.broker_epoch == self.broker_epoch
+
     async def wait_unfenced(self, timeout_s: float = 30.0) -> None:
-        """Wait until the controller has unfenced this broker (its first heartbeat after the logs loaded): only
-        then does it take partitions, so a CreateTopics sent as soon as ``start`` returns finds it."""
+        """Wait until the controller has unfenced this broker (its first heartbeat after the logs loaded) and this
+        node has applied it: only then does it take partitions, so a CreateTopics sent as soon as ``start`` returns
+        finds it, and a group coordinator it leads is loading."""
         waited = 0.0
-        while self.fenced and waited < timeout_s:
+        while not self.unfenced_here and waited < timeout_s:
             await asyncio.sleep(0.01)
             waited += 0.01
-        if self.fenced:
+        if not self.unfenced_here:
             log.warning("node %d: still fenced %.0f s after its logs loaded", self.node_id, timeout_s)
 
     async def _registration_applied(self) -> None:
