@@ -69,6 +69,11 @@ class BrokerHeartbeatTracker:
             self.max_gap_ms = max(self.max_gap_ms, now_ms - previous[1])
         self.contact[broker_id] = (broker_epoch, now_ms)
 
+    def forget_contacts(self) -> None:
+        """A new tenure as the active controller: contacts heard in an earlier one say nothing now (the sessions
+        start again), and the time between two tenures is no heartbeat gap."""
+        self.contact.clear()
+
     def contact_time(self, broker_id: int, broker_epoch: int) -> int | None:
         entry = self.contact.get(broker_id)
         return entry[1] if entry is not None and entry[0] == broker_epoch else None

@@ -213,6 +213,7 @@ class Controller:
         """This node became the active controller: every registered broker's session starts now
         (ClusterControlManager.activate), so none is fenced for the time no controller was listening."""
         self.heartbeats = BrokerHeartbeatManager(self.heartbeats.session_timeout_ms)
+        self.contacts.forget_contacts()
         for b in image.brokers.values():
             self.heartbeats.register(b.node_id, b.fenced, now_ms)
 

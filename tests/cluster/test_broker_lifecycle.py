@@ -469,3 +469,19 @@ def test_place_replicas(usable):
     for i in range(100):
         replicas = c.create(f"t{i}", 1, 3).partitions[0].replicas
         assert len(set(replicas)) == 3 and all(0 <= r < usable for r in replicas)
+
+
+def test_a_new_tenure_forgets_the_contacts_of_the_last():
+    """The time between two tenures as active controller is no heartbeat gap (the metric read 44 s at 10,000
+    partitions after the controller moved away and back), and an old contact is not folded into a new session."""
+    c = Controller(1, {"broker.session.timeout.ms": 9000}, random.Random(1))
+    image = MetadataImage().apply([RegisterBrokerRecord(broker_id=2, broker_epoch=5, fenced=False, end_points=[
+        BrokerEndpoint(name="PLAINTEXT", host="h", port=1, security_protocol=0)])], 5)
+    c.activate(image, 0)
+    c.heartbeat_arrived(image, 2, 5, 1_000)
+    c.heartbeat_arrived(image, 2, 5, 2_000)
+    c.activate(image, 60_000)  # leadership lost at ~2 s and won again a minute later
+    assert c.contacts.contact_time(2, 5) is None
+    c.heartbeat_arrived(image, 2, 5, 60_500)
+    assert c.contacts.max_gap_ms == 1_000
+    assert c.maybe_fence_one_stale_broker(image, 65_000).records == []  # the session started at the activation
