@@ -47,8 +47,6 @@ class HandleCache:
         self.capacity = capacity
         self._held: OrderedDict[int, tuple[Releasable, float]] = OrderedDict()
         self._lock = threading.Lock()
-        self.opened = 0  # handles registered over the process's life
-        self.released = 0  # given back when idle or over capacity
 
     def __len__(self) -> int:
         return len(self._held)
@@ -64,7 +62,6 @@ class HandleCache:
                 held.move_to_end(key)
                 return
             held[key] = (holder, now)
-            self.opened += 1
             if self.capacity is None or len(held) <= self.capacity:
                 return
             victims = [held.popitem(last=False)[1][0] for _ in range(len(held) - self.capacity)]
@@ -99,8 +96,6 @@ class HandleCache:
             else:
                 with self._lock:
                     self._held[id(v)] = (v, now)
-        with self._lock:
-            self.released += released
         return released
 
 

@@ -114,10 +114,6 @@ class _AbstractIndex:
         finally:
             self.lock.release()
 
-    @property
-    def is_mapped(self) -> bool:
-        return self._buf is not None
-
     def resize(self, new_size: int) -> bool:
         """Set the file to ``new_size`` rounded down to whole entries (``AbstractIndex.resize``); the next use maps
         the new size."""

@@ -88,10 +88,6 @@ class MappedFile:
         if addr is not None and _LIBC.munmap(addr, self.length) != 0:
             _raise_errno("munmap")
 
-    @property
-    def closed(self) -> bool:
-        return self._addr is None
-
 
 class _PythonMapped:
     """The fallback: ``mmap.mmap`` (one duplicated descriptor per mapping)."""
@@ -114,10 +110,6 @@ class _PythonMapped:
     def close(self) -> None:
         self.buf = None
         self._mm.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._mm.closed
 
 
 def map_file(fd: int, length: int, writable: bool) -> MappedFile | _PythonMapped:
