@@ -231,6 +231,14 @@ class Log:
     def log_end_offset(self) -> int:
         return self.local_log.log_end_offset
 
+    def end_state(self) -> tuple:
+        """The offsets a read at the end of the log depends on (log end, high watermark, log start, first unstable
+        offset) and whether it is offline: while this stays equal, such a read finds the same nothing. Plain
+        attributes, no lock: the fetch path compares it for thousands of idle partitions."""
+        fuo = self._first_unstable_offset
+        return (self.local_log.next_offset_metadata.message_offset, self._high_watermark.message_offset,
+                self.log_start_offset, None if fuo is None else fuo.message_offset, self.offline)
+
     @property
     def log_end_offset_metadata(self) -> LogOffsetMetadata:
         return self.local_log.next_offset_metadata

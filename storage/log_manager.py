@@ -78,6 +78,7 @@ class LogManager:
         self._last_start_checkpoint_ms: int | None = None
         self._last_producer_expiration_ms: int | None = None
         self._last_handle_release_ms: int | None = None
+        self._last_flush_check_ms: int | None = None
         # partitions whose logs are still loading; None until start-up has listed the log dirs
         self._loading: set[TopicPartition] | None = None
         self._stop = threading.Event()
@@ -455,7 +456,11 @@ class LogManager:
         if self._last_retention_ms is None or now_ms - self._last_retention_ms >= c.log_retention_check_interval_ms:
             self._last_retention_ms = now_ms
             self.cleanup_logs(now_ms)
-        self.flush_dirty_logs(now_ms)
+        # Kafka's kafka-log-flusher: every log.flush.scheduler.interval.ms (default never again: with thousands of
+        # logs a walk every maintenance tick is most of an idle broker's CPU)
+        if self._last_flush_check_ms is None or now_ms - self._last_flush_check_ms >= c.log_flush_scheduler_interval_ms:
+            self._last_flush_check_ms = now_ms
+            self.flush_dirty_logs(now_ms)
         if self._last_recovery_checkpoint_ms is None or \
                 now_ms - self._last_recovery_checkpoint_ms >= c.log_flush_offset_checkpoint_interval_ms:
             self._last_recovery_checkpoint_ms = now_ms

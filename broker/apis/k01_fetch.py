@@ -5,7 +5,8 @@ Behaviour (KafkaApis.handleFetchRequest, ReplicaManager.fetchMessages/readFromLo
   exceed ``max_bytes`` (one whole batch), later ones are cut at the remaining budget and the client
   drops a partial tail; an offset inside a batch returns the whole batch;
 * long poll: with fewer than ``min_bytes`` available the request parks until an append to one of
-  its partitions wakes it (the delayed-fetch purgatory) or ``max_wait_ms`` passes; no polling;
+  its partitions (or a high watermark that moves) wakes it, then reads again (the delayed-fetch purgatory), or
+  until ``max_wait_ms`` passes, when the read it parked after is answered; no polling;
 * OFFSET_OUT_OF_RANGE below the log start or past the log end; FENCED_LEADER_EPOCH /
   UNKNOWN_LEADER_EPOCH against ``current_leader_epoch``; UNKNOWN_TOPIC_ID (v13+ ids) and
   UNKNOWN_TOPIC_OR_PARTITION; read_committed reads up to the last stable offset with an empty
@@ -22,10 +23,12 @@ Behaviour (KafkaApis.handleFetchRequest, ReplicaManager.fetchMessages/readFromLo
   is sessionless; epoch 0 is a full fetch that creates a session when the cache has room (session id 0 in the
   answer otherwise) and closes the session it names; an id with epoch -1 closes that session and is served
   sessionless; an id with an epoch above 0 is incremental: the request names only added or changed
-  partitions (``forgotten_topics_data`` drops some), every partition of the session is read and long-polled
-  on, and the answer carries only the partitions with records, a new high watermark or log start offset, or
-  an error. FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH and FETCH_SESSION_TOPIC_ID_ERROR answer
-  at once with no partitions. Followers' sessions are privileged in the cache's eviction;
+  partitions (``forgotten_topics_data`` drops some), every partition of the session is long-polled on and
+  read, but for those read empty at their end whose leadership and offsets have not moved since (quiet: a read
+  would find the same nothing; an in-sync follower is recorded as caught up as the read would), and the answer
+  carries only the partitions with records, a new high watermark or log start offset, or an error.
+  FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH and FETCH_SESSION_TOPIC_ID_ERROR answer at once with
+  no partitions. Followers' sessions are privileged in the cache's eviction;
 * replica fetches (``replica_id``, or ``replica_state`` from v15; Partition.fetchRecords): only from a
   replica of the partition (else UNKNOWN_LEADER_EPOCH with a leader epoch, NOT_LEADER_OR_FOLLOWER without),
   read up to the log end, a ``last_fetched_epoch`` that the leader's epochs do not end where the follower
@@ -82,39 +85,60 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
     sessions = ctx.fetch_sessions or NO_SESSIONS
     fetch_context = sessions.new_context(version, req.session_id, req.session_epoch, replica_id >= 0, fetch_data,
                                          to_forget, topic_name, ctx.clock.now_ms())
-    parts = fetch_context.partitions()
     deadline = ctx.clock.monotonic() + max(0, req.max_wait_ms) / 1000.0
-    keys = _partition_keys(ctx, parts, version)
+    keys = fetch_context.long_poll_keys(image, lambda tps: _partition_keys(image, tps, version))
     while True:
-        updates, total, errors, served = _read_all(ctx, req, version, parts, replica_id, replica_epoch)
+        parts = fetch_context.partitions(_still_quiet(ctx.replicas, replica_id, replica_epoch, ctx.clock.now_ms()))
+        updates, total, errors, served, quiet = _read_all(ctx, req, version, parts, replica_id, replica_epoch)
         remaining = deadline - ctx.clock.monotonic()
-        if total >= req.min_bytes or errors or remaining <= 0 or not keys:
-            result = fetch_context.update_and_generate_response_data(updates, ctx.clock.now_ms())
-            if not result.error_code:  # every partition that returned records is in the response
-                metrics = ctx.metrics
-                for name, size in served.items():
-                    metrics.fetched(name, size)
-            return FetchResponse(error_code=result.error_code, session_id=result.session_id,
-                                 responses=_topic_responses(result.partitions, version))
-        waiter = ctx.replicas.fetch_waiters.register(keys)
-        try:
-            await wait_for(asyncio.shield(waiter), remaining)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            ctx.replicas.fetch_waiters.unregister(keys, waiter)
+        if total < req.min_bytes and not errors and remaining > 0 and keys:
+            if await _woken(ctx.replicas.fetch_waiters, keys, remaining):
+                continue  # read again
+            # the wait ran out with no append to these partitions and no high watermark moved: the read stands
+            # (Kafka reads again at expiry; what else could move, a log start or a leadership, the next fetch sees)
+        result = fetch_context.update_and_generate_response_data(updates, ctx.clock.now_ms(), quiet)
+        if not result.error_code:  # every partition that returned records is in the response
+            metrics = ctx.metrics
+            for name, size in served.items():
+                metrics.fetched(name, size)
+        return FetchResponse(error_code=result.error_code, session_id=result.session_id,
+                             responses=_topic_responses(result.partitions, version))
+
+
+async def _woken(waiters, keys: list[tuple[str, int]], timeout: float) -> bool:
+    """Park until an append to one of ``keys`` (True) or ``timeout`` seconds (False)."""
+    waiter = waiters.register(keys)
+    try:
+        await wait_for(asyncio.shield(waiter), timeout)
+        return True
+    except asyncio.TimeoutError:
+        return False
+    finally:
+        waiters.unregister(keys, waiter)
+
+
+def _still_quiet(replicas, replica_id: int, replica_epoch: int, now_ms: int):
+    """A session's check of a partition marked quiet (``CachedPartition.quiet``): the same partition, leadership
+    and stamp, so reading it would answer nothing new; a follower's fetch of it is recorded as caught up, as
+    the read would have."""
+    hosted = replicas.partitions
+
+    def still_quiet(mark) -> bool:
+        part, info, stamp = mark
+        if hosted.get((part.topic, part.index)) is not part or part.info is not info or part.log.end_state() != stamp:
+            return False
+        return replica_id < 0 or replicas.record_quiet_follower_fetch(part, replica_id, replica_epoch, stamp[0], now_ms)
+    return still_quiet
 
 
 def _topic_of(image, tp: TopicIdPartition, version: int):
     return image.topics_by_id.get(tp.topic_id) if version >= 13 else image.topic(tp.topic)
 
 
-def _partition_keys(ctx, parts: list[tuple[TopicIdPartition, PartitionFetch]], version: int
-                    ) -> list[tuple[str, int]]:
+def _partition_keys(image, tps: list[TopicIdPartition], version: int) -> list[tuple[str, int]]:
     """The long-poll keys: every partition the fetch reads (for an incremental fetch, the whole session)."""
     keys = []
-    image = ctx.image
-    for tp, _ in parts:
+    for tp in tps:
         t = _topic_of(image, tp, version)
         if t is not None:
             keys.append((t.name, tp.partition))
@@ -143,9 +167,9 @@ def _replica(req: FetchRequest, version: int) -> tuple[int, int]:
 
 
 def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPartition, PartitionFetch]],
-              replica_id: int, replica_epoch: int) -> tuple[dict, int, bool, dict[str, int]]:
+              replica_id: int, replica_epoch: int) -> tuple[dict, int, bool, dict[str, int], dict]:
     """Read every partition: (response data per partition in order, bytes read, whether an error or a preferred
-    read replica answers at once, bytes per topic name)."""
+    read replica answers at once, bytes per topic name, quiet marks of the partitions read empty at the end)."""
     image = ctx.image
     from_follower = replica_id >= 0
     # Kafka's clientMetadata: a consumer from v11 on may read from a follower and be sent to one
@@ -160,6 +184,9 @@ def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPar
     errors = False
     out: dict[TopicIdPartition, PartitionData] = {}
     served: dict[str, int] = {}
+    quiet: dict[TopicIdPartition, tuple] = {}
+    # where a read ends: the log end for a follower, else the high watermark or the last stable offset
+    txn = isolation == FetchIsolation.TXN_COMMITTED
     for tp, fp in parts:
         topic = _topic_of(image, tp, version)
         pd = PartitionData(partition_index=tp.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
@@ -191,7 +218,8 @@ def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPar
                              else ErrorCode.NOT_LEADER_OR_FOLLOWER)
             errors = True
             continue
-        leader_end = lg.log_end_offset  # before the read: appends after it do not keep a follower out
+        stamp = lg.end_state()  # before the read: a change during it shows next time
+        leader_end = stamp[0]  # before the read: appends after it do not keep a follower out
         try:
             if from_follower and fp.last_fetched_epoch >= 0:
                 diverging = _diverging_epoch(lg, fp)
@@ -216,13 +244,16 @@ def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPar
                 limit = max(0, limit - size)
                 total += size
                 served[topic.name] = served.get(topic.name, 0) + size
+            elif fp.fetch_offset == (leader_end if from_follower else lg.last_stable_offset if txn
+                                     else stamp[1]):
+                quiet[tp] = (part, part.info, stamp)
             if from_follower:
                 ctx.replicas.record_follower_fetch(part, replica_id, fp.fetch_offset, fp.log_start_offset,
                                                    leader_end, replica_epoch)
         pd.high_watermark = lg.high_watermark
         pd.last_stable_offset = lg.last_stable_offset
         pd.log_start_offset = lg.log_start_offset
-    return out, total, errors, served
+    return out, total, errors, served, quiet
 
 
 def _diverging_epoch(lg, fp) -> EpochEndOffset | None:

@@ -56,11 +56,18 @@ def controller_id_for(brokers: list, node_id: int) -> int:
     return _RANDOM.choice(brokers).node_id if brokers else -1
 
 
-def topic_response(image: MetadataImage, t: TopicInfo, node_id: int = -1, loading: bool = False
-                   ) -> MetadataResponseTopic:
-    live = {b.node_id for b in image.brokers.values() if not b.fenced}
-    if loading:
-        live.discard(node_id)  # this broker's logs are still loading: it leads nothing yet
+def live_brokers(image: MetadataImage, node_id: int = -1, loading: bool = False) -> frozenset:
+    """The brokers a topic entry may name as leaders: unfenced ones, but this one while its logs load."""
+    live = frozenset(b.node_id for b in image.brokers.values() if not b.fenced)
+    return live - {node_id} if loading else live
+
+
+def topic_response(t: TopicInfo, live: frozenset) -> MetadataResponseTopic:
+    """The topic's entry as this broker answers it (shared between responses: never changed once built)."""
+    return _TOPIC_ENTRIES.get(t, live)
+
+
+def _build_topic_response(t: TopicInfo, live: frozenset) -> MetadataResponseTopic:
     parts = []
     for p in t.partitions.values():
         leader_ok = p.leader in live
@@ -73,13 +80,43 @@ def topic_response(image: MetadataImage, t: TopicInfo, node_id: int = -1, loadin
                                  partitions=parts)
 
 
+class _TopicEntries:
+    """Built topic entries by (topic, live brokers): an entry depends on nothing else, and images share the
+    ``TopicInfo`` of topics a change did not touch, so a full Metadata of thousands of partitions builds only
+    what changed since the last one. An entry keeps its ``TopicInfo`` alive (its id is not reused while kept);
+    entries of replaced topics go once they outnumber the live ones."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[int, frozenset], tuple[TopicInfo, MetadataResponseTopic]] = {}
+        self._limit = 1024
+
+    def get(self, t: TopicInfo, live: frozenset) -> MetadataResponseTopic:
+        key = (id(t), live)
+        entry = self._entries.get(key)
+        if entry is None:
+            if len(self._entries) >= self._limit:
+                self._prune()
+            entry = self._entries[key] = (t, _build_topic_response(t, live))
+        return entry[1]
+
+    def _prune(self) -> None:
+        """Keep the newest half (dicts keep insertion order: the entries built last)."""
+        keep = list(self._entries.items())[len(self._entries) // 2:]
+        self._entries = dict(keep)
+        self._limit = max(1024, 4 * len(keep))
+
+
+_TOPIC_ENTRIES = _TopicEntries()
+
+
 async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
     image = ctx.image
     version = ctx.version
     all_topics = req.topics is None or (version == 0 and not req.topics)
     topics: list[MetadataResponseTopic] = []
+    live = live_brokers(image, ctx.node_id, ctx.replicas.loading)
     if all_topics:
-        topics = [topic_response(image, t, ctx.node_id, ctx.replicas.loading) for t in image.topics_by_name.values()]
+        topics = [topic_response(t, live) for t in image.topics_by_name.values()]
     else:
         auto = bool(ctx.config.get("auto.create.topics.enable")) and (version < 4 or req.allow_auto_topic_creation)
         to_create = []
@@ -87,14 +124,14 @@ async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
             if rt.name is None:
                 t = image.topics_by_id.get(rt.topic_id)
                 if t is not None:
-                    topics.append(topic_response(image, t, ctx.node_id, ctx.replicas.loading))
+                    topics.append(topic_response(t, live))
                 else:
                     topics.append(MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
                                                         topic_id=rt.topic_id))
                 continue
             t = image.topic(rt.name)
             if t is not None:
-                topics.append(topic_response(image, t, ctx.node_id, ctx.replicas.loading))
+                topics.append(topic_response(t, live))
             elif validate_topic_name(rt.name) is not None:
                 topics.append(MetadataResponseTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=rt.name,
                                                     topic_id=ZERO_UUID, is_internal=False))

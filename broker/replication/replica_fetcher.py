@@ -149,6 +149,9 @@ class ReplicaFetcher:
         # partition -> (the leader epoch it failed at, when to retry: None = when an image moves the epoch)
         self.delayed: dict[tuple[str, int], tuple[int, float | None]] = {}
         self.out_of_range: set[tuple[str, int]] = set()  # answered OFFSET_OUT_OF_RANGE: ask the leader's log end
+        # per partition, what it was last asked with and what that was built from (log end, log start, partition
+        # info): an idle partition's request is not rebuilt (its last fetched epoch moves only with its log end)
+        self._asked: dict[tuple[str, int], tuple[int, int, object, PartitionFetch]] = {}
         self._changed = asyncio.Event()
         self.session = FetchSessionHandler(leader)
         self.client = manager.links.client(host, port, f"replica-fetcher-{manager.node_id}-{leader}", peer=leader)
@@ -156,6 +159,7 @@ class ReplicaFetcher:
 
     def set_partitions(self, parts: dict[tuple[str, int], Partition]) -> None:
         self.partitions = dict(parts)
+        self._asked = {tp: a for tp, a in self._asked.items() if tp in parts}
         self.delayed = {tp: d for tp, d in self.delayed.items() if tp in parts and parts[tp].leader_epoch == d[0]}
         self._changed.set()
 
@@ -166,6 +170,7 @@ class ReplicaFetcher:
             if part is None:
                 self.partitions.pop(tp, None)
                 self.delayed.pop(tp, None)
+                self._asked.pop(tp, None)
                 continue
             self.partitions[tp] = part
             d = self.delayed.get(tp)
@@ -183,6 +188,8 @@ class ReplicaFetcher:
         for tp, (_, retry_at) in list(self.delayed.items()):
             if retry_at is not None and retry_at <= now:
                 del self.delayed[tp]
+        if not self.delayed:
+            return dict(self.partitions), None
         due = [r for _, r in self.delayed.values() if r is not None]
         return {tp: p for tp, p in self.partitions.items() if tp not in self.delayed}, (min(due) if due else None)
 
@@ -266,14 +273,21 @@ class ReplicaFetcher:
         return backoff
 
     def _partition_fetches(self, parts: dict[tuple[str, int], Partition]) -> dict[tuple[str, int], PartitionFetch]:
-        """What to ask of each partition now: our log end, log start, leader epoch and last fetched epoch."""
-        m = self.manager
+        """What to ask of each partition now: our log end, log start, leader epoch and last fetched epoch (the
+        request last built for a partition whose log end, log start and metadata have not moved)."""
+        max_bytes = self.manager.partition_max_bytes
+        asked = self._asked
         out = {}
         for tp, part in parts.items():
             lg = part.log
-            last_epoch = lg.latest_epoch
-            out[tp] = PartitionFetch(part.topic_id, lg.log_end_offset, lg.log_start_offset, m.partition_max_bytes,
-                                     part.leader_epoch, last_epoch if last_epoch is not None else UNDEFINED_EPOCH)
+            end, start, info = lg.log_end_offset, lg.log_start_offset, part.info
+            last = asked.get(tp)
+            if last is None or last[0] != end or last[1] != start or last[2] is not info:
+                last_epoch = lg.latest_epoch
+                last = asked[tp] = (end, start, info, PartitionFetch(
+                    part.topic_id, end, start, max_bytes, info.leader_epoch,
+                    last_epoch if last_epoch is not None else UNDEFINED_EPOCH))
+            out[tp] = last[3]
         return out
 
     def _request(self, data: FetchRequestData) -> FetchRequest:

@@ -494,6 +494,19 @@ class ReplicaManager:
         if before != fetch_offset and self.maybe_advance_high_watermark(part):
             self.fetch_waiters.wake((part.topic, part.index))
 
+    def record_quiet_follower_fetch(self, part: Partition, replica_id: int, broker_epoch: int, leader_end: int,
+                                    fetch_ms: int) -> bool:
+        """``record_follower_fetch`` for an in-sync follower fetching again at the leader's end of a partition
+        where nothing moved since (a fetch session's quiet partition): it is caught up now, and that is all such
+        a fetch changes. False when more could follow (not in the ISR, an ISR change pending, another position
+        or broker epoch): the partition is read and recorded in full."""
+        state = part.followers.get(replica_id)
+        if (state is None or part.pending_isr is not None or state.broker_epoch != broker_epoch
+                or state.log_end_offset != leader_end or replica_id not in part.info.isr):
+            return False
+        state.touch_caught_up(fetch_ms)
+        return True
+
     def low_watermark(self, part: Partition) -> int:
         """``Partition.lowWatermarkIfLeader``: the smallest log start offset of the leader and of the followers
         on live (unfenced) brokers; -1 until each of them has fetched in this leader epoch."""

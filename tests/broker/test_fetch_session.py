@@ -139,6 +139,59 @@ def test_added_updated_and_forgotten_partitions_and_forgetting_all_closes_the_se
     assert m.cache.get(sid) is None and m.cache.size == 0 and m.cache.total_partitions == 0
 
 
+def test_quiet_partitions_are_skipped_while_the_reader_finds_them_unchanged_and_new_parameters_clear_the_mark():
+    """``CachedPartition.quiet``: the reader marks partitions it read empty at the log's end; an incremental fetch
+    leaves them out while ``still_quiet`` holds, so an idle session is not read partition by partition."""
+    m = manager()
+    parts = {tp(FOO, 0): req(FOO, 10), tp(FOO, 1): req(FOO, 10), tp(BAR, 0): req(BAR, 10)}
+    ctx = m.new_context(17, 0, INITIAL_EPOCH, True, dict(parts), [], names, NOW)
+    sid = ctx.update_and_generate_response_data({t: resp(10) for t in parts}, NOW,
+                                                {tp(FOO, 0): "m0", tp(FOO, 1): "m1"}).session_id
+    changed = {"m1"}  # the reader's verdict: foo-1 moved since its mark
+    asked = []
+
+    def still_quiet(mark) -> bool:
+        asked.append(mark)
+        return mark not in changed
+
+    ctx = incremental(m, sid, 1)
+    assert ctx.partitions(still_quiet) == [(tp(FOO, 1), req(FOO, 10)), (tp(BAR, 0), req(BAR, 10))]
+    assert asked == ["m0", "m1"]  # bar-0 has no mark: read without asking
+    assert ctx.partitions() == list(parts.items())  # no check: everything is read
+    # foo-1 read again, quiet again with a new mark; bar-0 had records: no mark
+    ctx.update_and_generate_response_data({tp(FOO, 1): resp(10), tp(BAR, 0): resp(12, records=b"x" * 9)}, NOW,
+                                          {tp(FOO, 1): "m1b"})
+    session = m.cache.get(sid)
+    assert [c.quiet for c in session.partitions.values()] == ["m0", "m1b", None]
+
+    # a request naming foo-0 with new parameters clears its mark: it is read
+    ctx = incremental(m, sid, 2, {tp(FOO, 0): req(FOO, 11)})
+    assert [t for t, _ in ctx.partitions(still_quiet)] == [tp(FOO, 0), tp(BAR, 0)]
+    assert session.partitions[tp(FOO, 0).cache_key].quiet is None
+
+
+def test_an_incremental_fetch_keeps_its_long_poll_keys_until_the_session_or_the_token_changes():
+    m = manager()
+    sid, _ = create(m, {tp(FOO, 0): req(FOO, 0), tp(BAR, 0): req(BAR, 0)})
+    computed = []
+
+    def keys_of(tps):
+        computed.append(list(tps))
+        return [(t.topic, t.partition) for t in tps]
+
+    image = object()
+    assert incremental(m, sid, 1).long_poll_keys(image, keys_of) == [("foo", 0), ("bar", 0)]
+    assert incremental(m, sid, 2).long_poll_keys(image, keys_of) == [("foo", 0), ("bar", 0)]
+    assert len(computed) == 1
+    assert incremental(m, sid, 3, {tp(FOO, 0): req(FOO, 5)}).long_poll_keys(image, keys_of)  # updated: kept
+    assert len(computed) == 1
+    assert incremental(m, sid, 4, {tp(FOO, 1): req(FOO, 0)}).long_poll_keys(image, keys_of) == [
+        ("foo", 0), ("bar", 0), ("foo", 1)]  # added
+    assert incremental(m, sid, 5, forget=[tp(BAR, 0)]).long_poll_keys(image, keys_of) == [("foo", 0), ("foo", 1)]
+    assert incremental(m, sid, 6).long_poll_keys(object(), keys_of) == [("foo", 0), ("foo", 1)]  # a new image
+    assert len(computed) == 4
+
+
 def test_session_errors():
     m = manager()
     sid, _ = create(m, {tp(FOO, 0): req(FOO, 0)})

@@ -104,7 +104,8 @@ def test_layout_and_restart(tmp_path):
 def test_delete_log_and_periodic_work(tmp_path):
     root = str(tmp_path / "logs")
     lm = LogManager(LogManagerConfig(log_dirs=(root,), log_retention_check_interval_ms=1000,
-                                     log_flush_offset_checkpoint_interval_ms=1000),
+                                     log_flush_offset_checkpoint_interval_ms=1000,
+                                     log_flush_scheduler_interval_ms=1000),
                     {"log.segment.bytes": "1000", "log.retention.ms": "5000", "log.segment.delete.delay.ms": "0"},
                     {"flushed": {"flush.ms": "100"}}, file_io=NoSyncFileIO())
     lm.startup(0)
@@ -115,8 +116,13 @@ def test_delete_log_and_periodic_work(tmp_path):
         fl.append_as_leader(batch(1, ts=1000 + i), 0, now_ms=0)
     lg.update_high_watermark(lg.log_end_offset)
     n = lg.num_segments
+    lm.maintenance(500)
+    assert fl.recovery_point == 20  # flush.ms elapsed at the flusher's first check
+    fl.append_as_leader(batch(1, ts=2000), 0, now_ms=500)
+    lm.maintenance(1000)
+    assert fl.recovery_point == 20  # log.flush.scheduler.interval.ms: the flusher looks again at 1500
     lm.maintenance(2000)
-    assert fl.recovery_point == 20  # flush.ms elapsed
+    assert fl.recovery_point == 21
     assert lg.num_segments == n  # nothing old enough yet
     lm.maintenance(1000 + 20 + 5001)
     assert lg.num_segments == 1 and lg.log_start_offset == 20

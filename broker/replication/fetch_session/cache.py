@@ -23,16 +23,21 @@ def _records_size(pd) -> int:
 
 class CachedPartition:
     """One partition of a session: the request parameters last sent, and the high watermark and log start
-    offset last answered (-1: never answered, or answered with an error)."""
+    offset last answered (-1: never answered, or answered with an error).
+
+    ``quiet``: set by the reader when the last read found nothing to send at the end of the log (what it read
+    against, opaque here); an incremental fetch skips the partition while the reader finds it unchanged, so an
+    idle session costs little per partition. New request parameters clear it."""
 
     __slots__ = ("topic", "topic_id", "partition", "max_bytes", "fetch_offset", "high_watermark", "leader_epoch",
-                 "fetcher_log_start_offset", "local_log_start_offset", "last_fetched_epoch")
+                 "fetcher_log_start_offset", "local_log_start_offset", "last_fetched_epoch", "quiet")
 
-    def __init__(self, tp: TopicIdPartition, req: PartitionFetch, resp=None) -> None:
+    def __init__(self, tp: TopicIdPartition, req: PartitionFetch, resp=None, quiet: object = None) -> None:
         self.topic, self.topic_id, self.partition = tp.topic, tp.topic_id, tp.partition
         self.high_watermark = -1 if resp is None else resp.high_watermark
         self.local_log_start_offset = -1 if resp is None else resp.log_start_offset
         self.update_request_params(req)
+        self.quiet = quiet
 
     @property
     def cache_key(self) -> tuple:
@@ -44,6 +49,7 @@ class CachedPartition:
         self.fetcher_log_start_offset = req.log_start_offset
         self.leader_epoch = req.current_leader_epoch
         self.last_fetched_epoch = req.last_fetched_epoch
+        self.quiet = None
 
     def request(self) -> PartitionFetch:
         return PartitionFetch(self.topic_id, self.fetch_offset, self.fetcher_log_start_offset, self.max_bytes,
@@ -88,7 +94,7 @@ class FetchSession:
     """One incremental fetch session: its partitions in order (read in that order), and its epoch."""
 
     __slots__ = ("id", "privileged", "partitions", "uses_topic_ids", "creation_ms", "last_used_ms", "epoch",
-                 "cached_size", "evictable_by_all", "evictable_by_privileged")
+                 "cached_size", "evictable_by_all", "evictable_by_privileged", "wait_keys")
 
     def __init__(self, session_id: int, privileged: bool, partitions: dict[tuple, CachedPartition],
                  uses_topic_ids: bool, creation_ms: int, last_used_ms: int, epoch: int) -> None:
@@ -103,6 +109,7 @@ class FetchSession:
         self.cached_size = -1
         self.evictable_by_all = False
         self.evictable_by_privileged = False
+        self.wait_keys: tuple[object, list] | None = None  # the reader's long-poll keys and what they were for
 
     @property
     def size(self) -> int:
@@ -129,6 +136,8 @@ class FetchSession:
         for tp in to_forget:
             if self.partitions.pop(tp.cache_key, None) is not None:
                 removed.append(tp)
+        if added or removed:
+            self.wait_keys = None
         return added, updated, removed
 
     def __repr__(self) -> str:

@@ -4,7 +4,7 @@ a request is (sessionless, full, incremental, a session error) and what its resp
 from __future__ import annotations
 
 import logging
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from broker.replication.fetch_session.cache import CachedPartition, FetchSession, FetchSessionCache, _records_size
 from broker.replication.fetch_session.metadata import (
@@ -25,13 +25,24 @@ class FetchResult(NamedTuple):
 
 class FetchContext:
     """How one fetch request is served: which partitions it reads (``partitions``) and what its response
-    carries (``update_and_generate_response_data``, called once with every partition read)."""
+    carries (``update_and_generate_response_data``, called once with every partition read).
 
-    def partitions(self) -> list[tuple[TopicIdPartition, PartitionFetch]]:
+    ``quiet`` marks (see ``CachedPartition.quiet``) come from the reader with the partitions it read; a
+    session keeps them, and ``partitions(still_quiet)`` of an incremental fetch leaves out those the reader
+    finds unchanged."""
+
+    def partitions(self, still_quiet: Callable[[Any], bool] | None = None
+                   ) -> list[tuple[TopicIdPartition, PartitionFetch]]:
         raise NotImplementedError
 
-    def update_and_generate_response_data(self, updates: dict, now_ms: int) -> FetchResult:
+    def update_and_generate_response_data(self, updates: dict, now_ms: int, quiet: dict | None = None
+                                          ) -> FetchResult:
         raise NotImplementedError
+
+    def long_poll_keys(self, token: object, keys_of: Callable[[list[TopicIdPartition]], list]) -> list:
+        """``keys_of`` every partition the fetch waits on (for an incremental fetch, the whole session; kept
+        with the session while its partitions and ``token`` stay the same)."""
+        return keys_of([tp for tp, _ in self.partitions()])
 
 
 class SessionErrorContext(FetchContext):
@@ -40,10 +51,12 @@ class SessionErrorContext(FetchContext):
     def __init__(self, error: int) -> None:
         self.error = error
 
-    def partitions(self) -> list[tuple[TopicIdPartition, PartitionFetch]]:
+    def partitions(self, still_quiet: Callable[[Any], bool] | None = None
+                   ) -> list[tuple[TopicIdPartition, PartitionFetch]]:
         return []
 
-    def update_and_generate_response_data(self, updates: dict, now_ms: int) -> FetchResult:
+    def update_and_generate_response_data(self, updates: dict, now_ms: int, quiet: dict | None = None
+                                          ) -> FetchResult:
         log.debug("Session error fetch context returning %s", ErrorCode(self.error).name)
         return FetchResult(self.error, INVALID_SESSION_ID, [])
 
@@ -52,10 +65,12 @@ class SessionlessFetchContext(FetchContext):
     def __init__(self, fetch_data: dict[TopicIdPartition, PartitionFetch]) -> None:
         self.fetch_data = fetch_data
 
-    def partitions(self) -> list[tuple[TopicIdPartition, PartitionFetch]]:
+    def partitions(self, still_quiet: Callable[[Any], bool] | None = None
+                   ) -> list[tuple[TopicIdPartition, PartitionFetch]]:
         return list(self.fetch_data.items())
 
-    def update_and_generate_response_data(self, updates: dict, now_ms: int) -> FetchResult:
+    def update_and_generate_response_data(self, updates: dict, now_ms: int, quiet: dict | None = None
+                                          ) -> FetchResult:
         return FetchResult(0, INVALID_SESSION_ID, list(updates.items()))
 
 
@@ -70,14 +85,18 @@ class FullFetchContext(FetchContext):
         self.uses_topic_ids = uses_topic_ids
         self.is_from_follower = is_from_follower
 
-    def partitions(self) -> list[tuple[TopicIdPartition, PartitionFetch]]:
+    def partitions(self, still_quiet: Callable[[Any], bool] | None = None
+                   ) -> list[tuple[TopicIdPartition, PartitionFetch]]:
         return list(self.fetch_data.items())
 
-    def update_and_generate_response_data(self, updates: dict, now_ms: int) -> FetchResult:
+    def update_and_generate_response_data(self, updates: dict, now_ms: int, quiet: dict | None = None
+                                          ) -> FetchResult:
+        marks = quiet or {}
+
         def create_partitions() -> dict[tuple, CachedPartition]:
             cached = {}
             for tp, resp in updates.items():
-                cached[tp.cache_key] = CachedPartition(tp, self.fetch_data[tp], resp)
+                cached[tp.cache_key] = CachedPartition(tp, self.fetch_data[tp], resp, marks.get(tp))
             return cached
 
         session_id = self.cache.next_shard().maybe_create_session(now_ms, self.is_from_follower, len(updates),
@@ -87,7 +106,8 @@ class FullFetchContext(FetchContext):
 
 
 class IncrementalFetchContext(FetchContext):
-    """An incremental fetch: reads every partition of the session, answers only those that changed."""
+    """An incremental fetch: reads every partition of the session (but those still quiet), answers only those
+    that changed."""
 
     def __init__(self, request_epoch: int, session: FetchSession,
                  topic_names: Callable[[bytes], str | None]) -> None:
@@ -95,15 +115,32 @@ class IncrementalFetchContext(FetchContext):
         self.session = session
         self.topic_names = topic_names
 
-    def partitions(self) -> list[tuple[TopicIdPartition, PartitionFetch]]:
+    def partitions(self, still_quiet: Callable[[Any], bool] | None = None
+                   ) -> list[tuple[TopicIdPartition, PartitionFetch]]:
         out = []
+        uses_topic_ids = self.session.uses_topic_ids
         for cached in self.session.partitions.values():
-            if self.session.uses_topic_ids:
+            if still_quiet is not None and cached.quiet is not None and still_quiet(cached.quiet):
+                continue
+            if uses_topic_ids:
                 cached.maybe_resolve_unknown_name(self.topic_names)
             out.append((TopicIdPartition(cached.topic_id, cached.topic, cached.partition), cached.request()))
         return out
 
-    def update_and_generate_response_data(self, updates: dict, now_ms: int) -> FetchResult:
+    def long_poll_keys(self, token: object, keys_of: Callable[[list[TopicIdPartition]], list]) -> list:
+        session = self.session
+        kept = session.wait_keys
+        if kept is None or kept[0] is not token:
+            tps = []
+            for cached in session.partitions.values():
+                if session.uses_topic_ids:
+                    cached.maybe_resolve_unknown_name(self.topic_names)
+                tps.append(TopicIdPartition(cached.topic_id, cached.topic, cached.partition))
+            kept = session.wait_keys = (token, keys_of(tps))
+        return kept[1]
+
+    def update_and_generate_response_data(self, updates: dict, now_ms: int, quiet: dict | None = None
+                                          ) -> FetchResult:
         session = self.session
         expected = next_epoch(self.request_epoch)
         if session.epoch != expected:  # another request of this session was served meanwhile
@@ -116,6 +153,7 @@ class IncrementalFetchContext(FetchContext):
             if cached is None:  # forgotten by a request served meanwhile (its epoch check failed above)
                 out.append((tp, resp))
                 continue
+            cached.quiet = None if quiet is None else quiet.get(tp)
             if cached.maybe_update_response_data(resp, True):
                 out.append((tp, resp))
                 if _records_size(resp) > 0:  # served last next time

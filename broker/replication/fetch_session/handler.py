@@ -69,6 +69,8 @@ class FetchSessionHandler:
         added, removed, altered, replaced = [], [], [], []
         for tp, prev in list(self.session_partitions.items()):
             data = nxt.pop(tp, None)
+            if data is prev:  # the same request as last time: nothing to send
+                continue
             if data is not None:
                 if prev.topic_id != data.topic_id and prev.topic_id != ZERO_UUID and data.topic_id != ZERO_UUID:
                     nxt[tp] = data  # to the end of the partitions to send
