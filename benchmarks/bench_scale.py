@@ -36,6 +36,9 @@ Event-loop lag: the nodes export ``kafka_network_socketserver_event_loop_lag_ms`
 of a watcher task: a gauge, not a maximum. A thread samples it every ``--lag-interval`` s during each phase (not
 during the idle CPU window) and once as a phase ends, and keeps the largest value per node and phase. A stall
 shows in the gauge for about one interval after it ends, so the figure is a lower bound of the phase's largest lag.
+The nodes also count every measurement in the histogram ``odradek_event_loop_lag_ms``: read as each phase starts and
+ends, its highest bucket that gained a measurement bounds the phase's worst lag from above (a node killed in the
+phase: its new process's measurements only).
 
 Then a single node (``odradek serve`` as config/single-node.yaml: combined, one voter, Kafka's default heartbeat
 and session) with ``--single-node`` partitions (default: the largest scale), RF 1, one record each: a clean restart
@@ -97,6 +100,7 @@ OVERRIDES = {**FAST_FAILOVER, "broker.session.timeout.ms": SESSION_MS, "broker.h
 # that stays full this long after creating the partitions has no follower left to drop
 STABLE_S = LAG_MAX_MS * 1.5 / 1000 + 1
 LAG_METRIC = "kafka_network_socketserver_event_loop_lag_ms"
+LAG_HISTOGRAM = "odradek_event_loop_lag_ms"
 FENCING = re.compile(r"Fencing broker (\d+) because its session has timed out")
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 SHORT = {"broker restart": "restart", "controller failover": "ctl kill"}  # table headers
@@ -177,9 +181,40 @@ def since(line: str | None, wall0: float) -> float | None:
 
 # ---- event-loop lag sampler -------------------------------------------------------------------------------------
 
+def lag_buckets(port: int) -> dict[float, float] | None:
+    """The node's ``LAG_HISTOGRAM`` as cumulative counts by upper bound (None: not reachable)."""
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics?name[]={LAG_HISTOGRAM}_bucket",
+                                      timeout=2).read().decode()
+    except OSError:
+        return None
+    out = {}
+    for m in re.finditer(rf'^{LAG_HISTOGRAM}_bucket{{le="([^"]+)"}} (\S+)$', text, re.M):
+        out[float(m.group(1))] = float(m.group(2))
+    return out
+
+
+def worst_bucket(start: dict[float, float] | None, end: dict[float, float] | None) -> float | None:
+    """The upper bound of the highest histogram bucket that gained a measurement between two scrapes (a process
+    restarted in between: its own counts alone)."""
+    if not end:
+        return None
+    if not start or sum(end.values()) < sum(start.values()):
+        start = {}
+    worst = None
+    below = 0.0
+    for bound in sorted(end):
+        gained = end[bound] - start.get(bound, 0.0)
+        if gained > below:
+            worst = bound
+        below = gained
+    return worst
+
+
 class LagSampler(threading.Thread):
     """Scrapes ``LAG_METRIC`` of every target (name -> metrics port) every ``interval`` s while a phase is set;
-    keeps the largest value per phase and target, and the scrapes' own wall time."""
+    keeps the largest value per phase and target, and the scrapes' own wall time. Each phase also reads every
+    target's ``LAG_HISTOGRAM`` as it starts and ends: the bucket bound of the phase's worst measurement."""
 
     def __init__(self, interval: float) -> None:
         super().__init__(name="lag-sampler", daemon=True)
@@ -187,6 +222,7 @@ class LagSampler(threading.Thread):
         self.targets: dict[str, int] = {}
         self.maxima: dict[str, dict[str, float]] = {}
         self.samples: collections.Counter = collections.Counter()
+        self.bounds: dict[str, dict[str, float | None]] = {}
         self.scrape_s: list[float] = []
         self._phase: str | None = None
         self._generation = 0
@@ -198,22 +234,29 @@ class LagSampler(threading.Thread):
         with self._lock:
             self._phase = name
             self.maxima.setdefault(name, {})
+            targets = dict(self.targets)
+        start = {t: lag_buckets(port) for t, port in targets.items()}
         try:
             yield
         finally:
             with self._lock:
                 self._phase = None
+                targets = dict(self.targets)
             self.sample(name)
+            bounds = {t: worst_bucket(start.get(t), lag_buckets(port)) for t, port in targets.items()}
+            with self._lock:
+                self.bounds[name] = bounds
 
     def stop(self) -> None:
         self._stop.set()
 
-    def take(self) -> tuple[dict, dict]:
-        """The maxima and sample counts so far, then none (a late sample of the previous targets is dropped)."""
+    def take(self) -> tuple[dict, dict, dict]:
+        """The maxima, sample counts and histogram bounds so far, then none (a late sample of the previous targets
+        is dropped)."""
         with self._lock:
             out = ({phase: {k: round(v, 1) for k, v in per.items()} for phase, per in self.maxima.items()},
-                   dict(self.samples))
-            self.maxima, self.samples, self.targets = {}, collections.Counter(), {}
+                   dict(self.samples), self.bounds)
+            self.maxima, self.samples, self.targets, self.bounds = {}, collections.Counter(), {}, {}
             self._generation += 1
         return out
 
@@ -508,7 +551,7 @@ def run_cluster(root: Path, n: int, args, sampler: LagSampler) -> dict:
         for i, tail in out["log_tails"].items():
             print(f"--- node {i} log tail ---\n{tail[-1500:]}", flush=True)
     finally:
-        out["loop_lag_max_ms"], out["loop_lag_samples"] = sampler.take()
+        out["loop_lag_max_ms"], out["loop_lag_samples"], out["loop_lag_bucket_ms"] = sampler.take()
         c.close()
     return out
 
@@ -730,7 +773,7 @@ def run_single(root: Path, n: int, args, sampler: LagSampler) -> dict:
         out["log_tail"] = node.stderr_tail(3000)
         say(f"single node: FAILED in phase {out['phase']}: {out['error']}\n{out['log_tail'][-1500:]}")
     finally:
-        out["loop_lag_max_ms"], out["loop_lag_samples"] = sampler.take()
+        out["loop_lag_max_ms"], out["loop_lag_samples"], out["loop_lag_bucket_ms"] = sampler.take()
         node.kill()
         node.close()
     return out
@@ -758,6 +801,10 @@ def run_apply(args) -> dict:
 
 # ---- report -----------------------------------------------------------------------------------------------------
 
+def lag_cell(sampled: float | None, bound: float | None) -> str:
+    return f"{fmt(sampled, '.0f')}/{fmt(bound, '.0f')}"
+
+
 def fmt(v, spec: str = ".1f", none: str = "-") -> str:
     return none if v is None else format(v, spec)
 
@@ -782,6 +829,7 @@ def print_scale(r: dict) -> None:
               f"heartbeat gap so far {max(idle['contact_gap_max_ms'].values(), default=None)} ms")
     nodes = r.get("nodes", {})
     lag = r.get("loop_lag_max_ms", {})
+    bounds = r.get("loop_lag_bucket_ms", {})
     phases = list(lag)
     if nodes:
         head = (f"{'node':>4} {'RSS MB':>7} {'KB/part':>8} {'fds':>6} {'log':>6} {'index':>6} {'sock':>5} "
@@ -793,8 +841,9 @@ def print_scale(r: dict) -> None:
             print(f"{i:>4} {v['rss_mb']:>7.0f} {v['rss_mb'] * 1024 / n:>8.1f} {f['total']:>6} {f.get('log', 0):>6} "
                   f"{f.get('index', 0):>6} {f.get('socket', 0):>5} {f['limit']:>6} {f['total'] / n:>7.2f} "
                   f"{v['idle_cpu_pct']:>10.2f} {fmt(md.get('p50_ms'), '.1f'):>15}"
-                  + "".join(f" {fmt(lag[p].get(str(i)), '.0f'):>12}" for p in phases))
-        print("(lag: the largest sampled value of the node's event-loop lag gauge in each phase, ms)")
+                  + "".join(f" {lag_cell(lag[p].get(str(i)), bounds.get(p, {}).get(str(i))):>12}" for p in phases))
+        print("(lag: the largest sampled value of the node's event-loop lag gauge in each phase / the bucket bound of "
+              "its worst measurement from the lag histogram, ms)")
     b = r.get("broker_restart")
     if b:
         print(f"broker kill -9 of node {b['node']} (controller {b['controller']}): fenced {b['fenced_after_kill_s']} s "
@@ -875,7 +924,9 @@ def print_single(s: dict) -> None:
                   f"{fmt(v['serving_s'], '.2f')} s, every partition served "
                   f"{fmt(v['all_served_s'], '.2f', 'NOT in time')} s [{v['recovery']}]")
     for phase, per in s.get("loop_lag_max_ms", {}).items():
-        print(f"largest sampled event-loop lag, {phase}: {fmt(per.get('single'), '.0f')} ms")
+        bound = s.get("loop_lag_bucket_ms", {}).get(phase, {}).get("single")
+        print(f"largest sampled event-loop lag, {phase}: {fmt(per.get('single'), '.0f')} ms (histogram: worst "
+              f"measurement <= {fmt(bound, '.0f')} ms)")
 
 
 def print_apply(a: dict) -> None:

@@ -18,6 +18,7 @@ from broker.quorum.kraft_log import MetadataLogCorruption
 from broker.quorum.metadata_snapshot import SnapshotError
 from broker.quorum.state_store import QuorumStateError
 from cluster.controller import BOOTSTRAP_FEATURES
+import broker.gc_tuning as gc_tuning
 from broker.malloc_tuning import keep_large_blocks_in_heap
 from broker.node import Broker, new_event_loop
 from broker.timeouts import wait_for
@@ -75,6 +76,7 @@ async def _serve(config: BrokerConfig, config_path: str | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGHUP, _reload_log_levels, config_path)
+    gc_tuning.enable_for_this_process()
     broker = Broker(config)
     await broker.start()
     for name in broker.bound_listeners:

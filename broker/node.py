@@ -15,6 +15,7 @@ import random
 import socket
 from pathlib import Path
 
+import broker.gc_tuning as gc_tuning
 from broker.apis import HANDLERS
 from broker.controlplane.controller_listener import CONTROLLER_LISTENER_HANDLERS
 from broker.replication.isr_sender import IsrSender
@@ -401,7 +402,7 @@ class Broker:
             if self.fetchers is not None:
                 self.fetchers.update(image, stopped)
             applied = await asyncio.to_thread(self.replicas.apply_image, image, diff)
-            self.replicas.after_image(applied)
+            await self.replicas.after_image_in_steps(applied)
             if self.fetchers is not None:
                 self.fetchers.update(image, applied)
 
@@ -418,6 +419,13 @@ class Broker:
         """Load the logs (in the log manager's threads) and open each partition as soon as its log is ready:
         followers start fetching while other logs still load or recover. The broker stays fenced, leading nothing,
         until every log is loaded (Kafka's setReadyToUnfence after log recovery)."""
+        gc_tuning.pause()  # the logs live as long as the node: frozen once loaded, not walked while they load
+        try:
+            await self._load_partitions_paused()
+        finally:
+            gc_tuning.settle()
+
+    async def _load_partitions_paused(self) -> None:
         started = self.clock.monotonic()
         assert self.log_manager is not None and self.replicas is not None and self.groups is not None
         loop = asyncio.get_running_loop()

@@ -53,6 +53,9 @@ class BrokerMetrics:
                                  ["listener"], registry=r)
         self.loop_lag = Gauge("kafka_network_socketserver_event_loop_lag_ms",
                               "Event loop scheduling lag (stands in for NetworkProcessorAvgIdlePercent)", registry=r)
+        # every measurement, so a phase's worst stall shows however rarely the gauge is scraped
+        self.loop_lag_histogram = Histogram("odradek_event_loop_lag_ms", "Event loop scheduling lag per 250 ms sleep",
+                                            buckets=_MS_BUCKETS, registry=r)
         self.loop_idle = Gauge("kafka_network_socketserver_networkprocessoravgidlepercent",
                                "Share of the last interval the event loop was not late (1.0 = idle)", registry=r)
         r.register(_LogCollector(replicas, send_stats))
@@ -92,6 +95,7 @@ class BrokerMetrics:
             await asyncio.sleep(interval)
             lag = max(0.0, loop.time() - start - interval)
             self.loop_lag.set(lag * 1000)
+            self.loop_lag_histogram.observe(lag * 1000)
             self.loop_idle.set(max(0.0, 1.0 - lag / interval))
 
     # ---- events ------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import logging
 import random
 from pathlib import Path
 
+import broker.gc_tuning as gc_tuning
 from broker.clock import Clock
 from broker.network.peer_links import DIRECT, PeerLinks
 from broker.quorum.metadata_publisher import MetadataPublisher
@@ -35,6 +36,13 @@ from protocol.record_codec import Record, build_batch, decode_batch
 from protocol.records import parse_header
 
 log = logging.getLogger("odradek.quorum")
+
+# metadata bytes in one apply that make it large (gc_tuning): about a thousand partition records
+LARGE_APPLY_BYTES = 64 * 1024
+
+
+def _partition_count(image: MetadataImage) -> int:
+    return sum(len(t.partitions) for t in image.topics_by_name.values())
 
 __all__ = ["RaftQuorum", "NotLeaderError", "parse_voters"]
 
@@ -92,6 +100,7 @@ class RaftQuorum:
         self._snapshotting: asyncio.Task | None = None
         self.snapshots_written = 0
         self._publish_wanted = asyncio.Event()
+        self._gc_paused = 0  # large applies whose objects are frozen once their image is published (gc_tuning)
         self._published = asyncio.Event()  # set (and replaced) after every publish
         self._publishing: asyncio.Task | None = None
         self.publishes = 0  # images published (fewer than batches committed when they fold)
@@ -180,10 +189,14 @@ class RaftQuorum:
             image = self._image
             if image is self.publisher.image:
                 continue
+            paused, self._gc_paused = self._gc_paused, 0
             try:
                 await self.publisher.publish(image)
             except Exception as exc:  # noqa: BLE001 - a part that cannot follow the metadata: fatal, as in Kafka
                 self.driver.fail(exc)
+            finally:
+                for _ in range(paused):  # the replicas have made their partitions: freeze them with the image
+                    gc_tuning.settle()
             self.publishes += 1
             self._published.set()
             self._published = asyncio.Event()
@@ -192,6 +205,10 @@ class RaftQuorum:
 
     async def _apply(self, entries: list[Entry], snapshot: Snapshot | None) -> None:
         image = self._image
+        large = snapshot is not None or sum(len(e.data) for e in entries) >= LARGE_APPLY_BYTES
+        if large:  # its objects live as long as their partitions: no collector walks while they are made
+            gc_tuning.pause()
+            partitions_before = _partition_count(image)
         if snapshot is not None:
             image = await asyncio.to_thread(image_from_snapshot, snapshot.data, snapshot.end_offset)
             self._bytes_since_snapshot = 0
@@ -206,6 +223,13 @@ class RaftQuorum:
             batches.append((records_of(e.data), e.next_offset - 1))
         if batches:
             image = image.apply_batches(batches)
+        if large:
+            if _partition_count(image) <= partitions_before - gc_tuning.MANY_PARTITIONS:
+                gc_tuning.collect_frozen_at_settle()
+            if image is self._image:
+                gc_tuning.settle()
+            else:
+                self._gc_paused += 1  # settled once published
         if image is not self._image:
             self._image = image
             self._publish_wanted.set()

@@ -27,6 +27,7 @@ RETRY_BACKOFF_S = 0.05  # Kafka's "send-alter-partition" retry after a top-level
 # back to the committed ISR (the next fetch or expiry check proposes again)
 RESET_TO_COMMITTED = (ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA)
 # ... or our metadata is behind: keep the change pending (no new proposal) until newer metadata replaces it
+ANSWERS_PER_TURN = 500  # partition answers handled per event-loop turn
 AWAIT_METADATA = (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION,
                   ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.NEW_LEADER_ELECTED)
 
@@ -176,8 +177,12 @@ class IsrSender:
                         response.error_code)
             self.batch.failed()
             return False
-        retries = [self._handle_answer(change, answer) for change, answer in self.batch.answered(response)]
-        return not any(retries)
+        retry = False
+        for n, (change, answer) in enumerate(self.batch.answered(response)):
+            if n and n % ANSWERS_PER_TURN == 0:
+                await asyncio.sleep(0)  # thousands of answers: requests are served in between
+            retry = self._handle_answer(change, answer) or retry
+        return not retry
 
     def _handle_answer(self, change: IsrChange, answer) -> bool:
         """Partition.handleAlterPartitionError's cases; True if the change goes again."""

@@ -548,10 +548,23 @@ class ReplicaManager:
 
         ``changes`` (from ``apply_image``): only the partitions it changed, unless a broker's registration changed
         (fencing moves who may count for the high watermark: every led partition); None: every partition."""
+        self._after_image_of(self._after_image_partitions(changes))
+
+    async def after_image_in_steps(self, changes: ReplicaChanges | None = None, step: int = 1000) -> None:
+        """``after_image`` giving the event loop a turn every ``step`` partitions: a change of thousands of
+        partitions (a large CreateTopics, a broker fenced or back) does not hold requests up meanwhile."""
+        parts = self._after_image_partitions(changes)
+        for i in range(0, len(parts), step):
+            if i:
+                await asyncio.sleep(0)
+            self._after_image_of(parts[i:i + step])
+
+    def _after_image_partitions(self, changes: ReplicaChanges | None) -> list[Partition]:
         if changes is None or changes.brokers:
-            parts = list(self.partitions.values())
-        else:
-            parts = [p for tp in sorted(changes.partitions) if (p := self.partitions.get(tp)) is not None]
+            return list(self.partitions.values())
+        return [p for tp in sorted(changes.partitions) if (p := self.partitions.get(tp)) is not None]
+
+    def _after_image_of(self, parts: list[Partition]) -> None:
         for part in parts:
             key = (part.topic, part.index)
             if not part.is_leader(self.node_id):  # DelayedProduce: leadership moved while acks=all waited
