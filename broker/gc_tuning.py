@@ -67,6 +67,5 @@ def settle() -> None:
         found = gc.collect()
         log.info("collected %d objects of removed partitions in %.0f ms", found,
                  (SYSTEM_CLOCK.monotonic() - started) * 1000)
-    gc.freeze()
+    gc.freeze()  # no count logged: gc.get_freeze_count() walks the permanent generation
     gc.enable()
-    log.debug("froze the long-lived objects: %d in the permanent generation", gc.get_freeze_count())

@@ -45,7 +45,7 @@ from broker.network.server import NetworkServer
 from broker.timeouts import wait_for
 from cluster.client_metrics import ClientMetricsManager
 from cluster.controller import Controller
-from cluster.image_diff import diff_images
+from cluster.image_diff import ImageDiff, diff_images
 from cluster.metadata_image import MetadataImage
 from cluster.raft.node import RaftConfig
 from protocol.errors import ErrorCode
@@ -396,15 +396,15 @@ class Broker:
         if self._partitions_opened:
             # only what changed since the image the replicas last applied (ReplicaManager.applyDelta with
             # TopicsDelta.localChanges): work proportional to the change, not to the partitions hosted
-            diff = diff_images(self.replicas.image, image)
+            diff = await asyncio.to_thread(_diff_for, self.replicas.image, image, self.node_id)
             # partitions moved away or deleted stop first (out of the table and the fetchers), on the event loop
             stopped = self.replicas.stop_partitions(image, diff)
             if self.fetchers is not None:
-                self.fetchers.update(image, stopped)
+                await self.fetchers.update_in_turns(image, stopped)
             applied = await asyncio.to_thread(self.replicas.apply_image, image, diff)
-            await self.replicas.after_image_in_steps(applied)
+            await self.replicas.after_image_in_turns(applied)
             if self.fetchers is not None:
-                self.fetchers.update(image, applied)
+                await self.fetchers.update_in_turns(image, applied)
 
     def _inter_broker_listener(self) -> str:
         """``inter.broker.listener.name``, else the listener named after ``security.inter.broker.protocol``
@@ -447,9 +447,9 @@ class Broker:
             # those whose logs are still loading wait in the replica manager's unapplied set
             applied = await asyncio.to_thread(self.replicas.apply_image, self.metadata.image)
             self._partitions_opened = True
-            self.replicas.after_image(applied)
+            await self.replicas.after_image_in_turns(applied)
             if self.fetchers is not None:
-                self.fetchers.update(self.metadata.image, applied)
+                await self.fetchers.update_in_turns(self.metadata.image, applied)
         while not loading.done():
             waiter = asyncio.ensure_future(ready.wait())
             await asyncio.wait([loading, waiter], return_when=asyncio.FIRST_COMPLETED)
@@ -544,6 +544,13 @@ class Broker:
                     pid = self.producer_ids.take()
         assert pid is not None
         return pid
+
+
+def _diff_for(prev: MetadataImage, image: MetadataImage, node_id: int) -> ImageDiff:
+    """The diff of two images with this node's local changes worked out (off the event loop: immutable images)."""
+    diff = diff_images(prev, image)
+    diff.local_changes(node_id)  # kept on the diff for stop_partitions and apply_image
+    return diff
 
 
 class ProducerIdBlock:

@@ -40,7 +40,9 @@ Behaviour (KafkaApis.handleFetchRequest, ReplicaManager.fetchMessages/readFromLo
 from __future__ import annotations
 
 import asyncio
+from typing import Generator
 
+from broker.loop_turns import ITEMS_PER_TURN, in_turns
 from broker.replication.fetch_session.contexts import NO_SESSIONS
 from broker.replication.fetch_session.metadata import PartitionFetch, TopicIdPartition
 from broker.replication.replica_selector import replica_selector
@@ -89,7 +91,8 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
     keys = fetch_context.long_poll_keys(image, lambda tps: _partition_keys(image, tps, version))
     while True:
         parts = fetch_context.partitions(_still_quiet(ctx.replicas, replica_id, replica_epoch, ctx.clock.now_ms()))
-        updates, total, errors, served, quiet = _read_all(ctx, req, version, parts, replica_id, replica_epoch)
+        updates, total, errors, served, quiet = await in_turns(
+            _read_all(ctx, req, version, parts, replica_id, replica_epoch))
         remaining = deadline - ctx.clock.monotonic()
         if total < req.min_bytes and not errors and remaining > 0 and keys:
             if await _woken(ctx.replicas.fetch_waiters, keys, remaining):
@@ -167,9 +170,10 @@ def _replica(req: FetchRequest, version: int) -> tuple[int, int]:
 
 
 def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPartition, PartitionFetch]],
-              replica_id: int, replica_epoch: int) -> tuple[dict, int, bool, dict[str, int], dict]:
-    """Read every partition: (response data per partition in order, bytes read, whether an error or a preferred
-    read replica answers at once, bytes per topic name, quiet marks of the partitions read empty at the end)."""
+              replica_id: int, replica_epoch: int) -> Generator[None, None, tuple[dict, int, bool, dict, dict]]:
+    """Read every partition, in turns (broker/loop_turns.py): returns (response data per
+    partition in order, bytes read, whether an error or a preferred read replica answers at once, bytes per topic
+    name, quiet marks of the partitions read empty at the end)."""
     image = ctx.image
     from_follower = replica_id >= 0
     # Kafka's clientMetadata: a consumer from v11 on may read from a follower and be sent to one
@@ -187,7 +191,9 @@ def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPar
     quiet: dict[TopicIdPartition, tuple] = {}
     # where a read ends: the log end for a follower, else the high watermark or the last stable offset
     txn = isolation == FetchIsolation.TXN_COMMITTED
-    for tp, fp in parts:
+    for n, (tp, fp) in enumerate(parts):
+        if n and n % ITEMS_PER_TURN == 0:
+            yield  # a full fetch of thousands of partitions (a follower's new session): the loop gets a turn
         topic = _topic_of(image, tp, version)
         pd = PartitionData(partition_index=tp.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
                            log_start_offset=-1, preferred_read_replica=-1, records=b"",

@@ -14,6 +14,7 @@ import dataclasses
 import logging
 from typing import Callable
 
+from broker.loop_turns import ITEMS_PER_TURN
 from broker.controlplane.controller_channel import ControllerChannel
 from broker.replication.replica_manager import Partition, ReplicaManager
 from protocol.errors import ErrorCode
@@ -27,7 +28,6 @@ RETRY_BACKOFF_S = 0.05  # Kafka's "send-alter-partition" retry after a top-level
 # back to the committed ISR (the next fetch or expiry check proposes again)
 RESET_TO_COMMITTED = (ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA)
 # ... or our metadata is behind: keep the change pending (no new proposal) until newer metadata replaces it
-ANSWERS_PER_TURN = 500  # partition answers handled per event-loop turn
 AWAIT_METADATA = (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION,
                   ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.NEW_LEADER_ELECTED)
 
@@ -179,7 +179,7 @@ class IsrSender:
             return False
         retry = False
         for n, (change, answer) in enumerate(self.batch.answered(response)):
-            if n and n % ANSWERS_PER_TURN == 0:
+            if n and n % ITEMS_PER_TURN == 0:
                 await asyncio.sleep(0)  # thousands of answers: requests are served in between
             retry = self._handle_answer(change, answer) or retry
         return not retry

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from typing import Callable, Generator
 
 from broker.clock import Clock
+from broker.loop_turns import ITEMS_PER_TURN, at_once, in_turns
 from broker.replication.fetch_session.handler import FetchRequestData, FetchSessionHandler
 from broker.replication.fetch_session.metadata import PartitionFetch
 from broker.network.node_client import BadResponse
@@ -80,13 +81,22 @@ class ReplicaFetcherManager:
         """Follow what ``image`` says (called on the event loop after the replica manager applied it, and after it
         stopped partitions). ``changes``: only its partitions (those whose hosting, leader or epoch may have moved)
         and the leaders among its brokers (a new endpoint, or one that appeared) are looked at; None: all."""
+        at_once(self._update(image, changes))
+
+    async def update_in_turns(self, image: MetadataImage, changes: ReplicaChanges | None = None) -> None:
+        """``update`` giving the event loop a turn every ``ITEMS_PER_TURN`` partitions."""
+        await in_turns(self._update(image, changes))
+
+    def _update(self, image: MetadataImage, changes: ReplicaChanges | None) -> Generator[None, None, None]:
         if changes is None:
             tps = set(self._leader_of) | set(self.replicas.partitions)
             leaders = set(self.fetchers) | set(self._wanted)
         else:
             tps, leaders = changes.partitions, set(changes.brokers)
         moved: dict[int, dict[TopicPartition, Partition | None]] = {}
-        for tp in sorted(tps):
+        for n, tp in enumerate(sorted(tps)):
+            if n and n % ITEMS_PER_TURN == 0:
+                yield
             part = self.replicas.partitions.get(tp)
             leader = part.info.leader if part is not None else -1
             if leader == self.node_id:
@@ -320,6 +330,7 @@ class ReplicaFetcher:
         now = m.clock.now_ms()
         by_id = self.session.session_topic_names
         backoff = False
+        errors: dict[int, list[tuple[str, int]]] = {}
         for tr in response.responses:
             topic = by_id.get(tr.topic_id)
             for pd in tr.partitions:
@@ -345,8 +356,7 @@ class ReplicaFetcher:
                     # AbstractFetcherThread: a fenced epoch waits for an image with a newer one; anything else
                     # (the leader has not applied the image yet, an unknown epoch, ...) is retried after a backoff
                     fenced = pd.error_code == ErrorCode.FENCED_LEADER_EPOCH
-                    log.info("node %d: %s-%d: leader %d answered error %d; %s", m.node_id, part.topic, part.index,
-                             self.leader, pd.error_code, "waiting for new metadata" if fenced else "retrying")
+                    errors.setdefault(pd.error_code, []).append(tp)
                     self.delayed[(part.topic, part.index)] = (
                         part.leader_epoch, None if fenced else m.clock.monotonic() + m.backoff_s)
                     continue
@@ -372,7 +382,16 @@ class ReplicaFetcher:
                     m.replicas.fetch_waiters.wake((part.topic, part.index))
                 if lg.log_start_offset < pd.log_start_offset <= lg.high_watermark:
                     lg.maybe_increment_log_start_offset(pd.log_start_offset, reason="leader")
+        self._log_partition_errors(errors)
         return backoff
+
+    def _log_partition_errors(self, errors: dict[int, list[tuple[str, int]]]) -> None:
+        """One line per error code of a response: thousands of partitions answer alike while they are created."""
+        for code, tps in errors.items():
+            log.info("node %d: leader %d answered error %d for %d partition(s) (%s); %s", self.manager.node_id,
+                     self.leader, code, len(tps),
+                     ", ".join(f"{t}-{i}" for t, i in tps[:5]) + (", ..." if len(tps) > 5 else ""),
+                     "waiting for new metadata" if code == ErrorCode.FENCED_LEADER_EPOCH else "retrying")
 
     def _truncate_on_diverging(self, part: Partition, leader_epoch: int, leader_end_offset: int, now: int) -> None:
         """``AbstractFetcherThread.getOffsetTruncationState``: cut to where our log and the leader's agree for

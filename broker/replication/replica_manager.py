@@ -13,6 +13,7 @@ import dataclasses
 import logging
 from typing import Any, Callable, Mapping, NamedTuple, Protocol
 
+from broker.loop_turns import ITEMS_PER_TURN
 from broker.replication.replica_selector import FollowerView, ReplicaSelector, preferred_read_replica
 from broker.replication.replica_state import FollowerState, leader_high_watermark, may_join_isr, out_of_sync_replicas
 from cluster.image_diff import ImageDiff, TopicPartition, diff_images
@@ -550,14 +551,14 @@ class ReplicaManager:
         (fencing moves who may count for the high watermark: every led partition); None: every partition."""
         self._after_image_of(self._after_image_partitions(changes))
 
-    async def after_image_in_steps(self, changes: ReplicaChanges | None = None, step: int = 1000) -> None:
-        """``after_image`` giving the event loop a turn every ``step`` partitions: a change of thousands of
-        partitions (a large CreateTopics, a broker fenced or back) does not hold requests up meanwhile."""
+    async def after_image_in_turns(self, changes: ReplicaChanges | None = None) -> None:
+        """``after_image`` giving the event loop a turn every ``ITEMS_PER_TURN`` partitions: a change of thousands
+        of partitions (a large CreateTopics, a broker fenced or back) does not hold requests up meanwhile."""
         parts = self._after_image_partitions(changes)
-        for i in range(0, len(parts), step):
+        for i in range(0, len(parts), ITEMS_PER_TURN):
             if i:
                 await asyncio.sleep(0)
-            self._after_image_of(parts[i:i + step])
+            self._after_image_of(parts[i:i + ITEMS_PER_TURN])
 
     def _after_image_partitions(self, changes: ReplicaChanges | None) -> list[Partition]:
         if changes is None or changes.brokers:
