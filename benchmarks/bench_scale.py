@@ -10,11 +10,12 @@ processes on 127.0.0.1 (the tests' ``ClusterProcesses``), with broker session 4 
 ``replica.lag.time.max.ms`` 5 s and the short quorum timeouts (``FAST_FAILOVER``), as tests/integration/
 test_scale_rejoin.py; N partitions as topics of 100, RF 3, ``min.insync.replicas`` 2 (a topic config). Phases:
 
-* create: CreateTopics (``--create-batch`` topics per request, raw wire) one after another. Partitions/s from the
-  first request to the last answer, to the first moment every partition has a leader and a full ISR in the Metadata
-  of every broker, and to the start of a full state that then lasts ``STABLE_S`` (8.5 s: a leader drops a follower
-  that has not fetched for ``replica.lag.time.max.ms``, so an ISR full at creation can shrink seconds later and
-  come back; the brokers' logs' "ISR now" lines count the changes);
+* create: CreateTopics (``--create-batch`` topics per request, raw wire; by default 100: one request up to 10,000
+  partitions, Kafka's cap per request, whose event-loop lag is issue 31's figure) one after another. Partitions/s
+  from the first request to the last answer, to the first moment every partition has a leader and a full ISR in the
+  Metadata of every broker, and to the start of a full state that then lasts ``STABLE_S`` (8.5 s: a leader drops a
+  follower that has not fetched for ``replica.lag.time.max.ms``, so an ISR full at creation can shrink seconds later
+  and come back; the brokers' logs' "ISR now" lines count the changes);
 * idle: ``--settle`` s, then utime+stime of each node (/proc/<pid>/stat) over ``--idle-seconds`` without any client
   traffic or scrape (% of one core); then VmRSS and open file descriptors (/proc/<pid>/fd, by kind: segment files,
   index files, sockets, others; and the limit) per node and per hosted partition (RF 3 on 3 nodes: every node hosts
@@ -957,7 +958,7 @@ def main() -> int:
     ap.add_argument("--apply-sizes", default="1000,10000", help="bench_apply.py's --sizes ('': skip)")
     ap.add_argument("--apply-changes", type=int, default=200)
     ap.add_argument("--apply-seconds", type=float, default=20.0)
-    ap.add_argument("--create-batch", type=int, default=10, help="topics (of 100 partitions) per CreateTopics")
+    ap.add_argument("--create-batch", type=int, default=100, help="topics (of 100 partitions) per CreateTopics")
     ap.add_argument("--settle", type=float, default=5.0, help="seconds after creation before the idle window")
     ap.add_argument("--idle-seconds", type=float, default=20.0, help="the idle CPU window")
     ap.add_argument("--lag-idle-seconds", type=float, default=3.0, help="event-loop lag sampled after the window")
