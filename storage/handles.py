@@ -12,10 +12,16 @@ time.  Everything else is opened on first use and given back when idle or when t
 A holder registers with :meth:`HandleCache.touch` on each use and implements :meth:`Releasable.try_release`, which
 gives the resource back unless it is in use right now (it returns False then and stays registered).  The log
 manager's ``release-idle-handles`` task calls :meth:`HandleCache.release_idle`.
+
+When ``RLIMIT_NOFILE`` cannot hold every partition, :func:`descriptor_budget` says how many partition logs may
+open (:attr:`DescriptorBudget.log_slots`): room is left for the inactive segments and :data:`SPARE_DESCRIPTORS`,
+so the partitions past it go offline rather than the node running out in the middle of an append, a checkpoint,
+the metadata log or an accept.
 """
 
 from __future__ import annotations
 
+import os
 import resource
 import threading
 import time
@@ -23,12 +29,16 @@ from collections import OrderedDict
 from typing import NamedTuple, Protocol
 
 __all__ = ["HandleCache", "Releasable", "INACTIVE_SEGMENT_FILES", "INDEX_MAPPINGS", "MAX_OPEN_INACTIVE_SEGMENTS",
-           "IDLE_RELEASE_MS", "DescriptorBudget", "descriptor_budget"]
+           "IDLE_RELEASE_MS", "SPARE_DESCRIPTORS", "DescriptorBudget", "descriptor_budget", "open_descriptors"]
 
 #: inactive segments' ``.log`` files held open at once (the fixed part of the descriptor budget)
 MAX_OPEN_INACTIVE_SEGMENTS = 256
 #: descriptors kept for everything but the logs: client and peer connections, checkpoints, the metadata log
 RESERVED_DESCRIPTORS = 1024
+#: descriptors never given to partition logs, however tight the limit: client connections, checkpoint and snapshot
+#: writes, segment rolls, index mappings being made, the metadata log (a node in use needs far fewer than
+#: :data:`RESERVED_DESCRIPTORS`; the budget asks for that much, the guard refuses logs only below this)
+SPARE_DESCRIPTORS = 128
 #: a handle unused this long is given back (Kafka's ``file.delete.delay.ms`` default: a slice handed to a response
 #: is used long before)
 IDLE_RELEASE_MS = 60_000
@@ -111,11 +121,24 @@ class DescriptorBudget(NamedTuple):
     soft_limit: int
     hard_limit: int
     raised_from: int | None  # the soft limit before it was raised, if it was
+    in_use: int  # descriptors open when the budget was made but the logs' (the metadata log, the listener, ...)
+    log_slots: int | None  # partition logs that may open without eating into the rest (None: no limit)
 
 
-def descriptor_budget(partitions: int) -> DescriptorBudget:
+def open_descriptors() -> int:
+    """How many descriptors this process has open (0 where the system does not list them)."""
+    for d in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return max(0, len(os.listdir(d)) - 1)  # the listing's own descriptor is in it
+        except OSError:
+            continue
+    return 0
+
+
+def descriptor_budget(partitions: int, held: int = 0) -> DescriptorBudget:
     """What ``partitions`` logs may hold open at most, against ``RLIMIT_NOFILE``; the soft limit is raised towards
-    the hard one when the budget does not fit."""
+    the hard one when the budget does not fit. ``log_slots``: how many partition logs fit beside what else is open
+    now (``held`` of the open descriptors are logs'), the inactive segments and :data:`SPARE_DESCRIPTORS`."""
     needed = partitions + MAX_OPEN_INACTIVE_SEGMENTS + RESERVED_DESCRIPTORS
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     raised_from = None
@@ -126,5 +149,8 @@ def descriptor_budget(partitions: int) -> DescriptorBudget:
             raised_from, soft = soft, target
         except (ValueError, OSError):
             pass  # not allowed here: the warning names the limit as it is
+    in_use = max(0, open_descriptors() - held)
+    slots = None if soft == resource.RLIM_INFINITY else max(0, soft - in_use - MAX_OPEN_INACTIVE_SEGMENTS
+                                                                 - SPARE_DESCRIPTORS)
     return DescriptorBudget(partitions, MAX_OPEN_INACTIVE_SEGMENTS, RESERVED_DESCRIPTORS, needed, soft,
-                            hard if hard != resource.RLIM_INFINITY else -1, raised_from)
+                            hard if hard != resource.RLIM_INFINITY else -1, raised_from, in_use, slots)

@@ -12,6 +12,10 @@
    CRC-check every batch, rebuild indexes, truncate at the first invalid byte and delete every later segment;
    then ``delete_segments_if_log_start_greater_than_log_end``, and make sure there is an active segment.
 5. Rebuild the leader-epoch cache's ends and the producer state (from the latest snapshot plus the log).
+
+Damage found on the way (a torn or corrupt tail, a missing or corrupt index, an orphaned index, segments behind the
+log start) is repaired and told in one WARNING line per log once it is loaded (``LoadStats.problems``): a start
+after a crash of thousands of partitions says which were damaged and what was done, each once.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ class LoadStats:
         self.deleted_segments = 0
         self.rebuilt_indexes = 0
         self.swaps_completed = 0
+        self.problems: list[str] = []  # the damage found and what was done about it
 
 
 def load_log(dir: str, config: LogConfig, *, log_start_offset_checkpoint: int, recovery_point_checkpoint: int,
@@ -114,6 +119,8 @@ class LogLoader:
         self.load_segment_files()
         recovery_point, next_offset = self.recover_log()
         segments = self.segments
+        if self.stats.problems:
+            log.warning("Recovered damaged log %s: %s", self.dir, "; ".join(self.stats.problems))
         # the active segment keeps its file open and gets room for more index entries
         segments.last_segment.log.keep_open()
         segments.last_segment.resize_indexes(self.config.max_index_size)
@@ -256,7 +263,7 @@ class LogLoader:
         off = _offset_or_none(name)
         if off is not None and os.path.basename(files.log_file(self.dir, off)) not in present:
             path = os.path.join(self.dir, name)
-            log.warning("Found an orphaned index file %s, with no corresponding log file.", path)
+            self._problem(f"deleted the orphaned index file {name}, which has no log file")
             self._delete_if_exists(path)
 
     def _load_segment(self, base: int, will_recover: bool, present: set[str]) -> LogSegment:
@@ -275,17 +282,29 @@ class LogLoader:
             else:
                 seg.sanity_check(time_index_newly_created)
         except FileNotFoundError:
+            # an unflushed segment is recovered anyway: its indexes are rebuilt then, nothing to tell
             if self.had_clean_shutdown or base < self.recovery_point_checkpoint:
-                log.error("Could not find offset index file corresponding to log file %s, recovering segment "
-                          "and rebuilding index files...", seg.log.path)
+                self._problem(f"no offset index for segment {base}: recovered the segment and rebuilt its indexes")
             self.stats.rebuilt_indexes += 1
-            self.recover_segment(seg)
+            self._note_truncation(seg, self.recover_segment(seg))
         except CorruptIndexError as e:
-            log.warning("Found a corrupted index file corresponding to log file %s due to %s, recovering "
-                        "segment and rebuilding index files...", seg.log.path, e)
+            self._problem(f"corrupt index of segment {base} ({e}): recovered the segment and rebuilt its indexes")
             self.stats.rebuilt_indexes += 1
-            self.recover_segment(seg)
+            self._note_truncation(seg, self.recover_segment(seg))
         return seg
+
+    def _problem(self, text: str) -> None:
+        self.stats.problems.append(text)
+
+    def _note_truncation(self, seg: LogSegment, truncated: int, later_deleted: int = 0) -> None:
+        """A recovery cut ``truncated`` bytes off ``seg`` (nothing to tell for 0)."""
+        if truncated > 0:
+            why = seg.recovery_problem or "an incomplete batch at its end"
+            text = (f"segment {seg.base_offset} had {why}: truncated to offset {seg.read_next_offset()} "
+                    f"({truncated} bytes)")
+            if later_deleted:
+                text += f", deleted the {later_deleted} later segments"
+            self._problem(text)
 
     def recover_segment(self, segment: LogSegment) -> int:
         """Re-validate one segment batch by batch and rebuild its indexes; returns the bytes cut off its end.
@@ -343,13 +362,11 @@ class LogLoader:
             try:
                 truncated = self.recover_segment(seg)
             except (InvalidOffsetError, OSError, LogSegmentOffsetOverflowError) as e:
-                log.warning("Found invalid offset during recovery (%s). Deleting the corrupt segment and creating "
-                            "an empty one with starting offset %d", e, seg.base_offset)
-                truncated = seg.truncate_to(seg.base_offset, self.now_ms)
+                truncated = seg.truncate_to(seg.base_offset, self.now_ms)  # Kafka: deleted, an empty one made
+                seg.recovery_problem = f"an invalid offset ({e})"
             if truncated > 0:
                 rest = list(it)
-                log.warning("Corruption found in segment %d of %s, truncating to offset %d; deleting %d later "
-                            "segments", seg.base_offset, self.dir, seg.read_next_offset(), len(rest))
+                self._note_truncation(seg, truncated, len(rest))
                 self.remove_and_delete_segments(rest)
                 self.stats.deleted_segments += len(rest)
                 break
@@ -362,8 +379,8 @@ class LogLoader:
         end = self.segments.last_segment.read_next_offset()
         if end >= self.log_start_offset_checkpoint:
             return end
-        log.warning("Deleting all segments because logEndOffset (%d) is smaller than logStartOffset %d.",
-                    end, self.log_start_offset_checkpoint)
+        self._problem(f"deleted all segments because the log end offset {end} is smaller than the log start offset "
+                      f"{self.log_start_offset_checkpoint}")
         self.remove_and_delete_segments(self.segments.values())
         if self.epoch_cache is not None:
             self.epoch_cache.clear_and_flush()

@@ -139,6 +139,7 @@ class Log:
         self._first_unstable_offset: LogOffsetMetadata | None = None
         self.offline = False
         self.offline_reason: str | None = None
+        self.on_offline = None  # called with this log when it goes offline (the log manager's record of it)
         self._fast_config: tuple = (None, -1)
         self._update_high_watermark_metadata(self._high_watermark)
         self._maybe_increment_first_unstable_offset()
@@ -282,13 +283,17 @@ class Log:
 
     def _io_error(self, msg: str, e: BaseException) -> KafkaStorageError:
         """An I/O failure takes this partition offline (Kafka takes the whole log dir offline)."""
+        first = not self.offline
         self.offline = True
-        self.offline_reason = f"{msg}: {e}"
-        log.error("Partition %s-%d taken offline: %s: %s", self.topic, self.partition, msg, e)
+        if first:  # one line per partition: a later failure of a log already offline adds nothing
+            self.offline_reason = f"{msg}: {e}"
+            log.error("Partition %s-%d taken offline: %s: %s", self.topic, self.partition, msg, e)
         try:
             self.local_log.close_handlers()
         except Exception:  # noqa: BLE001 - closing must not hide why it went offline
             pass
+        if first and self.on_offline is not None:
+            self.on_offline(self)
         return KafkaStorageError(f"{msg} for {self.topic}-{self.partition} in dir {self.local_log.parent_dir}: {e}")
 
     def mark_offline(self, reason: str) -> None:
@@ -301,6 +306,8 @@ class Log:
                     self.local_log.close_handlers()
                 except Exception:  # noqa: BLE001 - closing must not hide why it went offline
                     pass
+                if self.on_offline is not None:
+                    self.on_offline(self)
 
     # ==== topic id ================================================================================
     def _maybe_flush_metadata_file(self) -> None:

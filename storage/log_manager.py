@@ -62,7 +62,16 @@ class LogManager:
         self.live_log_dirs: list[str] = []
         self.offline_log_dirs: dict[str, str] = {}
         self._logs: dict[TopicPartition, Log] = {}
+        # partitions whose logs could not be opened or failed since (KAFKA_STORAGE_ERROR until a restart) and why;
+        # replaced, never changed in place, so a handler may iterate it while a loading thread adds one
         self.offline_partitions: dict[TopicPartition, str] = {}
+        self._offline_lock = threading.Lock()  # taken alone: a log going offline calls in holding its own lock
+        # the checkpointed (recovery point, log start, high watermark) of partitions that failed to load: kept in
+        # the checkpoint files, which otherwise list only the logs open here
+        self._unloaded: dict[TopicPartition, tuple[str, int | None, int | None, int | None]] = {}
+        # partition logs RLIMIT_NOFILE leaves room for (None: no limit) and how many hold a descriptor now
+        self._log_slots: int | None = None
+        self._logs_holding = 0
         self._lock = threading.RLock()
         self._dirs_to_sync: set[str] = set()  # log dirs with new partition directories not yet fsynced
         self._dir_locks: dict[str, int] = {}
@@ -115,7 +124,6 @@ class LogManager:
             raise KafkaStorageError("Shutting down the broker because none of the specified log dirs from "
                                     f"{self.log_dirs} can be created or validated")
         self._load_logs(now_ms, on_loaded)
-        self.log_descriptor_budget()
         if self.config.log_cleaner_enable:
             self.cleaner = LogCleaner(self.config, self.current_logs, self.live_log_dirs, file_io=self.file_io)
 
@@ -168,6 +176,7 @@ class LogManager:
         log is registered (with its checkpointed high watermark) as it completes."""
         jobs = []
         pools = []
+        dirs = []
         for d in self.live_log_dirs:
             marker = CleanShutdownFile(d, file_io=self.file_io)
             had_clean = marker.exists()
@@ -177,9 +186,6 @@ class LogManager:
             recovery_points = self._read_checkpoint(self._recovery_checkpoints[d], "recovery-point-offset-checkpoint")
             log_starts = self._read_checkpoint(self._log_start_checkpoints[d], "log-start-offset-checkpoint")
             hws = self._read_checkpoint(self._hw_checkpoints[d], "replication-offset-checkpoint")
-            pool = concurrent.futures.ThreadPoolExecutor(max(1, self.config.num_recovery_threads_per_data_dir),
-                                                         thread_name_prefix=f"log-recovery-{d}")
-            pools.append(pool)
             listed = []
             for name in sorted(os.listdir(d)):
                 path = os.path.join(d, name)
@@ -200,9 +206,17 @@ class LogManager:
                 listed.append((tp, path))
             with self._lock:
                 self._loading = (self._loading or set()) | {tp for tp, _ in listed}
+            dirs.append((d, had_clean, recovery_points, log_starts, hws, listed))
+        # how many logs the descriptor limit has room for, known before the first one opens
+        self.log_descriptor_budget(sum(len(listed) for *_, listed in dirs))
+        for d, had_clean, recovery_points, log_starts, hws, listed in dirs:
+            pool = concurrent.futures.ThreadPoolExecutor(max(1, self.config.num_recovery_threads_per_data_dir),
+                                                         thread_name_prefix=f"log-recovery-{d}")
+            pools.append(pool)
             for tp, path in listed:
-                jobs.append((d, tp, path, hws.get(tp), pool.submit(self._load_log, path, tp, had_clean,
-                                                                   recovery_points, log_starts, now_ms)))
+                kept = (d, recovery_points.get(tp), log_starts.get(tp), hws.get(tp))
+                jobs.append((kept, tp, path, hws.get(tp), pool.submit(self._load_log, path, tp, had_clean,
+                                                                      recovery_points, log_starts, now_ms)))
             self._load_completed[d] = False
         with self._lock:
             if self._loading is None:
@@ -211,12 +225,14 @@ class LogManager:
         by_future = {job[-1]: job for job in jobs}
         try:
             for fut in concurrent.futures.as_completed(by_future):
-                d, tp, path, hw, _ = by_future[fut]
+                kept, tp, path, hw, _ = by_future[fut]
                 if self._register_loaded(tp, path, hw, fut):
                     if on_loaded is not None:
                         on_loaded(tp)
                 else:
-                    dirs_ok[d] = False
+                    dirs_ok[kept[0]] = False
+                    with self._lock:
+                        self._unloaded[tp] = kept
         finally:
             for pool in pools:
                 pool.shutdown(wait=True)
@@ -233,10 +249,11 @@ class LogManager:
             if hw is not None:
                 lg.update_high_watermark(hw)  # Kafka's ReplicaManager reads it when it becomes leader/follower
         except Exception as e:  # noqa: BLE001 - any failure of one partition's load takes only it offline
+            # one line per partition: a storage error says all there is to say; anything else is a bug, traced
             log.error("Error while loading log dir %s for partition %s-%d; the partition is offline: %s",
-                      path, tp[0], tp[1], e, exc_info=True)
+                      path, tp[0], tp[1], e, exc_info=not isinstance(e, KafkaStorageError))
             with self._lock:
-                self.offline_partitions[tp] = str(e)
+                self._set_offline(tp, str(e))
                 self._loading.discard(tp)
             return False
         with self._lock:
@@ -244,19 +261,49 @@ class LogManager:
             if tp in self._logs:
                 log.error("Duplicate log directories for %s-%d are found in both %s and %s", tp[0], tp[1],
                           self._logs[tp].dir, path)
-                self.offline_partitions[tp] = "duplicate log directories"
+                self._set_offline(tp, "duplicate log directories")
                 lg.close_handlers()
+                self._give_log_slot()
                 return False
             self._logs[tp] = lg
+            lg.on_offline = self._log_went_offline
         return True
 
     def _load_log(self, path: str, tp: TopicPartition, had_clean: bool, recovery_points: dict,
                   log_starts: dict, now_ms: int) -> Log:
-        cfg = self.config_for(tp[0])
-        return Log.open(path, cfg, now_ms=now_ms, log_start_offset=log_starts.get(tp, 0),
-                        recovery_point=recovery_points.get(tp, 0), had_clean_shutdown=had_clean,
-                        scheduler=self.scheduler, producer_id_expiration_ms=self.config.producer_id_expiration_ms,
-                        max_transaction_timeout_ms=self.config.transaction_max_timeout_ms, file_io=self.file_io)
+        self._take_log_slot(tp)
+        try:
+            cfg = self.config_for(tp[0])
+            return Log.open(path, cfg, now_ms=now_ms, log_start_offset=log_starts.get(tp, 0),
+                            recovery_point=recovery_points.get(tp, 0), had_clean_shutdown=had_clean,
+                            scheduler=self.scheduler, producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+                            max_transaction_timeout_ms=self.config.transaction_max_timeout_ms, file_io=self.file_io)
+        except BaseException:
+            self._give_log_slot()
+            raise
+
+    # ==== offline partitions and descriptors =========================================================
+    def _set_offline(self, tp: TopicPartition, reason: str) -> None:
+        with self._offline_lock:
+            self.offline_partitions = {**self.offline_partitions, tp: reason}
+
+    def _log_went_offline(self, lg: Log) -> None:
+        """An open log failed (an I/O error): its partition is offline as one that never opened."""
+        self._set_offline((lg.topic, lg.partition), lg.offline_reason or "offline")
+
+    def _take_log_slot(self, tp: TopicPartition) -> None:
+        """Count one more log holding a descriptor, or refuse it (KAFKA_STORAGE_ERROR) when RLIMIT_NOFILE has no
+        room left for it beside the rest (:func:`storage.handles.descriptor_budget`)."""
+        with self._lock:
+            if self._log_slots is not None and self._logs_holding >= self._log_slots:
+                raise KafkaStorageError(
+                    f"Not enough file descriptors to open the log of {tp[0]}-{tp[1]}: RLIMIT_NOFILE leaves room for "
+                    f"{self._log_slots} partition logs")
+            self._logs_holding += 1
+
+    def _give_log_slot(self) -> None:
+        with self._lock:
+            self._logs_holding -= 1
 
     # ==== lookup / create / delete ================================================================
     def current_logs(self) -> dict[TopicPartition, Log]:
@@ -304,19 +351,30 @@ class LogManager:
             d = self._next_log_dir()
             path = os.path.join(d, files.log_dir_name(topic, partition))
             try:
+                self._take_log_slot(tp)
+            except KafkaStorageError as e:
+                self._set_offline(tp, str(e))  # nothing created: a start with room creates it
+                log.error("Error while creating log for %s-%d in dir %s; the partition is offline: %s", topic,
+                          partition, d, e)
+                raise
+            try:
                 os.makedirs(path, exist_ok=True)
                 self._sync_dir_later(d)
                 lg = Log.open(path, config or self.config_for(topic), now_ms=now_ms, had_clean_shutdown=True,
                               scheduler=self.scheduler, topic_id=topic_id,
                               producer_id_expiration_ms=self.config.producer_id_expiration_ms,
                               max_transaction_timeout_ms=self.config.transaction_max_timeout_ms, file_io=self.file_io)
-            except OSError as e:
+            except BaseException as e:
+                self._give_log_slot()
+                if not isinstance(e, OSError):
+                    raise
                 # out of descriptors, a full or failed disk: the partition goes offline (KAFKA_STORAGE_ERROR), once
-                self.offline_partitions[tp] = str(e)
+                self._set_offline(tp, str(e))
                 log.error("Error while creating log for %s-%d in dir %s; the partition is offline: %s", topic,
                           partition, d, e)
                 raise KafkaStorageError(f"Error while creating log for {topic}-{partition} in dir {d}: {e}") from e
             self._logs[tp] = lg
+            lg.on_offline = self._log_went_offline
             log.info("Created log for partition %s-%d in %s", topic, partition, path)
             return lg
 
@@ -343,7 +401,10 @@ class LogManager:
         tp = (topic, partition)
         with self._lock:
             lg = self._logs.pop(tp, None)
-            self.offline_partitions.pop(tp, None)
+            self._unloaded.pop(tp, None)
+            if tp in self.offline_partitions:
+                with self._offline_lock:
+                    self.offline_partitions = {k: v for k, v in self.offline_partitions.items() if k != tp}
         if lg is None:
             return False
         if self.cleaner is not None:
@@ -363,8 +424,12 @@ class LogManager:
         # the files stay open until then (Kafka's asyncDelete): a Fetch answer still being sent from a file slice
         # reads the old bytes, never a reused descriptor
         delay = lg.config.file_delete_delay_ms
-        self.scheduler.schedule_once("delete-log", lambda: _close_and_remove(lg), delay)
+        self.scheduler.schedule_once("delete-log", lambda: self._close_and_remove(lg), delay)
         return True
+
+    def _close_and_remove(self, lg: Log) -> None:
+        _close_and_remove(lg)
+        self._give_log_slot()
 
     def truncate_to(self, offsets: Mapping[TopicPartition, int], now_ms: int) -> None:
         """Truncate partitions (replication), pausing the cleaner on them meanwhile."""
@@ -391,18 +456,23 @@ class LogManager:
     def _logs_in_dir(self, d: str) -> dict[TopicPartition, Log]:
         return {tp: lg for tp, lg in self.current_logs().items() if os.path.dirname(lg.dir) == d}
 
+    # An offline partition keeps its entries: those it was loaded with, or its log's last (a recovery point moves
+    # only after a flush that succeeded); dropping them would lose its log start offset at the next start.
+    def _unloaded_in_dir(self, d: str, field: int) -> dict[TopicPartition, int]:
+        with self._lock:
+            return {tp: kept[field] for tp, kept in self._unloaded.items() if kept[0] == d and kept[field] is not None}
+
     def checkpoint_recovery_offsets_in_dir(self, d: str) -> None:
         cp = self._recovery_checkpoints.get(d)
         if cp is not None:
-            cp.write({tp: lg.recovery_point for tp, lg in self._logs_in_dir(d).items() if not lg.offline})
+            cp.write({**self._unloaded_in_dir(d, 1),
+                      **{tp: lg.recovery_point for tp, lg in self._logs_in_dir(d).items()}})
 
     def checkpoint_log_start_offsets_in_dir(self, d: str) -> None:
         cp = self._log_start_checkpoints.get(d)
         if cp is not None:
-            out = {}
+            out = self._unloaded_in_dir(d, 2)
             for tp, lg in self._logs_in_dir(d).items():
-                if lg.offline:
-                    continue
                 first = lg.segments.first_segment_base_offset()
                 if first is not None and lg.log_start_offset > first:
                     out[tp] = lg.log_start_offset
@@ -411,7 +481,8 @@ class LogManager:
     def checkpoint_high_watermarks_in_dir(self, d: str) -> None:
         cp = self._hw_checkpoints.get(d)
         if cp is not None:
-            cp.write({tp: lg.high_watermark for tp, lg in self._logs_in_dir(d).items() if not lg.offline})
+            cp.write({**self._unloaded_in_dir(d, 3),
+                      **{tp: lg.high_watermark for tp, lg in self._logs_in_dir(d).items()}})
 
     def checkpoint_all(self) -> None:
         for d in self.live_log_dirs:
@@ -484,16 +555,22 @@ class LogManager:
             INDEX_MAPPINGS.release_idle()
 
     # ==== descriptors =============================================================================
-    def log_descriptor_budget(self) -> DescriptorBudget:
-        """Log what the logs may hold open against ``RLIMIT_NOFILE``, raising the soft limit to the hard one when
-        the budget does not fit (Kafka leaves that to ``ulimit -n``)."""
-        budget = descriptor_budget(len(self._logs))
+    def log_descriptor_budget(self, partitions: int | None = None) -> DescriptorBudget:
+        """Log what ``partitions`` logs (the open ones by default) may hold open against ``RLIMIT_NOFILE``, raising
+        the soft limit to the hard one when the budget does not fit (Kafka leaves that to ``ulimit -n``), and
+        bound the logs that may open to what fits beside the rest (``log_slots``)."""
+        with self._lock:
+            budget = descriptor_budget(len(self._logs) if partitions is None else partitions, self._logs_holding)
+            self._log_slots = budget.log_slots
         line = (f"File descriptors: {budget.partitions} partitions hold one each (their active segments), inactive "
                 f"segments at most {budget.inactive_segments} more, {budget.reserved} kept for connections and "
                 f"the rest: {budget.needed} of RLIMIT_NOFILE {budget.soft_limit} (hard {budget.hard_limit})")
         if budget.raised_from is not None:
             line += f", raised from {budget.raised_from}"
-        if budget.needed > budget.soft_limit:
+        if budget.log_slots is not None and budget.partitions > budget.log_slots:
+            log.warning("%s: too few; %d open already, room for %d partition logs: the others go offline "
+                        "(KAFKA_STORAGE_ERROR)", line, budget.in_use, budget.log_slots)
+        elif budget.needed > budget.soft_limit:
             log.warning("%s: too few; partitions that cannot open their files go offline", line)
         else:
             log.info("%s", line)

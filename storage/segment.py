@@ -100,6 +100,7 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self._deleted = False
         self._unchecked_indexes = False  # loaded without checking its indexes: checked on their first use
+        self.recovery_problem: str | None = None  # why the last recover() cut the file, if a batch was invalid
 
     # ---- construction ----------------------------------------------------------------------------
     @classmethod
@@ -454,9 +455,11 @@ class LogSegment:
         ``next_segment_base`` (the following segment's base offset) bounds the offsets too: the base offset
         is not covered by the CRC, so a damaged one is caught only by such range checks.
 
-        Returns the number of bytes truncated (``LogSegment.recover``).
+        Returns the number of bytes truncated (``LogSegment.recover``); ``recovery_problem`` says why, if a batch
+        was invalid (None for a clean segment or one whose last batch was only cut short).
         """
         self._next_segment_base = next_segment_base
+        self.recovery_problem = None
         oi, ti = self.offset_index, self.time_index
         oi.reset()
         ti.reset()
@@ -522,8 +525,9 @@ class LogSegment:
                     break  # a torn tail
                 pos += off
         except (ProtocolError, LogSegmentOffsetOverflowError, _NonMonotonic) as e:
-            log.warning("Found invalid messages in log segment %s at byte offset %d: %s",
-                        self.log.path, valid_bytes, e)
+            # the loader's one line for this log says it (Kafka logs it here, and the truncation again)
+            self.recovery_problem = f"invalid messages at byte offset {valid_bytes}: {e}"
+            log.debug("Found invalid messages in log segment %s at byte offset %d: %s", self.log.path, valid_bytes, e)
         if producer_state is not None and valid_bytes:
             producer_state.update_map_end_offset(next_expected)
         self._max_ts_and_offset = (max_ts, max_off) if max_ts >= 0 else _UNKNOWN_TS

@@ -8,12 +8,16 @@ Behaviour (KafkaApis.handleTopicMetadataRequest, KRaft):
 * auto-creation when ``auto.create.topics.enable`` and (v4+) ``allow_auto_topic_creation``: the topic is
   created with the broker defaults and answered LEADER_NOT_AVAILABLE in that response, as Kafka does
   while creation propagates; internal topics are never auto-created here;
+* a partition whose log is offline on this broker (KAFKA_STORAGE_ERROR to Produce and Fetch) is answered as
+  Kafka answers one whose replica is on an offline log dir: this broker among the offline replicas and, where it
+  leads, no leader (LEADER_NOT_AVAILABLE);
 * authorized operations: -2147483648 (not requested / not computed: no authorizer).
 """
 
 from __future__ import annotations
 
 import random
+from typing import Mapping
 
 from cluster.controller import validate_topic_name
 from cluster.metadata_image import MetadataImage, TopicInfo
@@ -109,6 +113,29 @@ class _TopicEntries:
 _TOPIC_ENTRIES = _TopicEntries()
 
 
+def with_offline_logs(entry: MetadataResponseTopic, offline: Mapping[tuple[str, int], str],
+                      node_id: int) -> MetadataResponseTopic:
+    """``entry`` with this node's offline logs shown as Kafka shows replicas on an offline log dir
+    (KRaftMetadataCache.isReplicaInOfflineDir): the node among the offline replicas and, where it leads, no leader
+    (Kafka's controller takes leadership off such a replica; with no other in-sync replica none is left). Kafka
+    reports whole dirs to its controller; this node's offline logs are its own, so only its own answers show them.
+    A copy: built entries are shared."""
+    parts = []
+    for p in entry.partitions:
+        if (entry.name, p.partition_index) in offline and node_id in p.replica_nodes:
+            leads = p.leader_id == node_id
+            p = MetadataResponsePartition(
+                error_code=ErrorCode.LEADER_NOT_AVAILABLE if leads else p.error_code,
+                partition_index=p.partition_index, leader_id=-1 if leads else p.leader_id,
+                leader_epoch=p.leader_epoch, replica_nodes=p.replica_nodes, isr_nodes=p.isr_nodes,
+                offline_replicas=p.offline_replicas if node_id in p.offline_replicas
+                else [*p.offline_replicas, node_id])
+        parts.append(p)
+    return MetadataResponseTopic(error_code=entry.error_code, name=entry.name, topic_id=entry.topic_id,
+                                 is_internal=entry.is_internal, partitions=parts,
+                                 topic_authorized_operations=entry.topic_authorized_operations)
+
+
 async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
     image = ctx.image
     version = ctx.version
@@ -146,6 +173,10 @@ async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
             # AutoTopicCreationManager: a CreateTopics to the controller with the broker defaults (-1)
             await ctx.controller.call(CreateTopicsRequest(topics=[
                 CreatableTopic(name=n, num_partitions=-1, replication_factor=-1) for n in dict.fromkeys(to_create)]))
+    offline = ctx.replicas.offline_partitions
+    if offline:
+        names = {name for name, _ in offline}
+        topics = [with_offline_logs(t, offline, ctx.node_id) if t.name in names else t for t in topics]
     brokers = brokers_for(image, ctx.listener)
     if all(b.node_id != ctx.node_id for b in brokers):
         # this broker is not registered or not unfenced yet (it serves while it starts, answering retriable errors):

@@ -21,7 +21,9 @@ Behaviour:
 * partitions: error code 0; leader id when the leader is registered with an endpoint on the request's
   listener, else -1 (Kafka does not look at fencing for the leader); replicas and ISR unfiltered;
   offline replicas: not registered, fenced, without this listener, or on an offline log dir. While this
-  node's logs are still loading it counts as fenced (as a starting Kafka broker is) and leads nothing;
+  node's logs are still loading it counts as fenced (as a starting Kafka broker is) and leads nothing; a
+  partition whose log is offline here (KAFKA_STORAGE_ERROR) has this node among its offline replicas, not
+  leading, as a replica on an offline log dir in Kafka;
 * eligible_leader_replicas / last_known_elr: [] (Kafka answers the partition's ELR arrays, empty when
   eligible leader replicas are not enabled; the metadata image carries no ELR, so they are always empty);
 * topic_authorized_operations: with no authorizer Kafka fills in every operation supported on topics
@@ -33,7 +35,7 @@ Behaviour:
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from typing import Container, Iterable
 
 from cluster.controller import validate_topic_name
 from cluster.metadata_image import INTERNAL_TOPICS, MetadataImage, TopicInfo
@@ -65,7 +67,8 @@ class InvalidRequest(Exception):
 
 
 def _partitions(image: MetadataImage, t: TopicInfo, listener: str, start: int, max_count: int,
-                node_id: int, loading: bool) -> tuple[list[DescribeTopicPartitionsResponsePartition], int]:
+                node_id: int, loading: bool, offline_here: Container[tuple[str, int]] = ()
+                ) -> tuple[list[DescribeTopicPartitionsResponsePartition], int]:
     """Partitions ``start`` .. ``start + max_count`` (exclusive) of ``t`` and the next index left out (-1: none)."""
     count = len(t.partitions)
     upper = min(count, start + max_count)
@@ -78,13 +81,15 @@ def _partitions(image: MetadataImage, t: TopicInfo, listener: str, start: int, m
             continue
         leader = image.brokers.get(p.leader)
         has_leader = leader is not None and leader.endpoint(listener) is not None
-        if loading and p.leader == node_id:
-            has_leader = False  # fenced while its logs load: the controller would have moved leadership
+        # fenced while its logs load, or its log offline here: the controller would have moved leadership
+        down_here = loading or (t.name, pid) in offline_here
+        if down_here and p.leader == node_id:
+            has_leader = False
         offline = []
         for r in p.replicas:
             b = image.brokers.get(r)
             if (b is None or b.fenced or b.endpoint(listener) is None or r in p.offline_replicas
-                    or (loading and r == node_id)):
+                    or (down_here and r == node_id)):
                 offline.append(r)
         out.append(DescribeTopicPartitionsResponsePartition(
             error_code=0, partition_index=pid, leader_id=p.leader if has_leader else NO_LEADER,
@@ -94,7 +99,8 @@ def _partitions(image: MetadataImage, t: TopicInfo, listener: str, start: int, m
 
 
 def describe(image: MetadataImage, topics: Iterable[str], listener: str, start_index, limit: int,
-             fetch_all: bool, node_id: int = -1, loading: bool = False) -> DescribeTopicPartitionsResponse:
+             fetch_all: bool, node_id: int = -1, loading: bool = False,
+             offline_here: Container[tuple[str, int]] = ()) -> DescribeTopicPartitionsResponse:
     """KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse over ``topics`` (sorted names)."""
     remaining = limit
     result = DescribeTopicPartitionsResponse(topics=[])
@@ -105,7 +111,8 @@ def describe(image: MetadataImage, topics: Iterable[str], listener: str, start_i
             break
         t = image.topic(name)
         if t is not None:
-            parts, next_index = _partitions(image, t, listener, start_index(name), remaining, node_id, loading)
+            parts, next_index = _partitions(image, t, listener, start_index(name), remaining, node_id, loading,
+                                            offline_here)
             result.topics.append(DescribeTopicPartitionsResponseTopic(
                 error_code=0, name=name, topic_id=t.topic_id, is_internal=t.is_internal, partitions=parts,
                 topic_authorized_operations=TOPIC_OPERATIONS))
@@ -162,4 +169,4 @@ async def handle(ctx, req: DescribeTopicPartitionsRequest) -> DescribeTopicParti
     configured = ctx.config.get(PARTITION_LIMIT_CONFIG, PARTITION_LIMIT_DEFAULT)
     limit = max(min(int(configured), req.response_partition_limit), 1)
     return describe(image, names, ctx.listener, lambda name: cursor_index if name == cursor_topic else 0, limit,
-                    fetch_all, ctx.node_id, ctx.replicas.loading)
+                    fetch_all, ctx.node_id, ctx.replicas.loading, ctx.replicas.offline_partitions)

@@ -252,6 +252,11 @@ class ReplicaManager:
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
 
+    @property
+    def offline_partitions(self) -> Mapping[TopicPartition, str]:
+        """The partitions hosted here whose logs are offline (could not be opened, or failed since) and why."""
+        return self.log_manager.offline_partitions
+
     def _diff(self, image: MetadataImage, diff: ImageDiff | None) -> ImageDiff:
         """The changes from the last image applied here to ``image`` (``diff`` when it is that)."""
         if diff is None or diff.prev is not self.image or diff.image is not image:

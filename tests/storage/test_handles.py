@@ -2,7 +2,9 @@
 
 Index mappings keep no descriptor and are unmapped when idle; inactive segments' files are opened on first use,
 at most ``MAX_OPEN_INACTIVE_SEGMENTS`` at once, and given back when idle; a clean start-up opens nothing but the
-active segments; a slice handed out keeps its descriptor open after its segment let go of it.
+active segments; a slice handed out keeps its descriptor open after its segment let go of it. Under an
+``RLIMIT_NOFILE`` too low for every partition, the logs past its room go offline (one line each) and keep their
+checkpoint entries.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pytest
 
 from storage import handles
 from storage.config import LogConfig, LogManagerConfig
+from storage.errors import KafkaStorageError
 from storage.fileio import FileIO
 from storage.log_manager import LogManager
 from tests.storage.helpers import NoSyncFileIO, all_batches, batch, open_log
@@ -157,3 +160,55 @@ def test_the_descriptor_budget_is_logged_against_the_limit(tmp_path, caplog):
     assert budget.needed == handles.MAX_OPEN_INACTIVE_SEGMENTS + handles.RESERVED_DESCRIPTORS
     assert [r for r in caplog.records if r.getMessage().startswith("File descriptors: 0 partitions")]
     lm.shutdown(0)
+
+
+def test_logs_past_the_descriptor_budget_go_offline_and_keep_their_checkpoints(tmp_path, monkeypatch, caplog):
+    root = str(tmp_path / "logs")
+    lm = LogManager(LogManagerConfig(log_dirs=(root,)), file_io=NoSyncFileIO())
+    lm.startup(0)
+    for p in range(6):
+        lg = lm.get_or_create_log("t", p, now_ms=0)
+        for i in range(3):
+            lg.append_as_leader(batch(1, tag=i), 0, now_ms=0)
+        lg.update_high_watermark(lg.log_end_offset)
+    assert lm.get_log("t", 5).maybe_increment_log_start_offset(2)  # DeleteRecords
+    lm.shutdown(0)
+
+    # RLIMIT_NOFILE leaves room for three partition logs beside what is open, the inactive segments and the spare
+    in_use = 10
+    soft = in_use + handles.MAX_OPEN_INACTIVE_SEGMENTS + handles.SPARE_DESCRIPTORS + 3
+    monkeypatch.setattr(handles, "open_descriptors", lambda: in_use)
+    monkeypatch.setattr(handles.resource, "getrlimit", lambda which: (soft, soft))
+    caplog.set_level("INFO", logger="storage")
+    lm2 = LogManager(LogManagerConfig(log_dirs=(root,)), file_io=NoSyncFileIO())
+    lm2.startup(0)
+    try:
+        assert sorted(lm2.current_logs()) == [("t", 0), ("t", 1), ("t", 2)]  # loaded in name order
+        assert sorted(lm2.offline_partitions) == [("t", 3), ("t", 4), ("t", 5)]
+        offline = [r for r in caplog.records if "the partition is offline" in r.getMessage()]
+        assert len(offline) == 3 and not any(r.exc_info for r in offline)  # one line each, no traceback
+        assert all("Not enough file descriptors" in r.getMessage() for r in offline)
+        with pytest.raises(KafkaStorageError):
+            lm2.get_or_create_log("t", 3, now_ms=0)
+        # a partition created now finds no room either: offline, nothing created
+        with pytest.raises(KafkaStorageError):
+            lm2.get_or_create_log("u", 0, now_ms=0)
+        assert ("u", 0) in lm2.offline_partitions and not os.path.exists(os.path.join(root, "u-0"))
+        # a deleted log gives its descriptor back once its files are closed
+        assert lm2.delete_log("t", 0)
+        lm2.scheduler.run_all()
+        assert lm2.get_or_create_log("u", 1, now_ms=0).log_end_offset == 0
+    finally:
+        lm2.shutdown(0)
+    monkeypatch.undo()
+
+    lm3 = LogManager(LogManagerConfig(log_dirs=(root,)), file_io=NoSyncFileIO())
+    lm3.startup(0)
+    try:
+        # the offline ones kept their checkpointed log start offsets and high watermarks
+        assert {tp: (lg.log_start_offset, lg.log_end_offset, lg.high_watermark)
+                for tp, lg in lm3.current_logs().items() if tp[0] == "t"} == {
+            ("t", 1): (0, 3, 3), ("t", 2): (0, 3, 3), ("t", 3): (0, 3, 3), ("t", 4): (0, 3, 3), ("t", 5): (2, 3, 3)}
+        assert not lm3.offline_partitions
+    finally:
+        lm3.shutdown(0)
