@@ -232,7 +232,10 @@ class QuorumControllerChannel:
         except Exception:
             self._pending = None
             raise
-        self._pending = (epoch, image.apply(records, last_offset))
+        # thousands of records (a large CreateTopics): applied off the event loop (the images are immutable)
+        pending = await asyncio.to_thread(image.apply, records, last_offset) if len(records) >= 1000 \
+            else image.apply(records, last_offset)
+        self._pending = (epoch, pending)
         committed.add_done_callback(self._forget_pending_on_failure)
         return committed
 

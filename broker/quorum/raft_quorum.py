@@ -41,6 +41,17 @@ log = logging.getLogger("odradek.quorum")
 LARGE_APPLY_BYTES = 64 * 1024
 
 
+LARGE_APPEND_RECORDS = 1000  # records in one append encoded off the event loop
+
+
+def _encode_batch(records: list[Message], now_ms: int) -> bytes:
+    return build_batch([Record(value=encode_record(r), timestamp=now_ms) for r in records])
+
+
+def _apply_batches(image: MetadataImage, data: list[tuple[bytes, int]]) -> MetadataImage:
+    return image.apply_batches([(records_of(batch), last_offset) for batch, last_offset in data])
+
+
 def _partition_count(image: MetadataImage) -> int:
     return sum(len(t.partitions) for t in image.topics_by_name.values())
 
@@ -100,6 +111,7 @@ class RaftQuorum:
         self._snapshotting: asyncio.Task | None = None
         self.snapshots_written = 0
         self._publish_wanted = asyncio.Event()
+        self._append_order = asyncio.Lock()
         self._gc_paused = 0  # large applies whose objects are frozen once their image is published (gc_tuning)
         self._published = asyncio.Event()  # set (and replaced) after every publish
         self._publishing: asyncio.Task | None = None
@@ -155,9 +167,13 @@ class RaftQuorum:
         offset of its last record. ``wait_published=False``: done once committed (what Kafka's controller waits
         for), however long this node's own parts take to apply it."""
         now = self.clock.now_ms()
-        batch = build_batch([Record(value=encode_record(r), timestamp=now) for r in records])
-        started = self.clock.monotonic()
-        appended, last_offset = await self.driver.append(batch, len(records))
+        async with self._append_order:  # a batch encoded off the loop keeps its place
+            if len(records) >= LARGE_APPEND_RECORDS:
+                batch = await asyncio.to_thread(_encode_batch, records, now)
+            else:
+                batch = _encode_batch(records, now)
+            started = self.clock.monotonic()
+            appended, last_offset = await self.driver.append(batch, len(records))
         self.batches_appended += 1
 
         async def committed() -> MetadataImage:
@@ -214,15 +230,16 @@ class RaftQuorum:
             self._bytes_since_snapshot = 0
             self._last_snapshot_ms = self._monotonic_ms()
             log.info("loaded the metadata snapshot %d-%d", snapshot.end_offset, snapshot.epoch)
-        batches = []
+        data = []
         for e in entries:
             self._bytes_since_snapshot += len(e.data)
             if e.control:
                 continue
             self._last_batch_timestamp = parse_header(e.data).max_timestamp
-            batches.append((records_of(e.data), e.next_offset - 1))
-        if batches:
-            image = image.apply_batches(batches)
+            data.append((e.data, e.next_offset - 1))
+        if data:
+            # thousands of records: decoded and applied off the event loop (the images are immutable)
+            image = await asyncio.to_thread(_apply_batches, image, data) if large else _apply_batches(image, data)
         if large:
             if _partition_count(image) <= partitions_before - gc_tuning.MANY_PARTITIONS:
                 gc_tuning.collect_frozen_at_settle()

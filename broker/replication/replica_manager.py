@@ -11,9 +11,9 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
-from typing import Any, Callable, Mapping, NamedTuple, Protocol
+from typing import Any, Callable, Generator, Mapping, NamedTuple, Protocol
 
-from broker.loop_turns import ITEMS_PER_TURN
+from broker.loop_turns import ITEMS_PER_TURN, at_once, in_turns
 from broker.replication.replica_selector import FollowerView, ReplicaSelector, preferred_read_replica
 from broker.replication.replica_state import FollowerState, leader_high_watermark, may_join_isr, out_of_sync_replicas
 from cluster.image_diff import ImageDiff, TopicPartition, diff_images
@@ -589,11 +589,23 @@ class ReplicaManager:
     def maybe_shrink_isr(self) -> None:
         """``Partition.maybeShrinkIsr`` for every led partition (Kafka's isr-expiration task): followers that
         have not caught up within ``replica.lag.time.max.ms`` leave the ISR (never the leader itself)."""
+        at_once(self._shrink_isr())
+
+    async def maybe_shrink_isr_in_turns(self) -> None:
+        """``maybe_shrink_isr`` giving the event loop a turn every ``ITEMS_PER_TURN`` partitions looked at or 100
+        shrunk (each is logged): followers slow to create thousands of new logs are dropped by the thousand."""
+        await in_turns(self._shrink_isr())
+
+    def _shrink_isr(self) -> Generator[None, None, None]:
         if self.alter_isr is None:
             return
         now = self.now_ms()
-        for part in list(self.partitions.values()):
-            if not part.is_leader(self.node_id) or part.pending_isr is not None:
+        shrunk = 0
+        for n, part in enumerate(list(self.partitions.values())):
+            if n and n % ITEMS_PER_TURN == 0:
+                yield
+            if not part.is_leader(self.node_id) or part.pending_isr is not None \
+                    or self.partitions.get((part.topic, part.index)) is not part:
                 continue
             lagging = out_of_sync_replicas(part.log.log_end_offset, part.followers, part.info.isr, now,
                                            self.replica_lag_time_max_ms)
@@ -601,6 +613,9 @@ class ReplicaManager:
                 log.info("%s-%d: shrinking the ISR from %s: %s out of sync", part.topic, part.index,
                          list(part.info.isr), sorted(lagging))
                 self._submit_isr(part, tuple(r for r in part.info.isr if r not in lagging))
+                shrunk += 1
+                if shrunk % 100 == 0:
+                    yield
 
     def _submit_isr(self, part: Partition, new_isr: tuple[int, ...]) -> None:
         assert self.alter_isr is not None
