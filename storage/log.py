@@ -230,7 +230,7 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self.local_log.log_end_offset
+        return self.local_log.next_offset_metadata.message_offset  # LocalLog.log_end_offset, one call less
 
     def end_state(self) -> tuple:
         """The offsets a read at the end of the log depends on (log end, high watermark, log start, first unstable

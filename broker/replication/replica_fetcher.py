@@ -48,6 +48,7 @@ log = logging.getLogger("odradek.replica_fetcher")
 FETCH_VERSION = 17  # topic ids and replica_state (v15+), diverging epochs (v12+)
 LIST_OFFSETS_VERSION = 9  # current_leader_epoch (v4+); a replica's LATEST is the leader's log end
 LATEST = -1
+RECHECK_S = 5.0  # the longest a fetcher reuses its last fetch positions without looking at them (``_build``)
 UNDEFINED_EPOCH = -1
 # answers after which the next fetch is full at once (FetchSessionHandler.handleResponse); other top-level
 # errors back off first
@@ -162,12 +163,18 @@ class ReplicaFetcher:
         # per partition, what it was last asked with and what that was built from (log end, log start, partition
         # info): an idle partition's request is not rebuilt (its last fetched epoch moves only with its log end)
         self._asked: dict[tuple[str, int], tuple[int, int, object, PartitionFetch]] = {}
+        # whether a partition's position may have moved since the last build: this fetcher moves them (appends,
+        # truncation, a log start from the leader), images move the partitions; retention may move a log start
+        # on its own, so positions are looked at again every RECHECK_S whatever happened
+        self._stale = True
+        self._built: tuple[dict, float] = ({}, 0.0)  # the partitions of the last full look, and when
         self._changed = asyncio.Event()
         self.session = FetchSessionHandler(leader)
         self.client = manager.links.client(host, port, f"replica-fetcher-{manager.node_id}-{leader}", peer=leader)
         self.task = asyncio.ensure_future(self._run())
 
     def set_partitions(self, parts: dict[tuple[str, int], Partition]) -> None:
+        self._stale = True
         self.partitions = dict(parts)
         self._asked = {tp: a for tp, a in self._asked.items() if tp in parts}
         self.delayed = {tp: d for tp, d in self.delayed.items() if tp in parts and parts[tp].leader_epoch == d[0]}
@@ -176,6 +183,7 @@ class ReplicaFetcher:
     def change_partitions(self, changed: dict[tuple[str, int], Partition | None]) -> None:
         """``set_partitions`` for the partitions in ``changed`` only (None: no longer fetched from this leader);
         a delayed one waits no more once its leader epoch moved."""
+        self._stale = True
         for tp, part in changed.items():
             if part is None:
                 self.partitions.pop(tp, None)
@@ -207,7 +215,7 @@ class ReplicaFetcher:
         m = self.manager
         while True:
             parts, next_due = self._fetchable()
-            data = self.session.build(self._partition_fetches(parts))
+            data = self._build(parts)
             if not data.session_partitions and not data.to_forget:
                 self._changed.clear()
                 timeout = None if next_due is None else max(0.0, next_due - m.clock.monotonic())
@@ -232,6 +240,8 @@ class ReplicaFetcher:
                                 response.error_code)
                 await asyncio.sleep(m.backoff_s)  # else a response the session could not use: a full fetch next
                 continue
+            if response.responses:
+                self._stale = True  # an answered partition may move (records, a truncation, a log start, an error)
             try:
                 backoff = self._process(parts, data.session_partitions, response)
             except Exception:
@@ -242,12 +252,25 @@ class ReplicaFetcher:
             if backoff:
                 await asyncio.sleep(m.backoff_s)
 
+    def _build(self, parts: dict[tuple[str, int], Partition]) -> FetchRequestData:
+        """The next request: from every partition's position, or, in an open session where nothing can have
+        moved since the last look (the same partitions, no answer that carried any, within RECHECK_S), the last
+        positions again without looking at thousands of partitions."""
+        now = self.manager.clock.monotonic()
+        last_parts, last_at = self._built
+        if self._stale or self.session.is_full or now - last_at >= RECHECK_S or parts.keys() != last_parts.keys():
+            self._stale = False
+            self._built = (parts, now)
+            return self.session.build(self._partition_fetches(parts))
+        return self.session.build_unchanged()
+
     async def _truncate_out_of_range(self) -> bool:
         """``fetchOffsetAndTruncate``: ListOffsets LATEST as this replica gives the leader's log end; a log that
         ends past it is cut there (the leader's log start is handled with the fetch answer). True to back off."""
         m = self.manager
         tps = [tp for tp in self.out_of_range if self.partitions.get(tp) is not None]
         self.out_of_range.clear()
+        self._stale = True
         if not tps:
             return False
         by_topic: dict[str, list[ListOffsetsPartition]] = {}

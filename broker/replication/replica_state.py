@@ -33,11 +33,6 @@ class FollowerState:
         self.last_fetch_ms = fetch_ms
         self.broker_epoch = broker_epoch
 
-    def touch_caught_up(self, fetch_ms: int) -> None:
-        """``update_fetch`` of a fetch at the leader's end that moves nothing else: caught up now."""
-        self.last_caught_up_ms = max(self.last_caught_up_ms, fetch_ms)
-        self.last_fetch_ms = fetch_ms
-
     def is_caught_up(self, leader_end_offset: int, now_ms: int, lag_max_ms: int) -> bool:
         """``ReplicaState.isCaughtUp``: at the leader's end, or caught up within ``replica.lag.time.max.ms``."""
         return leader_end_offset == self.log_end_offset or now_ms - self.last_caught_up_ms <= lag_max_ms

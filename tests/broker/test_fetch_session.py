@@ -21,7 +21,7 @@ from broker.replication.fetch_session.metadata import (
     TopicIdPartition, next_epoch,
 )
 from broker.replication.fetch_session.metrics import FetchSessionCacheCollector
-from broker.replication.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
+from broker.replication.replica_fetcher import RECHECK_S, ReplicaFetcher, ReplicaFetcherManager
 from broker.replication.replica_manager import FetchWaiters, Partition
 from cluster.metadata_image import PartitionInfo
 from protocol.errors import ErrorCode
@@ -506,6 +506,63 @@ def test_replica_fetcher_uses_a_session_and_starts_over_after_a_session_error_or
         assert [(FOO, [2])] in forgets
         assert all(_named(q) == {} for q in leader2.requests[1:])
         await asyncio.gather(fetcher.task, fetcher2.task, return_exceptions=True)
+        for lg in logs:
+            lg.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_idle_fetcher_reuses_its_positions_until_an_answer_moves_one_or_the_recheck_is_due(tmp_path):
+    """ReplicaFetcher._build: with nothing answered and nothing changed, the next request is built without looking
+    at every partition; a log start moved by retention (not by the fetcher) is sent within RECHECK_S."""
+    async def scenario():
+        clock = ManualClock(NOW)
+        logs = [Log.open(str(tmp_path / f"foo-{i}"), LogConfig.from_props({}), now_ms=NOW) for i in range(3)]
+        for lg in logs:
+            lg.append_as_follower(bytes(build_batch([Record(value=b"v")], base_offset=0,
+                                                    partition_leader_epoch=0)), NOW)
+        parts = {("foo", i): Partition("foo", i, FOO, lg, PartitionInfo(i, (1, 2), (1, 2), 1, 0, 0))
+                 for i, lg in enumerate(logs)}
+        manager = ReplicaFetcherManager(2, _Replicas(), clock, "PLAINTEXT", lambda: 5,
+                                        {"replica.fetch.backoff.ms": 1})
+
+        def answer(request, n):
+            pds = [PartitionData(partition_index=i, high_watermark=1) for i in range(3)] \
+                if request.session_epoch == INITIAL_EPOCH else []
+            return FetchResponse(session_id=77, responses=[FetchableTopicResponse(topic_id=FOO, partitions=pds)]
+                                 if pds else [])
+
+        fetcher = ReplicaFetcher(manager, 1, "127.0.0.1", 1)
+        looked = []
+        partition_fetches = fetcher._partition_fetches
+        fetcher._partition_fetches = lambda ps: (looked.append(len(ps)), partition_fetches(ps))[1]
+        fetcher.client = leader = _ScriptedLeader(answer)
+        fetcher.set_partitions(parts)
+
+        async def requests(n):
+            for _ in range(400):
+                if len(leader.requests) >= n:
+                    return
+                await asyncio.sleep(0.005)
+            raise AssertionError(f"{len(leader.requests)} requests, not {n}")
+
+        try:
+            await requests(6)
+            # the full fetch and the one after its answer (it carried partitions) looked; the idle ones did not
+            assert looked == [3, 3]
+            assert all(_named(q) == {} for q in leader.requests[1:6])
+            logs[2].update_high_watermark(1)
+            logs[2].maybe_increment_log_start_offset(1, reason="retention")  # not the fetcher's doing
+            clock.advance(int(RECHECK_S * 1000))
+            seen = len(leader.requests)
+            await requests(seen + 2)
+            assert looked[2:] == [3]  # looked again once, when the recheck was due
+            assert {("foo", 2): 1} in [_named(q) for q in leader.requests[seen:]]
+            assert [fp.log_start_offset for q in leader.requests[seen:] for ft in q.topics
+                    for fp in ft.partitions] == [1]
+        finally:
+            fetcher.task.cancel()
+        await asyncio.gather(fetcher.task, return_exceptions=True)
         for lg in logs:
             lg.close()
 
