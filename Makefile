@@ -62,6 +62,7 @@ soak: venv-test
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_quorum_cluster.py -k controller_kills
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_controller_failover.py
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_scale_rejoin.py
+	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_scale_failover.py
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_replication_faults.py
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_bad_storage.py -k damaged
 	ODRADEK_SOAK=1 $(PY) -m pytest -s -m soak tests/spark_jobs

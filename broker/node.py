@@ -457,8 +457,9 @@ class Broker:
             if not loading.done():
                 await asyncio.sleep(0.1)  # partitions loaded together are opened together
             ready.clear()
-            if self.replicas.waiting_for_logs:
-                async with self.metadata.lock:
+            # under the lock: an image published meanwhile is applied in a thread that changes what this reads
+            async with self.metadata.lock:
+                if self.replicas.waiting_for_logs:
                     await self._publish_to_replicas(self.metadata.image)  # no change: the newly loaded ones
         await loading  # a start-up failure (no usable log dir) stops the node here
         for d, clean in self.log_manager._had_clean_shutdown.items():

@@ -254,15 +254,21 @@ class QuorumControllerChannel:
         handler = CONTROLLER_HANDLERS.get(request.API_KEY)
         version = handler.versions[1] if handler is not None else APIS[request.API_KEY].stable_max
         last = "no quorum leader known"
+        failed = 0  # attempts sent to a controller that did not answer (a failover): logged once one answers
+        started = clock.monotonic()
         while True:
             driver = self.quorum.driver
             if self.quorum.is_active:
                 try:
-                    return await asyncio.wait_for(local(request, deadline), max(0.0, deadline - clock.monotonic()))
+                    response = await asyncio.wait_for(local(request, deadline),
+                                                      max(0.0, deadline - clock.monotonic()))
+                    self._answered_after_retries(request, self.node_id, failed, started, last)
+                    return response
                 except NotLeaderError as exc:
                     last = str(exc)
                 except asyncio.TimeoutError:
                     last = "this node's controller did not decide it in time"
+                failed += 1
             elif driver.leader_id in self.voters and driver.leader_id != self.node_id:
                 leader = driver.leader_id
                 client = self._clients.get((leader, connection))
@@ -276,16 +282,26 @@ class QuorumControllerChannel:
                     if response is None:
                         last = f"the quorum moved on from node {leader} while it had the request"
                     elif getattr(response, "error_code", 0) != ErrorCode.NOT_CONTROLLER:
+                        self._answered_after_retries(request, leader, failed, started, last)
                         return response
                     else:
                         last = f"node {leader} is no longer the controller"
                 except (ConnectionError, asyncio.TimeoutError, BadResponse) as exc:
                     last = f"node {leader}: {exc}"
+                failed += 1
             elif (unknown := driver.no_leader_known()) is not None:
                 last = unknown
             if clock.monotonic() >= deadline:
                 raise ControllerUnavailable(f"no active controller answered within {timeout_ms} ms: {last}")
             await asyncio.sleep(self.RETRY_BACKOFF_S)
+
+    def _answered_after_retries(self, request: Message, controller: int, failed: int, started: float,
+                                last: str) -> None:
+        """A request that outlived a controller (its first attempts unanswered) says where it was answered: the
+        one trace of a change in flight across a failover (a retried AlterPartition, a heartbeat)."""
+        if failed:
+            log.info("%s answered by controller %d after %d failed attempt(s) in %.1f s (the last: %s)",
+                     type(request).__name__, controller, failed, self.quorum.clock.monotonic() - started, last)
 
     async def _while_leader(self, leader: int, request) -> Message | None:
         """The answer to ``request``, or None once the quorum names another leader first: a paused or cut-off

@@ -355,7 +355,7 @@ class ReplicaManager:
     @property
     def waiting_for_logs(self) -> bool:
         """Partitions placed here not applied yet, whose logs are loaded now (start-up applies them as they become
-        ready)."""
+        ready). Read under the metadata lock: ``apply_image`` changes the unapplied set in a thread."""
         return any(not self.log_manager.is_loading(tp) for tp in self._unapplied)
 
     def _hosts(self, topic: TopicInfo | None) -> bool:

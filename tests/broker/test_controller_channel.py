@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import random
 
 from broker.clock import SYSTEM_CLOCK
@@ -213,9 +214,10 @@ def test_alter_partition_and_unregister_reject_bad_input(tmp_path):
     asyncio.run(run())
 
 
-def test_a_request_to_a_controller_the_quorum_has_replaced_goes_to_the_new_one(tmp_path):
+def test_a_request_to_a_controller_the_quorum_has_replaced_goes_to_the_new_one(tmp_path, caplog):
     """A paused old controller holds the request: once the quorum names a new leader the channel sends it there
-    (a broker's heartbeats must not wait out request.timeout.ms while its session expires)."""
+    (a broker's heartbeats must not wait out request.timeout.ms while its session expires), and says so in one
+    line (the trace of a request in flight across a failover); a request answered at the first try says nothing."""
     from protocol.generated.messages import BrokerHeartbeatRequest, BrokerHeartbeatResponse, ResponseHeader
 
     async def run():
@@ -225,13 +227,14 @@ def test_a_request_to_a_controller_the_quorum_has_replaced_goes_to_the_new_one(t
             await asyncio.sleep(60)
 
         async def answering(reader, writer):  # node 2: the new controller
-            size = await reader.readexactly(4)
-            frame = await reader.readexactly(int.from_bytes(size, "big"))
-            got.append(frame)
-            version = int.from_bytes(frame[2:4], "big")
-            body = ResponseHeader(correlation_id=int.from_bytes(frame[4:8], "big")).encode(1) + \
-                BrokerHeartbeatResponse(is_fenced=False).encode(version)
-            writer.write(len(body).to_bytes(4, "big") + body)
+            for _ in range(2):
+                size = await reader.readexactly(4)
+                frame = await reader.readexactly(int.from_bytes(size, "big"))
+                got.append(frame)
+                version = int.from_bytes(frame[2:4], "big")
+                body = ResponseHeader(correlation_id=int.from_bytes(frame[4:8], "big")).encode(1) + \
+                    BrokerHeartbeatResponse(is_fenced=False).encode(version)
+                writer.write(len(body).to_bytes(4, "big") + body)
 
         old = await asyncio.start_server(silent, "127.0.0.1", 0)
         new = await asyncio.start_server(answering, "127.0.0.1", 0)
@@ -258,9 +261,17 @@ def test_a_request_to_a_controller_the_quorum_has_replaced_goes_to_the_new_one(t
         loop = asyncio.get_running_loop()
         loop.call_later(0.3, Quorum.driver.elect, 2)
         started = loop.time()
+        caplog.set_level(logging.INFO, logger="odradek.controller_channel")
         response = await channel.call(BrokerHeartbeatRequest(broker_id=3, broker_epoch=5))
         assert response.is_fenced is False and len(got) == 1
         assert loop.time() - started < 2.0  # not the 30 s request timeout
+        retried = [r.getMessage() for r in caplog.records if "answered by controller" in r.getMessage()]
+        assert len(retried) == 1 and retried[0].startswith(
+            "BrokerHeartbeatRequest answered by controller 2 after 1 failed attempt(s)"), retried
+        assert "the quorum moved on from node 1" in retried[0]
+        caplog.clear()
+        await channel.call(BrokerHeartbeatRequest(broker_id=3, broker_epoch=5), timeout_ms=5000)
+        assert len(got) == 2 and not [r for r in caplog.records if "answered by controller" in r.getMessage()]
         await channel.close()
         old.close()
         new.close()
