@@ -272,13 +272,15 @@ class Broker:
     async def _until_unfenced_or_slow(self) -> None:
         """Clients are let in once this broker is unfenced (Kafka's BrokerServer enables request processing once
         its logs are loaded and it has caught up): before that its Metadata would list no live broker and a
-        CreateTopics would find every broker fenced. A broker whose logs take longer to load than one heartbeat
+        CreateTopics would find every broker fenced. Unfenced as the controller's heartbeat answer says, not once
+        this node has applied it (``unfenced_here``): the other nodes list it from the commit on, and a client
+        they send here must find it listening. A broker whose logs take longer to load than one heartbeat
         interval serves meanwhile, answering Kafka's retriable errors for what it has not loaded."""
         waited, limit = 0.0, int(self.config["broker.heartbeat.interval.ms"]) / 1000
-        while not self.unfenced_here and waited < limit and not self.logs_loaded.done():
+        while self.fenced and waited < limit and not self.logs_loaded.done():
             await asyncio.sleep(0.01)
             waited += 0.01
-        while not self.unfenced_here and self.logs_loaded.done() and waited < limit:  # the next heartbeat unfences
+        while self.fenced and self.logs_loaded.done() and waited < limit:  # the next heartbeat unfences
             await asyncio.sleep(0.01)
             waited += 0.01
 
