@@ -557,24 +557,21 @@ class ReplicaManager:
 
         ``changes`` (from ``apply_image``): only the partitions it changed, unless a broker's registration changed
         (fencing moves who may count for the high watermark: every led partition); None: every partition."""
-        self._after_image_of(self._after_image_partitions(changes))
+        at_once(self._after_image(changes))
 
     async def after_image_in_turns(self, changes: ReplicaChanges | None = None) -> None:
         """``after_image`` giving the event loop a turn every ``ITEMS_PER_TURN`` partitions: a change of thousands
         of partitions (a large CreateTopics, a broker fenced or back) does not hold requests up meanwhile."""
-        parts = self._after_image_partitions(changes)
-        for i in range(0, len(parts), ITEMS_PER_TURN):
-            if i:
-                await asyncio.sleep(0)
-            self._after_image_of(parts[i:i + ITEMS_PER_TURN])
+        await in_turns(self._after_image(changes))
 
-    def _after_image_partitions(self, changes: ReplicaChanges | None) -> list[Partition]:
+    def _after_image(self, changes: ReplicaChanges | None) -> Generator[None, None, None]:
         if changes is None or changes.brokers:
-            return list(self.partitions.values())
-        return [p for tp in sorted(changes.partitions) if (p := self.partitions.get(tp)) is not None]
-
-    def _after_image_of(self, parts: list[Partition]) -> None:
-        for part in parts:
+            parts = list(self.partitions.values())
+        else:
+            parts = [p for tp in sorted(changes.partitions) if (p := self.partitions.get(tp)) is not None]
+        for n, part in enumerate(parts):
+            if n and n % ITEMS_PER_TURN == 0:
+                yield
             key = (part.topic, part.index)
             if not part.is_leader(self.node_id):  # DelayedProduce: leadership moved while acks=all waited
                 self.commit_waiters.fail(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)

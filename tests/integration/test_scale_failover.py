@@ -45,10 +45,9 @@ from protocol.record_codec import decode_batch
 from storage.config import LogConfig
 from storage.log import FetchIsolation, Log
 from tests.harness import ClusterProcesses, reserve_ports, scrape, wait_until
-from tests.integration.test_scale_rejoin import OVERRIDES, PER_TOPIC, SESSION_MS
+from tests.integration.test_scale_rejoin import OVERRIDES, PER_TOPIC, SESSION_MS, isr_gaps, start_with_topics
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 SOAK = bool(os.environ.get("ODRADEK_SOAK"))
 PARTITIONS = 3000 if SOAK else 1000
@@ -113,16 +112,6 @@ def log_sizes(port: int, topics: list[str]) -> list[float]:
     return partition_gauge(port, "kafka_log_log_size", topics)
 
 
-def isr_gaps(a: AdminClient, topics: list[str]) -> int:
-    """Partitions whose ISR is not all three replicas (or that the answering broker does not know yet)."""
-    md = a.list_topics(timeout=20)
-    gaps = 0
-    for t in topics:
-        parts = md.topics[t].partitions if t in md.topics else {}
-        gaps += PER_TOPIC - sum(1 for p in parts.values() if len(p.isrs) == 3)
-    return gaps
-
-
 def produce_one_record_each(c: ClusterProcesses, topics: list[str]) -> None:
     producer = confluent_kafka.Producer({"bootstrap.servers": c.bootstrap, "acks": 1, "linger.ms": 5})
     for t in topics:
@@ -165,14 +154,7 @@ def test_a_controller_failover_during_a_thousand_isr_rejoins_commits_nothing_twi
         c.nodes[i].overrides["metrics.prometheus.listener"] = f"127.0.0.1:{port}"
     epochs: list[tuple[int, int]] = []  # (the killed controller's, the next) quorum epoch of each round
     try:
-        c.start()
-        for i in c.broker_ports:
-            wait_until(lambda i=i: c.nodes[i].log_lines(rf"node {i} is unfenced") >= 1, 60, what=f"{i} unfenced")
-        a = AdminClient({"bootstrap.servers": c.bootstrap, "socket.timeout.ms": 60000})
-        topics = [f"scale-{n}" for n in range(PARTITIONS // PER_TOPIC)]
-        for f in a.create_topics([NewTopic(t, PER_TOPIC, 3) for t in topics], operation_timeout=60).values():
-            f.result(120)
-        wait_until(lambda: isr_gaps(a, topics) == 0, 120, 1.0, "every ISR full after creation", retry=(Exception,))
+        a, topics = start_with_topics(c, PARTITIONS, socket_timeout_ms=60000)
 
         for round_ in range(ROUNDS):
             case = CASES[(round_ + list(TOPOLOGIES).index(topology)) % len(CASES)]

@@ -41,6 +41,21 @@ def isr_gaps(a: AdminClient, topics: list[str]) -> int:
     return gaps
 
 
+def start_with_topics(c: ClusterProcesses, partitions: int, socket_timeout_ms: int = 20000
+                      ) -> tuple[AdminClient, list[str]]:
+    """Start ``c``, wait for every broker to be unfenced, create ``partitions`` as topics of ``PER_TOPIC`` (RF 3)
+    and wait for every ISR to be full."""
+    c.start()
+    for i in c.broker_ports:
+        wait_until(lambda i=i: c.nodes[i].log_lines(rf"node {i} is unfenced") >= 1, 60, what=f"{i} unfenced")
+    a = AdminClient({"bootstrap.servers": c.bootstrap, "socket.timeout.ms": socket_timeout_ms})
+    topics = [f"scale-{n}" for n in range(partitions // PER_TOPIC)]
+    for f in a.create_topics([NewTopic(t, PER_TOPIC, 3) for t in topics], operation_timeout=60).values():
+        f.result(120)
+    wait_until(lambda: isr_gaps(a, topics) == 0, 120, 1.0, "every ISR full after creation", retry=(Exception,))
+    return a, topics
+
+
 def fenced(c: ClusterProcesses) -> list[int]:
     """Every broker a controller fenced for session expiry, in every node's logs of every start."""
     out = []
@@ -56,14 +71,7 @@ def test_a_restarted_broker_rejoins_a_thousand_isrs_without_fencing_anyone(tmp_p
     for i, node in c.nodes.items():
         node.overrides["metrics.prometheus.listener"] = f"127.0.0.1:{metrics[i]}"
     try:
-        c.start()
-        for i in c.broker_ports:
-            wait_until(lambda i=i: c.nodes[i].log_lines(rf"node {i} is unfenced") >= 1, 60, what=f"{i} unfenced")
-        a = AdminClient({"bootstrap.servers": c.bootstrap, "socket.timeout.ms": 20000})
-        topics = [f"scale-{n}" for n in range(PARTITIONS // PER_TOPIC)]
-        for f in a.create_topics([NewTopic(t, PER_TOPIC, 3) for t in topics], operation_timeout=60).values():
-            f.result(120)
-        wait_until(lambda: isr_gaps(a, topics) == 0, 120, 1.0, "every ISR full after creation", retry=(Exception,))
+        a, topics = start_with_topics(c, PARTITIONS)
 
         _, controller = c.quorum_leader()
         victim = min(set(c.nodes) - {controller})
