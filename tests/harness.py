@@ -8,6 +8,7 @@ Every wait is bounded; a test owns its processes and closes them also when it fa
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from broker.testing.embedded_cluster import (  # noqa: F401 - the tests import these from here
@@ -40,3 +41,22 @@ def scrape(port: int) -> dict[str, float]:
             name, _, value = line.rpartition(" ")
             out[name] = float(value)
     return out
+
+
+class MetricsPorts(Mapping[int, int]):
+    """Node id -> its Prometheus port. Each node binds port 0 and prints the one it got, read at each lookup
+    (a restart binds a new one): a port reserved up front and bound later can be taken in between."""
+
+    def __init__(self, nodes: Mapping[int, BrokerProcess]) -> None:
+        self._nodes = dict(nodes)
+        for node in self._nodes.values():
+            node.overrides["metrics.prometheus.listener"] = "127.0.0.1:0"
+
+    def __getitem__(self, node_id: int) -> int:
+        return self._nodes[node_id].metrics_port
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)

@@ -130,6 +130,7 @@ class NodeProcess:
         self.port: int | None = None
         self._stderr = None
         self._port_box: list[int] = []
+        self._metrics_box: list[int] = []
         self.starts = 0
 
     @property
@@ -165,21 +166,23 @@ class NodeProcess:
                                      stderr=self._stderr, text=True, env=env)
         _LIVE.add(self)
         port: list[int] = []
+        metrics: list[int] = []
         proc = self.proc
 
-        def read_port() -> None:
+        def read_ports() -> None:
             assert proc.stdout is not None
+            # reads stdout to its end, so the node never blocks on a full pipe
             for line in proc.stdout:
-                m = re.search(r"listening on \w+://[^\s:]+:(\d+)", line)  # the first listener
-                if m:
+                m = re.search(r"listening on \w+://[^\s:]+:(\d+)", line)
+                if m and not port:  # the first listener
                     port.append(int(m.group(1)))
-                    break
-            # keep draining stdout so the node never blocks on a full pipe
-            for _ in proc.stdout:
-                pass
+                m = re.search(r"metrics on http://[^\s]*:(\d+)/metrics", line)
+                if m:
+                    metrics.append(int(m.group(1)))
 
-        threading.Thread(target=read_port, name=f"odradek-{self.data_dir.name}-stdout", daemon=True).start()
+        threading.Thread(target=read_ports, name=f"odradek-{self.data_dir.name}-stdout", daemon=True).start()
         self._port_box = port
+        self._metrics_box = metrics
         if wait:
             self.wait_started(timeout)
         return self
@@ -197,6 +200,18 @@ class NodeProcess:
             time.sleep(0.02)
         self.port = port[0]
         return self
+
+    @property
+    def metrics_port(self) -> int:
+        """The current start's Prometheus port, as the node printed it: start it with
+        ``metrics.prometheus.listener`` ``127.0.0.1:0`` (a port reserved up front and bound later can be
+        taken by another process in between)."""
+        deadline = time.monotonic() + 10
+        while not self._metrics_box:
+            if time.monotonic() > deadline or not self.alive():
+                raise RuntimeError(f"node printed no metrics port:\n{self.stderr_tail()}")
+            time.sleep(0.02)
+        return self._metrics_box[0]
 
     def stderr_tail(self, n: int = 4000) -> str:
         if self._stderr is None:

@@ -23,7 +23,7 @@ from storage.log import FetchIsolation, Log
 from protocol.errors import ErrorCode
 from protocol.generated.messages import DescribeQuorumRequest, MetadataRequest
 from protocol.generated.messages.describe_quorum_request import PartitionData, TopicData
-from tests.harness import scrape, ODRADEK, REPO, ClusterProcesses, reserve_ports, wait_until
+from tests.harness import scrape, ODRADEK, REPO, ClusterProcesses, MetricsPorts, wait_until
 from tests.kafka_wire import KafkaWire
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -232,9 +232,7 @@ def test_describe_quorum_cluster_status_and_controller_metrics(tmp_path):
     say NOT_LEADER_OR_FOLLOWER), ``odradek cluster status`` shows voters, observers, a fenced broker and the
     partition it left without a leader, and the controller metrics count the same."""
     c = ClusterProcesses(tmp_path, overrides=FAST, **TOPOLOGIES["3 controllers + 3 brokers"])
-    metrics_ports = dict(zip(c.nodes, reserve_ports(len(c.nodes))))
-    for i, node in c.nodes.items():
-        node.overrides["metrics.prometheus.listener"] = f"127.0.0.1:{metrics_ports[i]}"
+    metrics_ports = MetricsPorts(c.nodes)
     try:
         c.start()
         wait_unfenced(c)

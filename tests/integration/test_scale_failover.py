@@ -33,6 +33,7 @@ import datetime
 import os
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ from protocol.generated.metadata import PartitionChangeRecord
 from protocol.record_codec import decode_batch
 from storage.config import LogConfig
 from storage.log import FetchIsolation, Log
-from tests.harness import ClusterProcesses, reserve_ports, scrape, wait_until
+from tests.harness import ClusterProcesses, MetricsPorts, scrape, wait_until
 from tests.integration.test_scale_rejoin import OVERRIDES, PER_TOPIC, SESSION_MS, isr_gaps, start_with_topics
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -89,7 +90,7 @@ def log_events(c: ClusterProcesses, pattern: re.Pattern, since: float) -> list[t
     return sorted(out, key=lambda e: e[0])
 
 
-def counters(metrics: dict[int, int], nodes: list[int], name: str) -> dict[int, float]:
+def counters(metrics: Mapping[int, int], nodes: list[int], name: str) -> dict[int, float]:
     return {i: scrape(metrics[i])[name] for i in nodes}
 
 
@@ -149,9 +150,7 @@ def committed_changes(node_dir: Path) -> list[tuple[int, PartitionChangeRecord, 
 def test_a_controller_failover_during_a_thousand_isr_rejoins_commits_nothing_twice_and_fences_no_live_broker(
         tmp_path, topology):
     c = ClusterProcesses(tmp_path, overrides=QUORUM, fault_hook=True, **TOPOLOGIES[topology])
-    metrics = dict(zip(c.broker_ports, reserve_ports(len(c.broker_ports))))
-    for i, port in metrics.items():
-        c.nodes[i].overrides["metrics.prometheus.listener"] = f"127.0.0.1:{port}"
+    metrics = MetricsPorts({i: c.nodes[i] for i in c.broker_ports})
     epochs: list[tuple[int, int]] = []  # (the killed controller's, the next) quorum epoch of each round
     try:
         a, topics = start_with_topics(c, PARTITIONS, socket_timeout_ms=60000)

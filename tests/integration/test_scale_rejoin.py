@@ -18,7 +18,7 @@ import time
 import pytest
 
 from broker.testing.embedded_cluster import FAST_FAILOVER
-from tests.harness import scrape, ClusterProcesses, reserve_ports, wait_until
+from tests.harness import scrape, ClusterProcesses, MetricsPorts, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -67,9 +67,7 @@ def fenced(c: ClusterProcesses) -> list[int]:
 
 def test_a_restarted_broker_rejoins_a_thousand_isrs_without_fencing_anyone(tmp_path):
     c = ClusterProcesses(tmp_path, overrides=OVERRIDES)
-    metrics = dict(zip(c.nodes, reserve_ports(len(c.nodes))))
-    for i, node in c.nodes.items():
-        node.overrides["metrics.prometheus.listener"] = f"127.0.0.1:{metrics[i]}"
+    metrics = MetricsPorts(c.nodes)
     try:
         a, topics = start_with_topics(c, PARTITIONS)
 
