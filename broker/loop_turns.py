@@ -21,6 +21,13 @@ async def in_turns(steps: Generator[None, None, T]) -> T:
         await asyncio.sleep(0)
 
 
+async def turn_after(items: int) -> None:
+    """A turn for the loop after a step over ``items`` partitions, when that is many: a request of thousands of
+    partitions runs as several steps of a few milliseconds each, not one (a small one runs straight through)."""
+    if items >= ITEMS_PER_TURN:
+        await asyncio.sleep(0)
+
+
 def at_once(steps: Generator[None, None, T]) -> T:
     while True:
         try:

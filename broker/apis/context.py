@@ -49,6 +49,15 @@ class BrokerHandles:
     fetch_sessions: "FetchManager | None" = None  # incremental fetch sessions (KIP-227); None: never a session
 
 
+@dataclasses.dataclass(slots=True, frozen=True)
+class EncodedResponse:
+    """A handler's response already framed (``protocol.connection.encode_response``), e.g. in a thread: a
+    response of thousands of partitions, encoded on the event loop, would hold every other request up."""
+
+    parts: list
+    error_code: int = 0
+
+
 @dataclasses.dataclass(slots=True)
 class ClientInformation:
     """The client software a connection announced in ApiVersions v3+ (Kafka's ClientInformation)."""

@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 from typing import Generator
 
-from broker.loop_turns import ITEMS_PER_TURN, in_turns
+from broker.loop_turns import ITEMS_PER_TURN, in_turns, turn_after
 from broker.replication.fetch_session.contexts import NO_SESSIONS
 from broker.replication.fetch_session.metadata import PartitionFetch, TopicIdPartition
 from broker.replication.replica_selector import replica_selector
@@ -88,9 +88,13 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
     fetch_context = sessions.new_context(version, req.session_id, req.session_epoch, replica_id >= 0, fetch_data,
                                          to_forget, topic_name, ctx.clock.now_ms())
     deadline = ctx.clock.monotonic() + max(0, req.max_wait_ms) / 1000.0
+    # a session of thousands of partitions: each step over all of them is followed by a turn of the loop
+    await turn_after(len(fetch_data) + len(to_forget))
     keys = fetch_context.long_poll_keys(image, lambda tps: _partition_keys(image, tps, version))
+    await turn_after(len(keys))
     while True:
         parts = fetch_context.partitions(_still_quiet(ctx.replicas, replica_id, replica_epoch, ctx.clock.now_ms()))
+        await turn_after(len(parts))
         updates, total, errors, served, quiet = await in_turns(
             _read_all(ctx, req, version, parts, replica_id, replica_epoch))
         remaining = deadline - ctx.clock.monotonic()
@@ -100,6 +104,7 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
             # the wait ran out with no append to these partitions and no high watermark moved: the read stands
             # (Kafka reads again at expiry; what else could move, a log start or a leadership, the next fetch sees)
         result = fetch_context.update_and_generate_response_data(updates, ctx.clock.now_ms(), quiet)
+        await turn_after(len(updates))
         if not result.error_code:  # every partition that returned records is in the response
             metrics = ctx.metrics
             for name, size in served.items():

@@ -16,9 +16,11 @@ Behaviour (KafkaApis.handleTopicMetadataRequest, KRaft):
 
 from __future__ import annotations
 
+import asyncio
 import random
 from typing import Mapping
 
+from broker.apis.context import EncodedResponse
 from cluster.controller import validate_topic_name
 from cluster.metadata_image import MetadataImage, TopicInfo
 from protocol.errors import ErrorCode
@@ -29,11 +31,15 @@ from protocol.generated.messages.metadata_response import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from protocol.connection import encode_response
 from protocol.message import ZERO_UUID
 from protocol.topics import INTERNAL_TOPICS
 
 API_KEY = 3
 VERSIONS = (0, 13)
+# a full Metadata of more partitions is built and encoded in a thread: ~20 ms per thousand partitions changed since
+# the last one (every entry while ISRs change by the thousand) would otherwise hold every other request up
+LARGE_PARTITIONS = 2000
 
 
 def brokers_for(image: MetadataImage, listener: str) -> list[MetadataResponseBroker]:
@@ -142,8 +148,13 @@ async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
     all_topics = req.topics is None or (version == 0 and not req.topics)
     topics: list[MetadataResponseTopic] = []
     live = live_brokers(image, ctx.node_id, ctx.replicas.loading)
+    large = False
     if all_topics:
-        topics = [topic_response(t, live) for t in image.topics_by_name.values()]
+        large = sum(len(t.partitions) for t in image.topics_by_name.values()) >= LARGE_PARTITIONS
+        if large:  # the images and the built entries are never changed: safe to read and share from a thread
+            topics = await asyncio.to_thread(_all_topic_responses, image, live)
+        else:
+            topics = _all_topic_responses(image, live)
     else:
         auto = bool(ctx.config.get("auto.create.topics.enable")) and (version < 4 or req.allow_auto_topic_creation)
         to_create = []
@@ -184,9 +195,16 @@ async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
         # waits for a controller until its timeout
         ep = ctx.handles.advertised_endpoint(ctx.listener)
         brokers.append(MetadataResponseBroker(ctx.node_id, ep.host, ep.port, ctx.config.get("broker.rack")))
-    return MetadataResponse(
+    response = MetadataResponse(
         brokers=brokers,
         cluster_id=ctx.cluster_id,
         controller_id=controller_id_for(brokers, ctx.node_id),
         topics=topics,
     )
+    if large:
+        return EncodedResponse(await asyncio.to_thread(encode_response, ctx.request, response))
+    return response
+
+
+def _all_topic_responses(image: MetadataImage, live: frozenset) -> list[MetadataResponseTopic]:
+    return [topic_response(t, live) for t in image.topics_by_name.values()]

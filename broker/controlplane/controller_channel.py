@@ -31,13 +31,26 @@ from protocol.errors import ErrorCode
 from protocol.generated.messages import (
     BrokerHeartbeatRequest, DefaultPrincipalData, EnvelopeRequest, EnvelopeResponse, RequestHeader,
 )
-from protocol.generated.messages import AlterPartitionRequest, ResponseHeader
+from protocol.generated.messages import AlterPartitionRequest, CreateTopicsRequest, ResponseHeader
 from protocol.message import Message
 
 log = logging.getLogger("odradek.controller_channel")
 
 # answered once their records commit, not once this node has applied them (see QuorumControllerChannel._decide)
 _ANSWERED_AT_COMMIT = frozenset({BrokerHeartbeatRequest.API_KEY, AlterPartitionRequest.API_KEY})
+# a decision over more partitions runs in a thread (see _many_partitions)
+MANY_PARTITIONS = 1000
+
+
+def _many_partitions(request: Message) -> bool:
+    """A CreateTopics or AlterPartition of thousands of partitions: decided in a thread (~10 ms per thousand on
+    the event loop). Its handler reads its image (immutable) and the request, and a CreateTopics the controller's
+    placement randomness, which only decisions use, one at a time under the decision lock."""
+    if isinstance(request, AlterPartitionRequest):
+        return sum(len(t.partitions) for t in request.topics) >= MANY_PARTITIONS
+    if isinstance(request, CreateTopicsRequest):
+        return sum(max(t.num_partitions, len(t.assignments), 1) for t in request.topics) >= MANY_PARTITIONS
+    return False
 
 ANONYMOUS = DefaultPrincipalData(type="User", name="ANONYMOUS", token_authenticated=False)
 PRINCIPAL_DATA_VERSION = 0
@@ -203,9 +216,11 @@ class QuorumControllerChannel:
                                      next_offset=self.quorum.end_offset, principal=principal, client_host=client_host,
                                      now_ms=self.quorum.clock.now_ms(), describe_quorum=self.quorum.quorum_view,
                                      voter_endpoints=self.voter_endpoints, from_this_node=from_this_node)
-            result = handler.handle(cctx, request)
+            result = await asyncio.to_thread(handler.handle, cctx, request) if _many_partitions(request) \
+                else handler.handle(cctx, request)
             # a broker's own lifecycle and ISR RPCs are answered once committed, as Kafka's controller does; the
-            # others once this node has the change too (a CreateTopics answered here is then visible here). A
+            # others once this node has the change too (a CreateTopics answered here is then visible here), unless
+            # that takes longer than PUBLISH_WAIT_S (the logs of 10,000 new partitions). A
             # heartbeat that unfences a broker may elect it leader of thousands of partitions: this node applying
             # them must not hold the answer past the heartbeat's timeout.
             committed = await self._append(image, result.records, request.API_KEY not in _ANSWERED_AT_COMMIT) \

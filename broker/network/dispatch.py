@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from broker.apis import HANDLERS, k18_api_versions
-from broker.apis.context import RequestContext
+from broker.apis.context import EncodedResponse, RequestContext
 from broker.controlplane.controller_listener import CONTROLLER_LISTENER_HANDLERS
 from broker.errors import CloseConnection
 from protocol.connection import Request, encode_response
@@ -43,4 +43,6 @@ async def dispatch(ctx: RequestContext) -> list | None:
                              ctx.clock.monotonic(), getattr(response, "error_code", 0) or 0)
     if response is None:
         return None
+    if isinstance(response, EncodedResponse):
+        return response.parts
     return encode_response(req, response)

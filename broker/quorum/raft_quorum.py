@@ -42,6 +42,10 @@ LARGE_APPLY_BYTES = 64 * 1024
 
 
 LARGE_APPEND_RECORDS = 1000  # records in one append encoded off the event loop
+# How long an answer waits for this node to publish what it committed, past the commit (``append``). Kafka's
+# controller answers at the commit; here a request is also visible on the node that answered it, which takes
+# milliseconds, but not for 10,000 new partitions, whose logs this node creates first (~1.5 ms each here).
+PUBLISH_WAIT_S = 5.0
 
 
 def _encode_batch(records: list[Message], now_ms: int) -> bytes:
@@ -164,8 +168,8 @@ class RaftQuorum:
     async def append(self, records: list[Message], wait_published: bool = True) -> tuple[asyncio.Task, int]:
         """Append ``records`` as one batch to the leader's log, returning at once: a task done with the image
         once the batch is committed and published here (NotLeaderError if the leadership is lost first), and the
-        offset of its last record. ``wait_published=False``: done once committed (what Kafka's controller waits
-        for), however long this node's own parts take to apply it."""
+        offset of its last record, waiting for the publish at most ``PUBLISH_WAIT_S``. ``wait_published=False``:
+        done once committed (what Kafka's controller waits for), however long this node's own parts take."""
         now = self.clock.now_ms()
         async with self._append_order:  # a batch encoded off the loop keeps its place
             if len(records) >= LARGE_APPEND_RECORDS:
@@ -180,19 +184,23 @@ class RaftQuorum:
             await appended
             self.commit_latency.record((self.clock.monotonic() - started) * 1000)
             if wait_published:
-                await self.wait_published(last_offset)
+                await self.wait_published(last_offset, PUBLISH_WAIT_S)
             return self._image
 
         return asyncio.ensure_future(committed()), last_offset
 
-    async def wait_published(self, offset: int) -> None:
-        """Until this node's parts have the image of ``offset`` (or a later one)."""
+    async def wait_published(self, offset: int, within_s: float | None = None) -> None:
+        """Until this node's parts have the image of ``offset`` (or a later one), or ``within_s`` has passed."""
+        deadline = None if within_s is None else self.clock.monotonic() + within_s
         while self.publisher.image.offset < offset:
             if self.driver.failure is not None:
                 raise NotLeaderError("the metadata quorum failed")
+            left = None if deadline is None else deadline - self.clock.monotonic()
+            if left is not None and left <= 0:
+                return
             published, failed = (asyncio.ensure_future(e.wait()) for e in (self._published, self.driver.failed))
             try:
-                await asyncio.wait({published, failed}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({published, failed}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for t in (published, failed):
                     t.cancel()

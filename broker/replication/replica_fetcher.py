@@ -28,7 +28,7 @@ import logging
 from typing import Callable, Generator
 
 from broker.clock import Clock
-from broker.loop_turns import ITEMS_PER_TURN, at_once, in_turns
+from broker.loop_turns import ITEMS_PER_TURN, at_once, in_turns, turn_after
 from broker.replication.fetch_session.handler import FetchRequestData, FetchSessionHandler
 from broker.replication.fetch_session.metadata import PartitionFetch
 from broker.network.node_client import BadResponse
@@ -214,17 +214,19 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         m = self.manager
         while True:
+            self._changed.clear()  # before reading the partitions: a change while they are read wakes the wait below
             parts, next_due = self._fetchable()
-            data = self._build(parts)
+            data = await in_turns(self._build(parts))
             if not data.session_partitions and not data.to_forget:
-                self._changed.clear()
                 timeout = None if next_due is None else max(0.0, next_due - m.clock.monotonic())
                 try:
                     await wait_for(self._changed.wait(), timeout)
                 except asyncio.TimeoutError:
                     pass
                 continue
+            await turn_after(len(data.to_send))  # the session's diff over thousands: a turn before the next step
             request = self._request(data)
+            await turn_after(len(data.to_send))
             try:
                 response = await self.client.request(request, FETCH_VERSION, m.request_timeout_s + m.max_wait_ms / 1000)
             except (ConnectionError, OSError, asyncio.TimeoutError, BadResponse) as exc:
@@ -243,7 +245,8 @@ class ReplicaFetcher:
             if response.responses:
                 self._stale = True  # an answered partition may move (records, a truncation, a log start, an error)
             try:
-                backoff = self._process(parts, data.session_partitions, response)
+                await turn_after(len(data.to_send))  # after decoding thousands of partitions (in the client)
+                backoff = await in_turns(self._process(parts, data.session_partitions, response))
             except Exception:
                 log.exception("node %d: processing a fetch response from leader %d failed", m.node_id, self.leader)
                 backoff = True
@@ -252,7 +255,7 @@ class ReplicaFetcher:
             if backoff:
                 await asyncio.sleep(m.backoff_s)
 
-    def _build(self, parts: dict[tuple[str, int], Partition]) -> FetchRequestData:
+    def _build(self, parts: dict[tuple[str, int], Partition]) -> Generator[None, None, FetchRequestData]:
         """The next request: from every partition's position, or, in an open session where nothing can have
         moved since the last look (the same partitions, no answer that carried any, within RECHECK_S), the last
         positions again without looking at thousands of partitions."""
@@ -261,7 +264,8 @@ class ReplicaFetcher:
         if self._stale or self.session.is_full or now - last_at >= RECHECK_S or parts.keys() != last_parts.keys():
             self._stale = False
             self._built = (parts, now)
-            return self.session.build(self._partition_fetches(parts))
+            fetches = yield from self._partition_fetches(parts)
+            return self.session.build(fetches)
         return self.session.build_unchanged()
 
     async def _truncate_out_of_range(self) -> bool:
@@ -305,13 +309,18 @@ class ReplicaFetcher:
                     lg.truncate_to(max(pr.offset, 0), now)
         return backoff
 
-    def _partition_fetches(self, parts: dict[tuple[str, int], Partition]) -> dict[tuple[str, int], PartitionFetch]:
+    def _partition_fetches(self, parts: dict[tuple[str, int], Partition]
+                           ) -> Generator[None, None, dict[tuple[str, int], PartitionFetch]]:
         """What to ask of each partition now: our log end, log start, leader epoch and last fetched epoch (the
-        request last built for a partition whose log end, log start and metadata have not moved)."""
+        request last built for a partition whose log end, log start and metadata have not moved), pausing every
+        ``ITEMS_PER_TURN`` partitions (a position read before a pause that moves after it is only fetched
+        again: ``_process`` checks each answer against the log end it was asked at)."""
         max_bytes = self.manager.partition_max_bytes
         asked = self._asked
         out = {}
-        for tp, part in parts.items():
+        for n, (tp, part) in enumerate(parts.items()):
+            if n and n % ITEMS_PER_TURN == 0:
+                yield
             lg = part.log
             end, start, info = lg.log_end_offset, lg.log_start_offset, part.info
             last = asked.get(tp)
@@ -346,67 +355,77 @@ class ReplicaFetcher:
                             rack_id="")
 
     def _process(self, parts: dict[tuple[str, int], Partition], sent: dict[tuple[str, int], PartitionFetch],
-                 response) -> bool:
+                 response) -> Generator[None, None, bool]:
         """Apply one Fetch response (for an incremental one, the partitions it carries: the others had nothing
-        new); True when the fetcher should back off before the next round."""
+        new), pausing every ``ITEMS_PER_TURN`` partitions; True when the fetcher should back off before the next
+        round. A partition's state is read again after each pause (``update`` may have moved it meanwhile)."""
         m = self.manager
         now = m.clock.now_ms()
         by_id = self.session.session_topic_names
-        backoff = False
         errors: dict[int, list[tuple[str, int]]] = {}
+        n = 0
         for tr in response.responses:
             topic = by_id.get(tr.topic_id)
             for pd in tr.partitions:
+                n += 1
+                if n % ITEMS_PER_TURN == 0:
+                    yield
+                    now = m.clock.now_ms()
                 tp = (topic, pd.partition_index)
                 part = parts.get(tp) if topic is not None else None
                 if part is None or self.partitions.get(tp) is not part or tp in self.delayed:
                     continue  # no longer followed from this leader
-                lg = part.log
                 request = sent.get(tp)
-                if request is None or request.fetch_offset != lg.log_end_offset:
+                if request is None or request.fetch_offset != part.log.log_end_offset:
                     continue  # our log moved since the request (AbstractFetcherThread.processFetchRequest)
-                if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and pd.log_start_offset > lg.log_end_offset:
-                    log.info("node %d: %s-%d: fetch offset %d below the leader's log start %d: restarting there",
-                             m.node_id, part.topic, part.index, lg.log_end_offset, pd.log_start_offset)
-                    lg.truncate_fully_and_start_at(pd.log_start_offset, now)
-                    continue
-                if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    # the leader cannot place our tail (past its end, or no end for our last epoch): ask it where
-                    # its log ends before the next fetch (AbstractFetcherThread.handleOutOfRangeError)
-                    self.out_of_range.add(tp)
-                    continue
-                if pd.error_code:
-                    # AbstractFetcherThread: a fenced epoch waits for an image with a newer one; anything else
-                    # (the leader has not applied the image yet, an unknown epoch, ...) is retried after a backoff
-                    fenced = pd.error_code == ErrorCode.FENCED_LEADER_EPOCH
-                    errors.setdefault(pd.error_code, []).append(tp)
-                    self.delayed[(part.topic, part.index)] = (
-                        part.leader_epoch, None if fenced else m.clock.monotonic() + m.backoff_s)
-                    continue
-                diverging = pd.diverging_epoch
-                if diverging is not None and diverging.epoch >= 0:
-                    self._truncate_on_diverging(part, diverging.epoch, diverging.end_offset, now)
-                    continue
-                records = pd.records
-                if records is not None and len(records):
-                    scan = iter_batch_positions(records)
-                    for _ in scan:
-                        pass
-                    complete = scan.position  # a budget-cut tail batch is fetched again next round
-                    if complete:
-                        info = lg.append_as_follower(memoryview(records)[:complete], now)
-                        if info.last_offset >= 0:
-                            m.replicas.fetch_waiters.wake((part.topic, part.index))
-                part.follower_lag = max(0, pd.high_watermark - lg.log_end_offset)
-                hw = min(pd.high_watermark, lg.log_end_offset)
-                if hw > lg.high_watermark:
-                    lg.update_high_watermark(hw)
-                    # consumers long-polling on this follower (KIP-392) read up to its high watermark
-                    m.replicas.fetch_waiters.wake((part.topic, part.index))
-                if lg.log_start_offset < pd.log_start_offset <= lg.high_watermark:
-                    lg.maybe_increment_log_start_offset(pd.log_start_offset, reason="leader")
+                self._apply(part, tp, pd, now, errors)
         self._log_partition_errors(errors)
-        return backoff
+        return False
+
+    def _apply(self, part: Partition, tp: tuple[str, int], pd, now: int,
+               errors: dict[int, list[tuple[str, int]]]) -> None:
+        """One partition's answer, for the log it was asked for."""
+        m = self.manager
+        lg = part.log
+        if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and pd.log_start_offset > lg.log_end_offset:
+            log.info("node %d: %s-%d: fetch offset %d below the leader's log start %d: restarting there",
+                     m.node_id, part.topic, part.index, lg.log_end_offset, pd.log_start_offset)
+            lg.truncate_fully_and_start_at(pd.log_start_offset, now)
+            return
+        if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            # the leader cannot place our tail (past its end, or no end for our last epoch): ask it where
+            # its log ends before the next fetch (AbstractFetcherThread.handleOutOfRangeError)
+            self.out_of_range.add(tp)
+            return
+        if pd.error_code:
+            # AbstractFetcherThread: a fenced epoch waits for an image with a newer one; anything else
+            # (the leader has not applied the image yet, an unknown epoch, ...) is retried after a backoff
+            fenced = pd.error_code == ErrorCode.FENCED_LEADER_EPOCH
+            errors.setdefault(pd.error_code, []).append(tp)
+            self.delayed[tp] = (part.leader_epoch, None if fenced else m.clock.monotonic() + m.backoff_s)
+            return
+        diverging = pd.diverging_epoch
+        if diverging is not None and diverging.epoch >= 0:
+            self._truncate_on_diverging(part, diverging.epoch, diverging.end_offset, now)
+            return
+        records = pd.records
+        if records is not None and len(records):
+            scan = iter_batch_positions(records)
+            for _ in scan:
+                pass
+            complete = scan.position  # a budget-cut tail batch is fetched again next round
+            if complete:
+                info = lg.append_as_follower(memoryview(records)[:complete], now)
+                if info.last_offset >= 0:
+                    m.replicas.fetch_waiters.wake(tp)
+        part.follower_lag = max(0, pd.high_watermark - lg.log_end_offset)
+        hw = min(pd.high_watermark, lg.log_end_offset)
+        if hw > lg.high_watermark:
+            lg.update_high_watermark(hw)
+            # consumers long-polling on this follower (KIP-392) read up to its high watermark
+            m.replicas.fetch_waiters.wake(tp)
+        if lg.log_start_offset < pd.log_start_offset <= lg.high_watermark:
+            lg.maybe_increment_log_start_offset(pd.log_start_offset, reason="leader")
 
     def _log_partition_errors(self, errors: dict[int, list[tuple[str, int]]]) -> None:
         """One line per error code of a response: thousands of partitions answer alike while they are created."""

@@ -328,6 +328,10 @@ def test_an_alter_partition_of_ten_thousand_partitions_with_bad_entries_is_one_b
         ])
         quorum.auto_commit = False
         answer = asyncio.ensure_future(channel.decide(request, 3))
+        for _ in range(500):  # decided in a thread (thousands of partitions): bounded wait for its append
+            if quorum.in_flight:
+                break
+            await asyncio.sleep(0.02)
         await _settle()
         assert len(quorum.in_flight) == 1 and len(quorum.in_flight[0][0]) == n  # one batch, one record each
         quorum.commit_next()

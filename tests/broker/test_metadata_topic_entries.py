@@ -53,3 +53,45 @@ def test_the_cache_is_bounded_and_keeps_the_entries_built_last():
         built = [entries.get(t, live) for t in topics]
     assert [entries.get(t, live) for t in topics] == built and all(
         a is b for a, b in zip(built, [entries.get(t, live) for t in topics]))
+
+
+def test_a_large_full_metadata_is_built_and_encoded_off_the_loop_into_the_same_bytes(monkeypatch):
+    """More than ``LARGE_PARTITIONS``: the handler answers pre-encoded parts, made in a thread, byte for byte
+    what the ordinary path encodes."""
+    import asyncio
+    import threading
+    import types
+
+    from broker.apis.context import EncodedResponse
+    from cluster.metadata_image import BrokerInfo, Endpoint, MetadataImage
+    from protocol.connection import encode_response, parse_request
+    from protocol.generated.api_keys import APIS
+    from protocol.generated.messages import MetadataRequest, RequestHeader
+
+    monkeypatch.setattr(k03_metadata, "_TOPIC_ENTRIES", _TopicEntries())
+    topics = {f"t{i}": _topic(f"t{i}", leader=1 + i % 3, n=50) for i in range(60)}  # 3,000 partitions
+    brokers = {i: BrokerInfo(i, bytes(16), 5, (Endpoint("PLAINTEXT", "127.0.0.1", 9090 + i, 0),), None, i == 3)
+               for i in (1, 2, 3)}
+    image = MetadataImage(offset=9, topics_by_name=topics,
+                          topics_by_id={t.topic_id: t for t in topics.values()}, brokers=brokers)
+    header = RequestHeader(MetadataRequest.API_KEY, 12, 7, "c").encode(APIS[3].request_header_version(12))
+    request = parse_request(header + MetadataRequest(topics=None).encode(12))
+    ctx = types.SimpleNamespace(image=image, version=12, node_id=1, listener="PLAINTEXT", cluster_id="cid",
+                                request=request, replicas=types.SimpleNamespace(loading=False, offline_partitions={}))
+    threads = []
+    real_encode = k03_metadata.encode_response
+
+    def encode_noting_thread(*args):
+        threads.append(threading.current_thread())
+        return real_encode(*args)
+
+    monkeypatch.setattr(k03_metadata, "encode_response", encode_noting_thread)
+    large = asyncio.run(k03_metadata.handle(ctx, request.decode_body()))
+    assert isinstance(large, EncodedResponse) and threads and threads[0] is not threading.main_thread()
+
+    monkeypatch.setattr(k03_metadata, "LARGE_PARTITIONS", 10**9)
+    ordinary = asyncio.run(k03_metadata.handle(ctx, request.decode_body()))
+    assert b"".join(large.parts) == b"".join(encode_response(request, ordinary))
+    assert len(ordinary.topics) == 60 and [b.node_id for b in ordinary.brokers] == [1, 2]
+    assert {p.error_code for t in ordinary.topics for p in t.partitions if t.partitions[0].leader_id == -1} == {
+        ErrorCode.LEADER_NOT_AVAILABLE}  # broker 3 is fenced: its partitions name no leader

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.loop_turns import at_once
 from broker.clock import ManualClock
 from broker.replication.fetch_session import PartitionFetch
 from broker.replication.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
@@ -76,8 +77,8 @@ def _apply(tmp_path, lg: Log, answer: PartitionData, leader_end: int | None = No
         sent = {("foo", 0): PartitionFetch(FOO, lg.log_end_offset, lg.log_start_offset, 1 << 20, 3,
                                            lg.latest_epoch)}
         answer.partition_index = 0
-        fetcher._process(fetcher.partitions, sent, FetchResponse(responses=[
-            FetchableTopicResponse(topic_id=FOO, partitions=[answer])]))
+        at_once(fetcher._process(fetcher.partitions, sent, FetchResponse(responses=[
+            FetchableTopicResponse(topic_id=FOO, partitions=[answer])])))
         if fetcher.out_of_range:
             await fetcher._truncate_out_of_range()
 

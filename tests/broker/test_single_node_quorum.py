@@ -47,3 +47,44 @@ def test_a_create_topics_sent_as_soon_as_start_returns_succeeds(tmp_path):
             response = w.call(19, 7, CreateTopicsRequest(topics=[CreatableTopic(
                 name=f"first-{start}", num_partitions=2, replication_factor=1)], timeout_ms=5000))
             assert response.topics[0].error_code == 0, (start, response.topics[0])
+
+
+def test_an_answer_waits_for_this_nodes_publish_at_most_publish_wait_s(tmp_path, monkeypatch):
+    """A committed change is answered once this node's parts have it, or PUBLISH_WAIT_S after the commit when
+    they take longer (the logs of 10,000 new partitions): committed is what Kafka's controller answers at."""
+    import asyncio
+
+    import broker.quorum.raft_quorum as raft_quorum
+    from broker.quorum.metadata_publisher import MetadataPublisher
+    from protocol.generated.metadata import TopicRecord
+    from tests.broker.one_voter import one_voter_quorum
+
+    monkeypatch.setattr(raft_quorum, "PUBLISH_WAIT_S", 0.3)
+
+    async def run():
+        publisher = MetadataPublisher()
+        slow = asyncio.Event()
+        quick = asyncio.Event()
+        quick.set()
+
+        async def part(image):
+            if image.topic("slow") is not None:
+                await slow.wait()
+            await quick.wait()
+
+        publisher.add(part)
+        quorum = await one_voter_quorum(tmp_path, publisher)
+        try:
+            committed, offset = await quorum.append([TopicRecord(name="fast", topic_id=b"\x01" * 16)])
+            await asyncio.wait_for(committed, 5)
+            assert publisher.image.topic("fast") is not None  # answered once published here
+
+            committed, offset = await quorum.append([TopicRecord(name="slow", topic_id=b"\x02" * 16)])
+            image = await asyncio.wait_for(committed, 5)  # the part never finishes: answered after 0.3 s
+            assert image.topic("slow") is not None and publisher.image.topic("slow") is None
+            assert quorum.image.offset >= offset
+        finally:
+            slow.set()
+            await quorum.stop()
+
+    asyncio.run(run())
