@@ -576,3 +576,78 @@ def test_read_committed_keeps_the_file_slice(tmp_path):
     _, recs = decode_batch(info.records.read(), 0)
     assert [r.offset for r in recs] == [0, 1, 2]
     assert LOG_OVERHEAD > 0 and info.aborted_transactions == [AbortedTransaction(producer_id=1, first_offset=0)]
+
+
+# ---- the first unstable offset (UnifiedLogTest) ---------------------------------------------------------------------
+
+def test_rebuild_transactional_state(tmp_path):
+    """UnifiedLogTest.testRebuildTransactionalState"""
+    cfg = LogConfig(segment_bytes=5 * 1024 * 1024)
+    lg = open_log(str(tmp_path), cfg)
+    Producer(lg, 137, epoch=5)(3)
+    abort = end_txn(lg, 137, commit=False, epoch=5)
+    lg.update_high_watermark(abort.last_offset + 1)
+    assert lg.producer_state.first_unstable_offset() is None
+    lg.close()
+    reopened = open_log(str(tmp_path), cfg, had_clean_shutdown=False)
+    reopened.update_high_watermark(abort.last_offset + 1)
+    assert reopened.producer_state.first_unstable_offset() is None
+    assert all_aborted(reopened) == [AbortedTxn(137, 0, 3, 4)]
+
+
+def test_first_unstable_offset_with_transactional_data(tmp_path):
+    """UnifiedLogTest.testFirstUnstableOffsetNoTransactionalData and testFirstUnstableOffsetWithTransactionalData"""
+    lg = open_log(str(tmp_path), LogConfig(segment_bytes=5 * 1024 * 1024))
+    non_txn(lg, 3)
+    assert lg.producer_state.first_unstable_offset() is None
+    p = Producer(lg, 137, epoch=5)
+    first = p(3)
+    assert lg.producer_state.first_unstable_offset() == first.first_offset
+    p(1)
+    assert lg.producer_state.first_unstable_offset() == first.first_offset
+    commit = end_txn(lg, 137, commit=True, epoch=5)
+    assert lg.producer_state.first_unstable_offset() == first.first_offset  # not until the HW passes the marker
+    lg.update_high_watermark(commit.last_offset + 1)
+    assert lg.producer_state.first_unstable_offset() is None
+    assert all_aborted(lg) == []
+
+
+@pytest.mark.parametrize("fully", [False, True])
+def test_truncate_below_first_unstable_offset(tmp_path, fully):
+    """UnifiedLogTest.testTruncateBelowFirstUnstableOffset and testTruncateFullyAndStartBelowFirstUnstableOffset"""
+    cfg = LogConfig(segment_bytes=1024 * 1024)
+    lg = open_log(str(tmp_path), cfg)
+    non_txn(lg, 3)
+    Producer(lg, 17, epoch=10)(2)
+    assert lg.producer_state.first_unstable_offset() == 3
+    lg.close()
+    reopened = open_log(str(tmp_path), cfg, had_clean_shutdown=True, recovery_point=5)
+    assert reopened.producer_state.first_unstable_offset() == 3
+    if fully:
+        reopened.truncate_fully_and_start_at(0, now_ms=0)
+    else:
+        reopened.truncate_to(0, now_ms=0)
+    assert reopened.producer_state.first_unstable_offset() is None
+    assert reopened.producer_state.producers == {}
+
+
+def test_the_scrub_checks_the_txn_index(tmp_path):
+    """``Log.verify`` and ``odradek verify-log`` check each .txnindex: a good one passes, a torn one or one whose
+    entry ends past its segment is reported."""
+    from storage.verify import verify_partition_dir
+
+    cfg = LogConfig(segment_bytes=128 * 5)
+    lg = open_log(str(tmp_path), cfg)
+    mixed_transactions(lg)
+    assert lg.verify() == []
+    lg.close()
+    assert verify_partition_dir(lg.dir) == []
+    first, last = sorted(_txn_files(lg.dir))
+    with open(os.path.join(lg.dir, first), "ab") as f:
+        f.write(AbortedTxn(5, 80, 10_000, 10_001).to_bytes())  # its marker would lie in a later segment
+    with open(os.path.join(lg.dir, last), "ab") as f:
+        f.write(b"\x00" * 5)
+    problems = verify_partition_dir(lg.dir)
+    assert len(problems) == 2
+    assert any(first in p and "past the segment's end" in p for p in problems)
+    assert any(last in p and "not a multiple of 34" in p for p in problems)
