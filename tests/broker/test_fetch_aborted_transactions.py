@@ -26,15 +26,6 @@ from storage.log import ORIGIN_COORDINATOR, Log
 TOPIC_ID = b"\x09" * 16
 
 
-@pytest.fixture(autouse=True)
-def event_loop_for_waiters():
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    yield loop
-    loop.close()
-    asyncio.set_event_loop(None)
-
-
 class _Metrics:
     def fetched(self, topic: str, size: int) -> None:
         pass
@@ -77,8 +68,7 @@ def _fetch(ctx, isolation_level: int, offset: int = 0, leader_epoch: int = -1, v
                                           last_fetched_epoch=-1, log_start_offset=-1,
                                           partition_max_bytes=1 << 20)])])
     ctx.version = version
-    loop = asyncio.get_event_loop_policy().get_event_loop()
-    resp = loop.run_until_complete(k01_fetch.handle(ctx, req))
+    resp = asyncio.run(k01_fetch.handle(ctx, req))  # a loop of its own: the current one is left as it was
     return resp.responses[0].partitions[0]
 
 
@@ -124,7 +114,7 @@ def test_the_answer_encodes_at_every_version(tmp_path, version):
                            FetchPartition(partition=0, fetch_offset=0, current_leader_epoch=-1, last_fetched_epoch=-1,
                                           log_start_offset=-1, partition_max_bytes=1 << 20)])])
     ctx.version = version
-    resp = asyncio.get_event_loop_policy().get_event_loop().run_until_complete(k01_fetch.handle(ctx, req))
+    resp = asyncio.run(k01_fetch.handle(ctx, req))
     pd = resp.responses[0].partitions[0]
     pd.records = pd.records.read() if hasattr(pd.records, "read") else pd.records
     decoded = FetchResponse.decode(resp.encode(version), version)
