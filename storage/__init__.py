@@ -5,6 +5,7 @@ Synchronous plain Python; time comes from the caller as ``now_ms``.  Layers foll
 =====================  ===========================================================================
 ``file_records``       a segment's ``.log`` file; :class:`~storage.file_records.FileSlice` for sendfile
 ``index``              ``.index`` / ``.timeindex`` (``OffsetIndex``, ``TimeIndex``), memory-mapped
+``txn_index``          ``.txnindex`` (``TransactionIndex``): a segment's aborted transactions, for READ_COMMITTED
 ``segment``            ``LogSegment``: append, read, recover, roll checks, truncate
 ``segments``           the sorted segment map (bisect)
 ``local_log``          ``LocalLog``: segment list, log end offset, recovery point, roll, crash-safe swaps

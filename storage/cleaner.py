@@ -19,7 +19,8 @@ For a log with ``cleanup.policy`` containing ``compact``:
 
 Batches holding the last sequence of an active idempotent producer are kept (emptied if need be), as is
 the last batch of each cleaning round.  Transaction-aware cleaning (dropping aborted data and markers) is
-not implemented: transactional batches are compacted like any other and control batches are kept.
+not implemented: transactional batches are compacted like any other and control batches are kept, so a cleaned
+segment's ``.txnindex`` holds every entry of the segments it replaces (Kafka's holds those whose markers it keeps).
 """
 
 from __future__ import annotations
@@ -213,7 +214,8 @@ class Cleaner:
         base = segments[0].base_offset
         for p in (files.log_file(lg.dir, base, files.CLEANED_FILE_SUFFIX),
                   files.offset_index_file(lg.dir, base, files.CLEANED_FILE_SUFFIX),
-                  files.time_index_file(lg.dir, base, files.CLEANED_FILE_SUFFIX)):
+                  files.time_index_file(lg.dir, base, files.CLEANED_FILE_SUFFIX),
+                  files.transaction_index_file(lg.dir, base, files.CLEANED_FILE_SUFFIX)):
             try:
                 lg.file_io.unlink(p)
             except FileNotFoundError:
@@ -225,6 +227,8 @@ class Cleaner:
             for seg in segments:
                 self._clean_into(tp, seg, cleaned, lg.config.delete_retention_ms, now_ms, stats, active_producers,
                                  upper_bound_of_round)
+                for txn in seg.txn_index.all_aborted_txns():  # every marker is kept: so is every entry
+                    cleaned.txn_index.append(txn)
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             cleaned.set_last_modified(segments[-1].last_modified())

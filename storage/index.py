@@ -319,6 +319,17 @@ class OffsetIndex(_AbstractIndex):
                 return self.base_offset, 0
             return self._parse(slot)
 
+    def fetch_upper_bound_offset(self, start_position: int, fetch_size: int) -> int | None:
+        """The offset of the first entry at or past byte ``start_position + fetch_size``: outside a read of that
+        many bytes from there, though not the smallest such offset (``OffsetIndex.fetchUpperBoundOffset``); None if
+        no entry lies that far."""
+        with self.lock:
+            if self.entries == 0:
+                return None
+            self._use()
+            slot = self._slot_range_for(start_position + fetch_size, True, False)
+            return None if slot == -1 else self._parse(slot)[0]
+
     def entry(self, n: int) -> tuple[int, int]:
         with self.lock:
             if n >= self.entries:

@@ -7,7 +7,9 @@
 2. ``complete_swap_operations``: finish interrupted swaps: delete the segments a swap replaces, rename
    ``.swap`` files into place.
 3. ``load_segment_files``: load segments in ascending order; delete orphaned indexes; sanity-check indexes and
-   rebuild those that fail (missing, wrong size, entries outside the log) with ``recover_segment``.
+   rebuild those that fail (missing, wrong size, entries outside the log; a ``.txnindex`` that is torn or holds an
+   entry below its segment) with ``recover_segment``, which rebuilds the transaction index with the producer state
+   at the segment's start.
 4. ``recover_log``: without the clean-shutdown marker, recover every segment from the recovery point on:
    CRC-check every batch, rebuild indexes, truncate at the first invalid byte and delete every later segment;
    then ``delete_segments_if_log_start_greater_than_log_end``, and make sure there is an active segment.
@@ -280,7 +282,8 @@ class LogLoader:
                 if time_index_newly_created:
                     seg.time_index.resize(0)
             else:
-                seg.sanity_check(time_index_newly_created)
+                seg.sanity_check(time_index_newly_created,
+                                 os.path.basename(files.transaction_index_file(self.dir, base)) in present)
         except FileNotFoundError:
             # an unflushed segment is recovered anyway: its indexes are rebuilt then, nothing to tell
             if self.had_clean_shutdown or base < self.recovery_point_checkpoint:

@@ -99,7 +99,9 @@ class LocalLog:
             self.recovery_point = end
 
     def read(self, start_offset: int, max_length: int, min_one_message: bool,
-             max_offset_metadata: LogOffsetMetadata) -> FetchDataInfo:
+             max_offset_metadata: LogOffsetMetadata, include_aborted_txns: bool = False) -> FetchDataInfo:
+        """``LocalLog.read``; with ``include_aborted_txns`` (READ_COMMITTED) the result also lists the aborted
+        transactions overlapping what it returns (an empty list for an empty read at the bound)."""
         end_meta = self.next_offset_metadata
         end_offset = end_meta.message_offset
         segment = self.segments.floor_segment(start_offset)
@@ -108,9 +110,9 @@ class LocalLog:
                 f"Received request for offset {start_offset} for partition {self.topic}-{self.partition}, "
                 f"but we only have log segments upto {end_offset}.")
         if start_offset == max_offset_metadata.message_offset:
-            return self._empty(max_offset_metadata)
+            return self._empty(max_offset_metadata, include_aborted_txns)
         if start_offset > max_offset_metadata.message_offset:
-            return self._empty(self.convert_to_offset_metadata_or_throw(start_offset))
+            return self._empty(self.convert_to_offset_metadata_or_throw(start_offset), include_aborted_txns)
         while segment is not None:
             if segment.base_offset < max_offset_metadata.segment_base_offset:
                 max_position: int | None = segment.size
@@ -121,14 +123,46 @@ class LocalLog:
                 max_position = None
             info = segment.read(start_offset, max_length, max_position, min_one_message)
             if info is not None:
+                if include_aborted_txns:
+                    info = self._add_aborted_transactions(start_offset, segment, info)
                 return info
             segment = self.segments.higher_segment(segment.base_offset)
-        # beyond the end of the last segment although in range: all later messages were deleted
+        # beyond the end of the last segment although in range: all later messages were deleted (Kafka answers
+        # this one without an aborted-transactions list even for READ_COMMITTED)
         return FetchDataInfo(self.next_offset_metadata, FileSlice(-1, 0, 0))
 
     @staticmethod
-    def _empty(meta: LogOffsetMetadata) -> FetchDataInfo:
-        return FetchDataInfo(meta, FileSlice(-1, 0, 0))
+    def _empty(meta: LogOffsetMetadata, include_aborted_txns: bool = False) -> FetchDataInfo:
+        return FetchDataInfo(meta, FileSlice(-1, 0, 0), False, [] if include_aborted_txns else None)
+
+    def _add_aborted_transactions(self, start_offset: int, segment: LogSegment, info: FetchDataInfo) -> FetchDataInfo:
+        """``addAbortedTransactions``: the range read ends at the offset index's upper bound for the bytes returned,
+        else at the next segment's base offset or the log end; the read's records are not looked at (sendfile)."""
+        upper = segment.fetch_upper_bound_offset(info.fetch_offset_metadata.relative_position, info.records.length)
+        if upper is None:
+            nxt = self.segments.higher_segment(segment.base_offset)
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+        aborted = [t.as_aborted_transaction() for t in self._collect_aborted(start_offset, upper, segment)]
+        return info._replace(aborted_transactions=aborted)
+
+    def _collect_aborted(self, start_offset: int, upper_bound_offset: int, starting: LogSegment) -> list:
+        """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from ``starting`` on through
+        later segments until a segment's search is complete (``LocalLog.collectAbortedTransactions``)."""
+        out = []
+        segment: LogSegment | None = starting
+        while segment is not None:
+            result = segment.collect_aborted_txns(start_offset, upper_bound_offset)
+            out += result.aborted_transactions
+            if result.is_complete:
+                break
+            segment = self.segments.higher_segment(segment.base_offset)
+        return out
+
+    def collect_aborted_transactions(self, log_start_offset: int, base_offset: int, upper_bound_offset: int) -> list:
+        """``AbortedTxn`` entries overlapping ``[log_start_offset, upper_bound_offset)`` from the segment holding
+        ``base_offset`` on (``LocalLog.collectAbortedTransactions``, the cleaner's)."""
+        segment = self.segments.floor_segment(base_offset)
+        return [] if segment is None else self._collect_aborted(log_start_offset, upper_bound_offset, segment)
 
     def convert_to_offset_metadata_or_throw(self, offset: int) -> LogOffsetMetadata:
         info = self.read(offset, 1, False, self.next_offset_metadata)

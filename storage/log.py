@@ -705,7 +705,10 @@ class Log:
         if updated or completed:
             for pa in updated.values():
                 psm.update(pa)
+            # an aborted transaction gets its entry in the segment written to, with the LSO as of its completion
+            # (UnifiedLog.append); a failed write takes the log offline with the transaction still open
             for c in completed:
+                segment.update_txn_index(c, psm.last_stable_offset(c))
                 psm.complete_txn(c)
             self._maybe_increment_first_unstable_offset()
         psm.last_map_offset = info.last_offset + 1
@@ -805,6 +808,10 @@ class Log:
         isolation bound.  Returns a :class:`FetchDataInfo` whose ``records`` is a :class:`FileSlice`
         (``fd``, ``position``, ``length``) for ``os.sendfile``.
 
+        Under ``FetchIsolation.TXN_COMMITTED`` its ``aborted_transactions`` lists the transactions aborted in the
+        range read (FetchResponse's ``AbortedTransaction`` structs, from the segments' transaction indexes); it is
+        None for the other isolations.
+
         Raises :class:`OffsetOutOfRangeError` if ``start_offset`` is below the log start offset or above the
         log end offset, :class:`KafkaStorageError` if the partition is offline.
         """
@@ -815,13 +822,14 @@ class Log:
                     f"Received request for offset {start_offset} for partition {self.topic}-{self.partition}, but "
                     f"we only have log segments starting from offset: {self.log_start_offset}.")
             try:
+                txn_committed = isolation == FetchIsolation.TXN_COMMITTED
                 if isolation == FetchIsolation.LOG_END:
                     bound = self.local_log.next_offset_metadata
-                elif isolation == FetchIsolation.TXN_COMMITTED:
+                elif txn_committed:
                     bound = self._fetch_last_stable_offset_metadata()
                 else:
                     bound = self._fetch_high_watermark_metadata()
-                return self.local_log.read(start_offset, max_length, min_one_message, bound)
+                return self.local_log.read(start_offset, max_length, min_one_message, bound, txn_committed)
             except ProtocolError as e:
                 if isinstance(e, OffsetOutOfRangeError):
                     raise
@@ -1053,6 +1061,7 @@ class Log:
                     if not sg.deleted and self.local_log.segments.get(sg.base_offset) is sg:
                         sg.offset_index.flush()
                         sg.time_index.flush()
+                        sg.txn_index.flush()
                 self.local_log.mark_flushed(offset, now_ms)
             except OSError as e:
                 raise self._io_error("Error while flushing log", e) from e
@@ -1139,6 +1148,13 @@ class Log:
             return out
 
     # ==== cleaner support =========================================================================
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list:
+        """The ``AbortedTxn`` entries from the segment holding ``start_offset`` on that overlap
+        ``[log start offset, upper_bound_offset)`` (``UnifiedLog.collectAbortedTransactions``)."""
+        with self._lock:
+            return self.local_log.collect_aborted_transactions(self.log_start_offset, start_offset,
+                                                               upper_bound_offset)
+
     def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
         with self._lock:
             self._check_online()

@@ -413,6 +413,15 @@ class ProducerStateManager:
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
 
+    def load_producer_entry(self, e: ProducerStateEntry) -> None:
+        """A producer's entry as a snapshot holds it, its open transaction included (``loadProducerEntry``)."""
+        self.producers[e.producer_id] = e
+        off = e.current_txn_first_offset
+        if off is not None:
+            if off not in self._ongoing:
+                bisect.insort(self._ongoing_keys, off)
+            self._ongoing[off] = TxnMetadata(e.producer_id, off)
+
     def prepare_update(self, producer_id: int, origin: str) -> ProducerAppendInfo:
         current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
         return ProducerAppendInfo(producer_id, current, origin)
@@ -520,26 +529,26 @@ class ProducerStateManager:
                 continue
             for e in entries:
                 if not self._is_expired(now_ms, e):
-                    self.producers[e.producer_id] = e
-                    if e.current_txn_first_offset is not None:
-                        off = e.current_txn_first_offset
-                        if off not in self._ongoing:
-                            bisect.insort(self._ongoing_keys, off)
-                        self._ongoing[off] = TxnMetadata(e.producer_id, off)
+                    self.load_producer_entry(e)
             self.last_snap_offset = latest
             self.last_map_offset = latest
             return
 
     # ---- recovery helpers ------------------------------------------------------------------------
-    def update_from_recovered_batch(self, h: BatchHeader, buf, pos: int) -> None:
-        """``LogSegment.updateProducerState``: apply one batch read back during recovery."""
+    def update_from_recovered_batch(self, h: BatchHeader, buf, pos: int) -> tuple[CompletedTxn, int] | None:
+        """``LogSegment.updateProducerState``: apply one batch read back during recovery.  Returns the transaction
+        it completed and the last stable offset as of then (taken before the transaction is completed, as the
+        append path does), which the segment puts in its transaction index if aborted; else None."""
+        done = None
         if h.producer_id > NO_PRODUCER_ID:
             info = self.prepare_update(h.producer_id, ORIGIN_REPLICATION)
             completed = info.append(h, buf, pos)
             self.update(info)
             if completed is not None:
+                done = (completed, self.last_stable_offset(completed))
                 self.complete_txn(completed)
         self.update_map_end_offset(h.base_offset + h.last_offset_delta + 1)
+        return done
 
     def load_producers_from_batches(self, batches: Iterable[tuple[BatchHeader, object, int]]) -> None:
         """``UnifiedLog.loadProducersFromRecords``: ``(header, buffer, position)`` triples."""

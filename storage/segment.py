@@ -1,4 +1,5 @@
-"""One log segment: a ``.log`` file plus its ``.index`` and ``.timeindex`` (Kafka's ``LogSegment.java``).
+"""One log segment: a ``.log`` file plus its ``.index``, ``.timeindex`` and ``.txnindex`` (Kafka's
+``LogSegment.java``).
 
 Not thread-safe for writers; the owning log serialises appends, truncation and rolls.  Inactive segments
 are immutable, so the cleaner thread and readers use them without the log's lock.
@@ -20,11 +21,12 @@ from .errors import CorruptIndexError, LogSegmentOffsetOverflowError
 from .file_records import FileRecords, FileSlice, LogOffsetPosition, TimestampAndOffset
 from .fileio import FileIO, is_plain
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex
+from .txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 
 if TYPE_CHECKING:
     from .config import LogConfig
     from .epoch import LeaderEpochFileCache
-    from .producer_state import ProducerStateManager
+    from .producer_state import CompletedTxn, ProducerStateManager
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +56,16 @@ class LogOffsetMetadata(NamedTuple):
 
 
 class FetchDataInfo(NamedTuple):
-    """A read's result: where it started and a slice of the file (possibly empty)."""
+    """A read's result: where it started and a slice of the file (possibly empty).
+
+    ``aborted_transactions``: for a READ_COMMITTED read, FetchResponse's ``AbortedTransaction`` structs of the
+    transactions aborted in the range read (a list, maybe empty); None for other reads (the response's null).
+    """
 
     fetch_offset_metadata: LogOffsetMetadata
     records: FileSlice
     first_entry_incomplete: bool = False
+    aborted_transactions: list | None = None
 
     @property
     def size(self) -> int:
@@ -95,6 +102,9 @@ class LogSegment:
         self._time_index_path = files.time_index_file(dir, base_offset, suffix)
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
+        # no I/O until used: most segments never have an aborted transaction, so never a file
+        self.txn_index = TransactionIndex(base_offset, files.transaction_index_file(dir, base_offset, suffix),
+                                          file_io=self.file_io)
         self.rolling_based_timestamp: int | None = None
         self._max_ts_and_offset: tuple[int, int] | None = None  # None = not loaded (Kafka's UNKNOWN)
         self.bytes_since_last_index_entry = 0
@@ -365,6 +375,19 @@ class LogSegment:
         if max_ts[0] != lt[0] or max_ts[1] < lt[1] or ti.entries >= ti.max_entries - 1:
             ti.maybe_append(max_ts[0], max_ts[1])
 
+    # ---- transactions ----------------------------------------------------------------------------
+    def update_txn_index(self, completed: "CompletedTxn", last_stable_offset: int) -> None:
+        """An aborted transaction completed by a marker in this segment gets an entry (``updateTxnIndex``)."""
+        if completed.is_aborted:
+            self.txn_index.append(AbortedTxn.from_completed(completed, last_stable_offset))
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
+    def fetch_upper_bound_offset(self, start_position: int, fetch_size: int) -> int | None:
+        """An offset past a read of ``fetch_size`` bytes from ``start_position``, from the offset index, or None."""
+        return self.offset_index.fetch_upper_bound_offset(start_position, fetch_size)
+
     # ---- read ------------------------------------------------------------------------------------
     def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:
         """Position and size of the first batch whose last offset is >= ``offset``.
@@ -449,8 +472,10 @@ class LogSegment:
     def recover(self, producer_state: "ProducerStateManager | None" = None,
                 epoch_cache: "LeaderEpochFileCache | None" = None,
                 *, max_batch_size: int | None = None, next_segment_base: int | None = None) -> int:
-        """Re-validate every batch (length, magic, CRC32C, offsets increasing and within the segment), rebuild both
-        indexes, feed the epoch cache and producer state, and cut the file at the first invalid byte.
+        """Re-validate every batch (length, magic, CRC32C, offsets increasing and within the segment), rebuild the
+        offset and time indexes, feed the epoch cache and producer state, rebuild the transaction index from the
+        transactions the producer state sees aborted (it must hold the state at this segment's base offset: a
+        transaction may have begun in an earlier segment), and cut the file at the first invalid byte.
 
         ``next_segment_base`` (the following segment's base offset) bounds the offsets too: the base offset
         is not covered by the CRC, so a damaged one is caught only by such range checks.
@@ -463,6 +488,7 @@ class LogSegment:
         oi, ti = self.offset_index, self.time_index
         oi.reset()
         ti.reset()
+        self.txn_index.reset()
         valid_bytes = 0
         last_index_entry = 0
         interval = self.index_interval_bytes
@@ -519,7 +545,9 @@ class LogSegment:
                         epoch_cache.assign(epoch, base)
                         latest_epoch = epoch
                     if h[9] >= 0 and producer_state is not None:
-                        producer_state.update_from_recovered_batch(h, chunk, off)
+                        done = producer_state.update_from_recovered_batch(h, chunk, off)
+                        if done is not None:
+                            self.update_txn_index(*done)
                     off = end
                 if off == 0:
                     break  # a torn tail
@@ -576,14 +604,17 @@ class LogSegment:
         self._max_ts_and_offset = max_ts
         self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
 
-    def sanity_check(self, time_index_newly_created: bool) -> None:
-        """At start-up, as Kafka: the offset index must exist (else the loader recovers the segment).  The indexes'
-        own checks run on their first use (:meth:`_check_indexes`), so a start-up reads no index it does not
-        need."""
+    def sanity_check(self, time_index_newly_created: bool, txn_index_exists: bool = True) -> None:
+        """At start-up, as Kafka: the offset index must exist (else the loader recovers the segment) and the
+        transaction index pass its check (else the loader recovers the segment, which rebuilds it with the producer
+        state; ``txn_index_exists=False``: there is no file to read).  The offset and time indexes' own checks run
+        on their first use (:meth:`_check_indexes`), so a start-up reads no index it does not need."""
         if not os.path.exists(self._offset_index_path):
             raise FileNotFoundError(f"Offset index file {self._offset_index_path} does not exist")
         if time_index_newly_created:
             self.time_index.resize(0)
+        if txn_index_exists:
+            self.txn_index.sanity_check()
         self._unchecked_indexes = self._offset_index is None or self._time_index is None
         if not self._unchecked_indexes:
             self._check_indexes()
@@ -599,6 +630,7 @@ class LogSegment:
         oi, ti = self.offset_index, self.time_index
         oi.truncate_to(offset)
         ti.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         oi.resize(oi.max_index_size)
         ti.resize(ti.max_index_size)
         truncated = 0 if mapping is None else self.log.truncate_to(mapping.position)
@@ -623,6 +655,7 @@ class LogSegment:
         self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def on_become_inactive_segment(self) -> None:
         ts, off = self._max_ts()
@@ -641,7 +674,7 @@ class LogSegment:
                 log.warning("maybeAppend failed on close of %s: %s", self, e)
         for closer in (lambda: self._offset_index and self._offset_index.close(),
                        lambda: self._time_index and self._time_index.close(),
-                       self.log.close):
+                       self.log.close, self.txn_index.close):
             try:
                 closer()
             except Exception as e:  # noqa: BLE001 - Utils.closeQuietly: every index and file gets its close
@@ -651,7 +684,7 @@ class LogSegment:
         """Release the fd and mappings without writing anything (the disk may have failed)."""
         for closer in (lambda: self._offset_index and self._offset_index.close_handler(),
                        lambda: self._time_index and self._time_index.close_handler(),
-                       self.log.close_handlers):
+                       self.log.close_handlers, self.txn_index.close):
             try:
                 closer()
             except Exception:  # noqa: BLE001 - Utils.closeQuietly: every index and file gets its close
@@ -673,10 +706,11 @@ class LogSegment:
         elif os.path.exists(ti_path):
             self.file_io.rename(ti_path, new_ti)
         self._time_index_path = new_ti
+        self.txn_index.rename_to(files.replace_suffix(self.txn_index.path, old_suffix, new_suffix))
 
     def has_suffix(self, suffix: str) -> bool:
         return (self.log.path.endswith(suffix) and self.offset_index_path.endswith(suffix)
-                and self.time_index_path.endswith(suffix))
+                and self.time_index_path.endswith(suffix) and self.txn_index.path.endswith(suffix))
 
     def update_parent_dir(self, dir: str) -> None:
         self.dir = dir
@@ -687,6 +721,7 @@ class LogSegment:
             self._offset_index.update_parent_dir(dir)
         if self._time_index is not None:
             self._time_index.update_parent_dir(dir)
+        self.txn_index.update_parent_dir(dir)
 
     def delete_if_exists(self) -> None:
         self._deleted = True
@@ -699,13 +734,7 @@ class LogSegment:
                     self.file_io.unlink(path)
                 except FileNotFoundError:
                     pass
-        # a transaction index is never written by odradek, but remove one Kafka may have left
-        txn = files.transaction_index_file(self.dir, self.base_offset,
-                                           self.log.path[len(files.log_file(self.dir, self.base_offset)):])
-        try:
-            self.file_io.unlink(txn)
-        except FileNotFoundError:
-            pass
+        self.txn_index.delete_if_exists()
 
     @property
     def deleted(self) -> bool:

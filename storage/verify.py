@@ -149,10 +149,27 @@ def _check_time_index(path: str, base_offset: int, next_offset: int | None, max_
         prev_ts, prev_off = ts, off
 
 
+def _check_txn_index(path: str, base_offset: int, next_offset: int | None, problems: list[str]) -> None:
+    """The ``.txnindex`` passes its sanity check and its entries' markers lie inside the segment."""
+    from .errors import CorruptIndexError
+    from .txn_index import TransactionIndex
+
+    idx = TransactionIndex(base_offset, path)
+    try:
+        idx.sanity_check()
+    except CorruptIndexError as e:
+        problems.append(f"{path}: {e}")
+        return
+    for t in idx.all_aborted_txns():
+        if next_offset is not None and t.last_offset >= next_offset:
+            problems.append(f"{path}: {t} ends past the segment's end {next_offset}")
+
+
 def verify_files(log_path: str, base_offset: int, *, size: int | None = None, prev_next: int | None = None,
                  next_base: int | None = None, index_path: str | None = None,
                  time_index_path: str | None = None, index_entries: int | None = None,
-                 time_index_entries: int | None = None) -> tuple[list[str], int | None]:
+                 time_index_entries: int | None = None,
+                 txn_index_path: str | None = None) -> tuple[list[str], int | None]:
     problems: list[str] = []
     batches, nxt, max_ts = _scan_log(log_path, base_offset, size, prev_next, next_base, problems)
     log_size = size if size is not None else os.path.getsize(log_path)
@@ -160,6 +177,9 @@ def verify_files(log_path: str, base_offset: int, *, size: int | None = None, pr
         _check_offset_index(index_path, base_offset, batches, log_size, problems, index_entries)
     if time_index_path is not None:
         _check_time_index(time_index_path, base_offset, nxt, max_ts, problems, time_index_entries)
+    if txn_index_path is not None:
+        # a live log's scrub reads the log up to a size taken earlier: entries for markers appended since are fine
+        _check_txn_index(txn_index_path, base_offset, nxt if size is None else None, problems)
     return problems, nxt
 
 
@@ -170,7 +190,7 @@ def verify_segment(segment: "LogSegment", size: int, prev_next: int | None, next
                         index_path=segment.offset_index_path, time_index_path=segment.time_index_path,
                         index_entries=segment.offset_index.entries if index_entries is None else index_entries,
                         time_index_entries=segment.time_index.entries if time_index_entries is None
-                        else time_index_entries)
+                        else time_index_entries, txn_index_path=segment.txn_index.path)
 
 
 def verify_partition_dir(dir: str) -> list[str]:
@@ -182,7 +202,8 @@ def verify_partition_dir(dir: str) -> list[str]:
         nxt_base = bases[i + 1] if i + 1 < len(bases) else None
         p, prev_next = verify_files(files.log_file(dir, base), base, prev_next=prev_next, next_base=nxt_base,
                                     index_path=files.offset_index_file(dir, base),
-                                    time_index_path=files.time_index_file(dir, base))
+                                    time_index_path=files.time_index_file(dir, base),
+                                    txn_index_path=files.transaction_index_file(dir, base))
         problems.extend(p)
     return problems
 

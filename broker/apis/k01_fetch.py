@@ -9,8 +9,9 @@ Behaviour (KafkaApis.handleFetchRequest, ReplicaManager.fetchMessages/readFromLo
   until ``max_wait_ms`` passes, when the read it parked after is answered; no polling;
 * OFFSET_OUT_OF_RANGE below the log start or past the log end; FENCED_LEADER_EPOCH /
   UNKNOWN_LEADER_EPOCH against ``current_leader_epoch``; UNKNOWN_TOPIC_ID (v13+ ids) and
-  UNKNOWN_TOPIC_OR_PARTITION; read_committed reads up to the last stable offset with an empty
-  aborted-transactions list;
+  UNKNOWN_TOPIC_OR_PARTITION; read_committed reads up to the last stable offset and answers the transactions
+  aborted in the range read (the log's transaction indexes, ``FetchDataInfo.abortedTransactions``); the list is null
+  for read_uncommitted and followers, and, as Kafka's, for a partition answered with an error or without a read;
 * fetch from the closest replica (KIP-392, broker/replication/replica_selector.py): a consumer's fetch from v11 on
   (Kafka's ``clientMetadata``) is served by any replica of the partition, a follower reading its own log up to its own
   high watermark (an offset past it answers no records, one past its log end OFFSET_OUT_OF_RANGE), with the
@@ -202,7 +203,7 @@ def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPar
         topic = _topic_of(image, tp, version)
         pd = PartitionData(partition_index=tp.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
                            log_start_offset=-1, preferred_read_replica=-1, records=b"",
-                           aborted_transactions=[] if req.isolation_level == READ_COMMITTED else None)
+                           aborted_transactions=None)
         out[tp] = pd
         if topic is None:
             pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -248,6 +249,7 @@ def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPar
             pd.error_code = int(exc.code)
             errors = True
         else:
+            pd.aborted_transactions = info.aborted_transactions  # None unless read_committed
             size = info.records.length
             if size:
                 pd.records = info.records

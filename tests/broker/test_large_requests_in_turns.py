@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import types
 
+import pytest
+
 from broker.loop_turns import ITEMS_PER_TURN
 from broker.replication.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
 from broker.replication.replica_manager import Partition
@@ -19,6 +21,18 @@ from tests.broker.test_replica_fetcher import NOW, _Replicas
 from broker.clock import ManualClock
 
 TOPIC = b"\x05" * 16
+
+
+@pytest.fixture(autouse=True)
+def current_loop():
+    """Each test on a current loop of its own: a module run before may have left none set (its fixture's
+    ``set_event_loop(None)``), and then ``get_event_loop`` raises.  Cancelled tasks get their turn before the close."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield loop
+    loop.run_until_complete(asyncio.sleep(0))
+    loop.close()
+    asyncio.set_event_loop(None)
 
 
 async def _turns_while(work) -> tuple[object, int]:
