@@ -5,6 +5,7 @@ injected kind when one fault is put into a generated history."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -548,3 +549,24 @@ def inject(kind: str, run: TxnRun, draw) -> list[Event]:
 @given(run=txn_runs(), data=st.data())
 def test_one_injected_transactional_anomaly_is_found_as_its_kind(kind: str, run: TxnRun, data):
     only_kind(check(inject(kind, run, data.draw)), kind)
+
+
+def test_large_transactional_history_checks_in_n_log_n_time():
+    events = []
+    for t in range(25_000):
+        txn, partition, offset = f"t#{t}", t % 4, 3 * (t // 4)  # two records and a marker per transaction
+        events.append(Event(TXN_BEGIN, "t", -1, b"", None, 0.0, txn=txn))
+        for i in range(2):
+            value = b"%d-%d" % (t, i)
+            events += [Event(SEND, "t", partition, value, None, 0.0, txn=txn),
+                       Event(ACK, "t", partition, value, offset + i, 0.0, txn=txn),
+                       _rc_read("s1", partition, offset + i, value), _rc_read("s2", partition, offset + i, value)]
+        events.append(Event(TXN_COMMIT_OK if t % 3 else TXN_ABORT_OK, "t", -1, b"", None, 0.0, txn=txn))
+    events = [e for e in events if not (e.kind == READ and int(e.value.split(b"-")[0]) % 3 == 0)]
+    events += [_rc_span("s1", p, 0, 3 * 6250) for p in range(4)]
+    start = time.monotonic()
+    report = check(events)
+    elapsed = time.monotonic() - start
+    assert report.ok, report.summary()
+    assert report.transactions["committed"] == 16_666 and report.counts()["reads"] == 66_664
+    assert elapsed < 5, f"checking {len(events)} events took {elapsed:.1f}s"
