@@ -1,7 +1,8 @@
 """Judge a recorded ``History`` of a Kafka workload: what the log must contain given what clients were told.
 
 One pass over the events fills dicts keyed by value, by (partition, offset) and by (session, partition); the
-anomalies are then read off those dicts, so checking is linear in the history size.
+anomalies are then read off those dicts, so checking is linear in the history size (transactional visibility adds
+one sort per partition of its sessions' bounds and acked offsets: n log n).
 
 Anomalies (any one makes ``Report.ok`` false):
 
@@ -16,6 +17,36 @@ Anomalies (any one makes ``Report.ok`` false):
 - phantom: a value read that was never sent (no send, ack or fail mentions it).
 
 A failed send is indeterminate, so failed values that are read are legal and only counted.
+
+Transactions (KIP-98). A transaction's outcome is *committed* (txn_commit_ok), *aborted* (txn_abort_ok, also
+after a txn_end_unknown), *unknown* (txn_end_unknown only) or *open* (no end recorded; both oks for one
+transaction make the history malformed: ValueError). Only read_committed reads and spans judge visibility;
+read_uncommitted reads may return anything that is in the log. A read_committed session *covers* offset o of
+partition P when o lies in [lowest offset it read or spanned on P, highest offset it read on P or end of a span
+there): a session is one continuous position, and read_committed cannot pass o before o's transaction ended, so
+a session covering o must have returned o's record if that record is visible. A transaction is *visible* when
+committed, or when unknown and some read_committed read returned one of its values (then it committed). The
+values a visible transaction obliges covering sessions to return are its acknowledged ones, at their acked
+(partition, offset); failed or unanswered sends inside it are indeterminate one by one. Transactional acks are
+judged by these kinds, not by ``lost``.
+
+- aborted_read: a read_committed read returned a value of an aborted transaction (one per value, first read).
+- uncommitted_read: a read_committed read returned a value of an open transaction: beyond the last stable
+  offset (one per value, first read).
+- lost_committed: a value acknowledged at (P, o) in a committed transaction that some read_committed session
+  covers, but that no read_committed read on P returned (one per value, with the first obliged session).
+- torn_transaction: (reason "skipped") a read_committed session covers the acked (P, o) of a value of a visible
+  transaction but did not return it on P, while the value is not lost_committed (another read returned it, or
+  the transaction is unknown and visible): all-or-nothing visibility broken, one per (session, value); or
+  (reason "out_of_order") values of one transaction read on one partition at offsets not increasing in the
+  transaction's send order, one per value.
+- duplicate_output (consume-transform-produce): an input record (partition, offset of the input topic) from
+  which two or more output values were read by read_committed reads (outputs of aborted and open transactions
+  are reported as their own kinds and not counted; values must be unique, so a reprocessed input makes a new
+  value), under the first output's partition; an output read by read_committed derived from an input offset at
+  or beyond the group's final committed offset on that input partition (it will be produced again), under the
+  output's partition; a final committed offset different from its input partition's end (the group did not
+  commit exactly what was processed), under partition -1.
 """
 
 from __future__ import annotations
@@ -23,9 +54,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
-from tests.jepsen.history import ACK, FAIL, READ, SEND, UNKNOWN_PARTITION, Event, History
+from tests.jepsen.history import (
+    ACK,
+    COMMITTED_OFFSET,
+    FAIL,
+    READ,
+    READ_SPAN,
+    SEND,
+    TXN_ABORT_OK,
+    TXN_BEGIN,
+    TXN_COMMIT_OK,
+    TXN_END_UNKNOWN,
+    UNKNOWN_PARTITION,
+    Event,
+    History,
+)
 
-ANOMALY_KINDS = ("lost", "duplicated", "inconsistent", "non_monotonic", "ack_mismatch", "phantom")
+BASIC_ANOMALY_KINDS = ("lost", "duplicated", "inconsistent", "non_monotonic", "ack_mismatch", "phantom")
+TXN_ANOMALY_KINDS = ("aborted_read", "uncommitted_read", "lost_committed", "torn_transaction", "duplicate_output")
+ANOMALY_KINDS = BASIC_ANOMALY_KINDS + TXN_ANOMALY_KINDS
+COMMITTED, ABORTED, UNKNOWN, OPEN = "committed", "aborted", "unknown", "open"
+TXN_OUTCOMES = (COMMITTED, ABORTED, UNKNOWN, OPEN)
 INFO_KINDS = ("acked", "failed", "failed_but_read", "reads", "distinct_values_read")
 EXAMPLES_PER_KIND = 5
 
@@ -85,6 +134,70 @@ class Phantom:
     session: str
 
 
+@dataclass(frozen=True)
+class AbortedRead:
+    value: bytes
+    partition: int
+    offset: int
+    session: str  # the first read_committed session that returned it
+    txn: str
+
+
+@dataclass(frozen=True)
+class UncommittedRead:
+    value: bytes
+    partition: int
+    offset: int
+    session: str
+    txn: str
+
+
+@dataclass(frozen=True)
+class LostCommitted:
+    value: bytes
+    partition: int
+    offset: int  # the acknowledged offset
+    txn: str
+    session: str  # the first read_committed session that covers the offset
+
+
+@dataclass(frozen=True)
+class TornTransaction:
+    txn: str
+    session: str  # "skipped": the session that missed it; "out_of_order": the first reader of that place
+    partition: int
+    offset: int  # "skipped": the acked offset; "out_of_order": where the value was read
+    value: bytes
+    reason: str  # "skipped" | "out_of_order"
+
+
+@dataclass(frozen=True)
+class DuplicateOutput:
+    input_partition: int
+    input_offset: int
+    input_value: bytes
+    outputs: tuple[tuple[int, int, bytes], ...]  # (partition, offset, value) of each first read, in read order
+
+
+@dataclass(frozen=True)
+class OutputBeyondCommitted:
+    group: str
+    input_partition: int
+    input_offset: int
+    committed_offset: int
+    partition: int  # the output's
+    offset: int
+    value: bytes
+
+
+@dataclass(frozen=True)
+class OffsetNotAtEnd:
+    group: str
+    input_partition: int
+    committed_offset: int
+    input_end: int
+
+
 @dataclass
 class PartitionReport:
     """Anomalies and information counts for one partition (-1 holds failed sends of unknown partition)."""
@@ -96,6 +209,11 @@ class PartitionReport:
     non_monotonic: list[NonMonotonic] = field(default_factory=list)
     ack_mismatch: list[AckMismatch] = field(default_factory=list)
     phantom: list[Phantom] = field(default_factory=list)
+    aborted_read: list[AbortedRead] = field(default_factory=list)
+    uncommitted_read: list[UncommittedRead] = field(default_factory=list)
+    lost_committed: list[LostCommitted] = field(default_factory=list)
+    torn_transaction: list[TornTransaction] = field(default_factory=list)
+    duplicate_output: list[DuplicateOutput | OutputBeyondCommitted | OffsetNotAtEnd] = field(default_factory=list)
     acked: int = 0
     failed: int = 0  # distinct values whose send failed; attributed to their send's or first read's partition
     failed_but_read: int = 0  # legal: an error answer for data that did reach the log
@@ -127,6 +245,7 @@ class PartitionReport:
 @dataclass
 class Report:
     partitions: dict[int, PartitionReport] = field(default_factory=dict)
+    transactions: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TXN_OUTCOMES, 0))
 
     @property
     def ok(self) -> bool:
@@ -143,6 +262,8 @@ class Report:
     def summary(self) -> str:
         """One line per partition with up to 5 examples per anomaly kind, then the totals."""
         lines = [self.partitions[p].summary() for p in sorted(self.partitions)]
+        if any(self.transactions.values()):
+            lines.append("transactions: " + " ".join(f"{k}={n}" for k, n in self.transactions.items()))
         totals = self.counts()
         lines.append(f"total: {'ok' if self.ok else 'ANOMALIES'} "
                      + " ".join(f"{kind}={totals[kind]}" for kind in (*INFO_KINDS, *ANOMALY_KINDS)))
@@ -162,6 +283,8 @@ def _describe(anomaly) -> str:
             v = _short(v)
         elif f.name == "reads":
             v = "[" + ", ".join(f"p{r.partition}@{r.offset} by {r.session}" for r in v) + "]"
+        elif f.name == "outputs":
+            v = "[" + ", ".join(f"p{p}@{o} {_short(val)}" for p, o, val in v) + "]"
         elif f.name == "values":
             v = "[" + ", ".join(f"{_short(val)} by {session}" for val, session in v) + "]"
         elif isinstance(v, tuple):
@@ -185,6 +308,7 @@ def check(history: History | list[Event]) -> Report:
     reads_per_partition: dict[int, int] = {}
     values_per_partition: dict[int, set[bytes]] = {}
     non_monotonic: list[NonMonotonic] = []
+    txns = _Transactions()
 
     for e in events:
         kind = e.kind
@@ -199,16 +323,28 @@ def check(history: History | list[Event]) -> Report:
             if previous is not None and e.offset <= previous:
                 non_monotonic.append(NonMonotonic(e.process, e.partition, previous, e.offset, e.value))
             last_offset[position] = e.offset
+            if e.read_committed:
+                txns.committed_read(e)
         elif kind == SEND:
             sent.add(e.value)
             if e.partition != UNKNOWN_PARTITION:
                 send_partition.setdefault(e.value, e.partition)
+            txns.member(e, in_send_order=True)
         elif kind == ACK:
             sent.add(e.value)
             acks.append(e)
+            txns.member(e)
         elif kind == FAIL:
             sent.add(e.value)
             failed.add(e.value)
+            txns.member(e)
+        elif kind == READ_SPAN:
+            if e.read_committed and e.end > e.offset:
+                txns.cover(e.process, e.partition, e.offset, e.end)
+        elif kind in (TXN_BEGIN, TXN_COMMIT_OK, TXN_ABORT_OK, TXN_END_UNKNOWN):
+            txns.ending(e)
+        elif kind == COMMITTED_OFFSET:
+            txns.committed_offsets[e.partition] = e
         else:
             raise ValueError(f"unknown event kind {kind!r} in {e}")
 
@@ -231,7 +367,8 @@ def check(history: History | list[Event]) -> Report:
         places = places_of_value.get(e.value, {})
         offsets_here = sorted(offset for partition, offset in places if partition == e.partition)
         if not offsets_here:
-            here.lost.append(Lost(e.value, e.partition, e.offset, e.process))
+            if e.value not in txns.txn_of:  # a transaction's acks oblige read_committed sessions instead
+                here.lost.append(Lost(e.value, e.partition, e.offset, e.process))
         elif offsets_here != [e.offset]:
             others = tuple(o for o in offsets_here if o != e.offset)
             here.ack_mismatch.append(AckMismatch(e.value, e.partition, e.offset, others, e.process))
@@ -256,4 +393,147 @@ def check(history: History | list[Event]) -> Report:
         if len(readers) > 1:
             at(partition).inconsistent.append(Inconsistent(partition, offset, tuple(readers.items())))
 
+    txns.judge(report, at, acks, places_of_value)
     return report
+
+
+class _Transactions:
+    """What the history says of transactions and read_committed sessions, filled during the one pass."""
+
+    def __init__(self) -> None:
+        self.txn_of: dict[bytes, str] = {}  # value -> its transaction
+        self.sends_of: dict[str, list[bytes]] = {}  # transaction -> its values in send order
+        self.source_of: dict[bytes, tuple[int, int, bytes]] = {}  # output value -> input record
+        self.known: dict[str, None] = {}  # every transaction named, in order of first mention
+        self.ends: dict[str, set[str]] = {}  # transaction -> kinds of its end events
+        self.first_committed_read: dict[bytes, tuple[int, int, str]] = {}  # value -> (partition, offset, session)
+        self.committed_readers: dict[tuple[bytes, int], set[str]] = {}  # (value, partition) -> sessions
+        self.coverage: dict[tuple[str, int], list[int]] = {}  # (session, partition) -> [low, high)
+        self.committed_offsets: dict[int, Event] = {}  # input partition -> its last committed_offset event
+
+    def member(self, e: Event, in_send_order: bool = False) -> None:
+        if e.source is not None:
+            self.source_of.setdefault(e.value, e.source)
+        if e.txn is None:
+            return
+        self.known.setdefault(e.txn)
+        if self.txn_of.setdefault(e.value, e.txn) == e.txn and in_send_order:
+            self.sends_of.setdefault(e.txn, []).append(e.value)
+
+    def ending(self, e: Event) -> None:
+        self.known.setdefault(e.txn)
+        if e.kind != TXN_BEGIN:
+            self.ends.setdefault(e.txn, set()).add(e.kind)
+
+    def committed_read(self, e: Event) -> None:
+        self.first_committed_read.setdefault(e.value, (e.partition, e.offset, e.process))
+        self.committed_readers.setdefault((e.value, e.partition), set()).add(e.process)
+        self.cover(e.process, e.partition, e.offset, e.offset + 1)
+
+    def cover(self, session: str, partition: int, start: int, end: int) -> None:
+        span = self.coverage.get((session, partition))
+        if span is None:
+            self.coverage[(session, partition)] = [start, end]
+        else:
+            span[0], span[1] = min(span[0], start), max(span[1], end)
+
+    def outcome(self, txn: str | None) -> str | None:
+        if txn is None:
+            return None
+        ends = self.ends.get(txn, ())
+        if TXN_COMMIT_OK in ends and TXN_ABORT_OK in ends:
+            raise ValueError(f"transaction {txn!r} both committed and aborted")
+        if TXN_COMMIT_OK in ends:
+            return COMMITTED
+        if TXN_ABORT_OK in ends:
+            return ABORTED
+        return UNKNOWN if ends else OPEN
+
+    def judge(self, report: Report, at, acks: list[Event], places_of_value) -> None:
+        outcomes = {txn: self.outcome(txn) for txn in self.known}
+        for outcome in outcomes.values():
+            report.transactions[outcome] += 1
+
+        seen_committed: set[str] = set()  # transactions some read_committed read returned a value of
+        for value, (partition, offset, session) in self.first_committed_read.items():
+            txn = self.txn_of.get(value)
+            outcome = outcomes.get(txn)
+            if outcome == ABORTED:
+                at(partition).aborted_read.append(AbortedRead(value, partition, offset, session, txn))
+            elif outcome == OPEN:
+                at(partition).uncommitted_read.append(UncommittedRead(value, partition, offset, session, txn))
+            elif txn is not None:
+                seen_committed.add(txn)
+
+        self._judge_visibility(at, acks, outcomes, seen_committed)
+        self._judge_order(at, places_of_value)
+        self._judge_outputs(at, outcomes)
+
+    def _judge_visibility(self, at, acks: list[Event], outcomes: dict[str, str], seen_committed: set[str]) -> None:
+        """Each acked value of a visible transaction against the read_committed sessions covering its offset: a
+        sweep per partition over the sorted coverage bounds and acked offsets (n log n)."""
+        sweeps: dict[int, list[tuple]] = {}
+        for (session, partition), (low, high) in self.coverage.items():
+            sweeps.setdefault(partition, []).extend(((high, 0, session), (low, 1, session)))
+        obliged: set[bytes] = set()
+        for e in acks:
+            txn = self.txn_of.get(e.value)
+            if e.value in obliged or e.partition not in sweeps:
+                continue
+            if outcomes.get(txn) == COMMITTED or (outcomes.get(txn) == UNKNOWN and txn in seen_committed):
+                obliged.add(e.value)
+                sweeps[e.partition].append((e.offset, 2, e))
+        for partition, sweep in sweeps.items():
+            sweep.sort(key=lambda item: item[:2])
+            active: dict[str, None] = {}
+            for _, step, what in sweep:
+                if step == 0:
+                    del active[what]
+                elif step == 1:
+                    active[what] = None
+                else:
+                    readers = self.committed_readers.get((what.value, partition), ())
+                    if len(active) > sum(session in active for session in readers):
+                        self._missed(at, what, [s for s in active if s not in readers], outcomes)
+
+    def _missed(self, at, ack: Event, sessions: list[str], outcomes: dict[str, str]) -> None:
+        txn = self.txn_of[ack.value]
+        here = at(ack.partition)
+        if outcomes[txn] == COMMITTED and (ack.value, ack.partition) not in self.committed_readers:
+            here.lost_committed.append(LostCommitted(ack.value, ack.partition, ack.offset, txn, sessions[0]))
+        else:
+            here.torn_transaction.extend(TornTransaction(txn, s, ack.partition, ack.offset, ack.value, "skipped")
+                                         for s in sessions)
+
+    def _judge_order(self, at, places_of_value) -> None:
+        """A transaction's values on one partition sit in its send order (one producer, one sequence)."""
+        for txn, values in self.sends_of.items():
+            highest: dict[int, int] = {}
+            for value in values:
+                for (partition, offset), session in places_of_value.get(value, {}).items():
+                    if offset < highest.get(partition, -1):
+                        at(partition).torn_transaction.append(
+                            TornTransaction(txn, session, partition, offset, value, "out_of_order"))
+                    highest[partition] = max(offset, highest.get(partition, -1))
+
+    def _judge_outputs(self, at, outcomes: dict[str, str]) -> None:
+        outputs_of: dict[tuple[int, int], list[tuple[int, int, bytes]]] = {}
+        input_value: dict[tuple[int, int], bytes] = {}
+        for value, (partition, offset, _) in self.first_committed_read.items():
+            source = self.source_of.get(value)
+            if source is None or outcomes.get(self.txn_of.get(value)) in (ABORTED, OPEN):
+                continue
+            outputs_of.setdefault(source[:2], []).append((partition, offset, value))
+            input_value.setdefault(source[:2], source[2])
+            committed = self.committed_offsets.get(source[0])
+            if committed is not None and source[1] >= committed.offset:
+                at(partition).duplicate_output.append(OutputBeyondCommitted(
+                    committed.process, source[0], source[1], committed.offset, partition, offset, value))
+        for (input_partition, input_offset), outputs in outputs_of.items():
+            if len(outputs) > 1:
+                at(outputs[0][0]).duplicate_output.append(DuplicateOutput(
+                    input_partition, input_offset, input_value[(input_partition, input_offset)], tuple(outputs)))
+        for input_partition, e in self.committed_offsets.items():
+            if e.offset != e.end:
+                at(UNKNOWN_PARTITION).duplicate_output.append(OffsetNotAtEnd(e.process, input_partition, e.offset,
+                                                                             e.end))

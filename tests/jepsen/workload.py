@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 
-from tests.jepsen.history import History
+from tests.jepsen.history import READ_COMMITTED, History
 
 log = logging.getLogger("jepsen.workload")
 
@@ -273,3 +273,128 @@ class Workload:
                         position[m.partition()] = m.offset() + 1
         finally:
             c.close()
+
+
+# ---- transactions (KIP-98): recorders for confluent-kafka clients, not yet run against the broker ----------------
+
+
+class TransactionalRecorder:
+    """A confluent-kafka transactional ``Producer`` (``transactional.id`` set, ``init_transactions`` done) whose
+    transactions, sends and outcomes go into ``history`` under ``name``.
+
+    One transaction at a time, as Kafka allows; each delivery report is recorded under the transaction its record
+    was produced in (reports are served by the calling thread's poll, flush or commit). A commit or abort call
+    that raises is recorded as ``txn_end_unknown`` and re-raised: the caller decides (``finish`` does it the
+    usual way)."""
+
+    def __init__(self, producer, history: History, name: str, topic: str) -> None:
+        self.producer, self.history, self.name, self.topic = producer, history, name, topic
+        self.txn: str | None = None
+
+    def begin(self) -> str:
+        assert self.txn is None, f"{self.name}: transaction {self.txn} still open"
+        self.producer.begin_transaction()
+        self.txn = self.history.txn_begin(self.name)
+        return self.txn
+
+    def produce(self, value: bytes, partition: int, source: tuple[int, int, bytes] | None = None) -> None:
+        """Send ``value`` inside the open transaction; ``source`` is the input record it was derived from."""
+        txn = self.txn
+        assert txn is not None, f"{self.name}: produce outside a transaction"
+
+        def report(err, msg):
+            if err is not None:
+                self.history.fail(self.name, value, str(err), txn=txn)
+            else:
+                self.history.ack(self.name, msg.partition(), value, msg.offset(), txn=txn)
+
+        self.history.send(self.name, partition, value, txn=txn, source=source)
+        self.producer.produce(self.topic, value=value, partition=partition, on_delivery=report)
+
+    def send_offsets(self, offsets, group_metadata, timeout: float = 30.0) -> None:
+        """The consumer positions to commit with the transaction (consume-transform-produce)."""
+        self.producer.send_offsets_to_transaction(offsets, group_metadata, timeout)
+
+    def commit(self, timeout: float = 30.0) -> None:
+        self._end(self.producer.commit_transaction, self.history.txn_commit_ok, timeout)
+
+    def abort(self, timeout: float = 30.0) -> None:
+        self._end(self.producer.abort_transaction, self.history.txn_abort_ok, timeout)
+
+    def _end(self, call, record_ok, timeout: float) -> None:
+        txn = self.txn
+        assert txn is not None, f"{self.name}: no transaction to end"
+        try:
+            call(timeout)
+        except Exception as exc:
+            self.history.txn_end_unknown(self.name, txn, repr(exc))
+            raise
+        record_ok(self.name, txn)
+        self.txn = None
+
+    def finish(self, timeout: float = 30.0, commit_attempts: int = 3) -> str:
+        """Commit, retrying a retriable failure, aborting when the error requires it; returns "committed",
+        "aborted" or "unknown" (a fatal or persistent error: the transaction stays indeterminate in the history,
+        and this recorder forgets it)."""
+        from confluent_kafka import KafkaException
+
+        for _ in range(commit_attempts):
+            try:
+                self.commit(timeout)
+                return "committed"
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.txn_requires_abort():
+                    try:
+                        self.abort(timeout)
+                        return "aborted"
+                    except KafkaException:
+                        break
+                if not error.retriable():
+                    break
+        self.txn = None
+        return "unknown"
+
+
+def record_messages(history: History, session: str, messages, isolation: str = READ_COMMITTED) -> int:
+    """Record what ``Consumer.consume`` returned (errors skipped) as reads of ``session``; returns how many."""
+    n = 0
+    for m in messages:
+        if m.error() is None:
+            history.read(session, m.partition(), m.offset(), m.value(), isolation)
+            n += 1
+    return n
+
+
+def drain_read_committed(consumer, topic: str, partitions: int, history: History, session: str = "drain",
+                         timeout: float = 60.0) -> dict[int, int]:
+    """Read every partition from 0 to its end offset as ``consumer`` sees it (``isolation.level=read_committed``:
+    the last stable offset) and record a ``read_span`` of each: the checker then holds the session to every
+    committed record below. Positions, not the last record read, say when a partition is done: aborted records
+    and control records are never returned. Returns the end offsets."""
+    from confluent_kafka import TopicPartition
+
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1] for p in range(partitions)}
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    done: set[int] = {p for p, end in ends.items() if end == 0}
+    deadline = time.monotonic() + timeout
+    while len(done) < partitions:
+        assert time.monotonic() < deadline, f"drain did not reach the end offsets {ends}"
+        record_messages(history, session, consumer.consume(1000, 0.5), READ_COMMITTED)
+        for tp in consumer.position([TopicPartition(topic, p) for p in range(partitions) if p not in done]):
+            if tp.offset >= ends[tp.partition]:
+                done.add(tp.partition)
+    for p, end in ends.items():
+        history.read_span(session, p, 0, end, READ_COMMITTED)
+    return ends
+
+
+def record_committed_offsets(consumer, history: History, group: str, input_topic: str, partitions: int) -> None:
+    """At the end of a consume-transform-produce run: ``group``'s committed offset on each input partition and
+    that partition's end, as ``consumer`` (of that group) sees them."""
+    from confluent_kafka import TopicPartition
+
+    tps = [TopicPartition(input_topic, p) for p in range(partitions)]
+    for tp in consumer.committed(tps, timeout=20):
+        end = consumer.get_watermark_offsets(TopicPartition(input_topic, tp.partition), timeout=20)[1]
+        history.committed_offset(group, tp.partition, max(tp.offset, 0), end)  # -1001: nothing committed
