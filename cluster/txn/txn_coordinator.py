@@ -194,9 +194,10 @@ def append_error_to_coordinator_error(code: int) -> int:
     return _APPEND_ERRORS.get(code, code)
 
 
+# NETWORK_EXCEPTION: the adapter's report for a broker that disconnected (Kafka re-enqueues those markers)
 _MARKER_RETRIABLE = {E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_LEADER_OR_FOLLOWER, E.NOT_ENOUGH_REPLICAS,
-                     E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.REQUEST_TIMED_OUT, E.KAFKA_STORAGE_ERROR}
-_MARKER_FATAL = {E.CORRUPT_MESSAGE, E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_REQUIRED_ACKS}
+                     E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.REQUEST_TIMED_OUT, E.KAFKA_STORAGE_ERROR,
+                     E.NETWORK_EXCEPTION}
 
 
 class TxnCoordinatorShard:
@@ -684,7 +685,10 @@ class TxnCoordinatorShard:
                          "sending any more transaction markers", transactional_id, tp, err)
                 self._pending_markers.pop(transactional_id, None)
                 return
-            else:  # Kafka: fatal (IllegalStateException); the transaction completes after a reload
+            else:
+                # CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_REQUIRED_ACKS, anything unknown:
+                # Kafka throws (IllegalStateException in the sender) and the transaction stays Prepare* until a
+                # reload sends its markers again; here the same outcome, logged instead of raised
                 log.error("Unexpected error %s while sending txn marker for %s to %s", err, transactional_id, tp)
                 self._pending_markers.pop(transactional_id, None)
                 return
