@@ -36,7 +36,19 @@ Lifecycle: :meth:`begin_load` (``coordinator_epoch`` = the partition's leader ep
 record of the partition, :meth:`finish_load` (returns the markers of the transactions found in Prepare*);
 :meth:`unload` on resignation. Timers (abort of timed-out transactions, expiry of idle transactional ids, retry
 of Complete* writes that found the coordinator unavailable) fire from :meth:`poll`; :meth:`next_deadline` says
-when to call it.
+when to call it. The adapter appends each result's writes as it gets them (so the log keeps the order of the state
+changes) and keeps ``transaction_version_level`` equal to the finalized ``transaction.version`` feature.
+
+Transactions V2 (KIP-890 part 2), as in Kafka trunk 2024-10: EndTxn v5+ bumps the epoch in its Prepare* record,
+recognises its own retries (the epoch before the bump, or the old producer id after an overflow), takes a new
+producer id when the bump exhausts the epochs and switches to it in Complete*; markers carry the client's
+transaction version. Where this differs from that checkout: the EndTxn answer carries the producer id and epoch the
+Complete* record will hold (the checkout answers the Prepare* ones, the same except after an overflow, where it
+would hand out epoch 32767 of the old id); a coordinator abort at TV2 after a fence at epoch 32767 does not bump
+again (the checkout would overflow the short); TransactionLogValue v1 also carries PreviousProducerId and
+NextProducerId (the checkout writes only ClientTransactionVersion), so an overflow's retry is recognised after a
+failover. Not confirmed from a source: whether a later Kafka records the client's transaction version on
+AddPartitionsToTxn (the adds here record TV0, as the checkout does).
 """
 
 from __future__ import annotations
