@@ -100,7 +100,7 @@ class TxnConfig:
     transaction_log_num_partitions: int = _D["transaction.state.log.num.partitions"]
     abort_timed_out_transactions_interval_ms: int = _D["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
     remove_expired_transactional_ids_interval_ms: int = _D["transaction.remove.expired.transaction.cleanup.interval.ms"]
-    max_batch_bytes: int = _D["message.max.bytes"]
+    max_batch_bytes: int = _D["message.max.bytes"]  # the __transaction_state topic's max.message.bytes
 
     @classmethod
     def from_props(cls, props: dict) -> "TxnConfig":
