@@ -70,6 +70,16 @@ def _int64(v: int) -> bytes:
     return struct.pack(">q", v)
 
 
+def _codec_knows_the_tags() -> bool:
+    """Whether the generated codec writes PreviousProducerId itself (a codegen that learnt ``taggedVersions``-only
+    fields): then this module sets the fields instead of adding them as unknown tags, which would write them twice."""
+    plain = TransactionLogValue().encode(1)
+    return TransactionLogValue(previous_producer_id=5).encode(1) != plain
+
+
+_CODEC_KNOWS_TAGS = _codec_knows_the_tags()
+
+
 def value_to_bytes(t: TxnTransitMetadata, transaction_version_level: TransactionVersion) -> bytes:
     """The value of a transition's record; its version follows the cluster's ``transaction.version``."""
     if t.txn_state is TransactionState.EMPTY and t.topic_partitions:
@@ -83,7 +93,7 @@ def value_to_bytes(t: TxnTransitMetadata, transaction_version_level: Transaction
             by_topic.setdefault(topic, []).append(p)
         partitions = [PartitionsSchema(topic=topic, partition_ids=ps) for topic, ps in by_topic.items()]
     tags = []
-    if version >= 1:
+    if version >= 1 and not _CODEC_KNOWS_TAGS:
         if t.prev_producer_id != NO_PRODUCER_ID:
             tags.append((TAG_PREVIOUS_PRODUCER_ID, _int64(t.prev_producer_id)))
         if t.next_producer_id != NO_PRODUCER_ID:
@@ -95,13 +105,17 @@ def value_to_bytes(t: TxnTransitMetadata, transaction_version_level: Transaction
         transaction_status=t.txn_state.id, transaction_partitions=partitions,
         transaction_last_update_timestamp_ms=t.txn_last_update_timestamp,
         transaction_start_timestamp_ms=t.txn_start_timestamp, unknown_tagged_fields=tags or None)
+    if version >= 1 and _CODEC_KNOWS_TAGS:
+        value.previous_producer_id = t.prev_producer_id
+        value.next_producer_id = t.next_producer_id
+        value.client_transaction_version = int(t.client_transaction_version)
     return struct.pack(">h", version) + value.encode(version)
 
 
 def _known_tags(value: TransactionLogValue) -> tuple[int, int, int]:
-    """(previous producer id, next producer id, client transaction version) from the tagged fields; other tags
-    (a newer Kafka's) stay unknown and are ignored."""
-    prev_pid, next_pid, tv = NO_PRODUCER_ID, NO_PRODUCER_ID, 0
+    """(previous producer id, next producer id, client transaction version): what the codec decoded, or the tagged
+    fields it left unknown; other tags (a newer Kafka's) are ignored."""
+    prev_pid, next_pid, tv = value.previous_producer_id, value.next_producer_id, value.client_transaction_version
     for tag, data in value.unknown_tagged_fields or ():
         if tag == TAG_PREVIOUS_PRODUCER_ID:
             (prev_pid,) = struct.unpack(">q", data)

@@ -178,3 +178,17 @@ def test_partition_for_is_abs_java_hash_code_mod_partitions(txn_id, partitions, 
     assert partition_for(txn_id, partitions) == want
     if expected is not None:
         assert want == expected
+
+
+def test_value_v1_bytes_are_kafkas():
+    """TransactionLogValue v1 as Kafka's generated writer lays it out: the fixed fields, compact arrays and strings,
+    then the tagged fields in tag order as (tag, size, data)"""
+    t = TxnTransitMetadata(7, 5, 9, 3, 2, 1000, S.PREPARE_COMMIT, frozenset({("t", 0)}), 500, 600, TV_2)
+    want = (struct.pack(">h", 1) + struct.pack(">qhib", 7, 3, 1000, S.PREPARE_COMMIT.id)
+            + bytes([2])  # one partitions entry (compact: n + 1)
+            + bytes([2]) + b"t" + bytes([2]) + struct.pack(">i", 0) + bytes([0])  # topic, [0], no tags
+            + struct.pack(">qq", 600, 500)
+            + bytes([3]) + bytes([0, 8]) + struct.pack(">q", 5) + bytes([1, 8]) + struct.pack(">q", 9)
+            + bytes([2, 2]) + struct.pack(">h", 2))
+    assert value_to_bytes(t, TV_2) == want
+    assert key_to_bytes("t") == struct.pack(">hh", 0, 1) + b"t"
