@@ -1,33 +1,28 @@
-"""The transaction coordinator's marker sender (Kafka's TransactionMarkerChannelManager and
-TransactionMarkerRequestCompletionHandler), for one broker.
+"""The transaction coordinator's marker transport (the sending half of Kafka's TransactionMarkerChannelManager), for
+one broker.
 
 Once a transaction's PrepareCommit or PrepareAbort is committed, its COMMIT or ABORT marker must reach every
-partition the transaction wrote to. ``add`` takes a transaction's markers (``PendingMarkers``); one task per
-destination broker sends WriteTxnMarkers requests carrying every marker queued for that broker at the time, one
-request in flight per broker; the partitions' leaders come from the metadata image at each send.
+partition the transaction wrote to. ``add`` takes a transaction's markers (``cluster.txn.txn_coordinator.TxnMarkers``)
+and splits them by the partitions' leaders in the metadata image of the moment; one task per destination broker
+sends WriteTxnMarkers requests carrying every marker queued for that broker, one request in flight per broker.
 
-Per partition, as Kafka's completion handler decides: NONE is done; UNKNOWN_TOPIC_OR_PARTITION,
-NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT and KAFKA_STORAGE_ERROR are retried
-(with the leader of the moment); INVALID_PRODUCER_EPOCH and TRANSACTION_COORDINATOR_FENCED end the sending of the
-whole transaction (a newer producer or coordinator has taken over); UNSUPPORTED_FOR_MESSAGE_FORMAT and
-UNSUPPORTED_VERSION drop the partition. A partition of a deleted topic (no leader in the image, or no topic) is
-dropped. A lost connection or a request timeout retries every marker of it. Before each send, and after each
-answer, ``is_current`` says whether this coordinator still owns the transaction at the markers' coordinator epoch
-(not unloaded, not moved on): if not, its markers are dropped and ``done`` resolves False.
-
-``done`` resolves True once every partition is acknowledged or dropped: the coordinator then writes
-CompleteCommit / CompleteAbort.
+What an answer means is the coordinator's to decide (``TxnCoordinatorShard.markers_written``: done, retried,
+fenced): each partition's error goes to ``answered``, a lost connection or a timeout as NETWORK_EXCEPTION for every
+partition of the request. A partition whose topic or partition no longer exists (no leader to ask: deleted) goes to
+``not_needed``. A partition whose leader is known but not reachable now (fenced, no endpoint, no leader elected yet)
+waits ``backoff_s`` and is routed again. ``delay_s`` holds markers back before they are routed (a retry after a
+retriable error, so a partition that keeps answering NOT_ENOUGH_REPLICAS is not asked in a tight loop).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from typing import Callable
 
 from broker.network.peer_links import PeerLinks
 from cluster.metadata_image import MetadataImage
+from cluster.txn.txn_coordinator import TxnMarkers
 from protocol.errors import ErrorCode
 from protocol.generated.messages import WriteTxnMarkersRequest
 from protocol.generated.messages.write_txn_markers_request import WritableTxnMarker, WritableTxnMarkerTopic
@@ -36,114 +31,99 @@ log = logging.getLogger("odradek.txn_markers")
 
 WRITE_TXN_MARKERS_VERSION = 1  # v2 carries the transaction version (KIP-1228, transactions V2: not built)
 
-RETRIABLE = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                       ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                       ErrorCode.REQUEST_TIMED_OUT, ErrorCode.KAFKA_STORAGE_ERROR})
-FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
-DROPPED = frozenset({ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION})
-
-
-@dataclasses.dataclass(eq=False)
-class PendingMarkers:
-    """One transaction's markers still to be written, as its Prepare* record decided them."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    commit: bool
-    coordinator_epoch: int
-    partitions: set[tuple[str, int]]  # not acknowledged yet
-    done: asyncio.Future = dataclasses.field(default_factory=lambda: asyncio.get_running_loop().create_future())
-
-    def finish(self, completed: bool) -> None:
-        if not self.done.done():
-            self.done.set_result(completed)
+TopicPartition = tuple[str, int]
+# (the __transaction_state partition the markers belong to, the markers, the partitions of this send)
+Entry = tuple[int, TxnMarkers, frozenset[TopicPartition]]
 
 
 class TxnMarkerSender:
     """Markers of the transactions this broker coordinates, sent to the partitions' leaders."""
 
     def __init__(self, node_id: int, image: Callable[[], MetadataImage], listener: str, links: PeerLinks,
-                 is_current: Callable[[PendingMarkers], bool], request_timeout_s: float, backoff_s: float) -> None:
+                 answered: Callable[[int, TxnMarkers, dict[TopicPartition, int]], None],
+                 not_needed: Callable[[int, TxnMarkers, frozenset[TopicPartition]], None],
+                 request_timeout_s: float, backoff_s: float) -> None:
         self.node_id = node_id
         self._image = image
         self._listener = listener
         self._links = links
-        self._is_current = is_current
+        self._answered = answered
+        self._not_needed = not_needed
         self._timeout_s = request_timeout_s
         self._backoff_s = backoff_s
-        self._queues: dict[int, list[tuple[PendingMarkers, set[tuple[str, int]]]]] = {}  # broker -> to send
+        self._queues: dict[int, list[Entry]] = {}  # destination broker -> entries to send
         self._wake: dict[int, asyncio.Event] = {}
         self._senders: dict[int, asyncio.Task] = {}
         self._clients: dict[int, object] = {}
-        self._retry_unknown: list[tuple[PendingMarkers, set[tuple[str, int]]]] = []  # leader known, broker not
-        self._retry_task: asyncio.Task | None = None
+        self._later: set[asyncio.TimerHandle] = set()
+        self._dropped: set[int] = set()  # txn partitions unloaded since their markers were queued
+        self.requests_sent = 0
 
-    def add(self, pending: PendingMarkers) -> None:
-        """Queue a transaction's markers (all its partitions)."""
-        if not pending.partitions:
-            pending.finish(True)
+    def add(self, txn_partition: int, markers: TxnMarkers, delay_s: float = 0.0) -> None:
+        """Queue ``markers`` (all their partitions) for their leaders, now or after ``delay_s``."""
+        self._dropped.discard(txn_partition)
+        if delay_s > 0:
+            handle = asyncio.get_running_loop().call_later(delay_s, self._route_later, txn_partition, markers,
+                                                           markers.partitions)
+            self._later.add(handle)
             return
-        self._route(pending, set(pending.partitions))
+        self._route(txn_partition, markers, markers.partitions)
 
-    def pending_count(self) -> int:
-        return sum(len(q) for q in self._queues.values()) + len(self._retry_unknown)
+    def drop(self, txn_partition: int) -> None:
+        """The coordinator of ``txn_partition`` is unloaded: its queued markers are not sent (answers to those in
+        flight are still reported; the unloaded shard ignores them)."""
+        self._dropped.add(txn_partition)
+        for broker_id, queue in self._queues.items():
+            self._queues[broker_id] = [e for e in queue if e[0] != txn_partition]
+
+    def queued(self) -> int:
+        return sum(len(q) for q in self._queues.values())
 
     async def close(self) -> None:
-        tasks = [*self._senders.values(), *([self._retry_task] if self._retry_task is not None else [])]
+        for handle in self._later:
+            handle.cancel()
+        self._later.clear()
+        tasks = list(self._senders.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         for client in self._clients.values():
             await client.close()
-        for queue in [*self._queues.values(), self._retry_unknown]:
-            for pending, _ in queue:
-                pending.finish(False)
         self._queues.clear()
-        self._retry_unknown.clear()
 
-    def _route(self, pending: PendingMarkers, partitions: set[tuple[str, int]]) -> None:
-        """Queue ``partitions`` of ``pending`` for their leaders now (addTxnMarkersToBrokerQueue)."""
-        if not self._is_current(pending):
-            log.info("%s: no longer coordinated here at coordinator epoch %d; its markers are not sent",
-                     pending.transactional_id, pending.coordinator_epoch)
-            pending.finish(False)
-            return
+    def _route_later(self, txn_partition: int, markers: TxnMarkers, partitions: frozenset[TopicPartition]) -> None:
+        self._later = {h for h in self._later if not h.cancelled() and h.when() > asyncio.get_running_loop().time()}
+        if txn_partition not in self._dropped:
+            self._route(txn_partition, markers, partitions)
+
+    def _route(self, txn_partition: int, markers: TxnMarkers, partitions: frozenset[TopicPartition]) -> None:
+        """Split ``partitions`` by their leaders now (TransactionMarkerChannelManager.addTxnMarkersToBrokerQueue)."""
         image = self._image()
-        by_leader: dict[int, set[tuple[str, int]]] = {}
-        waiting: set[tuple[str, int]] = set()
+        by_leader: dict[int, set[TopicPartition]] = {}
+        gone: set[TopicPartition] = set()
+        waiting: set[TopicPartition] = set()
         for tp in partitions:
             topic = image.topic(tp[0])
             info = topic.partitions.get(tp[1]) if topic is not None else None
             if info is None:
-                log.info("%s: %s-%d no longer exists: its marker is skipped", pending.transactional_id, *tp)
-                pending.partitions.discard(tp)
+                gone.add(tp)
                 continue
             broker = image.brokers.get(info.leader)
             if info.leader < 0 or broker is None or broker.fenced or broker.endpoint(self._listener) is None:
-                waiting.add(tp)  # no reachable leader right now: looked at again after a backoff
+                waiting.add(tp)  # Kafka's queue for an unknown broker: looked at again later
                 continue
             by_leader.setdefault(info.leader, set()).add(tp)
         for leader, tps in by_leader.items():
-            self._queues.setdefault(leader, []).append((pending, tps))
+            self._queues.setdefault(leader, []).append((txn_partition, markers, frozenset(tps)))
             self._sender(leader).set()
         if waiting:
-            self._retry_unknown.append((pending, waiting))
-            if self._retry_task is None or self._retry_task.done():
-                self._retry_task = asyncio.ensure_future(self._retry_later())
-        self._maybe_done(pending)
-
-    def _maybe_done(self, pending: PendingMarkers) -> None:
-        if not pending.partitions:
-            pending.finish(True)
-
-    async def _retry_later(self) -> None:
-        while self._retry_unknown:
-            await asyncio.sleep(self._backoff_s)
-            entries, self._retry_unknown = self._retry_unknown, []
-            for pending, tps in entries:
-                if not pending.done.done():
-                    self._route(pending, tps & pending.partitions)
+            handle = asyncio.get_running_loop().call_later(self._backoff_s, self._route_later, txn_partition,
+                                                           markers, frozenset(waiting))
+            self._later.add(handle)
+        if gone:
+            log.info("%s: partitions %s no longer exist: their markers are skipped", markers.transactional_id,
+                     sorted(gone))
+            self._not_needed(txn_partition, markers, frozenset(gone))
 
     def _sender(self, broker_id: int) -> asyncio.Event:
         wake = self._wake.get(broker_id)
@@ -159,84 +139,45 @@ class TxnMarkerSender:
             await wake.wait()
             wake.clear()
             batch, self._queues[broker_id] = self._queues.get(broker_id, []), []
-            batch = [(p, tps & p.partitions) for p, tps in batch if not p.done.done()]
-            batch = [(p, tps) for p, tps in batch if tps]
-            current = []
-            for pending, tps in batch:
-                if self._is_current(pending):
-                    current.append((pending, tps))
-                else:
-                    pending.finish(False)
-            if not current:
+            if not batch:
                 continue
             try:
-                await self._send(broker_id, current)
+                await self._send(broker_id, batch)
             except Exception:  # noqa: BLE001 - a bug here must not stop every later marker to this broker
                 log.exception("sending transaction markers to broker %d failed", broker_id)
-                for pending, tps in current:
-                    self._route_later(pending, tps)
+                self._report_all(batch, ErrorCode.NETWORK_EXCEPTION)
 
-    async def _send(self, broker_id: int, batch: list[tuple[PendingMarkers, set[tuple[str, int]]]]) -> None:
+    async def _send(self, broker_id: int, batch: list[Entry]) -> None:
         broker = self._image().brokers.get(broker_id)
         endpoint = broker.endpoint(self._listener) if broker is not None else None
         if endpoint is None:
-            for pending, tps in batch:
-                self._route_later(pending, tps)
+            self._report_all(batch, ErrorCode.NETWORK_EXCEPTION)
             return
         client = self._client(broker_id, endpoint.host, endpoint.port)
-        request = WriteTxnMarkersRequest(markers=[_marker(p, tps) for p, tps in batch])
+        request = WriteTxnMarkersRequest(markers=[_marker(m, tps) for _, m, tps in batch])
+        self.requests_sent += 1
         try:
             response = await client.request(request, WRITE_TXN_MARKERS_VERSION, self._timeout_s)
         except (ConnectionError, OSError, asyncio.TimeoutError) as exc:
-            log.info("WriteTxnMarkers to broker %d failed: %r; retrying", broker_id, exc)
-            for pending, tps in batch:
-                self._route_later(pending, tps)
+            log.info("WriteTxnMarkers to broker %d failed: %r; the coordinator retries", broker_id, exc)
+            self._report_all(batch, ErrorCode.NETWORK_EXCEPTION)
             return
-        # one answer per producer id (WriteTxnMarkersResponse.errorsByProducerId); a producer id has one
-        # transaction at a time, so it names the pending entry
-        errors: dict[int, dict[tuple[str, int], int]] = {}
+        # one answer per producer id (WriteTxnMarkersResponse.errorsByProducerId): a producer id has one
+        # transaction at a time, so it names the entry
+        errors: dict[int, dict[TopicPartition, int]] = {}
         for m in response.markers:
             per = errors.setdefault(m.producer_id, {})
             for t in m.topics:
                 for p in t.partitions:
                     per[(t.name, p.partition_index)] = p.error_code
-        for pending, tps in batch:
-            self._handle_answer(broker_id, pending, tps, errors.get(pending.producer_id, {}))
+        for txn_partition, markers, tps in batch:
+            got = errors.get(markers.producer_id, {})
+            # a partition the answer does not name: Kafka's IllegalStateException; retried here
+            self._answered(txn_partition, markers, {tp: got.get(tp, ErrorCode.NETWORK_EXCEPTION) for tp in tps})
 
-    def _handle_answer(self, broker_id: int, pending: PendingMarkers, sent: set[tuple[str, int]],
-                       errors: dict[tuple[str, int], int]) -> None:
-        if not self._is_current(pending):
-            pending.finish(False)
-            return
-        retry: set[tuple[str, int]] = set()
-        for tp in sent:
-            code = errors.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
-            if code == ErrorCode.NONE:
-                pending.partitions.discard(tp)
-            elif code in RETRIABLE:
-                log.info("%s: the marker for %s-%d failed with error %d at broker %d; retrying",
-                         pending.transactional_id, *tp, code, broker_id)
-                retry.add(tp)
-            elif code in FENCED:
-                log.info("%s: the marker for %s-%d failed with error %d: the producer or coordinator epoch moved on; "
-                         "no more markers are sent for this transaction", pending.transactional_id, *tp, code)
-                pending.finish(False)
-                return
-            elif code in DROPPED:
-                pending.partitions.discard(tp)
-            else:  # Kafka throws IllegalStateException: a bug or a broken peer; retried here, and said loudly
-                log.error("%s: the marker for %s-%d failed with unexpected error %d at broker %d; retrying",
-                          pending.transactional_id, *tp, code, broker_id)
-                retry.add(tp)
-        if retry:
-            self._route_later(pending, retry)
-        self._maybe_done(pending)
-
-    def _route_later(self, pending: PendingMarkers, tps: set[tuple[str, int]]) -> None:
-        """Queued again after a backoff, to the leaders of that moment."""
-        self._retry_unknown.append((pending, tps))
-        if self._retry_task is None or self._retry_task.done():
-            self._retry_task = asyncio.ensure_future(self._retry_later())
+    def _report_all(self, batch: list[Entry], code: int) -> None:
+        for txn_partition, markers, tps in batch:
+            self._answered(txn_partition, markers, dict.fromkeys(tps, code))
 
     def _client(self, broker_id: int, host: str, port: int):
         client = self._clients.get(broker_id)
@@ -248,11 +189,11 @@ class TxnMarkerSender:
         return client
 
 
-def _marker(pending: PendingMarkers, partitions: set[tuple[str, int]]) -> WritableTxnMarker:
+def _marker(markers: TxnMarkers, partitions: frozenset[TopicPartition]) -> WritableTxnMarker:
     by_topic: dict[str, list[int]] = {}
     for topic, index in sorted(partitions):
         by_topic.setdefault(topic, []).append(index)
-    return WritableTxnMarker(producer_id=pending.producer_id, producer_epoch=pending.producer_epoch,
-                             transaction_result=pending.commit, coordinator_epoch=pending.coordinator_epoch,
+    return WritableTxnMarker(producer_id=markers.producer_id, producer_epoch=markers.producer_epoch,
+                             transaction_result=markers.committed, coordinator_epoch=markers.coordinator_epoch,
                              topics=[WritableTxnMarkerTopic(name=t, partition_indexes=ps)
                                      for t, ps in by_topic.items()])

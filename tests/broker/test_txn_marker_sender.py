@@ -1,14 +1,15 @@
-"""The transaction coordinator's marker sender (Kafka's TransactionMarkerChannelManager and its completion handler,
-as TransactionMarkerChannelManagerTest and TransactionMarkerRequestCompletionHandlerTest check them): one request
-per destination broker carrying every queued marker, leaders looked up at each send, retriable errors retried
-against the leader of the moment, fenced epochs end the transaction's sending, deleted partitions are skipped, and
-a coordinator that no longer owns the transaction stops."""
+"""The transaction coordinator's marker transport (the sending half of Kafka's TransactionMarkerChannelManager, as
+TransactionMarkerChannelManagerTest checks it): one request per destination broker carrying every queued marker,
+leaders looked up at each routing, every partition's answer reported (a lost connection as NETWORK_EXCEPTION),
+deleted partitions reported as not needing a marker, unreachable leaders waited for, an unloaded partition's
+queued markers dropped."""
 
 from __future__ import annotations
 
 import asyncio
 
-from broker.transactions.marker_sender import PendingMarkers, TxnMarkerSender
+from broker.transactions.marker_sender import TxnMarkerSender
+from cluster.txn.txn_coordinator import TxnMarkers
 from cluster.metadata_image import BrokerInfo, Endpoint, MetadataImage, PartitionInfo, TopicInfo
 from protocol.errors import ErrorCode
 from protocol.generated.messages import WriteTxnMarkersResponse
@@ -67,13 +68,39 @@ class _Peers:
         return Client()
 
 
-def _sender(peers: _Peers, image_box: list, current=lambda p: True) -> TxnMarkerSender:
-    return TxnMarkerSender(1, lambda: image_box[0], "PLAINTEXT", peers, current, request_timeout_s=1.0,
-                           backoff_s=0.01)
+class _Reports:
+    def __init__(self) -> None:
+        self.answers: list[tuple[int, str, dict]] = []
+        self.not_needed: list[tuple[int, str, frozenset]] = []
+        self.changed = asyncio.Event()
+
+    def answered(self, p, markers, errors):
+        self.answers.append((p, markers.transactional_id, dict(errors)))
+        self.changed.set()
+
+    def skipped(self, p, markers, partitions):
+        self.not_needed.append((p, markers.transactional_id, partitions))
+        self.changed.set()
+
+    async def until(self, predicate, what: str) -> None:
+        for _ in range(500):
+            if predicate():
+                return
+            self.changed.clear()
+            try:
+                await asyncio.wait_for(self.changed.wait(), 0.01)
+            except asyncio.TimeoutError:
+                pass
+        raise AssertionError(f"not reached: {what}: {self.answers} {self.not_needed}")
 
 
-def _pending(tid: str, pid: int, partitions, commit=True, coordinator_epoch=3) -> PendingMarkers:
-    return PendingMarkers(tid, pid, 5, commit, coordinator_epoch, set(partitions))
+def _sender(peers: _Peers, image_box: list, reports: _Reports) -> TxnMarkerSender:
+    return TxnMarkerSender(1, lambda: image_box[0], "PLAINTEXT", peers, reports.answered, reports.skipped,
+                           request_timeout_s=1.0, backoff_s=0.01)
+
+
+def _markers(tid: str, pid: int, partitions, commit=True, coordinator_epoch=3) -> TxnMarkers:
+    return TxnMarkers(tid, pid, 5, coordinator_epoch, commit, frozenset(partitions), 0)
 
 
 def _sent(peers: _Peers) -> list[tuple[int, list[tuple[int, bool, list]]]]:
@@ -82,87 +109,81 @@ def _sent(peers: _Peers) -> list[tuple[int, list[tuple[int, bool, list]]]]:
             for broker, body in peers.requests]
 
 
-def test_markers_go_to_each_leader_in_one_request_per_broker_and_complete_when_all_are_acknowledged():
+def test_markers_go_to_each_leader_in_one_request_per_broker_and_every_answer_is_reported():
     async def run():
-        peers = _Peers()
+        peers = _Peers({(2, ("b", 0)): [ErrorCode.NOT_ENOUGH_REPLICAS]})
         image = [_image({("a", 0): 1, ("a", 1): 2, ("b", 0): 2})]
-        sender = _sender(peers, image)
-        one = _pending("t1", 100, [("a", 0), ("a", 1)])
-        two = _pending("t2", 200, [("b", 0)], commit=False)
-        sender.add(one)
-        sender.add(two)
-        assert await asyncio.wait_for(one.done, 5) and await asyncio.wait_for(two.done, 5)
+        reports = _Reports()
+        sender = _sender(peers, image, reports)
+        sender.add(7, _markers("t1", 100, [("a", 0), ("a", 1)]))
+        sender.add(9, _markers("t2", 200, [("b", 0)], commit=False))
+        await reports.until(lambda: len(reports.answers) == 3, "three answers")
         by_broker = {}
         for broker, markers in _sent(peers):
             by_broker.setdefault(broker, []).extend(markers)
         assert by_broker == {1: [(100, True, [("a", 0)])],
                              2: [(100, True, [("a", 1)]), (200, False, [("b", 0)])]}
-        assert len(peers.requests) == 2  # one request per destination broker
+        assert len(peers.requests) == 2 and sender.requests_sent == 2  # one request per destination broker
+        assert sorted(reports.answers, key=repr) == [(7, "t1", {("a", 0): 0}), (7, "t1", {("a", 1): 0}),
+                                           (9, "t2", {("b", 0): ErrorCode.NOT_ENOUGH_REPLICAS})]
         await sender.close()
 
     asyncio.run(run())
 
 
-def test_retriable_errors_are_retried_against_the_new_leader_and_deleted_partitions_skipped():
+def test_deleted_partitions_need_no_marker_and_a_leaderless_one_waits_for_its_leader():
     async def run():
-        peers = _Peers({(1, ("a", 0)): [ErrorCode.NOT_LEADER_OR_FOLLOWER, 0],
-                        (2, ("a", 1)): [ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS, 0]})
-        image = [_image({("a", 0): 1, ("a", 1): 2, ("gone", 0): 3})]
-        sender = _sender(peers, image)
-        pending = _pending("t", 7, [("a", 0), ("a", 1), ("gone", 0)])
-        image[0] = _image({("a", 0): 1, ("a", 1): 2})  # "gone" deleted before the first send
-        sender.add(pending)
-        for _ in range(200):  # a leader change while a marker is being retried
-            if any(broker == 1 for broker, _ in peers.requests):
-                break
-            await asyncio.sleep(0.005)
-        image[0] = _image({("a", 0): 3, ("a", 1): 2})
-        assert await asyncio.wait_for(pending.done, 5) is True
-        sent = _sent(peers)
-        assert (3, [(7, True, [("a", 0)])]) in sent  # retried at the new leader
-        assert sum(1 for b, ms in sent if b == 2) == 3 and not pending.partitions
-        assert all(("gone", 0) not in m[2] for _, ms in sent for m in ms)
+        peers = _Peers()
+        image = [_image({("a", 0): -1})]  # no leader elected yet
+        reports = _Reports()
+        sender = _sender(peers, image, reports)
+        sender.add(4, _markers("t", 7, [("a", 0), ("gone", 0)]))
+        assert reports.not_needed == [(4, "t", frozenset({("gone", 0)}))]
+        await asyncio.sleep(0.05)
+        assert peers.requests == [] and reports.answers == []  # waited, not dropped
+        image[0] = _image({("a", 0): 3})
+        await reports.until(lambda: reports.answers, "the answer once a leader is known")
+        assert _sent(peers) == [(3, [(7, True, [("a", 0)])])] and reports.answers == [(4, "t", {("a", 0): 0})]
         await sender.close()
 
     asyncio.run(run())
 
 
-def test_a_fenced_epoch_ends_the_transactions_sending_and_a_coordinator_that_moved_on_stops():
-    async def run():
-        peers = _Peers({(1, ("a", 0)): [ErrorCode.TRANSACTION_COORDINATOR_FENCED]})
-        image = [_image({("a", 0): 1, ("a", 1): 2})]
-        sender = _sender(peers, image)
-        fenced = _pending("t", 7, [("a", 0), ("a", 1)])
-        sender.add(fenced)
-        assert await asyncio.wait_for(fenced.done, 5) is False
-
-        owned = {"u": True}
-        sender = _sender(_Peers(), image, current=lambda p: owned[p.transactional_id])
-        moved = _pending("u", 8, [("a", 0)])
-        owned["u"] = False  # the txn partition was unloaded (a new leader of __transaction_state)
-        sender.add(moved)
-        assert await asyncio.wait_for(moved.done, 5) is False
-        await sender.close()
-
-    asyncio.run(run())
-
-
-def test_a_broker_that_cannot_be_reached_gets_the_markers_once_it_can():
+def test_a_broker_that_cannot_be_reached_answers_network_exception_and_a_retry_can_be_delayed():
     async def run():
         peers = _Peers()
         peers.down.add(2)
         image = [_image({("a", 0): 2})]
-        sender = _sender(peers, image)
-        pending = _pending("t", 9, [("a", 0)])
-        sender.add(pending)
-        for _ in range(200):
-            if len(peers.requests) >= 2:
-                break
-            await asyncio.sleep(0.005)
-        assert not pending.done.done() and len(peers.requests) >= 2  # retried, not given up
+        reports = _Reports()
+        sender = _sender(peers, image, reports)
+        markers = _markers("t", 9, [("a", 0)])
+        sender.add(1, markers)
+        await reports.until(lambda: reports.answers, "an answer")
+        assert reports.answers == [(1, "t", {("a", 0): ErrorCode.NETWORK_EXCEPTION})]
         peers.down.clear()
-        assert await asyncio.wait_for(pending.done, 5) is True
-        assert sender.pending_count() == 0
+        sender.add(1, markers, delay_s=0.05)  # the coordinator's retry, held back
+        await asyncio.sleep(0)
+        assert len(peers.requests) == 1
+        await reports.until(lambda: len(reports.answers) == 2, "the retry's answer")
+        assert reports.answers[1] == (1, "t", {("a", 0): 0})
+        await sender.close()
+
+    asyncio.run(run())
+
+
+def test_an_unloaded_partitions_queued_markers_are_not_sent():
+    async def run():
+        peers = _Peers()
+        image = [_image({("a", 0): -1})]
+        reports = _Reports()
+        sender = _sender(peers, image, reports)
+        sender.add(5, _markers("t", 9, [("a", 0)]))
+        sender.add(6, _markers("u", 10, [("a", 0)]), delay_s=0.02)
+        sender.drop(5)
+        sender.drop(6)
+        image[0] = _image({("a", 0): 1})
+        await asyncio.sleep(0.1)
+        assert peers.requests == [] and reports.answers == []
         await sender.close()
 
     asyncio.run(run())
