@@ -170,19 +170,6 @@ def read_txn_index(seg) -> list[tuple[int, int, int, int]] | None:
     return out
 
 
-def _position_at(seg, offset: int) -> int:
-    """A batch start at or before the batch holding ``offset`` (from the offset index, checked), else 0."""
-    from .planning import _is_batch_start, read_offset_index
-
-    entries = read_offset_index(seg) or []
-    i = bisect.bisect_right([o for o, _ in entries], offset) - 1
-    if i < 0:
-        return 0
-    off, pos = entries[i]
-    with open(seg.path, "rb") as f:
-        return pos if _is_batch_start(f.fileno(), pos, off) else 0
-
-
 def partition_transactions(segs: Sequence, stats=None, use_indexes: bool = True) -> TxnState:
     """The partition's :class:`TxnState`: from its ``.txnindex`` files when every non-empty segment has one (and a
     header walk of the tail for the LSO), else from a walk of every header."""
@@ -207,8 +194,7 @@ def partition_transactions(segs: Sequence, stats=None, use_indexes: bool = True)
                 nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
                 if nxt is not None and nxt <= start:
                     continue
-                _walk(tracker, seg.path, seg.size, _position_at(seg, start) if seg.base_offset < start else 0,
-                      start, counts)
+                _walk(tracker, seg.path, seg.size, 0, start, counts)     # headers below ``start`` only walked
             _count(stats, tail_scans=1, batches=counts.batches, markers=counts.markers)
             return TxnState(tuple((p, f, la) for p, f, la, _ in entries), tracker.last_stable_offset(), "txnindex")
     return scan_transactions(segs, stats)
