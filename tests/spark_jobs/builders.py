@@ -10,7 +10,8 @@ import struct
 from dataclasses import dataclass, field
 
 from protocol.compression import CODEC_NAMES
-from protocol.record_codec import Record, build_batch, build_end_txn_marker_batch, decode_batch
+from protocol.record_codec import (ControlRecordType, Record, build_batch, build_end_txn_marker_batch, decode_batch,
+                                   end_txn_marker_record)
 
 T0 = 1_700_000_000_000          # a fixed clock for every generated directory
 HOUR = 3_600_000
@@ -186,15 +187,22 @@ class TxnBatch:
     gap: int = 0
     deltas: list | None = None
     last_delta: int | None = None
+    horizon: int | None = None          # a delete horizon (set by a cleaning pass)
 
     def encode(self) -> bytes:
         if self.kind in ("commit", "abort"):
-            return build_end_txn_marker_batch(commit=self.kind == "commit", producer_id=self.pid, producer_epoch=0,
-                                              coordinator_epoch=0, timestamp=T0)
+            if self.horizon is None:
+                return build_end_txn_marker_batch(commit=self.kind == "commit", producer_id=self.pid,
+                                                  producer_epoch=0, coordinator_epoch=0, timestamp=T0)
+            rec = end_txn_marker_record(ControlRecordType.COMMIT if self.kind == "commit" else ControlRecordType.ABORT,
+                                        0, T0)
+            return build_batch([rec], producer_id=self.pid, producer_epoch=0, is_transactional=True,
+                               is_control=True, delete_horizon_ms=self.horizon)
         recs = [Record(k, v, timestamp=T0 + i, offset_delta=None if self.deltas is None else self.deltas[i])
                 for i, (k, v) in enumerate(self.records)]
         kw = {"producer_id": self.pid, "producer_epoch": 0, "base_sequence": 0} if self.pid >= 0 else {}
-        return build_batch(recs, is_transactional=self.txn, last_offset_delta=self.last_delta, **kw)
+        return build_batch(recs, is_transactional=self.txn, last_offset_delta=self.last_delta,
+                           delete_horizon_ms=self.horizon, **kw)
 
 
 def write_txn_partition(log_dir: str, topic: str, partition: int, batches: list[TxnBatch], *,

@@ -247,3 +247,142 @@ def test_spark_open_transaction_and_cleaned_log(spark, tmp_path):
     assert [r.base_offset for r in df.collect()] == [0]
     with pytest.raises(Exception, match="isolationLevel"):
         spark.read.format("kafka-log").option("isolationLevel", "committed").load(d).collect()
+
+
+# -- the compaction report on a transactional log: what Kafka's cleaner removes ------------------------------------
+
+def _kafka_cleaner_pass(d: str, topic: str, aborted: list[tuple], first_dirty: int, first_uncleanable: int,
+                        now: int, delete_retention_ms: int) -> tuple[int, int]:
+    """(records, bytes) one pass of Kafka's ``Cleaner`` removes, record by record, with its
+    ``CleanedTransactionMetadata`` transcribed (no active producers: every producer has expired)."""
+    from protocol.record_codec import ControlRecordType, build_batch, decode_batch, parse_control_record_type
+    from protocol.records import iter_batch_positions
+
+    batches = []
+    pdir = os.path.join(d, f"{topic}-0")
+    for name in sorted(f for f in os.listdir(pdir) if f.endswith(".log")):
+        data = open(os.path.join(pdir, name), "rb").read()
+        for pos, h in iter_batch_positions(data):
+            batches.append((h, decode_batch(data, pos)[1], h.batch_length + 12))
+
+    class Meta:                                  # LogCleaner.scala's CleanedTransactionMetadata
+        def __init__(self):
+            self.committed, self.aborted_ongoing = set(), {}
+            self.pending = sorted(aborted, key=lambda a: a[1])
+
+        def _consume(self, offset):
+            while self.pending and self.pending[0][1] <= offset:
+                a = self.pending.pop(0)
+                self.aborted_ongoing.setdefault(a[0], {"seen": False})
+
+        def control(self, h, records):
+            self._consume(h.base_offset + h.last_offset_delta)
+            if not records:
+                return True
+            t = parse_control_record_type(records[0].key)
+            if t == ControlRecordType.ABORT:
+                m = self.aborted_ongoing.pop(h.producer_id, None)
+                return not (m is not None and m["seen"])
+            if t == ControlRecordType.COMMIT:
+                if h.producer_id in self.committed:
+                    self.committed.discard(h.producer_id)
+                    return False
+                return True
+            return False
+
+        def data(self, h):
+            self._consume(h.base_offset + h.last_offset_delta)
+            if h.is_transactional:
+                m = self.aborted_ongoing.get(h.producer_id)
+                if m is not None:
+                    m["seen"] = True
+                    return True
+                self.committed.add(h.producer_id)
+            return False
+
+    meta, offset_map = Meta(), {}
+    for h, records, _ in batches:                # buildOffsetMap over [first dirty, first uncleanable)
+        if h.base_offset >= first_uncleanable:
+            break
+        if h.is_control:
+            meta.control(h, records)
+        elif not meta.data(h):
+            for r in records:
+                if r.key is not None and r.offset >= first_dirty:
+                    offset_map[r.key] = r.offset
+    meta = Meta()
+    removed_records = removed_bytes = 0
+    for h, records, size in batches:
+        last = h.base_offset + h.last_offset_delta
+        if last >= first_uncleanable:
+            break
+        can_discard = meta.control(h, records) if h.is_control else meta.data(h)
+        horizon = h.delete_horizon_ms
+        discard_records = (can_discard and horizon is not None and horizon <= now) if h.is_control else can_discard
+        if last + 1 == first_uncleanable:
+            retention = "RETAIN_EMPTY"
+        else:
+            retention = "DELETE" if discard_records else "DELETE_EMPTY"
+        if retention == "DELETE":
+            kept = []
+        elif discard_records:
+            kept = []
+        elif h.is_control:
+            kept = records
+        else:
+            kept = [r for r in records if r.key is not None and r.offset >= offset_map.get(r.key, -1)
+                    and (r.value is not None or horizon is None or now < horizon)]
+        if kept:
+            needs_horizon = (any(r.value is None for r in kept) or (can_discard and h.is_control)) and horizon is None
+            if len(kept) == len(records) and not needs_horizon:
+                after = size
+            else:
+                after = len(build_batch(kept, base_offset=h.base_offset, producer_id=h.producer_id,
+                                        producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+                                        is_transactional=h.is_transactional, is_control=h.is_control,
+                                        last_offset_delta=h.last_offset_delta,
+                                        delete_horizon_ms=now + delete_retention_ms if needs_horizon else horizon))
+        else:
+            after = 61 if retention == "RETAIN_EMPTY" else 0
+        removed_records += len(records) - len(kept)
+        removed_bytes += size - after
+    return removed_records, removed_bytes
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("index", [None, "all"])
+def test_compaction_report_counts_what_kafkas_cleaner_removes_of_transactions(spark, tmp_path, index):
+    from spark_jobs import compaction_report
+
+    now = 1_700_000_000_000 + 10 * 86_400_000
+    d = str(tmp_path / "log")
+    kv = lambda *pairs: [(k.encode(), None if v is None else v.encode()) for k, v in pairs]   # noqa: E731
+    batches = [
+        TxnBatch("data", 1, True, kv(("a", "1"), ("b", "1"))), TxnBatch("commit", 1),
+        TxnBatch("data", 2, True, kv(("a", "aborted"), ("c", "x"))),            # aborted: not in the offset map
+        TxnBatch("data", -1, False, kv(("b", "2"), ("d", None))),
+        TxnBatch("data", 2, True, kv(("b", "aborted"))), TxnBatch("abort", 2),  # kept: its data is still there
+        TxnBatch("commit", 3),                                                  # no data left: gets a horizon
+        TxnBatch("abort", 4, horizon=now - 1),                                  # horizon passed: removed
+        TxnBatch("commit", 5, horizon=now + 1),                                 # horizon ahead: kept
+        TxnBatch("data", 1, True, kv(("c", "2"))), TxnBatch("commit", 1),
+        TxnBatch("data", 6, True, kv(("e", "open"))),                           # open at the end: the LSO
+        TxnBatch("data", -1, False, kv(("f", "1"))),
+    ]
+    offsets = write_txn_partition(d, "orders", 0, batches, segment_bytes=250)
+    _, entries, lso = txn_model(batches, offsets)
+    if index:
+        write_txn_indexes(os.path.join(d, "orders-0"), entries)
+    out = tmp_path / "out"
+    res = compaction_report.main(["--log-dirs", d, "--out", str(out), "--now-ms", str(now),
+                                  "--config", "cleanup.policy=compact", "--config", "min.cleanable.dirty.ratio=0.01",
+                                  "--config", "delete.retention.ms=5000", "--config", "min.compaction.lag.ms=0"],
+                                 spark=spark)
+    (row,) = res["rows"]
+    assert row.last_stable_offset == lso and offsets[8][1] < row.first_uncleanable_offset <= lso
+    assert row.aborted_records == 3 and row.records == 10
+    want = _kafka_cleaner_pass(d, "orders", [(p, f, la) for p, f, la, _ in entries], row.first_dirty_offset,
+                               row.first_uncleanable_offset, now, 5000)
+    assert row.would_clean_now
+    assert (row.records_removed_now, row.bytes_removed_now) == want
+    assert want[0] >= 3 + 1                       # the aborted records and the expired marker at least
