@@ -16,7 +16,11 @@ first on ``sys.path``, one after the other (never two Spark jobs at once). Measu
 reader (``decode_batch`` on every batch, one process), the log cleaner (storage's ``LogCleaner.force_clean`` on a
 copy of one 100-byte-record partition), Spark ``count()`` with the default schema, ``count()`` with a header-only
 schema (``topic string``), a key-and-offset query (``topic, partition, offset, key``: sum of key lengths, max
-offset, count) and the compaction report (``spark_jobs.compaction_report.run``), on ``local[2]``. The three scan
+offset, count) and the compaction report (``spark_jobs.compaction_report.run``), on ``local[2]``. On a second,
+transactional directory (``--txn-size-gb``, one topic of 100-byte records in two partitions: half the batches in
+transactions of four producers, one transaction in five aborted, so about 10 % of the records are aborted data;
+``.txnindex`` files as Kafka writes them), the same key-and-offset query with ``isolationLevel`` read_uncommitted
+and read_committed, and their ratio (trees without read_committed skip it). The three scan
 queries run twice in a row ("again"): the first run pays a one-off warm-up for its plan (the JVM's code generation
 and JIT compilation; 2 s measured at 2 GB, 5 s at 10 GB: a large share of a 2 GB scan, little of a 100 GB one),
 the second shows the rate a long scan settles at. A tree whose kafka-log source refuses a user schema (before
@@ -35,6 +39,7 @@ import mmap
 import os
 import random
 import shutil
+import struct
 import subprocess
 import sys
 import threading
@@ -101,6 +106,73 @@ def generate(root: str, size_bytes: int) -> dict:
             records += i
         stats[topic] = {"records": records}
     return stats
+
+
+TXN_TOPIC = "bench-txn"
+TXN_ENTRY = struct.Struct(">hqqqq")      # Kafka's TransactionIndex entry (34 bytes)
+
+
+def generate_txn(root: str, size_bytes: int) -> dict:
+    """The transactional directory: per partition, batches of 100 records; every other batch is plain, the others
+    belong to transactions of 4 producers (5 batches each, interleaved), every 5th transaction aborted; the
+    .txnindex entries (pid, first, last, LSO at the abort) go to the segment holding the marker."""
+    from protocol.record_codec import Record, build_batch, build_end_txn_marker_batch
+    from spark_jobs.synth import PartitionWriter
+
+    if os.path.exists(root):
+        shutil.rmtree(root)
+    os.makedirs(root)
+    with open(os.path.join(root, "meta.properties"), "w") as f:
+        f.write("version=1\nnode.id=1\ncluster.id=bench-txn\n")
+    rng = random.Random(7)
+    value = _value_source(100, rng)
+    out = {"records": 0, "committed": 0, "aborted": 0}
+    for p in range(PARTITIONS):
+        w = PartitionWriter(root, TXN_TOPIC, p, segment_bytes=SEGMENT_BYTES // 4, index_interval_bytes=4096)
+        written, i, ts, txn_no = 0, 0, T0, 0
+        entries = []
+        open_txn: dict[int, tuple[int, int, bool]] = {}       # pid -> (first offset, batches so far, aborted)
+        while written < size_bytes // PARTITIONS:
+            recs = [Record(b"key-%08d" % ((i + j) % 1_000_000), value(i + j), timestamp=ts + j) for j in range(100)]
+            pid = None if i // 100 % 2 == 0 else 1000 + (i // 200) % 4
+            if pid is None:
+                batch = build_batch(recs)
+            else:
+                batch = build_batch(recs, producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True)
+            base, _ = w.append(batch)
+            written += len(batch)
+            out["records"] += 100
+            i += 100
+            ts += 100
+            if pid is None:
+                out["committed"] += 100
+                continue
+            first, n, abort = open_txn.get(pid, (base, 0, None))
+            if abort is None:
+                abort = txn_no % 5 == 4
+                txn_no += 1
+            out["aborted" if abort else "committed"] += 100
+            if n + 1 < 5:
+                open_txn[pid] = (first, n + 1, abort)
+                continue
+            del open_txn[pid]
+            marker = build_end_txn_marker_batch(commit=not abort, producer_id=pid, producer_epoch=0,
+                                                coordinator_epoch=0, timestamp=ts)
+            m, _ = w.append(marker)
+            written += len(marker)
+            if abort:
+                others = [f for f, _, _ in open_txn.values()]
+                entries.append((pid, first, m, min(others) if others else m + 1))
+        w.close()
+        d = os.path.join(root, f"{TXN_TOPIC}-{p}")
+        bases = sorted(int(f[:20]) for f in os.listdir(d) if f.endswith(".log"))
+        files = {b: bytearray() for b in bases}
+        for pid, first, last, lso in entries:
+            files[max(b for b in bases if b <= last)] += TXN_ENTRY.pack(0, pid, first, last, lso)
+        for b, data in files.items():
+            with open(os.path.join(d, f"{b:020d}.txnindex"), "wb") as f:
+                f.write(data)
+    return out
 
 
 def log_files(root: str) -> list[str]:
@@ -273,12 +345,38 @@ def kafka_log(spark, root: str, ddl: str | None):
 KEY_OFFSET_DDL = "topic string, partition int, offset long, key binary"
 
 
-def measure(root: str, master: str, skip_compaction: bool) -> dict:
+def measure_txn(spark, root: str, row) -> dict | None:
+    """The key-and-offset query on the transactional directory, read_uncommitted then read_committed (each twice,
+    the best kept): rows, wall seconds and their ratio (read_committed MB/s / read_uncommitted MB/s)."""
+    from pyspark.sql import functions as F
+
+    try:
+        import spark_jobs.transactions  # noqa: F401 - a tree without read_committed has no such module
+    except ImportError:
+        return None
+    files = log_files(root)
+    disk = sum(os.path.getsize(p) for p in files)
+    best: dict[str, tuple[float, int]] = {}
+    for rnd in range(2):
+        for level in ("read_uncommitted", "read_committed"):
+            df = spark.read.format("kafka-log").schema(KEY_OFFSET_DDL).option("isolationLevel", level).load(root)
+            t = time.perf_counter()
+            got = df.agg(F.count("*").alias("n"), F.sum(F.length("key")).alias("k"), F.max("offset")).collect()[0]
+            secs = time.perf_counter() - t
+            if level not in best or secs < best[level][0]:
+                best[level] = (secs, got.n)
+    for level, (secs, n) in best.items():
+        row(f"txn log, key and offset, {level}", n, disk, secs)
+    ratio = best["read_uncommitted"][0] / best["read_committed"][0]
+    print(f"  read_committed / read_uncommitted (MB/s): {ratio:.2f}", file=sys.stderr, flush=True)
+    return {"rows_uncommitted": best["read_uncommitted"][1], "rows_committed": best["read_committed"][1],
+            "ratio": round(ratio, 3)}
+
+
+def measure(root: str, master: str, skip_compaction: bool, txn_only: bool = False) -> dict:
     """Every measurement for the tree first on sys.path; one result row per measurement."""
     from pyspark.sql import functions as F
 
-    files = log_files(root)
-    disk = sum(os.path.getsize(p) for p in files)
     rows = []
 
     def row(name, records, nbytes, secs, rss: Usage | None = None, **extra):
@@ -289,6 +387,16 @@ def measure(root: str, master: str, skip_compaction: bool) -> dict:
                      worker_rss_sum_MB=round(rss.worker_sum / 1e6), jvm_rss_MB=round(rss.jvm / 1e6))
         rows.append({**r, **extra})
         print(f"  {name:<40} {secs:8.1f} s {r['MB_per_s']:9.1f} MB/s", file=sys.stderr, flush=True)
+
+    txn_root = root.rstrip("/") + "-txn"
+    if txn_only:
+        spark = spark_session(master)
+        spark.read.format("kafka-log").load(txn_root).limit(1).collect()
+        txn = measure_txn(spark, txn_root, row)
+        spark.stop()
+        return {"bytes_on_disk": 0, "results": rows, "txn": txn}
+    files = log_files(root)
+    disk = sum(os.path.getsize(p) for p in files)
 
     try:
         from protocol.record_codec import decoder_name
@@ -348,14 +456,16 @@ def measure(root: str, master: str, skip_compaction: bool) -> dict:
             secs = time.perf_counter() - t
         row("compaction report", recs, disk, secs, rss, result_keys=sorted(res))
         shutil.rmtree(out, ignore_errors=True)
+    txn = measure_txn(spark, txn_root, row) if os.path.isdir(txn_root) else None
     spark.stop()
-    return {"bytes_on_disk": disk, "results": rows}
+    return {"bytes_on_disk": disk, "results": rows, "txn": txn}
 
 
 def measure_tree(tree: str, args) -> dict:
     """:func:`measure` in a child process with ``tree`` first on sys.path (its protocol/, storage/, spark_jobs/)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--measure", "--tree", tree, "--dir", args.dir,
-           "--master", args.master] + (["--skip-compaction"] if args.skip_compaction else [])
+           "--master", args.master] + (["--skip-compaction"] if args.skip_compaction else []) + (
+               ["--txn-only"] if args.txn_only else [])
     env = {**os.environ, "PYTHONPATH": tree}
     # cwd too: Spark's Python workers put their working directory first on sys.path
     out = subprocess.run(cmd, env=env, cwd=tree, stdout=subprocess.PIPE, check=True, text=True).stdout
@@ -387,6 +497,8 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the generated directory")
     ap.add_argument("--reuse", action="store_true", help="reuse an existing directory instead of generating")
     ap.add_argument("--skip-compaction", action="store_true")
+    ap.add_argument("--txn-size-gb", type=float, default=0.5, help="size of the transactional directory")
+    ap.add_argument("--txn-only", action="store_true", help="only the read_committed / read_uncommitted case")
     ap.add_argument("--baseline-tree", default=None,
                     help="a checkout of the old code (git worktree add DIR 85ca107): measured too, same directory")
     ap.add_argument("--rounds", type=int, default=2,
@@ -396,15 +508,25 @@ def main() -> None:
     args = ap.parse_args()
     if args.measure:
         sys.path.insert(0, os.path.abspath(args.tree))
-        json.dump(measure(args.dir, args.master, args.skip_compaction), sys.stdout)
+        json.dump(measure(args.dir, args.master, args.skip_compaction, args.txn_only), sys.stdout)
         return
     if not os.path.abspath(args.dir).startswith("/tmp/"):
         raise SystemExit("--dir must be under /tmp")
     sys.path.insert(0, REPO)
     t = time.perf_counter()
-    if not (args.reuse and os.path.isdir(args.dir)):
+    if not (args.reuse and os.path.isdir(args.dir)) and not args.txn_only:
         generate(args.dir, int(args.size_gb * 1e9))
+    txn_dir = args.dir.rstrip("/") + "-txn"
+    if not (args.reuse and os.path.isdir(txn_dir)):
+        txn_counts = generate_txn(txn_dir, int(args.txn_size_gb * 1e9))
+        print(f"transactional directory {txn_dir}: {txn_counts}", flush=True)
     gen_s = time.perf_counter() - t
+    if args.txn_only:
+        runs = [measure_tree(REPO, args) for _ in range(args.rounds)]
+        print(json.dumps({"txn": [r["txn"] for r in runs], "results": [r["results"] for r in runs]}, indent=1))
+        if not args.keep:
+            shutil.rmtree(txn_dir, ignore_errors=True)
+        return
     files = log_files(args.dir)
     disk = sum(os.path.getsize(p) for p in files)
     print(f"directory {args.dir}: {disk / 1e9:.2f} GB in {len(files)} segments (generated in {gen_s:.0f}s)",
@@ -434,8 +556,11 @@ def main() -> None:
         print(line)
     print(json.dumps({"dir": args.dir, "bytes_on_disk": disk, "raw_read_MB_per_s": round(n / 1e6 / s),
                       "cpus": os.cpu_count(), "load_avg": os.getloadavg(), "best": best, "runs": runs}, indent=1))
+    print("read_committed / read_uncommitted (MB/s), per round: "
+          + ", ".join(str((r.get("txn") or {}).get("ratio")) for r in runs["this"]))
     if not args.keep:
         shutil.rmtree(args.dir, ignore_errors=True)
+        shutil.rmtree(txn_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -20,17 +20,21 @@ from .scan import SegmentChangedError
 __all__ = ["cleaned_batch_size", "read_batch"]
 
 
-def cleaned_batch_size(raw: bytes, kept_offsets: Iterable[int], new_horizon: int | None, where: str) -> int:
-    """Bytes of the batch ``raw`` once only ``kept_offsets`` remain, with ``new_horizon`` as its delete horizon."""
+def cleaned_batch_size(raw: bytes, kept_offsets: Iterable[int] | None, new_horizon: int | None, where: str) -> int:
+    """Bytes of the batch ``raw`` once only ``kept_offsets`` remain (None: all its records, e.g. a transaction
+    marker given a delete horizon), with ``new_horizon`` as its delete horizon."""
     header, records = decode_batch(raw, 0, verify_crc=True)
-    keep = set(kept_offsets)
-    retained = [r for r in records if r.offset in keep]
-    if len(retained) != len(keep):
-        raise SegmentChangedError(f"{where}: the batch no longer holds the records the scan read")
+    if kept_offsets is None:
+        retained = records
+    else:
+        keep = set(kept_offsets)
+        retained = [r for r in records if r.offset in keep]
+        if len(retained) != len(keep):
+            raise SegmentChangedError(f"{where}: the batch no longer holds the records the scan read")
     return len(build_batch(
         retained, base_offset=header.base_offset, compression=header.compression,
         producer_id=header.producer_id, producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
-        is_transactional=header.is_transactional, timestamp_type=header.timestamp_type,
+        is_transactional=header.is_transactional, is_control=header.is_control, timestamp_type=header.timestamp_type,
         partition_leader_epoch=header.partition_leader_epoch, last_offset_delta=header.last_offset_delta,
         delete_horizon_ms=new_horizon,
         max_timestamp=header.max_timestamp if header.timestamp_type == 1 else None))

@@ -18,7 +18,12 @@ The model is Kafka's ``LogCleanerManager`` + ``Cleaner`` (as storage/cleaner.py 
 * one pass keeps, in segments below the uncleanable offset, a record iff it has a key and it is the latest offset
   for that key in the dirty section (keys not in the dirty section stay), and a tombstone only until the delete
   horizon of its batch (set to now + ``delete.retention.ms`` by the pass that first sees it) has passed.
-  Control batches are kept. A batch losing all records is dropped unless it is the last batch of an active
+  Transactions as Kafka's ``CleanedTransactionMetadata``: batches of aborted transactions are dropped whole (and
+  their keys never enter the offset map); a marker whose transaction has no data batch left (and an emptied control
+  batch) first gets a delete horizon (re-encoded for its new size), and a pass after that horizon removes it;
+  other control batches are kept. The aborted ranges and last stable offsets are planned as the kafka-log source's
+  read_committed plans them (``spark_jobs.transactions``), for the partitions holding transactional batches.
+  A batch losing all records is dropped unless it is the last batch of an active
   producer or the last batch of the round (kept empty, 61 bytes). A batch losing some records, or gaining a
   delete horizon, is re-encoded with the same codec: its new size is computed by encoding it with
   :func:`protocol.record_codec.build_batch`, exactly as the cleaner writes it.
@@ -33,8 +38,11 @@ distinct keys plus a buffer.
 Batches without records (left by earlier cleanings) are read as rows with a null offset (``emptyBatches``): a pass
 drops them unless they are kept for the reasons above. Known limits: the cleaner's offset map
 is assumed big enough (flagged if the dirty section has more distinct keys than the default dedupe buffer holds);
-Kafka itself also drops aborted transactional data, which is reported separately (``aborted_records``) and not
-included in the removal figures (storage's cleaner keeps it, as documented there).
+a producer whose last entry is a marker is not kept as an active producer's last batch. The removal figures are
+Kafka's: storage's cleaner keeps aborted data and markers (as documented there), so on a log holding transactions
+they are checked against a transcription of Kafka's cleaner (tests/spark_jobs/test_read_committed.py), not
+against storage's. The key figures (distinct keys, tombstones, clean/dirty records) leave aborted records out;
+``records`` counts them, and ``aborted_records`` says how many there are.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ if __package__ in (None, ""):  # run as a file (spark-submit spark_jobs/<job>.py
 
     _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
 
+import dataclasses
 import sys
 from dataclasses import asdict, dataclass
 
@@ -184,8 +193,9 @@ def _batch_table(ctx: JobContext):
         "delete_horizon_ms", F.col("record_count").alias("records"))
 
 
-def _segment_figures(batches) -> tuple[dict, dict, bool]:
-    """(segment stats per partition, log end offsets, whether any batch is transactional) for the plans."""
+def _segment_figures(batches) -> tuple[dict, dict, set]:
+    """(segment stats per partition, log end offsets, the partitions holding a transactional batch) for the
+    plans."""
     from pyspark.sql import functions as F
 
     rows = (batches.groupBy("topic", "partition", "segment")
@@ -196,29 +206,87 @@ def _segment_figures(batches) -> tuple[dict, dict, bool]:
             .collect())
     seg_stats: dict[tuple[str, int], dict[int, tuple]] = {}
     ends: dict[tuple[str, int], int] = {}
-    any_txn = False
+    txn_tps: set[tuple[str, int]] = set()
     for r in rows:
         tp = (r.topic, r.partition)
         seg_stats.setdefault(tp, {})[r.segment] = (r.largest_ts, r.first_batch_ts)
         ends[tp] = max(ends.get(tp, 0), r.last_offset + 1)
-        any_txn = any_txn or bool(r.txn)
-    return seg_stats, ends, any_txn
+        if r.txn:
+            txn_tps.add(tp)
+    return seg_stats, ends, txn_tps
 
 
-def _last_stable_offsets(batches) -> dict[tuple[str, int], int]:
-    """The first offset of a transaction with no marker yet, per partition that has one."""
+def _transactions(segs_by_tp: dict, txn_tps: set) -> dict:
+    """Aborted ranges and last stable offset of every partition holding transactions, as the kafka-log source plans
+    them for read_committed (:func:`spark_jobs.transactions.partition_transactions`: .txnindex files, else a walk
+    of the batch headers, on the driver)."""
+    from spark_jobs.transactions import partition_transactions
+
+    return {tp: partition_transactions(segs_by_tp[tp]) for tp in sorted(txn_tps) if tp in segs_by_tp}
+
+
+def _with_aborted(batches, spark, txns: dict):
+    """The batch table with ``aborted``: a transactional data batch inside an aborted range of its producer (the
+    cleaner drops it whole, keys unread)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    ranges = [(tp[0], tp[1], pid, first, last) for tp, t in txns.items() for pid, first, last in t.aborted]
+    if not ranges:
+        return batches.withColumn("aborted", F.lit(False))
+    rdf = spark.createDataFrame(ranges, StructType([
+        StructField("topic", StringType()), StructField("partition", IntegerType()),
+        StructField("producer_id", LongType()), StructField("txn_first", LongType()),
+        StructField("txn_last", LongType())]))
+    hit = (batches.where("is_transactional AND NOT is_control")
+           .join(F.broadcast(rdf), ["topic", "partition", "producer_id"])
+           .where((F.col("base_offset") <= F.col("txn_last")) & (F.col("last_offset") >= F.col("txn_first")))
+           .select("topic", "partition", "base_offset").distinct().withColumn("aborted", F.lit(True)))
+    return (batches.join(hit, ["topic", "partition", "base_offset"], "left")
+            .withColumn("aborted", F.coalesce("aborted", F.lit(False))))
+
+
+def _markers(batches):
+    """Every marker (control batch of a producer) with ``txn_data``: the data batches of its transaction still in
+    the log (its producer's transactional data batches since its previous marker; empty ones count, as the cleaner
+    reads them). Kafka's ``CleanedTransactionMetadata`` lets the cleaner discard a marker once that is zero."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    markers = (batches.where("is_control AND producer_id >= 0").groupBy("topic", "partition", "producer_id")
-               .agg(F.max("last_offset").alias("last_marker")))
-    open_txn = (batches.where("is_transactional AND NOT is_control")
-                .join(markers, ["topic", "partition", "producer_id"], "left")
-                .where(F.col("base_offset") > F.coalesce("last_marker", F.lit(-1)))
-                .groupBy("topic", "partition").agg(F.min("base_offset").alias("lso")))
-    return {(r.topic, r.partition): r.lso for r in open_txn.collect()}
+    w = (Window.partitionBy("topic", "partition", "producer_id").orderBy("base_offset")
+         .rowsBetween(Window.unboundedPreceding, -1))
+    txn = (batches.where("is_transactional AND producer_id >= 0")
+           .withColumn("txn_seq", F.coalesce(F.sum(F.col("is_control").cast("int")).over(w), F.lit(0))))
+    data = (txn.where("NOT is_control").groupBy("topic", "partition", "producer_id", "txn_seq")
+            .agg(F.count("*").alias("txn_data")))
+    return (txn.where("is_control").select("topic", "partition", "producer_id", "txn_seq", "base_offset")
+            .join(data, ["topic", "partition", "producer_id", "txn_seq"], "left")
+            .select("topic", "partition", "base_offset", F.coalesce("txn_data", F.lit(0)).alias("txn_data")))
 
 
-def _partition_passes(ctx: JobContext, plans: list[PartitionPlan]):
+def _marker_sizes(ctx: JobContext, rows, horizon: dict) -> list[tuple]:
+    """(topic, partition, base offset, size) of each marker batch rewritten with a delete horizon, re-encoded as
+    the cleaner writes it (the record's timestamp delta is then taken from the horizon)."""
+    from spark_jobs.cleaned_batch import cleaned_batch_size, read_batch
+
+    paths = {(s.topic, s.partition, s.base_offset): s.path for s in ctx.segments()}
+    fds: dict[str, int] = {}
+    out = []
+    try:
+        for r in rows:
+            raw, where = read_batch(fds, paths[(r.topic, r.partition, r.segment)], r.position, r.size,
+                                    r.base_offset)
+            out.append((r.topic, r.partition, r.base_offset,
+                        cleaned_batch_size(raw, None, horizon[(r.topic, r.partition)], where)))
+    finally:
+        import os
+
+        for fd in fds.values():
+            os.close(fd)
+    return out
+
+
+def _partition_passes(ctx: JobContext, plans: list[PartitionPlan], txns: dict):
     """Passes 2 and 3, one task per partition (``spark_jobs.partition_pass``): a row per key and, for partitions a
     pass would clean, a row per batch of the cleaned range; persisted, as both kinds are read from it."""
     import pickle
@@ -228,8 +296,13 @@ def _partition_passes(ctx: JobContext, plans: list[PartitionPlan]):
     from spark_jobs.partition_pass import OUTPUT_DDL, PartitionJob, partition_passes
     from spark_jobs.planning import plan_slices
 
+    from spark_jobs.transactions import ranges_within
+
     slices: dict[tuple[str, int], list] = {}
     for sl in plan_slices(ctx.log_dirs, ctx.bounds()):
+        t = txns.get((sl.topic, sl.partition))
+        if t is not None and t.aborted:     # the passes skip aborted batches, as the cleaner's offset map does
+            sl = dataclasses.replace(sl, aborted=ranges_within(t.aborted, sl.base_offset, None))
         slices.setdefault((sl.topic, sl.partition), []).append(sl)
     jobs = [PartitionJob(p.topic, p.partition, tuple(slices.get((p.topic, p.partition), ())),
                          p.cleaned, p.first_dirty_offset, p.first_uncleanable_offset, p.delete_retention_ms)
@@ -257,23 +330,6 @@ def _active_producers(batches, now_ms: int, expiration_ms: int):
             .select("topic", "partition", "producer_id", "producer_last_offset"))
 
 
-def _aborted_records(ctx: JobContext, batches):
-    """Records of transactional data batches whose next marker of the same producer is an ABORT. The marker's type
-    is in its record's key: one more scan, only for logs holding transactions."""
-    from pyspark.sql import functions as F
-
-    markers = (ctx.records(columns="topic,partition,offset,key,is_control,producer_id")
-               .where("is_control AND producer_id >= 0")
-               .select("topic", "partition", "producer_id", F.col("offset").alias("marker_offset"),
-                       (F.substring("key", 3, 2) == F.unhex(F.lit(ABORT_TYPE_HEX))).alias("is_abort")))
-    txn = batches.where("is_transactional AND NOT is_control AND records > 0").select(
-        "topic", "partition", "producer_id", "base_offset", "last_offset", "records")
-    nxt = (txn.join(markers, ["topic", "partition", "producer_id"]).where("marker_offset > last_offset")
-           .groupBy("topic", "partition", "producer_id", "base_offset")
-           .agg(F.first("records").alias("records"), F.min_by("is_abort", "marker_offset").alias("aborted")))
-    return nxt.where("aborted").groupBy("topic", "partition").agg(F.sum("records").alias("aborted_records"))
-
-
 def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS):
     """All the report's tables as Spark DataFrames / Python objects (the tests compare these)."""
     from pyspark import StorageLevel
@@ -286,12 +342,13 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
     cps = read_checkpoints(ctx.log_dirs)
     segs = ctx.segments()
     batches = _batch_table(ctx).persist(StorageLevel.MEMORY_AND_DISK)
-    seg_stats, ends, any_txn = _segment_figures(batches)
-    lsos = _last_stable_offsets(batches) if any_txn else {}
+    seg_stats, ends, txn_tps = _segment_figures(batches)
 
     by_tp: dict[tuple[str, int], list] = {}
     for s in segs:
         by_tp.setdefault((s.topic, s.partition), []).append(s)
+    txns = _transactions(by_tp, txn_tps)
+    lsos = {tp: t.last_stable_offset for tp, t in txns.items() if t.last_stable_offset is not None}
     plans: list[PartitionPlan] = []
     for (topic, partition), ss in sorted(by_tp.items()):
         cfg = configs.for_topic(topic)
@@ -307,7 +364,7 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
         StructType([StructField("topic", StringType()), StructField("partition", IntegerType()),
                     StructField("first_uncleanable_offset", LongType())]))
 
-    passes = _partition_passes(ctx, plans)
+    passes = _partition_passes(ctx, plans, txns)
     keys = passes.where(f"kind = {KEY_ROW}").select("topic", "partition", "key", "versions", "tombstones",
                                                     "last_offset")
     per_tp = passes.where(f"kind = {SUMMARY_ROW}").select(
@@ -322,14 +379,42 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
     active = _active_producers(batches, ctx.now_ms, producer_id_expiration_ms)
     in_range = (batches.join(F.broadcast(cleaned_df), ["topic", "partition"])
                 .where(F.col("last_offset") < F.col("first_uncleanable_offset")))
+    if txns:
+        in_range = _with_aborted(in_range, spark, txns).join(_markers(batches), ["topic", "partition", "base_offset"],
+                                                             "left")
+    else:
+        in_range = in_range.withColumn("aborted", F.lit(False)).withColumn("txn_data", F.lit(None).cast("long"))
+    # Kafka's CleanedTransactionMetadata: aborted batches are dropped whole; a marker (or an emptied control batch)
+    # whose transaction has no data left may go: it first gets a delete horizon (now + delete.retention.ms),
+    # a pass after that horizon removes it; other control batches stay as they are
+    horizon_ms = {(p.topic, p.partition): ctx.now_ms + p.delete_retention_ms for p in plans}
+    horizon_df = spark.createDataFrame([(t, p, h) for (t, p), h in horizon_ms.items()],
+                                       "topic string, partition int, marker_horizon bigint")
+    ctrl = F.col("is_control")
+    discardable = ctrl & ((F.col("records") == 0) | (F.col("producer_id") >= 0) & (F.col("txn_data") == 0))
+    in_range = (in_range.join(F.broadcast(horizon_df), ["topic", "partition"])
+                .withColumn("marker_removed", F.coalesce(
+                    discardable & F.col("delete_horizon_ms").isNotNull()
+                    & (F.col("delete_horizon_ms") <= F.lit(ctx.now_ms)) | ctrl & (F.col("records") == 0), F.lit(False)))
+                .withColumn("marker_rewrite", F.coalesce(discardable & F.col("delete_horizon_ms").isNull()
+                                                         & (F.col("records") > 0), F.lit(False))))
+    marker_rows = in_range.where("marker_rewrite").select("topic", "partition", "segment", "position", "size",
+                                                          "base_offset").collect()
+    sizes = spark.createDataFrame(_marker_sizes(ctx, marker_rows, horizon_ms) or [],
+                                  "topic string, partition int, base_offset bigint, marker_size bigint")
     per_batch = (in_range.join(retained, ["topic", "partition", "base_offset"], "left")
+                 .join(F.broadcast(sizes), ["topic", "partition", "base_offset"], "left")
                  .join(active, ["topic", "partition", "producer_id"], "left")
-                 .withColumn("n", F.when(F.col("is_control"), F.col("records"))
+                 .withColumn("n", F.when(ctrl | F.col("aborted"), F.col("records"))
                              .otherwise(F.coalesce("data_records", F.lit(0))))
-                 .withColumn("kept", F.when(F.col("is_control"), F.col("records"))
+                 .withColumn("kept", F.when(F.col("aborted") | F.col("marker_removed"), F.lit(0))
+                             .when(ctrl, F.col("records"))
                              .otherwise(F.coalesce("data_kept", F.lit(0))))
-                 .withColumn("rewrite", F.coalesce("rewrite", F.lit(False)))
-                 .withColumn("new_horizon", F.coalesce("new_horizon", "delete_horizon_ms"))
+                 .withColumn("rewrite", F.coalesce("rewrite", F.lit(False)) | F.col("marker_rewrite"))
+                 .withColumn("new_size", F.when(F.col("marker_rewrite"), F.col("marker_size"))
+                             .otherwise(F.col("new_size")))
+                 .withColumn("new_horizon", F.when(F.col("marker_rewrite"), F.col("marker_horizon"))
+                             .otherwise(F.coalesce("new_horizon", "delete_horizon_ms")))
                  .fillna(0, ["kept_tombstones", "removed_tombstones", "removed_null_key"]))
     per_batch = per_batch.withColumn(
         "retain_empty", (F.col("producer_last_offset").isNotNull()
@@ -338,9 +423,8 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
     per_batch = (per_batch.select(
         "topic", "partition", "segment", "position", "base_offset", "last_offset", "size", "is_control",
         "delete_horizon_ms", "n", "kept", "kept_tombstones", "removed_tombstones", "removed_null_key", "retain_empty",
-        "rewrite", "new_horizon", "new_size")
-                 .withColumn("after", F.when(F.col("is_control"), F.col("size"))
-                             .when(F.col("kept") == 0,
+        "rewrite", "new_horizon", "new_size", "aborted")
+                 .withColumn("after", F.when(F.col("kept") == 0,
                                    F.when(F.col("retain_empty"), F.lit(EMPTY_BATCH_BYTES)).otherwise(0))
                              .when(F.col("rewrite"), F.col("new_size"))
                              .otherwise(F.col("size"))))
@@ -354,13 +438,17 @@ def compute(ctx: JobContext, top_keys: int = 20, producer_id_expiration_ms: int 
     )
 
     per_tp_all = per_tp.join(bytes_tp, ["topic", "partition"], "left").join(pass_tp, ["topic", "partition"], "left")
-    if any_txn:
-        per_tp_all = per_tp_all.join(_aborted_records(ctx, batches), ["topic", "partition"], "left")
+    if txns:
+        aborted_tp = (_with_aborted(batches.join(F.broadcast(spark.createDataFrame(
+            sorted(txns), "topic string, partition int")), ["topic", "partition"]), spark, txns)
+            .where("aborted").groupBy("topic", "partition").agg(F.sum("records").alias("aborted_records")))
+        per_tp_all = per_tp_all.join(aborted_tp, ["topic", "partition"], "left")
     else:
         per_tp_all = per_tp_all.withColumn("aborted_records", F.lit(0).cast("long"))
     per_tp_all = (per_tp_all
                   .fillna(0, ["pass_records_removed", "pass_bytes_removed", "pass_tombstones_removed",
-                              "pass_null_key_removed", "batches_emptied", "batches_rewritten", "aborted_records"]))
+                              "pass_null_key_removed", "batches_emptied", "batches_rewritten", "aborted_records"])
+                  .withColumn("records", F.col("records") + F.col("aborted_records")))   # the key pass skips them
     plans_df = spark.createDataFrame([asdict(p) for p in plans], StructType([
         StructField("topic", StringType()), StructField("partition", IntegerType()),
         StructField("compact", BooleanType()), StructField("log_start_offset", LongType()),

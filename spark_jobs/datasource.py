@@ -27,6 +27,10 @@ Options (all strings, case-insensitive names):
 ``rowPerBatch``            one row per batch (empty ones too) instead of per record: batch-level columns only,
                            from CRC-checked headers, nothing decompressed; bounds keep the batches whose
                            header says they may hold a matching record
+``isolationLevel``         ``read_uncommitted`` (default: every record, markers as rows) or ``read_committed``:
+                           what a read_committed consumer gets: no control batches, no batches of aborted
+                           transactions, nothing at or above each partition's last stable offset (planned on
+                           the driver from ``.txnindex`` files or batch headers; see spark_jobs/transactions.py)
 =========================  ==================================================================================
 
 Columns: by default those of Kafka's own Spark source, ``topic, partition, offset, timestamp, timestamp_type, key,
@@ -128,6 +132,17 @@ def _int(v, name: str) -> int | None:
         raise ValueError(f"option {name}: expected an integer, got {v!r}") from None
 
 
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+
+
+def read_committed_option(options) -> bool:
+    v = _opt(options, "isolationLevel")
+    s = "read_uncommitted" if v is None else str(v).strip().lower()
+    if s not in ISOLATION_LEVELS:
+        raise ValueError(f"option isolationLevel: expected read_uncommitted or read_committed, got {v!r}")
+    return s == "read_committed"
+
+
 def bounds_from_options(options) -> ScanBounds:
     topics = _opt(options, "topics")
     partitions = _opt(options, "partitions")
@@ -206,6 +221,7 @@ class KafkaLogReader(DataSourceReader):
         self.stats_path = _opt(options, "statsPath")
         self.empty_batches = _bool(_opt(options, "emptyBatches"), "emptyBatches")
         self.row_per_batch = _bool(_opt(options, "rowPerBatch"), "rowPerBatch")
+        self.read_committed = read_committed_option(options)
         if self.row_per_batch:
             per_record = [c for c in (columns or SPARK_TYPES) if c in RECORD_COLUMNS]
             if per_record:
@@ -286,7 +302,7 @@ class KafkaLogReader(DataSourceReader):
     def partitions(self):
         stats = PlanStats()
         slices = plan_slices(self.path, self.bounds, max_slice_bytes=self.max_slice_bytes,
-                             use_indexes=self.use_indexes, stats=stats)
+                             use_indexes=self.use_indexes, stats=stats, read_committed=self.read_committed)
         if self.stats_path:
             os.makedirs(self.stats_path, exist_ok=True)
             d = stats.as_dict()
@@ -303,7 +319,7 @@ class KafkaLogReader(DataSourceReader):
         try:
             yield from read_slice(partition.slice, self.bounds, ignore_corrupt=self.ignore_corrupt, stats=stats,
                                   empty_batches=self.empty_batches, columns=self.columns,
-                                  row_per_batch=self.row_per_batch)
+                                  row_per_batch=self.row_per_batch, read_committed=self.read_committed)
         finally:
             if self.stats_path:
                 from pyspark import TaskContext

@@ -72,9 +72,12 @@ class PartitionJob:
 
 def _records(job: PartitionJob, columns: tuple[str, ...], bounds: ScanBounds | None, ignore_corrupt: bool,
              stats: ScanStats) -> Iterator[tuple[int, pa.Table]]:
-    """(slice index, the data records of one chunk): control records are not the cleaner's to keep or drop."""
+    """(slice index, the data records of one chunk): control records are not the cleaner's to keep or drop, and the
+    batches of aborted transactions (the slice's ``aborted`` ranges) are dropped whole by the cleaner, their keys
+    never entering its offset map."""
     for i, sl in enumerate(job.slices):
-        for rb in read_slice(sl, bounds, ignore_corrupt=ignore_corrupt, stats=stats, columns=columns):
+        for rb in read_slice(sl, bounds, ignore_corrupt=ignore_corrupt, stats=stats, columns=columns,
+                             read_committed=bool(sl.aborted)):
             t = pa.Table.from_batches([rb])
             if pc.any(t["is_control"]).as_py():
                 t = t.filter(pc.invert(t["is_control"]))

@@ -45,6 +45,8 @@ from protocol.records import (
 from storage.checkpoints import decode_properties
 from storage.files import META_PROPERTIES_FILE
 
+from .transactions import partition_transactions, ranges_within
+
 __all__ = [
     "NotALogDirError", "PartitionDir", "SegmentFile", "SegmentSlice", "ScanBounds", "PlanStats", "Replica",
     "ReplicaChoice", "list_partition_dirs", "list_replicas", "choose_replica", "replica_choices", "list_segments",
@@ -120,6 +122,10 @@ class SegmentSlice:
     end_pos: int
     is_last_slice_of_segment: bool
     is_last_segment: bool             # the active segment: a torn tail is normal there, anywhere else it is not
+    # read_committed only (spark_jobs.transactions): the partition's aborted ranges (producer id, first offset,
+    # last offset) that may hold a batch of this slice, and its last stable offset (None: no open transaction)
+    aborted: tuple[tuple[int, int, int], ...] = ()
+    stable_end: int | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +173,16 @@ class PlanStats:
     index_files_read: int = 0
     index_rebuilds: int = 0           # in memory, from the log's batch headers
     split_fallbacks: int = 0          # an index position that was not a batch start: segment read in one piece
+    # read_committed (spark_jobs.transactions): partitions planned from .txnindex files (and a walk of the tail
+    # for the LSO) or from a walk of every header; batch headers walked, markers read, aborted ranges found,
+    # segments skipped as wholly at or above the LSO
+    txn_index_files_read: int = 0
+    txn_tail_scans: int = 0
+    txn_scans: int = 0
+    txn_batches: int = 0
+    txn_markers: int = 0
+    txn_aborted_ranges: int = 0
+    segments_pruned_by_lso: int = 0
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -513,8 +529,12 @@ def _split_points(seg: SegmentFile, max_slice_bytes: int, stats: PlanStats, use_
 
 def plan_slices(log_dirs: str | Iterable[str], bounds: ScanBounds | None = None, *,
                 max_slice_bytes: int = DEFAULT_MAX_SLICE_BYTES, use_indexes: bool = True,
-                stats: PlanStats | None = None) -> list[SegmentSlice]:
-    """Every slice a scan within ``bounds`` must read, sorted by (topic, partition, base offset, position)."""
+                stats: PlanStats | None = None, read_committed: bool = False) -> list[SegmentSlice]:
+    """Every slice a scan within ``bounds`` must read, sorted by (topic, partition, base offset, position).
+
+    ``read_committed``: each partition's transactions are planned (:func:`spark_jobs.transactions.
+    partition_transactions`): segments wholly at or above its last stable offset are not read, and every slice
+    carries the aborted ranges that may touch it and the LSO, for :func:`spark_jobs.scan.read_slice`."""
     bounds = bounds or ScanBounds()
     stats = stats if stats is not None else PlanStats()
     if max_slice_bytes < 1:
@@ -525,8 +545,16 @@ def plan_slices(log_dirs: str | Iterable[str], bounds: ScanBounds | None = None,
     if bounds.is_empty():
         return slices
     for pdir in pdirs:
-        for seg in list_segments(pdir):
+        segs = list_segments(pdir)
+        txn = None
+        if read_committed:
+            txn = partition_transactions(segs, stats, use_indexes)
+            stats.txn_aborted_ranges += len(txn.aborted)
+        for seg in segs:
             stats.segments_listed += 1
+            if txn is not None and txn.last_stable_offset is not None and seg.base_offset >= txn.last_stable_offset:
+                stats.segments_pruned_by_lso += 1
+                continue
             if not segment_overlaps_offsets(seg, bounds):
                 stats.segments_pruned_by_offset += 1
                 continue
@@ -541,8 +569,10 @@ def plan_slices(log_dirs: str | Iterable[str], bounds: ScanBounds | None = None,
             cuts = _split_points(seg, max_slice_bytes, stats, use_indexes) if seg.size > max_slice_bytes else []
             starts = [0] + cuts
             ends = cuts + [seg.size]
+            extra = () if txn is None else (
+                ranges_within(txn.aborted, seg.base_offset, seg.next_base_offset), txn.last_stable_offset)
             for j, (a, b) in enumerate(zip(starts, ends)):
                 slices.append(SegmentSlice(seg.topic, seg.partition, seg.path, seg.base_offset, a, b,
-                                           j == len(starts) - 1, seg.is_last))
+                                           j == len(starts) - 1, seg.is_last, *extra))
     stats.slices = len(slices)
     return slices

@@ -38,6 +38,7 @@ from protocol.records import (
 )
 
 from .planning import ScanBounds, SegmentSlice
+from .transactions import AbortedRanges
 
 __all__ = ["ARROW_SCHEMA", "DEFAULT_COLUMNS", "SCHEMA_DDL", "ScanStats", "CorruptSegmentError", "read_slice",
            "SegmentChangedError"]
@@ -154,6 +155,7 @@ class ScanStats:
     bytes_mapped: int = 0
     batches_seen: int = 0
     batches_skipped_by_header: int = 0
+    batches_skipped_txn: int = 0       # read_committed: control batches and aborted batches, by header
     batches_decoded: int = 0
     batches_from_header: int = 0       # rows made from the header alone: no record column asked for
     records_decoded: int = 0
@@ -288,7 +290,8 @@ def _is_zero_fill(buf, pos: int, end: int) -> bool:
 def read_slice(sl: SegmentSlice, bounds: ScanBounds | None = None, *, ignore_corrupt: bool = False,
                stats: ScanStats | None = None, rows_per_batch: int = DEFAULT_ROWS_PER_BATCH,
                max_decompressed_size: int | None = None, empty_batches: bool = False,
-               columns: Sequence[str] | None = None, row_per_batch: bool = False) -> Iterator[pa.RecordBatch]:
+               columns: Sequence[str] | None = None, row_per_batch: bool = False,
+               read_committed: bool = False) -> Iterator[pa.RecordBatch]:
     """Yield the slice's records that fall within ``bounds`` as Arrow batches of :data:`ARROW_SCHEMA`, or of only
     ``columns`` (in that order; names checked by :func:`select_columns`).
 
@@ -306,6 +309,10 @@ def read_slice(sl: SegmentSlice, bounds: ScanBounds | None = None, *, ignore_cor
 
     ``row_per_batch``: one row per batch (empty ones too) whose header survives the bounds, for batch-level columns
     only (none of :data:`RECORD_COLUMNS`); nothing is decompressed unless ``uncompressed_bytes`` is asked for.
+
+    ``read_committed``: what a read_committed consumer gets, decided per batch from its header: control batches
+    and the transactional batches inside one of ``sl.aborted`` (ranges of their producer) are skipped, and nothing
+    at or above ``sl.stable_end`` (the LSO, when set) is read.
     """
     if row_per_batch and columns is not None and set(columns) & set(RECORD_COLUMNS):
         raise ColumnSelectionError(
@@ -314,6 +321,11 @@ def read_slice(sl: SegmentSlice, bounds: ScanBounds | None = None, *, ignore_cor
     stats = stats if stats is not None else ScanStats()
     off_lo = bounds.offset_lo
     off_hi = bounds.offset_hi
+    aborted = None
+    if read_committed:
+        aborted = AbortedRanges(sl.aborted)
+        if sl.stable_end is not None:
+            off_hi = sl.stable_end if off_hi is None else min(off_hi, sl.stable_end)
     ts_lo = bounds.ts_lo_us
     ts_hi = bounds.ts_hi_us
     kw = DEFAULT_MAX_DECOMPRESSED_SIZE if max_decompressed_size is None else max_decompressed_size
@@ -337,7 +349,7 @@ def read_slice(sl: SegmentSlice, bounds: ScanBounds | None = None, *, ignore_cor
         mm = mmap.mmap(f.fileno(), sl.end_pos, access=mmap.ACCESS_READ)
         try:
             yield from _walk(mm, sl, stats, off_lo, off_hi, ts_lo, ts_hi, ignore_corrupt, rows_per_batch, kw,
-                             empty_batches, arrow_schema(columns), row_per_batch)
+                             empty_batches, arrow_schema(columns), row_per_batch, aborted)
         finally:
             mm.close()
 
@@ -353,8 +365,8 @@ def _corrupt(stats: ScanStats, sl: SegmentSlice, pos: int, reason: str, ignore: 
 
 
 def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, ignore_corrupt: bool,
-          rows_per_batch: int, kw, empty_batches: bool, schema: pa.Schema, row_per_batch: bool
-          ) -> Iterator[pa.RecordBatch]:
+          rows_per_batch: int, kw, empty_batches: bool, schema: pa.Schema, row_per_batch: bool,
+          aborted: AbortedRanges | None = None) -> Iterator[pa.RecordBatch]:
     end = sl.end_pos
     scan = iter_batch_positions(mm, sl.start_pos, end)
     want = want_flags(schema.names)
@@ -362,6 +374,7 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
     batches = _BatchFields()
     ts_lo_ms = None if ts_lo is None else -(-ts_lo // 1000)      # ceil: a record at ms t has t*1000 us
     want_raw_len = "uncompressed_bytes" in schema.names
+    txn_mask = 0 if aborted is None else CONTROL_MASK | TRANSACTIONAL_MASK   # read_committed looks at these
     while True:
         if builder.rows >= rows_per_batch or builder.data_bytes >= MAX_CHUNK_BYTES:
             stats.rows_emitted += builder.rows
@@ -387,6 +400,10 @@ def _walk(mm, sl: SegmentSlice, stats: ScanStats, off_lo, off_hi, ts_lo, ts_hi, 
                 or (ts_lo_ms is not None and h.max_timestamp < ts_lo_ms)
                 or (ts_hi is not None and attrs & TIMESTAMP_TYPE_MASK and h.max_timestamp * 1000 >= ts_hi)):
             stats.batches_skipped_by_header += 1
+            continue
+        if attrs & txn_mask and (attrs & CONTROL_MASK or aborted.is_aborted(h.producer_id, h.base_offset,
+                                                                            last_offset)):
+            stats.batches_skipped_txn += 1
             continue
         inside = (ts_lo is None and ts_hi is None and (off_lo is None or h.base_offset >= off_lo)
                   and (off_hi is None or last_offset < off_hi))   # every record of the batch is within the bounds

@@ -10,7 +10,8 @@ import struct
 from dataclasses import dataclass, field
 
 from protocol.compression import CODEC_NAMES
-from protocol.record_codec import Record, build_batch, decode_batch
+from protocol.record_codec import (ControlRecordType, Record, build_batch, build_end_txn_marker_batch, decode_batch,
+                                   end_txn_marker_record)
 
 T0 = 1_700_000_000_000          # a fixed clock for every generated directory
 HOUR = 3_600_000
@@ -116,9 +117,11 @@ def kafka_python_batch(records: list[tuple], codec: int = 0, producer_id: int = 
 
 
 def write_independent_partition(log_dir: str, topic: str, partition: int, batches: list[bytearray], *,
-                                segment_bytes: int, index_interval_bytes: int) -> list[tuple[int, int]]:
+                                segment_bytes: int, index_interval_bytes: int,
+                                base_offsets: list[int | None] | None = None) -> list[tuple[int, int]]:
     """Lay batches out as Kafka's ``LogSegment.append`` does, writing ``.index`` (8-byte entries: int32 relative
     offset, int32 position) and ``.timeindex`` (12-byte entries: int64 timestamp, int32 relative offset) by hand.
+    ``base_offsets``: a batch's base offset where not None (a cleaned log has gaps), else the next offset.
     Returns (base offset, last offset) per batch."""
     d = os.path.join(log_dir, f"{topic}-{partition}")
     os.makedirs(d, exist_ok=True)
@@ -133,7 +136,10 @@ def write_independent_partition(log_dir: str, topic: str, partition: int, batche
     next_offset = 0
     seg = new_segment(0)
     out = []
-    for raw in batches:
+    for n, raw in enumerate(batches):
+        if base_offsets is not None and base_offsets[n] is not None:
+            assert base_offsets[n] >= next_offset
+            next_offset = base_offsets[n]
         b = bytearray(raw)
         last_delta, max_ts = struct.unpack_from(">i", b, 23)[0], struct.unpack_from(">q", b, 35)[0]
         if seg["log"] and len(seg["log"]) + len(b) > segment_bytes:
@@ -161,3 +167,101 @@ def write_independent_partition(log_dir: str, topic: str, partition: int, batche
             with open(os.path.join(d, name + suffix), "wb") as f:
                 f.write(data)
     return out
+
+
+# -- transactions: a partition from a list of data batches and markers, its .txnindex files ------------------------
+
+TXN_ENTRY = struct.Struct(">hqqqq")     # Kafka's TransactionIndex entry: version, pid, first, last, LSO (34 bytes)
+
+
+@dataclass
+class TxnBatch:
+    """One batch of a transactional test log: ``kind`` "data" (``records``: (key, value) pairs), "commit" or
+    "abort" (a marker of ``pid``). ``pid`` -1 with ``txn`` False is a plain batch. ``gap``: offsets skipped
+    before it (a cleaned log); ``deltas``: the records' offset deltas (a compacted batch keeps its offset range)."""
+
+    kind: str
+    pid: int = -1
+    txn: bool = False
+    records: list = field(default_factory=list)
+    gap: int = 0
+    deltas: list | None = None
+    last_delta: int | None = None
+    horizon: int | None = None          # a delete horizon (set by a cleaning pass)
+
+    def encode(self) -> bytes:
+        if self.kind in ("commit", "abort"):
+            if self.horizon is None:
+                return build_end_txn_marker_batch(commit=self.kind == "commit", producer_id=self.pid,
+                                                  producer_epoch=0, coordinator_epoch=0, timestamp=T0)
+            rec = end_txn_marker_record(ControlRecordType.COMMIT if self.kind == "commit" else ControlRecordType.ABORT,
+                                        0, T0)
+            return build_batch([rec], producer_id=self.pid, producer_epoch=0, is_transactional=True,
+                               is_control=True, delete_horizon_ms=self.horizon)
+        recs = [Record(k, v, timestamp=T0 + i, offset_delta=None if self.deltas is None else self.deltas[i])
+                for i, (k, v) in enumerate(self.records)]
+        kw = {"producer_id": self.pid, "producer_epoch": 0, "base_sequence": 0} if self.pid >= 0 else {}
+        return build_batch(recs, is_transactional=self.txn, last_offset_delta=self.last_delta,
+                           delete_horizon_ms=self.horizon, **kw)
+
+
+def write_txn_partition(log_dir: str, topic: str, partition: int, batches: list[TxnBatch], *,
+                        segment_bytes: int = 400) -> list[tuple[int, int]]:
+    """The batches laid out with :func:`write_independent_partition` (with gaps); (base, last) offset of each."""
+    offsets: list[int | None] = []
+    nxt = 0
+    for b in batches:
+        offsets.append(nxt + b.gap if b.gap else None)
+        last_delta = b.last_delta if b.last_delta is not None else (
+            max(b.deltas) if b.deltas else max(len(b.records) - 1, 0))
+        nxt += b.gap + last_delta + 1
+    return write_independent_partition(log_dir, topic, partition, [bytearray(b.encode()) for b in batches],
+                                       segment_bytes=segment_bytes, index_interval_bytes=100, base_offsets=offsets)
+
+
+def write_txn_indexes(partition_dir: str, entries: list[tuple[int, int, int, int]], *, every_segment: bool = True
+                      ) -> None:
+    """Kafka's ``.txnindex`` files: each (pid, first, last, LSO) entry in the segment holding its marker (offset
+    ``last``), 34 bytes big-endian, version 0; ``every_segment``: an empty file where a segment has none."""
+    bases = sorted(int(f[:20]) for f in os.listdir(partition_dir) if f.endswith(".log"))
+    files: dict[int, bytearray] = {b: bytearray() for b in bases} if every_segment else {}
+    for pid, first, last, lso in sorted(entries, key=lambda e: e[2]):
+        base = max(b for b in bases if b <= last)
+        files.setdefault(base, bytearray()).extend(TXN_ENTRY.pack(0, pid, first, last, lso))
+    for base, data in files.items():
+        with open(os.path.join(partition_dir, f"{base:020d}.txnindex"), "wb") as f:
+            f.write(data)
+
+
+def txn_model(batches: list[TxnBatch], offsets: list[tuple[int, int]]):
+    """What a read_committed consumer reads, from the batches as written: ``(committed, entries, lso)``:
+    the committed records ``(offset, key, value)`` in order, the aborted transactions as Kafka's index holds them
+    ``(pid, first, last, LSO when the abort was written)``, and the last stable offset (None: no open one).
+    Model: each producer's transactional data batches since its previous marker form a transaction, which its next
+    marker commits or aborts; one still open at the end bounds what is read."""
+    pending: dict[int, list[int]] = {}          # pid -> indexes of the batches of its open transaction
+    fate: dict[int, str] = {}
+    entries = []
+    for i, b in enumerate(batches):
+        if b.kind == "data":
+            if b.txn:
+                pending.setdefault(b.pid, []).append(i)
+            continue
+        mine = pending.pop(b.pid, [])
+        for j in mine:
+            fate[j] = b.kind
+        if b.kind == "abort" and mine:
+            others = [offsets[js[0]][0] for js in pending.values()]
+            entries.append((b.pid, offsets[mine[0]][0], offsets[i][0], min(others) if others else offsets[i][0] + 1))
+    opens = [offsets[js[0]][0] for js in pending.values()]
+    lso = min(opens) if opens else None
+    committed = []
+    for i, b in enumerate(batches):
+        if b.kind != "data" or (b.txn and fate.get(i) != "commit"):
+            continue
+        base = offsets[i][0]
+        for n, (k, v) in enumerate(b.records):
+            off = base + (n if b.deltas is None else b.deltas[n])
+            if lso is None or off < lso:
+                committed.append((off, k, v))
+    return committed, entries, lso
