@@ -31,6 +31,7 @@ from broker.replication.fetch_session import (
 )
 from broker.network.fault_injection import CONFIG_KEY as FAULT_INJECTION_FILE, FaultRules, FaultRulesFile
 from broker.groups.group_service import GroupService
+from broker.transactions.txn_service import TxnService
 from broker.quorum.log_dirs import METADATA_PARTITION_DIR, ensure_meta_properties, metadata_log_dir
 from broker.quorum.metadata_publisher import MetadataPublisher
 from broker.observability.metrics import BrokerMetrics
@@ -82,6 +83,7 @@ class Broker:
         self.metadata = MetadataPublisher()
         self.controller: QuorumControllerChannel | None = None  # made at start, once the cluster id is known
         self.groups: GroupService | None = None
+        self.txns: TxnService | None = None
         self.telemetry: ClientTelemetry | None = None
         self._telemetry_expiry: asyncio.Task | None = None
         self.log_manager: LogManager | None = None
@@ -191,7 +193,8 @@ class Broker:
             await self._start_broker_parts(image)
         self.server.handles = BrokerHandles(
             node_id=self.node_id, cluster_id=self.cluster_id, config=self.config, clock=self.clock,
-            metadata=self.metadata, replicas=self.replicas, groups=self.groups, controller=self.controller,
+            metadata=self.metadata, replicas=self.replicas, groups=self.groups, txns=self.txns,
+            controller=self.controller,
             metrics=self.metrics, advertised_endpoint=self.advertised_endpoint,
             next_producer_id=self.next_producer_id,
             advertised_apis=tuple(ApiVersion(*entry) for entry in advertised(HANDLERS)), telemetry=self.telemetry,
@@ -242,6 +245,9 @@ class Broker:
         self.groups = GroupService(self.node_id, self.config, self.metadata, self.replicas, self.controller,
                                    self.clock)
         self.metadata.add(self.groups.on_new_metadata_image)
+        self.txns = TxnService(self.node_id, self.config, self.metadata, self.replicas, self.controller, self.clock,
+                               self.links, self.next_producer_id, self._inter_broker_listener())
+        self.metadata.add(self.txns.on_new_metadata_image)
         pushed = PushedMetrics()
         self.metrics.registry.register(pushed)
         self.telemetry = ClientTelemetry(
@@ -473,6 +479,7 @@ class Broker:
             self.replicas.loading = False
         self.log_manager.start_background(clock=self.clock.now_ms)
         await self.groups.start()
+        await self.txns.start()
         log.info("loaded %d partitions in %.2f s", len(self.replicas.partitions), self.clock.monotonic() - started)
 
     async def stop(self, grace_s: float = 10.0) -> None:
@@ -483,6 +490,8 @@ class Broker:
             await self._controlled_shutdown(grace_s)
         if self.groups is not None:  # group coordinator: answer parked JoinGroups first
             await self.groups.stop()
+        if self.txns is not None:
+            await self.txns.stop()
         await self.server.stop(grace_s)
         if self._telemetry_expiry is not None:
             self._telemetry_expiry.cancel()

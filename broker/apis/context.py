@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from broker.controlplane.controller_channel import ControllerChannel
     from broker.replication.fetch_session import FetchManager
     from broker.groups.group_service import GroupService
+    from broker.transactions.txn_service import TxnService
     from broker.quorum.metadata_publisher import MetadataPublisher
     from broker.observability.metrics import BrokerMetrics
     from broker.replication.replica_manager import ReplicaManager
@@ -37,6 +38,7 @@ class BrokerHandles:
     # the broker role's parts: None on a controller-only node, whose listeners never reach them
     replicas: "ReplicaManager | None"
     groups: "GroupService | None"
+    txns: "TxnService | None"  # the transaction coordinator; None on a controller-only node
     controller: "ControllerChannel"  # the one way to ask for a metadata change
     metrics: "BrokerMetrics"
     advertised_endpoint: Callable[[str], "Listener"]  # listener name -> advertised host:port
@@ -121,6 +123,10 @@ class RequestContext:
     @property
     def groups(self) -> "GroupService":
         return self.handles.groups
+
+    @property
+    def txns(self) -> "TxnService":
+        return self.handles.txns
 
     @property
     def controller(self) -> "ControllerChannel":

@@ -18,7 +18,12 @@ Behaviour (KafkaApis.handleProduceRequest, ReplicaManager.appendRecords, LogVali
 * v8+: only LogValidator's record-level rejections (RecordValidationException: keyless records on a
   compacted topic, timestamps) carry record_errors and error_message; every other error is a bare
   code, as Kafka's ``new PartitionResponse(error)`` (``hasCustomErrorMessage`` is false for them).
-Not implemented: transactional produce (transactions are a later issue): INVALID_TXN_STATE.
+* transactional batches (KafkaApis, ReplicaManager.appendRecords): without a ``transactional_id`` every partition
+  answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, from more than one producer id and epoch
+  INVALID_PRODUCER_ID_MAPPING; the log checks the rest (a plain batch inside an open transaction
+  INVALID_TXN_STATE, an older epoch INVALID_PRODUCER_EPOCH).
+Not implemented: KIP-890's verification of a producer's first batch on a partition with its coordinator
+(``transaction.partition.verification.enable``): a transactional batch is appended as Kafka does with it off.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from broker.apis.log_validator import check_request_records, compression_level, 
 from broker.timeouts import wait_for
 from protocol.errors import ErrorCode, InvalidRecordError, KafkaError
 from protocol.generated.messages import ProduceRequest, ProduceResponse
+from protocol.records import BATCH_HEADER_SIZE, parse_header
 from protocol.generated.messages.produce_response import (
     BatchIndexAndErrorMessage,
     LeaderIdAndEpoch,
@@ -52,8 +58,34 @@ def _error(index: int, code: int, message: str | None = None) -> PartitionProduc
                                     log_start_offset=-1, error_message=message)
 
 
+def _transactional_producers(req: ProduceRequest) -> set[tuple[int, int]]:
+    """(producer id, epoch) of the request's transactional batches (one batch per partition: its header)."""
+    out = set()
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            records = pd.records
+            if records is not None and len(records) >= BATCH_HEADER_SIZE and records[16] == 2:
+                h = parse_header(records, 0)
+                if h.is_transactional and h.has_producer_id:
+                    out.add((h.producer_id, h.producer_epoch))
+    return out
+
+
+def _every_partition(req: ProduceRequest, version: int, code: int) -> ProduceResponse:
+    """One error for every partition of the request (KafkaApis' sendErrorResponseMaybeThrottle)."""
+    return ProduceResponse(responses=[
+        TopicProduceResponse(name=td.name if version < 13 else "", topic_id=td.topic_id,
+                             partition_responses=[_error(pd.index, code) for pd in td.partition_data])
+        for td in req.topic_data])
+
+
 async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
     version = ctx.version
+    txn_producers = _transactional_producers(req)
+    if txn_producers and req.transactional_id is None:
+        return _every_partition(req, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if len(txn_producers) > 1:  # InvalidPidMappingException: "more than one producer ID"
+        return _every_partition(req, version, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
     image = ctx.image
     replicas = ctx.replicas
     topics_out: list[TopicProduceResponse] = []
@@ -143,8 +175,6 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
 
 async def _append(ctx, part, records, slot: PartitionProduceResponse, req: ProduceRequest) -> asyncio.Future | None:
     """Append one partition's batch; the result is what acks=all waits on (None: committed already)."""
-    if req.transactional_id is not None:
-        raise KafkaError("Transactions are not supported yet", ErrorCode.INVALID_TXN_STATE)
     cfg = part.log.config
     buf = records
     if needs_record_pass(records, cfg.compact, cfg.compression_type):

@@ -1,21 +1,22 @@
 """FindCoordinator: v0-6 (v4+ batches keys).
 
 Behaviour (KafkaApis.getCoordinator): a GROUP key is coordinated by the leader of its
-``__consumer_offsets`` partition (created first when missing), at that broker's endpoint for the
-request's listener; COORDINATOR_NOT_AVAILABLE while the topic cannot be created (fewer live brokers
-than ``offsets.topic.replication.factor``) or the partition has no live leader. TRANSACTION keys answer
-COORDINATOR_NOT_AVAILABLE until transactions exist; other key types (share groups) INVALID_REQUEST.
+``__consumer_offsets`` partition, a TRANSACTION key (a transactional id) by the leader of its
+``__transaction_state`` partition (each topic created first when missing), at that broker's endpoint for the
+request's listener; COORDINATOR_NOT_AVAILABLE while the topic cannot be created (fewer live brokers than its
+replication factor) or the partition has no live leader. Other key types (share groups) INVALID_REQUEST.
 Advertising this API matters beyond groups: librdkafka only compresses with LZ4 when FindCoordinator
 is advertised.
 """
 
 from __future__ import annotations
 
+from broker.transactions.txn_service import TxnServiceError
 from cluster.groups.group_classic import GroupError
 from protocol.errors import ErrorCode
 from protocol.generated.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.generated.messages.find_coordinator_response import Coordinator
-from protocol.topics import GROUP_METADATA_TOPIC
+from protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 
 API_KEY = 10
 VERSIONS = (0, 6)
@@ -29,19 +30,20 @@ def _not_available(key: str) -> Coordinator:
 
 
 async def _coordinator(ctx, key: str, key_type: int) -> Coordinator:
-    if key_type == TRANSACTION:
-        return _not_available(key)
-    if key_type != GROUP:
+    if key_type == GROUP:
+        service, topic_name = ctx.groups, GROUP_METADATA_TOPIC
+    elif key_type == TRANSACTION:
+        service, topic_name = ctx.txns, TRANSACTION_STATE_TOPIC
+    else:
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST,
                            error_message=f"Unsupported key type {key_type}")
-    groups = ctx.groups
     try:
-        await groups.ensure_topic()
-    except GroupError:
+        await service.ensure_topic()
+    except (GroupError, TxnServiceError):
         return _not_available(key)
     image = ctx.image
-    topic = image.topic(GROUP_METADATA_TOPIC)
-    info = topic.partitions.get(groups.partition_for(key)) if topic is not None else None
+    topic = image.topic(topic_name)
+    info = topic.partitions.get(service.partition_for(key)) if topic is not None else None
     leader = info.leader if info is not None else -1
     if leader == ctx.node_id:
         ep = ctx.handles.advertised_endpoint(ctx.listener)

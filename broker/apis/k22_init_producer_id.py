@@ -1,13 +1,20 @@
 """InitProducerId: v0-5 (v6, unstable in 4.1, is not advertised).
 
-Behaviour (TransactionCoordinator.handleInitProducerId with a null transactional id): every call
-returns a fresh producer id with epoch 0, taken from a block the controller committed to the
-metadata log (ProducerIdsRecord), so ids are never reused, even after a restart.
-Not implemented: transactional ids (COORDINATOR_NOT_AVAILABLE until the transaction coordinator exists).
+Behaviour (TransactionCoordinator.handleInitProducerId): with a null transactional id (an idempotent producer)
+every call returns a fresh producer id with epoch 0, taken from a block the controller committed to the metadata
+log (ProducerIdsRecord), so ids are never reused, even after a restart. With a transactional id, the coordinator
+of its ``__transaction_state`` partition answers (a new id, or the id's epoch bumped and an ongoing transaction
+aborted first: CONCURRENT_TRANSACTIONS meanwhile; KIP-360's recovery with the v3+ producer id and epoch), once the
+id's new state is committed; an empty id INVALID_REQUEST, a timeout above ``transaction.max.timeout.ms``
+INVALID_TRANSACTION_TIMEOUT, a stale producer PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below v4).
 """
 
 from __future__ import annotations
 
+from broker.transactions.txn_service import TxnServiceError
+from cluster.txn import txn_api
+from cluster.txn.txn_coordinator import InitProducerIdOutcome, TxnCoordinatorShard
+from cluster.txn.txn_metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnError
 from protocol.errors import ErrorCode
 from protocol.generated.messages import InitProducerIdRequest, InitProducerIdResponse
 
@@ -16,8 +23,16 @@ VERSIONS = (0, 5)
 
 
 async def handle(ctx, req: InitProducerIdRequest) -> InitProducerIdResponse:
-    if req.transactional_id is not None:
-        return InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1,
-                                      producer_epoch=-1)
-    pid = await ctx.handles.next_producer_id()
-    return InitProducerIdResponse(error_code=0, producer_id=pid, producer_epoch=0)
+    txn_id = req.transactional_id
+    if txn_id is None:
+        pid = await ctx.handles.next_producer_id()
+        return InitProducerIdResponse(error_code=0, producer_id=pid, producer_epoch=0)
+    try:
+        if not txn_id:
+            raise TxnError(ErrorCode.INVALID_REQUEST)
+        expected = txn_api.init_producer_id_expected(req)
+        outcome = await ctx.txns.run(txn_id, TxnCoordinatorShard.init_producer_id, txn_id,
+                                     req.transaction_timeout_ms, expected)
+    except (TxnServiceError, TxnError) as exc:
+        outcome = InitProducerIdOutcome(NO_PRODUCER_ID, NO_PRODUCER_EPOCH, exc.code)
+    return txn_api.init_producer_id_response(outcome, ctx.version)

@@ -86,8 +86,14 @@ DEFAULTS: dict[str, Any] = {
     **GROUP_CONFIG_DEFAULTS,  # the group coordinator's own table (cluster/groups/group_config.py)
     "group.coordinator.rebalance.protocols": "classic,consumer",
     "offsets.topic.segment.bytes": 104857600,
+    # the transaction coordinator (TransactionLogConfig, TransactionStateManagerConfig): Kafka's defaults
     "transaction.state.log.replication.factor": 3,
     "transaction.state.log.min.isr": 2,
+    "transaction.state.log.num.partitions": 50,
+    "transaction.state.log.segment.bytes": 104857600,
+    "transactional.id.expiration.ms": 604800000,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 10000,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": 3600000,
     "metrics.prometheus.listener": None,  # host:port of the Prometheus endpoint; unset = no endpoint
     "odradek.test.fault.injection.file": None,  # test-only fault hook (broker/network/fault_injection.py), loopback
     "event.loop": "uvloop",

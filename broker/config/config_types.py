@@ -93,7 +93,10 @@ BROKER_CONFIG_TYPES: dict[str, str] = {
     # TransactionLogConfig, TransactionStateManagerConfig
     "producer.id.expiration.check.interval.ms": INT, "producer.id.expiration.ms": INT,
     "transaction.state.log.min.isr": INT, "transaction.state.log.replication.factor": SHORT,
-    "transaction.max.timeout.ms": INT,
+    "transaction.max.timeout.ms": INT, "transaction.state.log.num.partitions": INT,
+    "transaction.state.log.segment.bytes": INT, "transactional.id.expiration.ms": INT,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": INT,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": INT,
     # MetricConfigs
     "telemetry.max.bytes": INT,
     # meta.properties' cluster.id (MetaProperties): odradek also takes it as a property (odradek format)

@@ -49,7 +49,8 @@ def node_configs(data: Path, controller_ports: dict[int, int], broker_ports: dic
                  "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker_ports[i]}" if i in broker_ports else None,
                  "controller.listener.names": "CONTROLLER", "controller.quorum.voters": quorum,
                  "log.dirs": str(data / f"node{i}"), "cluster.id": cluster_id,
-                 "offsets.topic.replication.factor": 1, "metrics.prometheus.listener": None}
+                 "offsets.topic.replication.factor": 1, "transaction.state.log.replication.factor": 1,
+                 "transaction.state.log.min.isr": 1, "metrics.prometheus.listener": None}
         props.update(extra or {})
         props.update((per_node or {}).get(i, {}))
         out[i] = props
@@ -89,7 +90,10 @@ def main(argv: list[str]) -> int:
     voters, brokers = node_ids(combined, args.controllers or 0, args.brokers or 0)
     # brokers on base-port, base-port+1, ... by node id; controllers 100 above
     # a group's coordinator fails over with its __consumer_offsets partition (``--override`` still wins)
-    extra = {"offsets.topic.replication.factor": min(3, len(brokers)), **extra}
+    extra = {"offsets.topic.replication.factor": min(3, len(brokers)),
+             "transaction.state.log.replication.factor": min(3, len(brokers)),
+             "transaction.state.log.min.isr": min(2, len(brokers)), "transaction.state.log.num.partitions": 6,
+             **extra}
     configs = node_configs(data, {i: args.base_port + 100 + i - 1 for i in voters},
                            {i: args.base_port + i - 1 for i in brokers}, extra)
     procs: dict[int, subprocess.Popen] = {}

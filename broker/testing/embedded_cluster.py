@@ -144,7 +144,8 @@ class NodeProcess:
         # one node, as config/single-node.yaml, unless the overrides say otherwise
         props = {"listeners": "PLAINTEXT://127.0.0.1:0", "advertised.listeners": "PLAINTEXT://127.0.0.1:0",
                  "log.dirs": self.data_dir, "metrics.prometheus.listener": "",
-                 "offsets.topic.replication.factor": 1, **self.overrides}
+                 "offsets.topic.replication.factor": 1, "transaction.state.log.replication.factor": 1,
+                 "transaction.state.log.min.isr": 1, **self.overrides}
         args = [*self.prefix, sys.executable, "-m", "broker.testing.node_runner", "serve"]
         for k, v in props.items():
             args += ["--override", f"{k}={'' if v is None else v}"]
@@ -442,7 +443,9 @@ class EmbeddedCluster(ProcessCluster):
       ``controller.quorum.request.timeout.ms=1000`` (``FAST_FAILOVER``);
     * ``offsets.topic.replication.factor=min(3, brokers)`` so a group's coordinator fails over with its
       ``__consumer_offsets`` partition, and ``offsets.topic.num.partitions=6`` so that topic is made quickly;
-    * ``group.initial.rebalance.delay.ms=0``: a group's first assignment does not wait 3 s for more members.
+    * ``group.initial.rebalance.delay.ms=0``: a group's first assignment does not wait 3 s for more members;
+    * ``transaction.state.log.replication.factor=min(3, brokers)``, ``transaction.state.log.min.isr=min(2,
+      brokers)`` and ``transaction.state.log.num.partitions=6``: a transaction coordinator that fails over.
 
     Everything else is Kafka's default (``default.replication.factor=1``, ``min.insync.replicas=1``).
 
@@ -464,7 +467,9 @@ class EmbeddedCluster(ProcessCluster):
         self._paused: set[int] = set()
         self._isolated: set[int] = set()
         defaults = {**FAST_FAILOVER, "offsets.topic.replication.factor": min(3, brokers),
-                    "offsets.topic.num.partitions": 6, "group.initial.rebalance.delay.ms": 0}
+                    "offsets.topic.num.partitions": 6, "group.initial.rebalance.delay.ms": 0,
+                    "transaction.state.log.replication.factor": min(3, brokers),
+                    "transaction.state.log.min.isr": min(2, brokers), "transaction.state.log.num.partitions": 6}
         super().__init__(Path(data_dir), combined=0 if controllers else brokers, controllers=controllers,
                          brokers=brokers if controllers else 0, overrides={**defaults, **(overrides or {})},
                          fault_hook=True)

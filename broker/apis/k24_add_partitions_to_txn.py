@@ -1,0 +1,51 @@
+"""AddPartitionsToTxn: v0-5 (KafkaApis.handleAddPartitionsToTxnRequest, TransactionCoordinator.handleAddPartitions).
+
+v0-3 come from transactional producers (one transaction), v4+ from brokers (a batch of transactions, each maybe
+``verify_only``: KIP-890's check of a transactional produce, answered from the coordinator's state without a
+write). Per transaction: partitions of topics unknown here UNKNOWN_TOPIC_OR_PARTITION and the others
+OPERATION_NOT_ATTEMPTED; else the coordinator's answer (NOT_COORDINATOR, CONCURRENT_TRANSACTIONS,
+INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED / INVALID_PRODUCER_EPOCH below v2, ...), once the transaction's new
+partitions are committed to ``__transaction_state``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.transactions.txn_service import TxnServiceError
+from cluster.txn import txn_api
+from cluster.txn.txn_coordinator import TxnCoordinatorShard
+from cluster.txn.txn_metadata import TxnError
+from protocol.errors import ErrorCode
+from protocol.generated.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+
+API_KEY = 24
+VERSIONS = (0, 5)
+
+
+async def handle(ctx, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+    version = ctx.version
+    results = await asyncio.gather(*[_one(ctx, version, *txn)
+                                     for txn in txn_api.add_partitions_transactions(req, version)])
+    return txn_api.add_partitions_response(list(results), version)
+
+
+async def _one(ctx, version: int, txn_id: str, producer_id: int, producer_epoch: int, verify_only: bool,
+               partitions: list[tuple[str, int]]):
+    image = ctx.image
+    unknown = {tp for tp in partitions if image.topic(tp[0]) is None
+               or tp[1] not in image.topic(tp[0]).partitions}
+    if unknown:
+        return txn_api.add_partitions_result(txn_id, {
+            tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+            for tp in partitions})
+    try:
+        if verify_only:
+            errors = await ctx.txns.on_shard(txn_id, lambda shard: shard.verify_partitions_in_txn(
+                txn_id, producer_id, producer_epoch, partitions))
+            return txn_api.add_partitions_result(txn_id, errors)
+        code = await ctx.txns.run(txn_id, TxnCoordinatorShard.add_partitions_to_txn, txn_id, producer_id,
+                                  producer_epoch, partitions)
+    except (TxnServiceError, TxnError) as exc:
+        code = exc.code
+    return txn_api.add_partitions_error_result(txn_id, partitions, code, version)

@@ -1,0 +1,24 @@
+"""DescribeTransactions: v0 (KIP-664; TransactionCoordinator.handleDescribeTransactions): each id's state, producer
+id and epoch, timeout, start time and partitions, from the coordinator's memory; TRANSACTIONAL_ID_NOT_FOUND for an
+id it does not know, NOT_COORDINATOR for one whose partition is led elsewhere, COORDINATOR_LOAD_IN_PROGRESS while
+it loads."""
+
+from __future__ import annotations
+
+from broker.transactions.txn_service import TxnServiceError
+from cluster.txn import txn_api
+from cluster.txn.txn_metadata import TxnError
+from protocol.generated.messages import DescribeTransactionsRequest, DescribeTransactionsResponse
+
+API_KEY = 65
+VERSIONS = (0, 0)
+
+
+async def handle(ctx, req: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
+    states = []
+    for txn_id in req.transactional_ids:
+        try:
+            states.append(await ctx.txns.on_shard(txn_id, lambda shard, i=txn_id: shard.describe_transaction(i)))
+        except (TxnServiceError, TxnError) as exc:
+            states.append(txn_api.describe_error(txn_id, exc.code))
+    return DescribeTransactionsResponse(transaction_states=states)
