@@ -1,0 +1,96 @@
+"""Transactions on 3 nodes, RF 3, min.insync.replicas 2 (issue 28): a confluent-kafka transactional producer
+commits and aborts across the three partitions of a topic while the coordinator's broker is killed (kill -9) and
+restarted; the producer carries on with the new coordinator, and a read_committed consumer gets exactly the
+committed records, each once, in order per partition. The markers cross nodes: each partition's leader gets its
+WriteTxnMarkers from whichever node coordinates."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from broker.testing.embedded_cluster import EmbeddedCluster
+from protocol.generated.messages import FindCoordinatorRequest
+from tests.harness import wait_until
+from tests.kafka_wire import KafkaWire
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+TOPIC = "txn-out"
+TXN_ID = "txn-cluster"
+PER_TXN = 30  # records per transaction, spread over the 3 partitions
+ROUNDS = 8  # transactions: even ones commit, odd ones abort
+
+
+def _coordinator(c: EmbeddedCluster) -> int:
+    def find():
+        for port in c.broker_ports.values():
+            try:
+                with KafkaWire(port, timeout=5) as w:
+                    r = w.call(10, 3, FindCoordinatorRequest(key=TXN_ID, key_type=1))
+                if r.error_code == 0:
+                    return r.node_id
+            except (OSError, AssertionError):
+                continue
+        return None
+    found = []
+    wait_until(lambda: found.append(find()) or found[-1] is not None, 60, 0.2, "a transaction coordinator")
+    return found[-1]
+
+
+def _transaction(p: Producer, n: int, commit: bool, sent: dict[int, list[bytes]]) -> None:
+    p.begin_transaction()
+    values = [b"t%d-%d" % (n, i) for i in range(PER_TXN)]
+    for i, v in enumerate(values):
+        p.produce(TOPIC, v, partition=i % 3)
+    p.flush(30)
+    if commit:
+        p.commit_transaction(60)
+        for i, v in enumerate(values):
+            sent[i % 3].append(v)
+    else:
+        p.abort_transaction(60)
+
+
+def _read_committed(servers: str, expected: int) -> dict[int, list[bytes]]:
+    c = Consumer({"bootstrap.servers": servers, "group.id": "txn-cluster-reader", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "fetch.wait.max.ms": 100})
+    out: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+    try:
+        c.assign([TopicPartition(TOPIC, p, 0) for p in range(3)])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and sum(map(len, out.values())) < expected:
+            m = c.poll(0.3)
+            if m is not None and m.error() is None:
+                out[m.partition()].append(m.value())
+        end = time.monotonic() + 1.5  # and nothing more
+        while time.monotonic() < end:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                out[m.partition()].append(m.value())
+        return out
+    finally:
+        c.close()
+
+
+def test_transactions_survive_a_coordinator_kill_and_read_committed_gets_each_committed_record_once(tmp_path):
+    with EmbeddedCluster(brokers=3, data_dir=tmp_path) as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin.create_topics([NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(30)
+        p = Producer({"bootstrap.servers": c.bootstrap_servers, "transactional.id": TXN_ID,
+                      "transaction.timeout.ms": 30000, "acks": "all"})
+        p.init_transactions(60)
+        sent: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+        for n in range(ROUNDS // 2):
+            _transaction(p, n, n % 2 == 0, sent)
+        victim = _coordinator(c)
+        c.kill(victim)  # kill -9 of the coordinator's broker between two transactions
+        for n in range(ROUNDS // 2, ROUNDS):
+            _transaction(p, n, n % 2 == 0, sent)
+        assert _coordinator(c) != victim
+        c.restart(victim)
+        got = _read_committed(c.bootstrap_servers, sum(map(len, sent.values())))
+        assert got == sent
