@@ -16,7 +16,8 @@ from protocol.generated.messages import (
 )
 from protocol.generated.messages.add_partitions_to_txn_request import AddPartitionsToTxnTopic
 from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData
-from protocol.record_codec import Record, build_batch
+from protocol.record_codec import Record, build_batch, decode_batch
+from tests.harness import wait_until
 from tests.kafka_wire import KafkaWire
 
 # (outcome, values): the transactions every producer runs, each over both partitions of its topic
@@ -253,3 +254,44 @@ def test_bad_transactional_requests_get_kafkas_errors_and_change_nothing(broker,
         assert end.error_code == ErrorCode.INVALID_PRODUCER_EPOCH  # below v2: no PRODUCER_FENCED
     log = broker.broker.replicas.get(topic, 0).log
     assert log.log_end_offset == 0  # nothing was appended
+
+
+def test_a_producer_that_vanishes_mid_transaction_is_aborted_at_its_timeout_and_the_lso_moves(tmp_path):
+    """A producer begins a transaction, writes and disappears (transaction.timeout.ms 2000): the coordinator
+    aborts it (checked every transaction.abort.timed.out.transaction.cleanup.interval.ms) with an epoch bump, the
+    ABORT marker reaches the partition, and the last stable offset moves to the end; the producer's old epoch is
+    fenced."""
+    from broker import EmbeddedBroker
+    from protocol.generated.messages import ListOffsetsRequest
+    from protocol.generated.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
+
+    overrides = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 500}
+    with EmbeddedBroker(data_dir=tmp_path / "d", overrides=overrides) as b, KafkaWire(b.port) as w:
+        topic, txn_id = "vanished", "vanishing-producer"
+        _create(f"127.0.0.1:{b.port}", topic, partitions=1)
+        _coordinator(w, txn_id)
+        code, pid, epoch = _init(w, txn_id, timeout_ms=2000)
+        assert code == 0
+        add = w.call(24, 3, AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[AddPartitionsToTxnTopic(name=topic, partitions=[0])]))
+        assert add.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+        assert _produce(w, topic, {0: _txn_batch(pid, epoch, [b"a", b"b", b"c"])}, txn_id) == [0]
+
+        def latest(isolation: int) -> int:
+            r = w.call(2, 5, ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=[
+                ListOffsetsTopic(name=topic, partitions=[ListOffsetsPartition(partition_index=0, timestamp=-1)])]))
+            return r.topics[0].partitions[0].offset
+
+        assert (latest(0), latest(1)) == (3, 0)  # open: read_committed stops before it
+        started = time.monotonic()
+        wait_until(lambda: latest(1) == 4, 15, 0.1, "the timed-out transaction aborted")
+        aborted_after = time.monotonic() - started
+        assert latest(0) == 4  # the ABORT marker
+        batches = list(b.broker.replicas.get(topic, 0).log.iter_batches(0))
+        marker = decode_batch(batches[-1])[0]
+        assert marker.is_control and marker.producer_id == pid and marker.producer_epoch == epoch + 1
+        end = w.call(26, 3, EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
+                                          committed=True))
+        assert end.error_code == ErrorCode.PRODUCER_FENCED
+        print(f"\naborted {aborted_after:.1f} s after the write (timeout 2 s, checked every 0.5 s)")
