@@ -295,3 +295,37 @@ def test_a_producer_that_vanishes_mid_transaction_is_aborted_at_its_timeout_and_
                                           committed=True))
         assert end.error_code == ErrorCode.PRODUCER_FENCED
         print(f"\naborted {aborted_after:.1f} s after the write (timeout 2 s, checked every 0.5 s)")
+
+
+def test_the_admin_client_lists_and_describes_transactions(broker, topic_name):
+    """kafka-python's admin client (KIP-664): ListTransactions and DescribeTransactions while a confluent-kafka
+    transaction is open and after its commit; an unknown id is TRANSACTIONAL_ID_NOT_FOUND."""
+    from confluent_kafka import Producer
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import TransactionalIdNotFoundError
+
+    bootstrap = f"127.0.0.1:{broker.port}"
+    topic = topic_name("admin")
+    _create(bootstrap, topic)
+    txn_id = f"txn-{topic}"
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 20000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"v", partition=1)
+    p.flush(15)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    try:
+        listed = [t for ts in admin.list_transactions().values() for t in ts if t.transactional_id == txn_id]
+        assert [t.state.value for t in listed] == ["Ongoing"]
+        described = admin.describe_transactions([txn_id])[txn_id]
+        assert (described.state.value, described.producer_id, described.transaction_timeout_ms) == (
+            "Ongoing", listed[0].producer_id, 20000)
+        assert {(tp.topic, tp.partition) for tp in described.topic_partitions} == {(topic, 1)}
+        assert admin.find_hanging_transactions() == []  # its partition is in the transaction
+        p.commit_transaction(30)
+        described = admin.describe_transactions([txn_id])[txn_id]
+        assert described.state.value == "CompleteCommit" and not described.topic_partitions
+        with pytest.raises(TransactionalIdNotFoundError):
+            admin.describe_transactions([f"unknown-{topic}"])
+    finally:
+        admin.close()
