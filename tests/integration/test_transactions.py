@@ -329,3 +329,22 @@ def test_the_admin_client_lists_and_describes_transactions(broker, topic_name):
             admin.describe_transactions([f"unknown-{topic}"])
     finally:
         admin.close()
+
+
+def test_kafkajs_transactions_and_its_read_committed_consumer(broker, kafkajs_dir, topic_name):
+    """KafkaJS' transactional producer (commit and abort) and its consumer (read_committed by default, in a
+    consumer group) get just the committed records, in order per partition; confluent-kafka reads the same."""
+    import json
+    import subprocess
+
+    bootstrap = f"127.0.0.1:{broker.port}"
+    topic = topic_name("kafkajs")
+    _create(bootstrap, topic)
+    job = {"brokers": [bootstrap], "topic": topic, "transactionalId": f"txn-{topic}", "expect": len(COMMITTED),
+           "transactions": [{"outcome": o, "values": [v.decode() for v in vs]} for o, vs in TRANSACTIONS]}
+    out = subprocess.run(["node", str(kafkajs_dir / "transactions.js")], input=json.dumps(job).encode(),
+                         capture_output=True, timeout=90, cwd=kafkajs_dir)
+    assert out.returncode == 0, out.stderr.decode(errors="replace")[-4000:]
+    read = {int(p): [v.encode() for v in vs] for p, vs in json.loads(out.stdout)["read"].items()}
+    assert read == _expected(COMMITTED)
+    assert _read_confluent(bootstrap, topic, "read_committed", len(COMMITTED)) == _expected(COMMITTED)
