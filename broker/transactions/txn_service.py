@@ -48,6 +48,10 @@ log = logging.getLogger("odradek.txn")
 LEADERSHIP_CHECK_MS = 1000
 PRODUCER_IDS_AT_HAND = 8  # fetched ahead from this broker's block: new transactional ids take one each
 MARKER_RETRY_BACKOFF_S = 0.1  # a marker answered with a retriable error is sent again after this (retry.backoff.ms)
+# A WriteTxnMarkers request unanswered this long is sent again (at most ``request.timeout.ms``): a marker lost on a
+# broken link reaches its leader within seconds of the link healing, not a whole request timeout later. A leader
+# still replicating the first copy appends the second as a marker with no open transaction, which changes nothing.
+MARKER_REQUEST_TIMEOUT_MS = 5000
 
 
 class TxnServiceError(Exception):
@@ -85,7 +89,8 @@ class TxnService:
         self._image_seen = None
         self.active = False
         self.markers = TxnMarkerSender(node_id, lambda: self.metadata.image, listener, links, self._markers_answered,
-                                       self._markers_not_needed, int(config.get("request.timeout.ms")) / 1000,
+                                       self._markers_not_needed,
+                                       min(int(config.get("request.timeout.ms")), MARKER_REQUEST_TIMEOUT_MS) / 1000,
                                        MARKER_RETRY_BACKOFF_S)
 
     # ---- lifecycle -------------------------------------------------------------------------------

@@ -94,3 +94,70 @@ def test_transactions_survive_a_coordinator_kill_and_read_committed_gets_each_co
         c.restart(victim)
         got = _read_committed(c.bootstrap_servers, sum(map(len, sent.values())))
         assert got == sent
+
+
+def _lso_and_end(c: EmbeddedCluster, partition: int) -> tuple[int, int]:
+    """(last stable offset, log end) of a partition, from its leader (ListOffsets read_committed / uncommitted)."""
+    from protocol.generated.messages import ListOffsetsRequest
+    from protocol.generated.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
+
+    leader = c.leader_of(TOPIC, partition)
+    out = []
+    with KafkaWire(c.broker_ports[leader], timeout=5) as w:
+        for isolation in (1, 0):
+            r = w.call(2, 5, ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=[ListOffsetsTopic(
+                name=TOPIC, partitions=[ListOffsetsPartition(partition_index=partition, timestamp=-1)])]))
+            p = r.topics[0].partitions[0]
+            assert p.error_code == 0, p
+            out.append(p.offset)
+    return out[0], out[1]
+
+
+def _stable(c: EmbeddedCluster) -> bool:
+    try:
+        return all(lso == end for lso, end in (_lso_and_end(c, p) for p in range(3)))
+    except (OSError, AssertionError):
+        return False
+
+
+def test_lost_markers_hold_read_committed_back_until_they_arrive_and_a_new_coordinator_finishes_a_prepared_commit(
+        tmp_path):
+    """The coordinator's WriteTxnMarkers are dropped (the fault hook, API key 27): EndTxn is answered once
+    PrepareCommit is committed, the partitions' last stable offset stays below their end, and moves to it within
+    seconds of the link healing. Then, markers dropped again, the coordinator is killed right after a commit
+    (PrepareCommit written, markers not): the next coordinator loads PrepareCommit, sends the markers, and the
+    transaction completes; the producer goes on with it."""
+    import os
+
+    hold_s = 10 if os.environ.get("ODRADEK_SOAK") else 3
+    with EmbeddedCluster(brokers=3, data_dir=tmp_path) as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin.create_topics([NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(30)
+        p = Producer({"bootstrap.servers": c.bootstrap_servers, "transactional.id": TXN_ID,
+                      "transaction.timeout.ms": 60000, "acks": "all"})
+        p.init_transactions(60)
+        sent: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+        coordinator = _coordinator(c)
+        everyone = sorted(c.broker_ports)
+
+        c.drop_requests(coordinator, everyone, api_keys=[27])
+        _transaction(p, 0, True, sent)  # answered: PrepareCommit is committed
+        time.sleep(hold_s)
+        assert not _stable(c), "read_committed passed a transaction whose markers were never written"
+        c.drop_requests(coordinator, [])
+        healed = time.monotonic()
+        wait_until(lambda: _stable(c), 30, 0.1, "the markers written after healing")
+        print(f"\nmarkers held back {hold_s} s; last stable offset at the end {time.monotonic() - healed:.1f} s "
+              "after healing")
+
+        c.drop_requests(coordinator, everyone, api_keys=[27])
+        _transaction(p, 1, True, sent)
+        assert not _stable(c)
+        c.kill(coordinator)  # in PrepareCommit: its markers never left
+        killed = time.monotonic()
+        wait_until(lambda: _stable(c), 60, 0.2, "the next coordinator to finish the prepared commit")
+        print(f"prepared commit finished by the next coordinator {time.monotonic() - killed:.1f} s after the kill")
+        assert _coordinator(c) != coordinator
+        _transaction(p, 2, True, sent)
+        c.restart(coordinator)
+        assert _read_committed(c.bootstrap_servers, sum(map(len, sent.values()))) == sent
