@@ -320,6 +320,8 @@ class LogManagerConfig:
     producer_id_expiration_ms: int = 86400000
     producer_id_expiration_check_interval_ms: int = 600000
     transaction_max_timeout_ms: int = 900000
+    # KIP-890 on the leader: off for storage on its own (no coordinator to ask); the broker's default is true
+    transaction_partition_verification_enable: bool = False
     node_id: int = 1
     cluster_id: str | None = None
 
@@ -340,6 +342,7 @@ class LogManagerConfig:
         "producer.id.expiration.ms": ("producer_id_expiration_ms", "int"),
         "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", "int"),
         "transaction.max.timeout.ms": ("transaction_max_timeout_ms", "int"),
+        "transaction.partition.verification.enable": ("transaction_partition_verification_enable", "boolean"),
         "node.id": ("node_id", "int"),
         "cluster.id": ("cluster_id", "string"),
     }

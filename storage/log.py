@@ -41,6 +41,7 @@ from .epoch import UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
 from .errors import (
     InconsistentTopicIdError,
     InvalidTimestampError,
+    InvalidTxnStateError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -57,8 +58,10 @@ from .producer_state import (
     ORIGIN_REPLICATION,
     BatchMetadata,
     CompletedTxn,
+    SENTINEL,
     ProducerAppendInfo,
     ProducerStateManager,
+    VerificationGuard,
 )
 from .scheduler import Scheduler
 from .segment import FetchDataInfo, LogOffsetMetadata, LogSegment
@@ -149,7 +152,7 @@ class Log:
     def open(cls, dir: str, config: LogConfig, *, now_ms: int, log_start_offset: int = 0, recovery_point: int = 0,
              had_clean_shutdown: bool = False, scheduler: Scheduler | None = None, topic_id: bytes | None = None,
              producer_id_expiration_ms: int = 86400000, max_transaction_timeout_ms: int = 900000,
-             file_io: FileIO | None = None) -> "Log":
+             file_io: FileIO | None = None, transaction_verification_enabled: bool = False) -> "Log":
         """Open (creating if needed) and load the log in ``dir`` (``UnifiedLog.apply``).
 
         ``log_start_offset`` and ``recovery_point`` come from the log dir's checkpoints;
@@ -165,7 +168,8 @@ class Log:
         epoch_cache = LeaderEpochFileCache(
             LeaderEpochCheckpointFile(os.path.join(dir, files.LEADER_EPOCH_CHECKPOINT_FILE), file_io=io))
         psm = ProducerStateManager(dir, producer_id_expiration_ms=producer_id_expiration_ms,
-                                   max_transaction_timeout_ms=max_transaction_timeout_ms, file_io=io)
+                                   max_transaction_timeout_ms=max_transaction_timeout_ms, file_io=io,
+                                   transaction_verification_enabled=transaction_verification_enabled)
         stats = LoadStats()
         try:
             segments, offsets = load_log(dir, config, log_start_offset_checkpoint=log_start_offset,
@@ -413,7 +417,8 @@ class Log:
     # ==== append ==================================================================================
     def append_as_leader(self, records, leader_epoch: int, now_ms: int, *,
                          origin: str = ORIGIN_CLIENT,
-                         validated_headers: list[BatchHeader] | None = None) -> LogAppendInfo:
+                         validated_headers: list[BatchHeader] | None = None,
+                         verification_guard: VerificationGuard = SENTINEL) -> LogAppendInfo:
         """Validate and append a produce request's records, assigning offsets and stamping ``leader_epoch``.
 
         ``records`` should be a ``bytearray`` (or writable memoryview): offsets are written into it in place;
@@ -425,6 +430,11 @@ class Log:
 
         ``validated_headers``: the headers :func:`protocol.records.validate_batches` returned for exactly these
         bytes, if the caller already checked them (magic, length, CRC); the CRC is then not computed twice.
+
+        ``verification_guard`` (KIP-890, when the producer state's ``transaction_verification_enabled``): a
+        transactional batch from a producer with no transaction open here is taken only with the guard of its
+        verification still current (:meth:`maybe_start_transaction_verification`), else
+        :class:`InvalidTxnStateError`.
 
         The produce hot path (one batch from a client, plain or an idempotent producer's next in sequence, no
         transaction, CreateTime, no roll) is done right here with as little Python as it takes: the usual batch
@@ -451,16 +461,17 @@ class Log:
                                                                    else memoryview(records))[21:])):
                     h = validate_batch(records, 0)  # raises for a corrupt batch
                     return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
+                                        verification_guard=verification_guard,
                                         validated_headers=[h] if h[1] + LOG_OVERHEAD == n else None)
             else:
                 if len(validated_headers) != 1:
                     return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
-                                        validated_headers=validated_headers)
+                                        verification_guard=verification_guard, validated_headers=validated_headers)
                 (base, length, _, magic, crc, attrs, delta, _, max_ts, pid, pepoch, base_seq,
                  count) = validated_headers[0]
                 if base or length + LOG_OVERHEAD != n or attrs & 0x30 or delta < 0 or count != delta + 1:
                     return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
-                                        validated_headers=validated_headers)
+                                        verification_guard=verification_guard, validated_headers=validated_headers)
             lock = self._lock
             lock.acquire()
             try:
@@ -512,7 +523,7 @@ class Log:
             # checked, but not for the fast path (a roll, a producer id, ...): the general path, told so
             validated_headers = validated_headers or [validate_batch(records, 0, False)]
         return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
-                            validated_headers=validated_headers)
+                            validated_headers=validated_headers, verification_guard=verification_guard)
 
     def _fast_config_for(self, config: LogConfig) -> tuple:
         """What the produce fast path needs from ``config``, read once per config object:
@@ -601,7 +612,8 @@ class Log:
             pos += h.batch_length + LOG_OVERHEAD
 
     def _append(self, records, origin: str, assign_offsets: bool, leader_epoch: int, now_ms: int,
-                ignore_record_size: bool, validated_headers: list[BatchHeader] | None = None) -> LogAppendInfo:
+                ignore_record_size: bool, validated_headers: list[BatchHeader] | None = None,
+                verification_guard: VerificationGuard = SENTINEL) -> LogAppendInfo:
         if self.offline:
             self._check_online()
         if self.partition_metadata._dirty is not None:
@@ -618,7 +630,8 @@ class Log:
         with self._lock:
             self._check_online()
             try:
-                return self._append_locked(buf, headers, info, origin, assign_offsets, leader_epoch, now_ms)
+                return self._append_locked(buf, headers, info, origin, assign_offsets, leader_epoch, now_ms,
+                                           verification_guard)
             except OSError as e:
                 raise self._io_error("Error while appending records", e) from e
 
@@ -660,7 +673,8 @@ class Log:
         return headers, info
 
     def _append_locked(self, buf, headers: list[BatchHeader], info: LogAppendInfo, origin: str,
-                       assign_offsets: bool, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+                       assign_offsets: bool, leader_epoch: int, now_ms: int,
+                       verification_guard: VerificationGuard = SENTINEL) -> LogAppendInfo:
         self.local_log.check_if_memory_mapped_buffer_closed()
         if assign_offsets:
             headers, info = self._assign_offsets(buf, headers, info, origin, leader_epoch, now_ms)
@@ -687,7 +701,7 @@ class Log:
         segment = self._maybe_roll(info.valid_bytes, info, now_ms)
 
         if any(h[9] >= 0 for h in headers):
-            updated, completed, duplicate = self._analyze_producer_state(headers, buf, origin)
+            updated, completed, duplicate = self._analyze_producer_state(headers, buf, origin, verification_guard)
         else:
             updated, completed, duplicate = {}, [], None
         if duplicate is not None:
@@ -716,9 +730,11 @@ class Log:
             self._flush(self.log_end_offset, False, now_ms)
         return info._replace(log_start_offset=self.log_start_offset)
 
-    def _analyze_producer_state(self, headers: list[BatchHeader], buf, origin: str
+    def _analyze_producer_state(self, headers: list[BatchHeader], buf, origin: str,
+                                verification_guard: VerificationGuard = SENTINEL
                                 ) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
         updated: dict[int, ProducerAppendInfo] = {}
+        psm = self.producer_state
         completed: list[CompletedTxn] = []
         pos = 0
         for h in headers:
@@ -732,12 +748,23 @@ class Log:
                     dup = entry.find_duplicate_batch(h)
                     if dup is not None:
                         return updated, completed, dup
+            transactional = h.is_transactional
+            # KIP-890 (UnifiedLog.analyzeAndValidateProducerState): a transactional batch is written only inside a
+            # transaction the coordinator knows of: one open here already, or one just verified with the guard
+            # that is still current (a stale verification, an abort marker written since, does not count)
+            if (transactional and origin != ORIGIN_REPLICATION and psm.transaction_verification_enabled
+                    and not h.is_control and not self._has_ongoing_transaction(h.producer_id)):
+                entry = psm.verification_states.get(h.producer_id)
+                if entry is None or not entry.verification_guard.verify(verification_guard):
+                    raise InvalidTxnStateError("Record was not part of an ongoing transaction")
             info = updated.get(h.producer_id)
             if info is None:
-                info = updated[h.producer_id] = self.producer_state.prepare_update(h.producer_id, origin)
+                info = updated[h.producer_id] = psm.prepare_update(h.producer_id, origin)
             c = info.append(h, buf, bpos)
             if c is not None:
                 completed.append(c)
+            if transactional:  # a first offset or a completed transaction: the verification is done with
+                psm.clear_verification_state_entry(h.producer_id)
         return updated, completed, None
 
     def _maybe_roll(self, messages_size: int, info: LogAppendInfo, now_ms: int) -> LogSegment:
@@ -1131,6 +1158,31 @@ class Log:
         self._maybe_increment_first_unstable_offset()
 
     # ==== producers ===============================================================================
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int, epoch: int,
+                                             now_ms: int) -> VerificationGuard:
+        """KIP-890: :data:`SENTINEL` when the producer has a transaction open here (nothing to verify), else the guard
+        of its verification (created now, or the one in progress), which the append must carry
+        (``UnifiedLog.maybeStartTransactionVerification``)."""
+        with self._lock:
+            if self._has_ongoing_transaction(producer_id):
+                return SENTINEL
+            return self.producer_state.maybe_create_verification_state_entry(producer_id, sequence, epoch,
+                                                                             now_ms).verification_guard
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard:
+        """The guard of the producer's verification in progress, or :data:`SENTINEL`."""
+        with self._lock:
+            entry = self.producer_state.verification_state_entry(producer_id)
+            return entry.verification_guard if entry is not None else SENTINEL
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        with self._lock:
+            return self._has_ongoing_transaction(producer_id)
+
+    def _has_ongoing_transaction(self, producer_id: int) -> bool:
+        entry = self.producer_state.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None
+
     def remove_expired_producers(self, now_ms: int) -> None:
         with self._lock:
             self.producer_state.remove_expired_producers(now_ms)

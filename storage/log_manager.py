@@ -277,7 +277,8 @@ class LogManager:
             return Log.open(path, cfg, now_ms=now_ms, log_start_offset=log_starts.get(tp, 0),
                             recovery_point=recovery_points.get(tp, 0), had_clean_shutdown=had_clean,
                             scheduler=self.scheduler, producer_id_expiration_ms=self.config.producer_id_expiration_ms,
-                            max_transaction_timeout_ms=self.config.transaction_max_timeout_ms, file_io=self.file_io)
+                            max_transaction_timeout_ms=self.config.transaction_max_timeout_ms, file_io=self.file_io,
+                            transaction_verification_enabled=self.config.transaction_partition_verification_enable)
         except BaseException:
             self._give_log_slot()
             raise
@@ -363,7 +364,8 @@ class LogManager:
                 lg = Log.open(path, config or self.config_for(topic), now_ms=now_ms, had_clean_shutdown=True,
                               scheduler=self.scheduler, topic_id=topic_id,
                               producer_id_expiration_ms=self.config.producer_id_expiration_ms,
-                              max_transaction_timeout_ms=self.config.transaction_max_timeout_ms, file_io=self.file_io)
+                              max_transaction_timeout_ms=self.config.transaction_max_timeout_ms, file_io=self.file_io,
+                            transaction_verification_enabled=self.config.transaction_partition_verification_enable)
             except BaseException as e:
                 self._give_log_slot()
                 if not isinstance(e, OSError):

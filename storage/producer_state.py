@@ -49,7 +49,44 @@ ORIGIN_REPLICATION = "replication"
 ORIGIN_COORDINATOR = "coordinator"
 
 __all__ = ["ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "ProducerAppendInfo", "CompletedTxn",
-           "read_snapshot", "write_snapshot"]
+           "VerificationGuard", "VerificationStateEntry", "read_snapshot", "write_snapshot"]
+
+
+class VerificationGuard:
+    """KIP-890's token for one verification of a producer's first transactional batch on a partition (Kafka's
+    ``VerificationGuard``): equal only to itself; :data:`SENTINEL` (no verification) verifies nothing."""
+
+    __slots__ = ()
+
+    def verify(self, verifying: "VerificationGuard") -> bool:
+        return verifying is not SENTINEL and verifying is self
+
+    def __repr__(self) -> str:
+        return "VerificationGuard(SENTINEL)" if self is SENTINEL else f"VerificationGuard({id(self):#x})"
+
+
+SENTINEL = VerificationGuard()
+
+
+class VerificationStateEntry:
+    """A producer's verification in progress on a partition (Kafka's ``VerificationStateEntry``): its guard, when
+    it started, and the lowest sequence (at the newest epoch) seen while verifying; a batch with a higher sequence
+    is out of order until the lowest one is written (no OutOfOrderSequence loop after a retriable failure)."""
+
+    __slots__ = ("timestamp", "verification_guard", "lowest_sequence", "epoch")
+
+    def __init__(self, timestamp: int, sequence: int, epoch: int) -> None:
+        self.timestamp = timestamp
+        self.verification_guard = VerificationGuard()
+        self.lowest_sequence = sequence
+        self.epoch = epoch
+
+    def maybe_update_lowest_sequence_and_epoch(self, sequence: int, epoch: int) -> None:
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        if epoch > self.epoch:
+            self.epoch = epoch
+            self.lowest_sequence = sequence
 
 
 def decrement_sequence(seq: int, decrement: int) -> int:
@@ -157,10 +194,12 @@ class ProducerStateEntry:
 class ProducerAppendInfo:
     """Validates one producer's batches of one append against its state and accumulates the new state."""
 
-    def __init__(self, producer_id: int, current: ProducerStateEntry, origin: str) -> None:
+    def __init__(self, producer_id: int, current: ProducerStateEntry, origin: str,
+                 verification_state_entry: VerificationStateEntry | None = None) -> None:
         self.producer_id = producer_id
         self.current = current
         self.origin = origin
+        self.verification_state_entry = verification_state_entry
         self.updated = current.copy_without_batches()
         self.started_transactions: list[TxnMetadata] = []
 
@@ -174,6 +213,11 @@ class ProducerAppendInfo:
                 raise InvalidProducerEpochError(msg)
 
     def _check_sequence(self, epoch: int, append_first_seq: int, offset: int) -> None:
+        v = self.verification_state_entry
+        if v is not None and append_first_seq > v.lowest_sequence:
+            raise OutOfOrderSequenceError(
+                f"Out of order sequence number for producer {self.producer_id} at offset {offset}: "
+                f"{append_first_seq} (incoming seq. number), {v.lowest_sequence} (earliest seen sequence)")
         if epoch != self.updated.producer_epoch:
             if append_first_seq != 0 and self.updated.producer_epoch != NO_PRODUCER_EPOCH:
                 raise OutOfOrderSequenceError(
@@ -306,12 +350,16 @@ def read_snapshot(path: str) -> list[ProducerStateEntry]:
 
 class ProducerStateManager:
     def __init__(self, log_dir: str, *, producer_id_expiration_ms: int = 86400000,
-                 max_transaction_timeout_ms: int = 900000, file_io: FileIO | None = None) -> None:
+                 max_transaction_timeout_ms: int = 900000, file_io: FileIO | None = None,
+                 transaction_verification_enabled: bool = False) -> None:
         self.log_dir = log_dir
         self.file_io = file_io if file_io is not None else FileIO()
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.max_transaction_timeout_ms = max_transaction_timeout_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        # producer id -> its verification in progress (KIP-890); checked only when this is on
+        self.verification_states: dict[int, VerificationStateEntry] = {}
+        self.transaction_verification_enabled = transaction_verification_enabled
         self._ongoing: dict[int, TxnMetadata] = {}  # first offset -> txn
         self._ongoing_keys: list[int] = []
         self._unreplicated: dict[int, TxnMetadata] = {}
@@ -424,7 +472,24 @@ class ProducerStateManager:
 
     def prepare_update(self, producer_id: int, origin: str) -> ProducerAppendInfo:
         current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
-        return ProducerAppendInfo(producer_id, current, origin)
+        return ProducerAppendInfo(producer_id, current, origin, self.verification_states.get(producer_id))
+
+    # ---- KIP-890 verification ----------------------------------------------------------------------
+    def maybe_create_verification_state_entry(self, producer_id: int, sequence: int, epoch: int,
+                                              now_ms: int) -> VerificationStateEntry:
+        """The producer's verification entry, created at ``now_ms`` if it has none; its lowest sequence and epoch
+        updated (``maybeCreateVerificationStateEntry``)."""
+        entry = self.verification_states.get(producer_id)
+        if entry is None:
+            entry = self.verification_states[producer_id] = VerificationStateEntry(now_ms, sequence, epoch)
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return entry
+
+    def verification_state_entry(self, producer_id: int) -> VerificationStateEntry | None:
+        return self.verification_states.get(producer_id)
+
+    def clear_verification_state_entry(self, producer_id: int) -> None:
+        self.verification_states.pop(producer_id, None)
 
     def update(self, info: ProducerAppendInfo) -> None:
         entry = info.to_entry()
@@ -489,6 +554,10 @@ class ProducerStateManager:
     def remove_expired_producers(self, now_ms: int) -> None:
         for pid in [p for p, e in self.producers.items() if self._is_expired(now_ms, e)]:
             del self.producers[pid]
+        # verification entries left unverified (the producer never came back) expire the same way
+        for pid in [p for p, v in self.verification_states.items()
+                    if now_ms - v.timestamp >= self.producer_id_expiration_ms]:
+            del self.verification_states[pid]
 
     def _clear(self) -> None:
         self.producers.clear()

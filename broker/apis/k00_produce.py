@@ -22,8 +22,15 @@ Behaviour (KafkaApis.handleProduceRequest, ReplicaManager.appendRecords, LogVali
   answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, from more than one producer id and epoch
   INVALID_PRODUCER_ID_MAPPING; the log checks the rest (a plain batch inside an open transaction
   INVALID_TXN_STATE, an older epoch INVALID_PRODUCER_EPOCH).
-Not implemented: KIP-890's verification of a producer's first batch on a partition with its coordinator
-(``transaction.partition.verification.enable``): a transactional batch is appended as Kafka does with it off.
+* KIP-890 part 1 (``transaction.partition.verification.enable``, ReplicaManager.handleProduceAppend): a producer's
+  first transactional batch of a transaction on a partition is appended only once the transactional id's coordinator
+  says the partition is in the transaction (``broker/transactions/verifier.py``). The request's partitions take their
+  append tickets first, wait for the requests before them, then ask (one question for all of them), then append in
+  order with the verification's guard (the log refuses a stale one). Answers, as postVerificationCallback maps them:
+  not in the transaction INVALID_TXN_STATE "Partition was not added to the transaction" up to v10 and
+  TRANSACTION_ABORTABLE from v11; CONCURRENT_TRANSACTIONS, NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS,
+  COORDINATOR_NOT_AVAILABLE and NOT_COORDINATOR as NOT_ENOUGH_REPLICAS (retried by every producer, no metadata
+  refresh); PRODUCER_FENCED as INVALID_PRODUCER_EPOCH. Off: appended as before, unchecked.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from broker.timeouts import wait_for
 from protocol.errors import ErrorCode, InvalidRecordError, KafkaError
 from protocol.generated.messages import ProduceRequest, ProduceResponse
 from protocol.records import BATCH_HEADER_SIZE, parse_header
+from storage.producer_state import SENTINEL, VerificationGuard
 from protocol.generated.messages.produce_response import (
     BatchIndexAndErrorMessage,
     LeaderIdAndEpoch,
@@ -132,12 +140,22 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
             work.append((part, pd.records, slot, part.appends.ticket()))
     errors = False
     waiting: list[tuple[Partition, PartitionProduceResponse, asyncio.Future]] = []  # acks=all: until committed
+    txns = ctx.txns if txn_producers else None
+    verify = txns is not None and txns.verification_enabled and bool(work)
+    guards: dict[int, VerificationGuard | int] = {}
     try:
+        if verify:
+            guards = await _verify(ctx, req, version, work, next(iter(txn_producers)))
         for part, records, slot, (prev, me) in work:
             try:
                 if prev is not None:
                     await prev
-                committed = await _append(ctx, part, records, slot, req)
+                guard = guards.get(id(slot), SENTINEL)
+                if type(guard) is int:  # not verified: nothing appended
+                    _verification_error(slot, guard, version)
+                    errors = True
+                    continue
+                committed = await _append(ctx, part, records, slot, req, guard)
                 if committed is not None and req.acks == -1:
                     waiting.append((part, slot, committed))
             except KafkaError as exc:
@@ -173,7 +191,64 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
     return ProduceResponse(responses=topics_out)
 
 
-async def _append(ctx, part, records, slot: PartitionProduceResponse, req: ProduceRequest) -> asyncio.Future | None:
+async def _verify(ctx, req: ProduceRequest, version: int, work: list, producer: tuple[int, int]
+                  ) -> dict[int, VerificationGuard | int]:
+    """KIP-890 (maybeStartTransactionVerificationForPartitions): per partition slot (``id(slot)``), the guard its
+    append must carry, or the error it gets instead; partitions with the producer's transaction open already are
+    not asked about. Waits for the earlier requests' appends to these partitions first, so a producer's pipelined
+    requests see its first batch appended and are not verified again."""
+    producer_id, producer_epoch = producer
+    for _, _, _, (prev, _) in work:
+        if prev is not None:
+            await prev
+    out: dict[int, VerificationGuard | int] = {}
+    asked: dict[tuple[str, int], int] = {}
+    now_ms = ctx.now_ms
+    for part, records, slot, _ in work:
+        h = parse_header(records, 0)
+        if not (h.is_transactional and h.has_producer_id):
+            continue
+        try:
+            guard = part.log.maybe_start_transaction_verification(producer_id, h.base_sequence, producer_epoch,
+                                                                  now_ms)
+        except KafkaError as exc:
+            out[id(slot)] = int(exc.code)
+            continue
+        if guard is not SENTINEL:
+            out[id(slot)] = guard
+            asked[(part.topic, part.index)] = id(slot)
+    if asked:
+        errors = await ctx.txns.verifier.verify(req.transactional_id, producer_id, producer_epoch, list(asked),
+                                                generic_error=version > 10)
+        for tp, code in errors.items():
+            if tp in asked:
+                out[asked[tp]] = int(code)
+    return out
+
+
+_VERIFICATION_RETRIABLE = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
+                                     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                     ErrorCode.NOT_COORDINATOR})
+
+
+def _verification_error(slot: PartitionProduceResponse, code: int, version: int) -> None:
+    """ReplicaManager's postVerificationCallback: the coordinator's answer as producers understand it."""
+    message = None
+    if code == ErrorCode.INVALID_TXN_STATE:
+        message = "Partition was not added to the transaction"
+    elif code in _VERIFICATION_RETRIABLE:
+        # old clients may not retry these correctly; NOT_ENOUGH_REPLICAS is retried and refreshes no metadata
+        message = ("Unable to verify the partition has been added to the transaction. Underlying error: "
+                   f"{ErrorCode(code).name}")
+        code = ErrorCode.NOT_ENOUGH_REPLICAS
+    slot.error_code = int(code)
+    slot.base_offset = -1
+    if version >= 8:
+        slot.error_message = message
+
+
+async def _append(ctx, part, records, slot: PartitionProduceResponse, req: ProduceRequest,
+                  guard: VerificationGuard = SENTINEL) -> asyncio.Future | None:
     """Append one partition's batch; the result is what acks=all waits on (None: committed already)."""
     cfg = part.log.config
     buf = records
@@ -188,7 +263,7 @@ async def _append(ctx, part, records, slot: PartitionProduceResponse, req: Produ
         buf = records  # a slice of the request frame: offsets are stamped in place, no copy
     else:
         buf = bytearray(records)
-    info, committed = ctx.replicas.append(part, buf, ctx.now_ms)
+    info, committed = ctx.replicas.append(part, buf, ctx.now_ms, verification_guard=guard)
     slot.base_offset = info.first_offset
     slot.log_append_time_ms = info.log_append_time if info.log_append_time >= 0 else -1
     slot.log_start_offset = part.log.log_start_offset

@@ -91,6 +91,7 @@ DEFAULTS: dict[str, Any] = {
     "transaction.state.log.min.isr": 2,
     "transaction.state.log.num.partitions": 50,
     "transaction.state.log.segment.bytes": 104857600,
+    "transaction.partition.verification.enable": True,
     "transactional.id.expiration.ms": 604800000,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 10000,
     "transaction.remove.expired.transaction.cleanup.interval.ms": 3600000,

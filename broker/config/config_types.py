@@ -97,6 +97,7 @@ BROKER_CONFIG_TYPES: dict[str, str] = {
     "transaction.state.log.segment.bytes": INT, "transactional.id.expiration.ms": INT,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": INT,
     "transaction.remove.expired.transaction.cleanup.interval.ms": INT,
+    "transaction.partition.verification.enable": BOOLEAN,
     # MetricConfigs
     "telemetry.max.bytes": INT,
     # meta.properties' cluster.id (MetaProperties): odradek also takes it as a property (odradek format)

@@ -23,6 +23,7 @@ from storage.config import ConfigError, LogConfig
 from storage.errors import InconsistentTopicIdError, KafkaStorageError, LogNotLoadedError
 from storage.log import ORIGIN_CLIENT, Log, LogAppendInfo
 from storage.log_manager import LogManager
+from storage.producer_state import SENTINEL, VerificationGuard
 
 
 class AppendMetrics(Protocol):
@@ -214,7 +215,8 @@ class ReplicaManager:
         # next image's apply looks at them again, whether or not they changed
         self._unapplied: set[tuple[str, int]] = set()
 
-    def append(self, part: Partition, records, now_ms: int, origin: str = ORIGIN_CLIENT) -> AppendResult:
+    def append(self, part: Partition, records, now_ms: int, origin: str = ORIGIN_CLIENT,
+               verification_guard: VerificationGuard = SENTINEL) -> AppendResult:
         """The one append path (Produce and the group coordinator): append as leader, count it, move the
         high watermark as the replication policy allows, wake long-poll fetches.
 
@@ -225,7 +227,8 @@ class ReplicaManager:
             # stopped (moved away or deleted) or led elsewhere since the caller looked it up
             raise KafkaError("partition is no longer led here", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         try:
-            info = part.log.append_as_leader(records, part.leader_epoch, now_ms, origin=origin)
+            info = part.log.append_as_leader(records, part.leader_epoch, now_ms, origin=origin,
+                                             verification_guard=verification_guard)
         except KafkaError:
             if self.metrics is not None and origin == ORIGIN_CLIENT:
                 self.metrics.rejected(part.topic, len(records))

@@ -24,6 +24,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from broker.transactions.marker_sender import TxnMarkerSender
+from broker.transactions.verifier import TxnVerifier
 from broker.timeouts import wait_for
 from cluster.txn.txn_coordinator import Result, TxnConfig, TxnCoordinatorShard, TxnMarkers, TxnWrite
 from cluster.txn.txn_log import partition_for
@@ -92,6 +93,11 @@ class TxnService:
                                        self._markers_not_needed,
                                        min(int(config.get("request.timeout.ms")), MARKER_REQUEST_TIMEOUT_MS) / 1000,
                                        MARKER_RETRY_BACKOFF_S)
+        # KIP-890: this broker's questions, as a partition leader, to transactional ids' coordinators
+        self.verifier = TxnVerifier(node_id, lambda: self.metadata.image, listener, links, self.partition_for,
+                                    int(config.get("request.timeout.ms")) / 1000)
+        enabled = config.get("transaction.partition.verification.enable", True)
+        self.verification_enabled = enabled if isinstance(enabled, bool) else str(enabled).strip().lower() == "true"
 
     # ---- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -112,6 +118,7 @@ class TxnService:
         for p in list(self.shards):
             self._unload(p)
         await self.markers.close()
+        await self.verifier.close()
         for task in [*self._writes, *([self._refilling] if self._refilling is not None else [])]:
             task.cancel()
         for fut in self._waiters.values():

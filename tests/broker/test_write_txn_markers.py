@@ -36,7 +36,10 @@ def _transactional_append(b: EmbeddedBroker, index: int, epoch: int, n: int, fir
 
     def append():
         replicas = b.broker.replicas
-        replicas.append(replicas.get("t", index), bytearray(batch), 0, origin=ORIGIN_CLIENT)
+        part = replicas.get("t", index)
+        # as if the coordinator had verified it (KIP-890): the guard of a verification started now
+        guard = part.log.maybe_start_transaction_verification(PID, first_sequence, epoch, 0)
+        replicas.append(part, bytearray(batch), 0, origin=ORIGIN_CLIENT, verification_guard=guard)
     _on_broker_loop(b, append)
 
 
