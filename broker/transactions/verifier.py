@@ -119,6 +119,12 @@ class TxnVerifier:
     def _add(self, node: int, q: _Question) -> None:
         queue = self._queues.setdefault(node, _NodeQueue())
         old = queue.questions.get(q.transactional_id)
+        if old is not None and (old.producer_id, old.producer_epoch) == (q.producer_id, q.producer_epoch):
+            # one producer's pipelined Produce requests (Kafka reads a connection's requests one at a time, odradek
+            # concurrently): asked together, each told about its own partitions
+            queue.questions[q.transactional_id] = _merged(old, q)
+            self._sender(node).set()
+            return
         if old is not None:
             if old.producer_epoch <= q.producer_epoch:
                 # fenced by a newer epoch, or the same producer retrying: the queued question gives way
@@ -226,6 +232,17 @@ class TxnVerifier:
             client = self._clients[node] = self._links.client(
                 host, port, f"txn-verifier-{self.node_id}-{node}", peer=node)
         return client
+
+
+def _merged(old: _Question, new: _Question) -> _Question:
+    """One question for two of the same producer (id and epoch), answering each with its own partitions, each
+    TRANSACTION_ABORTABLE as its own Produce version shows it."""
+    def split(errors: dict[TopicPartition, int]) -> None:
+        for q in (old, new):
+            _call(q, {tp: ErrorCode.INVALID_TXN_STATE if code == ErrorCode.TRANSACTION_ABORTABLE and not q.generic_error
+                      else code for tp, code in errors.items() if tp in q.partitions})
+    return _Question(old.transactional_id, old.producer_id, old.producer_epoch,
+                     tuple(dict.fromkeys(old.partitions + new.partitions)), split, True)
 
 
 def _call(q: _Question, errors: dict[TopicPartition, int]) -> None:

@@ -97,7 +97,8 @@ async def _turns(n: int = 5) -> None:
 
 
 def test_add_txn_data():
-    """AddPartitionsToTxnManagerTest.testAddTxnData"""
+    """AddPartitionsToTxnManagerTest.testAddTxnData, but a second question of the same producer and epoch joins the
+    queued one instead of failing it."""
     async def run():
         peers = _Peers()
         v = _verifier(_image({0: 0, 1: 1}), peers)
@@ -106,10 +107,13 @@ def test_add_txn_data():
         v.verify_transaction("txn2", 2, 0, TPS, t2, False)
         v.verify_transaction("txn3", 3, 0, TPS, t3, False)
         same, newer, older = _Errors(), _Errors(), _Errors()
-        v.verify_transaction("txn1", 1, 0, TPS, same, False)  # the same epoch: the queued one gives way
-        assert t1 == dict.fromkeys(TPS, E.NETWORK_EXCEPTION)
-        v.verify_transaction("txn1", 1, 1, TPS, newer, False)  # a newer epoch fences the queued one
-        assert same == dict.fromkeys(TPS, E.INVALID_PRODUCER_EPOCH)
+        # the same producer and epoch: asked together with the queued one (Kafka answers the queued one
+        # NETWORK_EXCEPTION: it reads a connection's requests one at a time, so a second one is a client's retry;
+        # odradek reads pipelined Produce requests concurrently, and both are the producer's)
+        v.verify_transaction("txn1", 1, 0, TPS, same, False)
+        assert t1 == {} and same == {}  # not answered yet
+        v.verify_transaction("txn1", 1, 1, TPS, newer, False)  # a newer epoch fences the queued one(s)
+        assert t1 == same == dict.fromkeys(TPS, E.INVALID_PRODUCER_EPOCH)
         v.verify_transaction("txn1", 1, 0, TPS, older, False)  # an older one is fenced itself, not queued
         assert older == dict.fromkeys(TPS, E.INVALID_PRODUCER_EPOCH)
         await _turns()
@@ -227,4 +231,31 @@ def test_close_answers_the_queued_questions():
         await v.close()
         assert await got == dict.fromkeys(TPS, E.NETWORK_EXCEPTION)
         assert t1 == dict.fromkeys(TPS, E.NETWORK_EXCEPTION)
+    asyncio.run(run())
+
+
+def test_one_producers_pipelined_questions_are_asked_together_and_each_answered_for_its_partitions():
+    """Two questions of one producer (id and epoch) queued together: one transaction in the request with both
+    partition sets; each caller gets its own partitions' errors, TRANSACTION_ABORTABLE as its Produce version
+    shows it (INVALID_TXN_STATE up to v10)."""
+    async def run():
+        peers = _Peers()
+        v = _verifier(_image({0: 0, 1: 1}), peers)
+        first, second, third = _Errors(), _Errors(), _Errors()
+        v.verify_transaction("txn1", 1, 0, [("foo", 1)], first, False)
+        await _turns()
+        body, fut = peers.take(0)  # in flight: the next two wait for it, together
+        v.verify_transaction("txn1", 1, 0, [("foo", 2)], second, False)
+        v.verify_transaction("txn1", 1, 0, [("foo", 3), ("foo", 2)], third, True)
+        fut.set_result(_answer({"txn1": {("foo", 1): E.NONE}}))
+        await _turns()
+        assert first == {} and first.calls == 1
+        body, fut = peers.take(0)
+        assert _ids(body) == [("txn1", 1, 0, True)]
+        assert [(t.name, sorted(t.partitions)) for t in body.transactions[0].topics] == [("foo", [2, 3])]
+        fut.set_result(_answer({"txn1": {("foo", 2): E.TRANSACTION_ABORTABLE, ("foo", 3): E.NONE}}))
+        await _turns()
+        assert second == {("foo", 2): E.INVALID_TXN_STATE} and second.calls == 1
+        assert third == {("foo", 2): E.TRANSACTION_ABORTABLE} and third.calls == 1
+        await v.close()
     asyncio.run(run())
