@@ -107,6 +107,9 @@ _NOT_READY = (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN
 
 async def _complete_in_group_coordinator(ctx, marker, index: int, slot, deadline: float) -> None:
     """KafkaApis: with the new group coordinator the marker is fully delegated to it."""
+    if ctx.replicas.get(GROUP_METADATA_TOPIC, index) is None:
+        slot.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # not hosted here (KafkaApis' getMagic)
+        return
     try:
         await ctx.groups.complete_transaction(index, marker.producer_id, marker.producer_epoch,
                                               marker.coordinator_epoch, marker.transaction_result,

@@ -11,12 +11,13 @@ import time
 from protocol.errors import ErrorCode as E
 from protocol.generated.messages import (
     AddOffsetsToTxnRequest, EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest, OffsetFetchRequest,
-    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequest, WriteTxnMarkersRequest,
 )
 from protocol.generated.messages.offset_fetch_request import OffsetFetchRequestTopic
 from protocol.generated.messages.txn_offset_commit_request import (
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 )
+from protocol.generated.messages.write_txn_markers_request import WritableTxnMarker, WritableTxnMarkerTopic
 from tests.groups.conftest import make_broker
 from tests.groups.workload import create_topic
 from tests.kafka_wire import KafkaWire
@@ -116,6 +117,21 @@ def test_txn_offset_commit_errors_pending_commit_abort_and_fencing(tmp_path):
             assert _until_stable(w, "g", "t", [0, 1]) == {0: 5, 1: 7}
             assert _txn_commit(w, "tx-a", pid, epoch, "g", {("t", 0): 61}) == {("t", 0): E.INVALID_PRODUCER_EPOCH}
             assert _fetch(w, "g", "t", [0]) == {0: (5, 0)}
+
+            # WriteTxnMarkers for __consumer_offsets, as the group coordinator answers them: a stale epoch is
+            # refused by the log, a partition not hosted here is unknown
+            p = b.broker.groups.partition_for("g")
+            assert _marker(w, pid, epoch, p) == E.INVALID_PRODUCER_EPOCH
+            assert _marker(w, pid, epoch2, 99) == E.UNKNOWN_TOPIC_OR_PARTITION
+            assert _marker(w, pid, epoch2, p) == 0  # no open transaction: the marker is written, nothing changes
+            assert _fetch(w, "g", "t", [0, 1]) == {0: (5, 0), 1: (7, 0)}
+
+
+def _marker(w, pid, epoch, partition) -> int:
+    r = w.call(27, 1, WriteTxnMarkersRequest(markers=[WritableTxnMarker(
+        producer_id=pid, producer_epoch=epoch, transaction_result=True, coordinator_epoch=1000,
+        topics=[WritableTxnMarkerTopic(name="__consumer_offsets", partition_indexes=[partition])])]))
+    return r.markers[0].topics[0].partitions[0].error_code
 
 
 def test_pending_and_committed_transactional_offsets_survive_a_restart(tmp_path):
