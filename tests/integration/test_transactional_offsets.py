@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from broker.testing.embedded import EmbeddedBroker
 
 N = 30
@@ -51,7 +53,10 @@ def _read_committed(bootstrap: str, topic: str, n: int) -> list[bytes]:
     return out
 
 
-def test_consume_transform_produce_is_exactly_once_and_an_abort_keeps_the_committed_offsets():
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_consume_transform_produce_is_exactly_once_and_an_abort_keeps_the_committed_offsets(protocol):
+    """Both group protocols: TxnOffsetCommit v3+ carries the member and its generation (classic) or epoch
+    (KIP-848), which the coordinator checks."""
     from confluent_kafka import Consumer, Producer
 
     with EmbeddedBroker() as b:
@@ -63,7 +68,8 @@ def test_consume_transform_produce_is_exactly_once_and_an_abort_keeps_the_commit
         p.flush(15)
 
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ctp", "auto.offset.reset": "earliest",
-                             "enable.auto.commit": False, "isolation.level": "read_committed"})
+                             "enable.auto.commit": False, "isolation.level": "read_committed",
+                             "group.protocol": protocol})
         consumer.subscribe(["ctp-in"])
         tp = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ctp-txn",
                        "transaction.timeout.ms": 20000})
@@ -104,3 +110,51 @@ def test_consume_transform_produce_is_exactly_once_and_an_abort_keeps_the_commit
         consumer.close()
         assert _committed(bootstrap, "ctp", "ctp-in") == {0: N // 2, 1: N // 2}
         assert sorted(_read_committed(bootstrap, "ctp-out", N)) == sorted(b"V%d" % i for i in range(N))
+
+
+def _send_offsets_kafka_python(bootstrap: str, topic: str, group: str, rounds) -> None:
+    from kafka import KafkaProducer
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+
+    p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"kp-{group}", request_timeout_ms=15000)
+    try:
+        p.init_transactions()
+        for outcome, offset in rounds:
+            p.begin_transaction()
+            p.send(topic, b"x", partition=0)
+            p.send_offsets_to_transaction({TopicPartition(topic, 0): OffsetAndMetadata(offset, "", -1)}, group)
+            (p.commit_transaction if outcome == "commit" else p.abort_transaction)()
+    finally:
+        p.close(10)
+
+
+def _send_offsets_aiokafka(bootstrap: str, topic: str, group: str, rounds) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import OffsetAndMetadata, TopicPartition
+
+    async def run():
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"aio-{group}")
+        await p.start()
+        try:
+            for outcome, offset in rounds:
+                await p.begin_transaction()
+                await p.send_and_wait(topic, b"x", partition=0)
+                await p.send_offsets_to_transaction({TopicPartition(topic, 0): OffsetAndMetadata(offset, "")}, group)
+                await (p.commit_transaction() if outcome == "commit" else p.abort_transaction())
+        finally:
+            await p.stop()
+
+    asyncio.run(run())
+
+
+def test_kafka_python_and_aiokafka_send_offsets_to_transaction():
+    """Their TxnOffsetCommit (no group membership: generation -1): a committed transaction's offsets become the
+    group's committed offsets, an aborted one's never do."""
+    with EmbeddedBroker() as b:
+        _create(b.bootstrap, "sot")
+        rounds = [("commit", 7), ("abort", 100), ("commit", 9), ("abort", 200)]
+        for name, send in (("kp", _send_offsets_kafka_python), ("aio", _send_offsets_aiokafka)):
+            send(b.bootstrap, "sot", f"g-{name}", rounds)
+            assert _committed(b.bootstrap, f"g-{name}", "sot")[0] == 9, name
