@@ -11,6 +11,8 @@ GroupCoordinatorService + CoordinatorRuntime for one broker).
 * runs each request through the shard on the event loop thread (no locks: one thread owns the state),
   appends the records of the result to the partition log *before* answering, then resolves the
   futures of delayed JoinGroup/SyncGroup responses;
+* writes a TxnOffsetCommit as the producer's transactional batch and the COMMIT / ABORT markers the
+  transaction coordinator sends for ``__consumer_offsets`` (KIP-447), applying each to the shard once appended;
 * wakes the shards' timers (session and rebalance timeouts, the initial rebalance delay, offset
   expiration) from one task that sleeps until the earliest deadline.
 """
