@@ -5,8 +5,8 @@ Behaviour (KafkaApis.handleOffsetFetchRequest, OffsetMetadataManager.fetchOffset
 error; a partition without a committed offset answers offset -1, leader epoch -1, metadata ""; the
 committed metadata string comes back byte-exact; v9+ consumer-protocol members are checked
 (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); v10 names topics by id (unknown ids: UNKNOWN_TOPIC_ID).
-require_stable (v7+): offsets are only ever written whole here (no transactional offsets yet), so
-every committed offset is stable.
+require_stable (v7+): a partition with a pending transactional offset (TxnOffsetCommit of an open
+transaction) answers UNSTABLE_OFFSET_COMMIT, offset -1; without it the last committed offset comes back.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ Behaviour (KafkaApis.handleWriteTxnMarkersRequest, ReplicaManager.appendRecords 
   lead; the log's checks give INVALID_PRODUCER_EPOCH (an epoch older than the producer's) and
   TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch); a marker without an open transaction is appended,
   as Kafka does.
+* ``__consumer_offsets`` partitions are not appended here: the group coordinator writes the marker in order with
+  its own writes and applies it to its pending transactional offsets (KIP-447; GroupCoordinatorService
+  .completeTransaction); its COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR answer
+  NOT_LEADER_OR_FOLLOWER, so the transaction coordinator retries.
 * ``transaction_version`` (v2, KIP-1228) is read but not acted on: transactions V2 are not built.
 Sent by transaction coordinators and by admin clients aborting a hanging transaction (kafka-python's
 ``abort_transaction``).
@@ -21,6 +25,7 @@ import asyncio
 import logging
 
 from broker.timeouts import wait_for
+from cluster.groups.group_classic import GroupError
 from protocol.errors import ErrorCode, KafkaError
 from protocol.generated.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from protocol.generated.messages.write_txn_markers_response import (
@@ -29,6 +34,7 @@ from protocol.generated.messages.write_txn_markers_response import (
     WritableTxnMarkerTopicResult,
 )
 from protocol.record_codec import build_end_txn_marker_batch
+from protocol.topics import GROUP_METADATA_TOPIC
 from storage.log import ORIGIN_COORDINATOR
 
 API_KEY = 27
@@ -55,7 +61,10 @@ async def _append_marker(ctx, marker, deadline: float) -> WritableTxnMarkerResul
         for index in t.partition_indexes:
             slot = WritableTxnMarkerPartitionResult(partition_index=index, error_code=0)
             out.partitions.append(slot)
-            waits.append(_append_to_partition(ctx, t.name, index, batch, slot, deadline))
+            if t.name == GROUP_METADATA_TOPIC:
+                waits.append(_complete_in_group_coordinator(ctx, marker, index, slot, deadline))
+            else:
+                waits.append(_append_to_partition(ctx, t.name, index, batch, slot, deadline))
     await asyncio.gather(*waits)
     return WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topics)
 
@@ -91,3 +100,25 @@ async def _append_to_partition(ctx, topic: str, index: int, batch: bytes, slot, 
         slot.error_code = ErrorCode.REQUEST_TIMED_OUT
     except KafkaError as exc:
         slot.error_code = int(exc.code)
+
+
+_NOT_READY = (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR)
+
+
+async def _complete_in_group_coordinator(ctx, marker, index: int, slot, deadline: float) -> None:
+    """KafkaApis: with the new group coordinator the marker is fully delegated to it."""
+    if ctx.replicas.get(GROUP_METADATA_TOPIC, index) is None:
+        slot.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # not hosted here (KafkaApis' getMagic)
+        return
+    try:
+        await ctx.groups.complete_transaction(index, marker.producer_id, marker.producer_epoch,
+                                              marker.coordinator_epoch, marker.transaction_result,
+                                              max(0.0, deadline - ctx.clock.monotonic()))
+    except asyncio.TimeoutError:
+        slot.error_code = ErrorCode.REQUEST_TIMED_OUT
+    except (GroupError, KafkaError) as exc:
+        code = int(exc.code)
+        slot.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER if code in _NOT_READY else code
+    except Exception:
+        log.exception("completing a transaction on %s-%d failed", GROUP_METADATA_TOPIC, index)
+        slot.error_code = ErrorCode.UNKNOWN_SERVER_ERROR

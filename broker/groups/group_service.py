@@ -11,6 +11,8 @@ GroupCoordinatorService + CoordinatorRuntime for one broker).
 * runs each request through the shard on the event loop thread (no locks: one thread owns the state),
   appends the records of the result to the partition log *before* answering, then resolves the
   futures of delayed JoinGroup/SyncGroup responses;
+* writes a TxnOffsetCommit as the producer's transactional batch and the COMMIT / ABORT markers the
+  transaction coordinator sends for ``__consumer_offsets`` (KIP-447), applying each to the shard once appended;
 * wakes the shards' timers (session and rebalance timeouts, the initial rebalance delay, offset
   expiration) from one task that sleeps until the earliest deadline.
 """
@@ -31,7 +33,7 @@ from cluster.groups.group_records import UnknownRecordType, decode_record, parti
 from protocol.errors import ErrorCode
 from protocol.generated.messages import CreateTopicsRequest
 from protocol.generated.messages.create_topics_request import CreatableTopic, CreatableTopicConfig
-from protocol.record_codec import Record, build_batch, decode_batch
+from protocol.record_codec import Record, build_batch, build_end_txn_marker_batch, decode_batch, parse_end_txn_marker
 from protocol.topics import GROUP_METADATA_TOPIC
 from storage.log import ORIGIN_COORDINATOR
 
@@ -272,13 +274,70 @@ class GroupService:
         self._finishing.add(task)
         task.add_done_callback(self._finishing.discard)
 
-    def _write(self, p: int, records) -> asyncio.Future | None:
+    def _write(self, p: int, records, producer_id: int = -1, producer_epoch: int = -1) -> asyncio.Future | None:
+        """Append one batch; with a producer id it is that producer's transactional batch (as Kafka's
+        CoordinatorRuntime builds it: base sequence 0), checked against the log's producer state."""
+        part = self._leader_partition(p)
+        ts = self.clock.now_ms()
+        kv = [Record(k, v, timestamp=ts) for k, v in (r.encode() for r in records)]
+        if producer_id >= 0:
+            batch = build_batch(kv, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0,
+                                is_transactional=True)
+        else:
+            batch = build_batch(kv)
+        return self.replicas.append(part, bytearray(batch), ts, origin=ORIGIN_COORDINATOR).committed
+
+    def _leader_partition(self, p: int):
         part = self.replicas.get(GROUP_METADATA_TOPIC, p)
         if part is None or not part.is_leader(self.node_id):
             raise GroupError(ErrorCode.NOT_COORDINATOR)
-        ts = self.clock.now_ms()
-        batch = build_batch([Record(k, v, timestamp=ts) for k, v in (r.encode() for r in records)])
-        return self.replicas.append(part, bytearray(batch), ts, origin=ORIGIN_COORDINATOR).committed
+        return part
+
+    # ---- transactions (KIP-447) ----------------------------------------------------------------------
+    async def commit_transactional_offsets(self, ctx: ReqCtx, req) -> Result:
+        """TxnOffsetCommit (CoordinatorRuntime.scheduleTransactionalWriteOperation): the offsets are written as
+        the producer's transactional batch and become pending in the shard once appended, so a fenced
+        producer (the log's INVALID_PRODUCER_EPOCH) leaves no trace; answered once committed."""
+        p, shard = await self.shard_for(req.group_id)
+        res = shard.commit_transactional_offsets(ctx, req, self.clock.now_ms())
+        if res.error is not None or not res.records:
+            self._poke()
+            return res
+        try:
+            committed = self._write(p, res.records, res.producer_id, res.producer_epoch)
+        except Exception as exc:  # noqa: BLE001 - the append's error is the answer
+            self._fail(p, res, exc)
+            return res
+        if self.shards.get(p) is shard:
+            shard.replay_transactional(res.records, res.producer_id)
+        if committed is not None:
+            try:
+                await committed
+            except Exception as exc:  # noqa: BLE001 - a failed commit becomes a coordinator error
+                self._fail(p, res, exc)
+        return res
+
+    async def complete_transaction(self, p: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                                   commit: bool, timeout_s: float) -> None:
+        """A WriteTxnMarkers marker for ``__consumer_offsets``-``p`` (GroupCoordinatorService.completeTransaction):
+        written by the coordinator in order with its other writes, then applied to the shard's pending
+        offsets (committed or dropped). Raises GroupError / KafkaError."""
+        if not self.active:
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if p in self._loading:
+            raise GroupError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        shard = self.shards.get(p)
+        if shard is None:
+            raise GroupError(ErrorCode.NOT_COORDINATOR)
+        part = self._leader_partition(p)
+        now = self.clock.now_ms()
+        batch = build_end_txn_marker_batch(commit=commit, producer_id=producer_id, producer_epoch=producer_epoch,
+                                           coordinator_epoch=coordinator_epoch, timestamp=now)
+        committed = self.replicas.append(part, bytearray(batch), now, origin=ORIGIN_COORDINATOR).committed
+        shard.replay_end_transaction_marker(producer_id, commit)
+        self._poke()
+        if committed is not None:
+            await asyncio.wait_for(asyncio.shield(committed), timeout_s)
 
     async def run(self, group_id: str, op: Callable[..., Result], *args) -> Result:
         """Run ``op(shard, *args, now_ms)`` (a GroupCoordinatorShard method) on the group's shard
@@ -359,16 +418,30 @@ def _append_error(exc: Exception) -> int:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
         return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE,
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED):
+        return code  # a transactional write's producer-state check: the client's answer as is
     return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def _replay_log(shard: GroupCoordinatorShard, log_) -> int:
-    """Replay every record of a ``__consumer_offsets`` partition into ``shard`` (off the event loop)."""
+    """Replay every record of a ``__consumer_offsets`` partition into ``shard`` (off the event loop), as
+    Kafka's CoordinatorLoaderImpl: a transactional batch's offsets stay pending until their producer's
+    marker, which commits or drops them; those of transactions still open at the end stay pending."""
     n = 0
     for raw in log_.iter_batches(0):
         header, records = decode_batch(raw)
-        if header.attributes & 0x20:  # control batch (transaction markers)
+        shard.next_offset = header.base_offset + header.last_offset_delta + 1
+        if header.attributes & 0x20:  # control batch: a transaction marker
+            for r in records:
+                try:
+                    marker = parse_end_txn_marker(r)
+                except Exception:  # noqa: BLE001 - not an end marker
+                    continue
+                shard.replay_end_transaction_marker(header.producer_id, marker.is_commit)
+                shard.next_offset = header.base_offset + header.last_offset_delta + 1
             continue
+        producer_id = header.producer_id if header.attributes & 0x10 else -1
         for r in records:
             if r.key is None:
                 continue
@@ -380,8 +453,9 @@ def _replay_log(shard: GroupCoordinatorShard, log_) -> int:
                 log.warning("skipping undecodable record at %s-%d offset %s: %s", log_.topic, log_.partition,
                             r.offset, exc)
                 continue
-            shard.replay(rec, r.offset)
+            shard.replay(rec, r.offset, producer_id)
             n += 1
+    shard.next_offset = max(shard.next_offset, log_.log_end_offset)
     return n
 
 

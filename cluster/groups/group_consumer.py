@@ -225,6 +225,8 @@ class ConsumerGroup:
     def validate_offset_commit(self, member_id, instance_id, member_epoch, is_transactional, api_version) -> None:
         if member_epoch < 0 and not self.members:
             return
+        if is_transactional and member_epoch == -1 and member_id == "" and instance_id is None:
+            return  # TxnOffsetCommit v0-2 carry no member: nothing to check
         member = self.get_member(member_id, False)
         if not is_transactional and not member.use_classic_protocol and api_version < 9:
             raise GroupError(ErrorCode.UNSUPPORTED_VERSION, "OffsetCommit version 9 or above must be used by "

@@ -37,7 +37,7 @@ from cluster.groups.group_record_helpers import (
     empty_group_metadata_record, group_metadata_record, offset_commit_record, offset_tombstone,
 )
 from cluster.groups.group_records import CoordinatorRecord
-from cluster.groups.offsets import NO_EXPIRE, OffsetAndMetadata, OffsetStore
+from cluster.groups.offsets import NO_EXPIRE, OffsetAndMetadata, OffsetStore, PendingTransactionalOffsets
 from protocol.errors import ErrorCode
 from protocol.generated.coordinator import (
     GroupMetadataKey, GroupMetadataValue, OffsetCommitKey,
@@ -55,6 +55,9 @@ from protocol.generated.messages.offset_delete_response import (
 )
 from protocol.generated.messages.offset_fetch_response import (
     OffsetFetchResponseGroup, OffsetFetchResponsePartitions, OffsetFetchResponseTopics,
+)
+from protocol.generated.messages.txn_offset_commit_response import (
+    TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 )
 
 log = logging.getLogger("odradek.groups")
@@ -79,6 +82,10 @@ class Result:
     response: Any = None
     completions: list[tuple[Any, Any]] = dataclasses.field(default_factory=list)
     error: GroupError | None = None
+    # a transactional write (TxnOffsetCommit): the records go in one transactional batch of this producer
+    # and reach the state (as pending offsets) only once appended, through replay_transactional
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 class Timer:
@@ -153,6 +160,10 @@ class GroupCoordinatorShard:
         self.new_uuid = new_uuid
         self.groups: dict[str, Any] = {}  # ClassicGroup | ConsumerGroup
         self.offsets = OffsetStore()
+        self.pending_offsets = PendingTransactionalOffsets()
+        # where the next record lands in the partition's log: a commit's record offset decides whether a
+        # transactional offset overrides it when its transaction commits (replayEndTransactionMarker)
+        self.next_offset = 0
         self.timer = Timer()
         self.now_ms = 0
         self.image = None  # the latest committed metadata image (on_new_metadata_image)
@@ -177,8 +188,10 @@ class GroupCoordinatorShard:
             records = [records]
         for r in records:
             self._records.append(r)
+            record_offset = self.next_offset
+            self.next_offset += 1
             if replay:
-                self.replay(r, -1)
+                self.replay(r, -1, record_offset=record_offset)
 
     def on_new_metadata_image(self, image) -> None:
         """A newly committed metadata image (Kafka's GroupMetadataManager.onNewMetadataImage): topic names,
@@ -798,6 +811,62 @@ class GroupCoordinatorShard:
         self.append(records, replay=True)
         return out
 
+    def commit_transactional_offsets(self, ctx: ReqCtx, req, now_ms: int) -> Result:
+        """TxnOffsetCommit (OffsetMetadataManager.commitTransactionalOffset): ``req``'s topics all exist. The
+        records are written as the producer's transactional batch; the adapter hands them back to
+        :meth:`replay_transactional` once appended, where they become pending offsets."""
+        res = self._run(now_ms, self._commit_transactional_offsets, ctx, req)
+        res.producer_id, res.producer_epoch = req.producer_id, req.producer_epoch
+        return res
+
+    def _commit_transactional_offsets(self, ctx: ReqCtx, req) -> TxnOffsetCommitResponse:
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if req.generation_id < 0:
+                # a producer committing for a group without membership: a "simple" group
+                group = self.classic_group(req.group_id, True)
+            else:
+                raise GroupError(ErrorCode.ILLEGAL_GENERATION)
+        if group.type == "classic":
+            group.validate_offset_commit(req.member_id, req.group_instance_id, req.generation_id, True)
+        else:
+            try:
+                group.validate_offset_commit(req.member_id, req.group_instance_id, req.generation_id, True,
+                                             ctx.api_version)
+            except GroupError as exc:
+                if exc.code == ErrorCode.STALE_MEMBER_EPOCH:
+                    raise GroupError(ErrorCode.ILLEGAL_GENERATION) from None
+                raise
+        out = TxnOffsetCommitResponse(topics=[])
+        for t in req.topics:
+            rt = TxnOffsetCommitResponseTopic(name=t.name, partitions=[])
+            out.topics.append(rt)
+            for p in t.partitions:
+                md = p.committed_metadata
+                if md is not None and len(md) > self.config.offset_metadata_max_bytes:
+                    rt.partitions.append(TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=ErrorCode.OFFSET_METADATA_TOO_LARGE))
+                    continue
+                rt.partitions.append(TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                                      error_code=0))
+                om = OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch, md or "", self.now_ms)
+                self._records.append(offset_commit_record(req.group_id, t.name, p.partition_index, om))
+        return out
+
+    def replay_transactional(self, records: list[CoordinatorRecord], producer_id: int) -> None:
+        """A TxnOffsetCommit's records were appended (at :attr:`next_offset`): their offsets are now pending."""
+        for r in records:
+            record_offset = self.next_offset
+            self.next_offset += 1
+            self.replay(r, -1, producer_id, record_offset=record_offset)
+
+    def replay_end_transaction_marker(self, producer_id: int, commit: bool) -> None:
+        """A COMMIT or ABORT marker of ``producer_id`` is in the log (replayEndTransactionMarker)."""
+        self.next_offset += 1
+        n = self.pending_offsets.end(producer_id, commit, self.offsets)
+        log.debug("%s marker of producer %d: %d transactional offsets materialised",
+                  "COMMIT" if commit else "ABORT", producer_id, n)
+
     def fetch_offsets(self, group_req, require_stable: bool, now_ms: int) -> OffsetFetchResponseGroup:
         """One group of an OffsetFetch (v8+ shape): ``group_req.topics`` None means all topics."""
         self.now_ms = now_ms
@@ -812,17 +881,19 @@ class GroupCoordinatorShard:
                 return OffsetFetchResponseGroup(group_id=gid, topics=[], error_code=exc.code)
             found = False
         stored = self.offsets.group(gid) if found else {}
+        # require_stable (KIP-447): a partition with a pending transactional offset answers UNSTABLE_OFFSET_COMMIT
+        unstable = self.pending_offsets.pending_partitions(gid) if require_stable and found else set()
         topics = []
         if group_req.topics is None:
             for topic, parts in stored.items():
                 topics.append(OffsetFetchResponseTopics(name=topic, partitions=[
-                    _fetched(p, om) for p, om in parts.items()]))
+                    _fetched(p, om, (topic, p) in unstable) for p, om in parts.items()]))
         else:
             for t in group_req.topics:
                 parts = stored.get(t.name, {})
                 topics.append(OffsetFetchResponseTopics(name=t.name, topic_id=getattr(t, "topic_id", None) or
                                                         bytes(16), partitions=[
-                    _fetched(p, parts.get(p)) for p in t.partition_indexes]))
+                    _fetched(p, parts.get(p), (t.name, p) in unstable) for p in t.partition_indexes]))
         return OffsetFetchResponseGroup(group_id=gid, topics=topics, error_code=0)
 
     def delete_offsets(self, req, now_ms: int) -> Result:
@@ -842,14 +913,21 @@ class GroupCoordinatorShard:
             else:
                 for p in t.partitions:
                     parts.append(OffsetDeleteResponsePartition(partition_index=p.partition_index))
-                    if self.offsets.get(req.group_id, t.name, p.partition_index) is not None:
+                    # a tombstone also for a partition with only pending transactional offsets
+                    if self.offsets.get(req.group_id, t.name, p.partition_index) is not None \
+                            or self.pending_offsets.has_pending(req.group_id, t.name, p.partition_index):
                         records.append(offset_tombstone(req.group_id, t.name, p.partition_index))
             topics.append(OffsetDeleteResponseTopic(name=t.name, partitions=parts))
         self.append(records, replay=True)
         return OffsetDeleteResponse(topics=topics)
 
     def delete_all_offsets(self, group_id: str) -> list[CoordinatorRecord]:
-        return [offset_tombstone(group_id, t, p) for t, ps in self.offsets.group(group_id).items() for p in ps]
+        """Tombstones for the committed offsets and for partitions that only have pending transactional ones."""
+        stored = self.offsets.group(group_id)
+        out = [offset_tombstone(group_id, t, p) for t, ps in stored.items() for p in ps]
+        out += [offset_tombstone(group_id, t, p) for t, p in sorted(self.pending_offsets.pending_partitions(group_id))
+                if p not in stored.get(t, {})]
+        return out
 
     # ==== admin ==================================================================================
     def delete_groups(self, group_ids: list[str], now_ms: int) -> Result:
@@ -925,7 +1003,7 @@ class GroupCoordinatorShard:
     def _cleanup_expired_offsets(self, group_id: str) -> bool:
         stored = self.offsets.group(group_id)
         if not stored:
-            return True
+            return not self.pending_offsets.has_open_transactions(group_id)
         group = self.groups[group_id]
         basis = group.offset_expiration_basis()
         if basis is None:
@@ -937,12 +1015,15 @@ class GroupCoordinatorShard:
                 all_expired = False
                 continue
             for p, om in parts.items():
-                if om.is_expired(basis(om), self.now_ms, self.config.offsets_retention_ms):
+                # not while a transaction may still commit an offset for the partition
+                if om.is_expired(basis(om), self.now_ms, self.config.offsets_retention_ms) \
+                        and not self.pending_offsets.has_pending(group_id, topic, p):
                     records.append(offset_tombstone(group_id, topic, p))
                 else:
                     all_expired = False
         self.append(records, replay=True)
-        return all_expired
+        # a group with open transactions stays
+        return all_expired and not self.pending_offsets.has_open_transactions(group_id)
 
     def _maybe_delete_group(self, group_id: str) -> None:
         group = self.groups.get(group_id)
@@ -953,15 +1034,25 @@ class GroupCoordinatorShard:
         self.append(self.group_tombstones(group), replay=True)
 
     # ==== loading ================================================================================
-    def replay(self, record: CoordinatorRecord, offset: int) -> None:
+    def replay(self, record: CoordinatorRecord, offset: int, producer_id: int = -1,
+               record_offset: int | None = None) -> None:
+        """Apply one record; ``offset`` is its log offset while loading, -1 for this shard's own writes
+        (whose offset in the log is ``record_offset``). Offsets of a transactional batch (``producer_id`` >= 0)
+        stay pending until the transaction's marker (OffsetMetadataManager.replay)."""
         key, value = record.key, record.value
         if isinstance(key, OffsetCommitKey):
+            at = offset if record_offset is None else record_offset
             if value is not None:
                 if key.group not in self.groups:
                     self.classic_group(key.group, True)  # a "simple" group holding manual commits
-                self.offsets.put(key.group, key.topic, key.partition, OffsetAndMetadata.from_record(offset, value))
+                om = OffsetAndMetadata.from_record(at, value)
+                if producer_id < 0:
+                    self.offsets.put(key.group, key.topic, key.partition, om)
+                else:
+                    self.pending_offsets.put(producer_id, key.group, key.topic, key.partition, om)
             else:
                 self.offsets.remove(key.group, key.topic, key.partition)
+                self.pending_offsets.remove_partition(key.group, key.topic, key.partition)
         elif isinstance(key, GroupMetadataKey):
             if value is None:
                 if offset >= 0 or (self.groups.get(key.group) is not None
@@ -1019,7 +1110,11 @@ def _inconsistent(from_request: str | None, group_value: str | None) -> bool:
     return from_request is not None and group_value is not None and from_request != group_value
 
 
-def _fetched(partition: int, om: OffsetAndMetadata | None) -> OffsetFetchResponsePartitions:
+def _fetched(partition: int, om: OffsetAndMetadata | None, unstable: bool = False) -> OffsetFetchResponsePartitions:
+    if unstable:
+        return OffsetFetchResponsePartitions(partition_index=partition, committed_offset=INVALID_OFFSET,
+                                             committed_leader_epoch=-1, metadata="",
+                                             error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT)
     if om is None:
         return OffsetFetchResponsePartitions(partition_index=partition, committed_offset=INVALID_OFFSET,
                                              committed_leader_epoch=-1, metadata="", error_code=0)

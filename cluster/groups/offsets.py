@@ -66,3 +66,71 @@ class OffsetStore:
 
     def count(self) -> int:
         return sum(len(ps) for ts in self.by_group.values() for ps in ts.values())
+
+
+class PendingTransactionalOffsets:
+    """Offsets committed inside open transactions (OffsetMetadataManager ``pendingTransactionalOffsets`` and
+    ``openTransactionsByGroup``): held per producer id until the transaction's marker, then moved to the
+    committed store (COMMIT) or dropped (ABORT)."""
+
+    def __init__(self) -> None:
+        self.by_producer: dict[int, OffsetStore] = {}
+        self.open_by_group: dict[str, set[int]] = {}
+
+    def put(self, producer_id: int, group: str, topic: str, partition: int, om: OffsetAndMetadata) -> None:
+        self.by_producer.setdefault(producer_id, OffsetStore()).put(group, topic, partition, om)
+        self.open_by_group.setdefault(group, set()).add(producer_id)
+
+    def get(self, producer_id: int, group: str, topic: str, partition: int) -> OffsetAndMetadata | None:
+        store = self.by_producer.get(producer_id)
+        return None if store is None else store.get(group, topic, partition)
+
+    def has_pending(self, group: str, topic: str, partition: int) -> bool:
+        for pid in self.open_by_group.get(group, ()):
+            store = self.by_producer.get(pid)
+            if store is not None and store.get(group, topic, partition) is not None:
+                return True
+        return False
+
+    def has_open_transactions(self, group: str) -> bool:
+        return group in self.open_by_group
+
+    def pending_partitions(self, group: str) -> set[tuple[str, int]]:
+        out: set[tuple[str, int]] = set()
+        for pid in self.open_by_group.get(group, ()):
+            store = self.by_producer.get(pid)
+            if store is not None:
+                out.update((t, p) for t, ps in store.group(group).items() for p in ps)
+        return out
+
+    def remove_partition(self, group: str, topic: str, partition: int) -> None:
+        """A tombstone removes the partition's pending commits of every open transaction too."""
+        for pid in self.open_by_group.get(group, ()):
+            store = self.by_producer.get(pid)
+            if store is not None:
+                store.remove(group, topic, partition)
+
+    def end(self, producer_id: int, commit: bool, committed: OffsetStore) -> int:
+        """replayEndTransactionMarker: on COMMIT a pending offset replaces the stored one only if it was written
+        later in the log (compaction of ``__consumer_offsets`` could otherwise materialise an older commit).
+        Returns how many offsets were materialised."""
+        pending = self.by_producer.pop(producer_id, None)
+        if pending is None:
+            return 0
+        for group in pending.by_group:
+            pids = self.open_by_group.get(group)
+            if pids is not None:
+                pids.discard(producer_id)
+                if not pids:
+                    del self.open_by_group[group]
+        if not commit:
+            return 0
+        n = 0
+        for group, topics in pending.by_group.items():
+            for topic, parts in topics.items():
+                for partition, om in parts.items():
+                    existing = committed.get(group, topic, partition)
+                    if existing is None or om.record_offset > existing.record_offset:
+                        committed.put(group, topic, partition, om)
+                        n += 1
+        return n

@@ -1,6 +1,6 @@
 """Committed offsets in the pure coordinator: each test ports the Kafka test named in its docstring from
 apache/kafka group-coordinator/src/test/java/org/apache/kafka/coordinator/group/OffsetMetadataManagerTest.java
-(transactional offsets are not implemented, so their cases are not ported)."""
+(the transactional cases are in test_txn_offsets_state_machine.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,89 @@
+"""TxnOffsetCommit: v0-5 (KIP-98, KIP-447), a transactional producer's ``send_offsets_to_transaction``.
+
+Behaviour (KafkaApis.handleTxnOffsetCommitRequest, GroupCoordinatorService.commitTransactionalOffsets,
+OffsetMetadataManager.commitTransactionalOffset): partitions of unknown topics answer
+UNKNOWN_TOPIC_OR_PARTITION and the rest go to the group's coordinator, which writes them to the group's
+``__consumer_offsets`` partition as the producer's transactional batch; they stay pending (invisible to
+OffsetFetch, UNSTABLE_OFFSET_COMMIT with require_stable) until the transaction's COMMIT marker makes them
+the committed offsets (ABORT drops them). v3+ (KIP-447) check the member: ILLEGAL_GENERATION,
+UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID (a consumer-protocol member's stale epoch answers ILLEGAL_GENERATION);
+v0-2 carry no member and are not checked. A fenced producer gets the log's INVALID_PRODUCER_EPOCH; metadata
+longer than ``offset.metadata.max.bytes`` OFFSET_METADATA_TOO_LARGE; an empty group id INVALID_GROUP_ID;
+coordinator errors as OffsetCommit's (COORDINATOR_LOAD_IN_PROGRESS is COORDINATOR_NOT_AVAILABLE below v2).
+"""
+
+from __future__ import annotations
+
+from broker.groups.group_service import req_ctx
+from cluster.groups.group_classic import GroupError
+from protocol.errors import ErrorCode
+from protocol.generated.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from protocol.generated.messages.txn_offset_commit_request import TxnOffsetCommitRequestTopic
+from protocol.generated.messages.txn_offset_commit_response import (
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
+
+API_KEY = 28
+VERSIONS = (0, 5)
+
+
+def _answer(name: str, partitions, code: int) -> TxnOffsetCommitResponseTopic:
+    return TxnOffsetCommitResponseTopic(name=name, partitions=[
+        TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code) for p in partitions])
+
+
+async def handle(ctx, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    out = TxnOffsetCommitResponse(topics=await _commit(ctx, req))
+    if ctx.version < 2:
+        # clients before 2.0 (KAFKA-7296) do not retry COORDINATOR_LOAD_IN_PROGRESS
+        for t in out.topics:
+            for p in t.partitions:
+                if p.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                    p.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return out
+
+
+async def _commit(ctx, req: TxnOffsetCommitRequest) -> list[TxnOffsetCommitResponseTopic]:
+    if not req.group_id:
+        return [_answer(t.name, t.partitions, ErrorCode.INVALID_GROUP_ID) for t in req.topics]
+    image = ctx.image
+    answered: dict[int, TxnOffsetCommitResponseTopic] = {}
+    valid: list[tuple[int, TxnOffsetCommitRequestTopic]] = []
+    for i, t in enumerate(req.topics):
+        topic = image.topic(t.name)
+        if topic is None:
+            answered[i] = _answer(t.name, t.partitions, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            continue
+        good = [p for p in t.partitions if p.partition_index in topic.partitions]
+        bad = [p for p in t.partitions if p.partition_index not in topic.partitions]
+        if bad:
+            answered[i] = _answer(t.name, bad, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if good:
+            valid.append((i, TxnOffsetCommitRequestTopic(name=t.name, partitions=good)))
+    committed: dict[int, TxnOffsetCommitResponseTopic] = {}
+    if valid:
+        sub = TxnOffsetCommitRequest(transactional_id=req.transactional_id, group_id=req.group_id,
+                                     producer_id=req.producer_id, producer_epoch=req.producer_epoch,
+                                     generation_id=req.generation_id if ctx.version >= 3 else -1,
+                                     member_id=req.member_id if ctx.version >= 3 else "",
+                                     group_instance_id=req.group_instance_id if ctx.version >= 3 else None,
+                                     topics=[t for _, t in valid])
+        try:
+            res = await ctx.groups.commit_transactional_offsets(req_ctx(ctx), sub)
+            if res.error is not None:
+                raise res.error
+            for (i, _), rt in zip(valid, res.response.topics):
+                committed[i] = rt
+        except GroupError as exc:
+            for i, t in valid:
+                committed[i] = _answer(t.name, t.partitions, exc.code)
+    topics = []
+    for i in range(len(req.topics)):
+        a, c = answered.get(i), committed.get(i)
+        if a is not None and c is not None:
+            a.partitions.extend(c.partitions)
+            topics.append(a)
+        elif a is not None or c is not None:
+            topics.append(a or c)
+    return topics
