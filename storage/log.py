@@ -751,8 +751,10 @@ class Log:
             transactional = h.is_transactional
             # KIP-890 (UnifiedLog.analyzeAndValidateProducerState): a transactional batch is written only inside a
             # transaction the coordinator knows of: one open here already, or one just verified with the guard
-            # that is still current (a stale verification, an abort marker written since, does not count)
-            if (transactional and origin != ORIGIN_REPLICATION and psm.transaction_verification_enabled
+            # that is still current (a stale verification, an abort marker written since, does not count). Only
+            # client appends: the group coordinator's transactional offset commits are not verified yet (Kafka's
+            # coordinator verifies TxnOffsetCommit with the transaction coordinator first)
+            if (transactional and origin == ORIGIN_CLIENT and psm.transaction_verification_enabled
                     and not h.is_control and not self._has_ongoing_transaction(h.producer_id)):
                 entry = psm.verification_states.get(h.producer_id)
                 if entry is None or not entry.verification_guard.verify(verification_guard):
