@@ -348,3 +348,32 @@ def test_kafkajs_transactions_and_its_read_committed_consumer(broker, kafkajs_di
     read = {int(p): [v.encode() for v in vs] for p, vs in json.loads(out.stdout)["read"].items()}
     assert read == _expected(COMMITTED)
     assert _read_confluent(bootstrap, topic, "read_committed", len(COMMITTED)) == _expected(COMMITTED)
+
+
+def test_repeated_short_init_transactions_timeouts_end_in_a_success(tmp_path):
+    """On a fresh node, init_transactions with a short timeout may run out while ``__transaction_state`` is created
+    and loaded; calling it again resumes (librdkafka keeps the pending InitProducerId) and ends in a success, and
+    the transaction after it commits."""
+    from confluent_kafka import KafkaException, Producer
+
+    from broker import EmbeddedBroker
+
+    with EmbeddedBroker(data_dir=tmp_path / "d") as b:
+        bootstrap = f"127.0.0.1:{b.port}"
+        _create(bootstrap, "short-init", partitions=1)
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "short-init"})
+        timeouts = 0
+        for _ in range(200):
+            try:
+                p.init_transactions(0.05)
+                break
+            except KafkaException as exc:
+                assert exc.args[0].retriable(), exc
+                timeouts += 1
+        else:
+            raise AssertionError("init_transactions never succeeded")
+        p.begin_transaction()
+        p.produce("short-init", b"after-init", partition=0)
+        p.commit_transaction(30)
+        assert _read_confluent(bootstrap, "short-init", "read_committed", 1)[0] == [b"after-init"]
+        print(f"\ninit_transactions(0.05 s) timed out {timeouts} time(s) before it succeeded")
