@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from broker.testing.embedded_cluster import EmbeddedCluster
+from broker.config import DEFAULTS
+from broker.testing.embedded_cluster import FAST_FAILOVER, EmbeddedCluster
 from protocol.generated.messages import FindCoordinatorRequest
 from tests.harness import wait_until
 from tests.kafka_wire import KafkaWire
@@ -76,8 +77,15 @@ def _read_committed(servers: str, expected: int) -> dict[int, list[bytes]]:
         c.close()
 
 
-def test_transactions_survive_a_coordinator_kill_and_read_committed_gets_each_committed_record_once(tmp_path):
-    with EmbeddedCluster(brokers=3, data_dir=tmp_path) as c:
+# Kafka's default quorum, session and ISR timers in place of the fast failover the other tests use
+KAFKA_DEFAULT_TIMERS = {k: DEFAULTS[k] for k in FAST_FAILOVER}
+
+
+@pytest.mark.parametrize("timers", ["fast failover", "Kafka's defaults"])
+def test_transactions_survive_a_coordinator_kill_and_read_committed_gets_each_committed_record_once(tmp_path,
+                                                                                                   timers):
+    overrides = KAFKA_DEFAULT_TIMERS if timers == "Kafka's defaults" else None
+    with EmbeddedCluster(brokers=3, data_dir=tmp_path, overrides=overrides) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
         admin.create_topics([NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(30)
         p = Producer({"bootstrap.servers": c.bootstrap_servers, "transactional.id": TXN_ID,
