@@ -71,7 +71,7 @@ def test_a_new_package_a_new_module_and_a_stale_row_are_caught(tmp_path):
     root = _copy(tmp_path)
     assert layout_problems(root) == []
     (root / "broker" / "sandbox").mkdir()
-    (root / "broker" / "security" / "__init__.py").write_text("")
+    (root / "broker" / "sandbox" / "__init__.py").write_text("")
     (root / "broker" / "quorum" / "extra").mkdir()
     (root / "broker" / "quorum" / "extra" / "__init__.py").write_text("")
     (root / "cluster" / "stray.py").write_text("")
