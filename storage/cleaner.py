@@ -240,9 +240,9 @@ class Cleaner:
                     _, records = decode_batch(data, pos, verify_crc=False)
                     for r in records:
                         if r.key is not None and r.offset >= start:
-                            if len(m) < m.max_size or r.key in m._map:
+                            if len(m) < m.max_size:
                                 m.put(r.key, r.offset)
-                            else:
+                            else:  # full: the map ends before this record, as Kafka's (even for a known key)
                                 return True
                 last = h.base_offset + h.last_offset_delta
                 if last >= start:
@@ -363,7 +363,7 @@ class Cleaner:
                     retained_batch = bytes(data[pos:pos + h.batch_length + LOG_OVERHEAD])
                     batch_max_ts = h.max_timestamp
                 elif retained:
-                    new_horizon = (now_ms + delete_retention_ms) if need_horizon else horizon
+                    new_horizon = min(now_ms + delete_retention_ms, _LONG_MAX) if need_horizon else horizon
                     retained_batch = build_batch(
                         retained, base_offset=h.base_offset, compression=h.compression,
                         producer_id=h.producer_id, producer_epoch=h.producer_epoch,
