@@ -4,10 +4,16 @@ transactions aborted.  Written with the cleaner off, then the broker restarts wi
 ``delete.retention.ms`` and backoff): the aborted batches leave the cleaned segments of both the topic and
 ``__consumer_offsets``, then, after the delete horizon, the markers whose transactions have no data left; a kill -9
 and restart at the end.  Throughout, a read_committed consumer reads the same latest value per key and nothing
-aborted, and the group's committed offset stays the last committed transaction's."""
+aborted, and the group's committed offset stays the last committed transaction's.
+
+When the cleaner starts, the broker is killed (SIGKILL) at random moments of its first cleanings and restarted: once
+in CI; ``ODRADEK_SOAK=1`` writes 6 times as many transactions and kills 10 times (``ODRADEK_FAULT_SEED`` replays
+one run's moments)."""
 
 from __future__ import annotations
 
+import os
+import random
 import time
 from pathlib import Path
 
@@ -15,8 +21,10 @@ from protocol.record_codec import ControlRecordType, decode_batch, parse_control
 from protocol.records import iter_batch_positions
 from tests.harness import BrokerProcess, wait_until
 
+SOAK = bool(os.environ.get("ODRADEK_SOAK"))
 TOPIC, SOURCE, GROUP = "kv", "kv-src", "g"
-ROUNDS, KEYS = 24, 8
+ROUNDS, KEYS = (144 if SOAK else 24), 8
+KILLS = 10 if SOAK else 1
 OFFSETS = "__consumer_offsets"
 RETENTION_MS = 2000
 BROKER = {"num.partitions": 1, "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,
@@ -153,10 +161,17 @@ def test_cleaner_drops_aborted_transactions_then_markers_and_clients_see_the_sam
         for t, (aborted_data, aborts, commits) in before.items():
             assert aborted_data > 0 and aborts > 0 and commits > 0, (t, before)
 
-        # the cleaner on: the aborted batches go from the closed segments, the markers stay (horizon not passed)
+        # the cleaner on, killed at random moments of its first cleanings: the aborted batches go from the closed
+        # segments, the markers stay (horizon not passed)
+        seed = int(os.environ.get("ODRADEK_FAULT_SEED", time.time_ns() % 2**32))
+        rnd = random.Random(seed)
+        for _ in range(KILLS):
+            on.start()
+            time.sleep(rnd.uniform(0, 0.5))
+            on.kill()
         on.start()
         wait_until(lambda: all(_stable(data, t)[0] == 0 for t in (TOPIC, OFFSETS)), timeout=60,
-                   what="the cleaner to drop the aborted batches")
+                   what=f"the cleaner to drop the aborted batches (ODRADEK_FAULT_SEED={seed})")
         _check_clients(on.bootstrap, expected, committed_offset)
 
         # past the delete horizon: a write rolls each log (log.roll.ms) so that the cleaner passes again; the
