@@ -332,15 +332,16 @@ class Cleaner:
                 stats.bytes_read += h.batch_length + LOG_OVERHEAD
                 stats.messages_read += max(h.records_count, 0)
                 last = h.base_offset + h.last_offset_delta
-                _, records = decode_batch(data, pos, verify_crc=False)
                 horizon = h.delete_horizon_ms
-                # checkBatchRetention: markers go once their transaction has no data left and their horizon passed
+                # checkBatchRetention: aborted data goes; a marker once its transaction has no data left and its
+                # horizon has passed
                 if h.is_control:
+                    records = decode_batch(data, pos, verify_crc=False)[1]
                     can_discard = txn_metadata.on_control_batch_read(h, records)
                     discard_records = can_discard and horizon is not None and horizon <= now_ms
                 else:
-                    can_discard = txn_metadata.on_batch_read(h)
-                    discard_records = can_discard
+                    can_discard = discard_records = txn_metadata.on_batch_read(h)
+                    records = [] if discard_records else decode_batch(data, pos, verify_crc=False)[1]
                 is_last_of_producer = False
                 if h.producer_id >= 0 and h.producer_id in active_producers:
                     last_data, epoch = active_producers[h.producer_id]
