@@ -7,7 +7,7 @@ For a log with ``cleanup.policy`` containing ``compact``:
    ``max.compaction.lag.ms``;
 2. the dirty section ends at the first of: the active segment, the last stable offset, the first segment
    younger than ``min.compaction.lag.ms``;
-3. build a key -> latest offset map over the dirty section;
+3. build a key -> latest offset map over the dirty section (aborted transactions' records left out);
 4. rewrite the closed segments from the start of the log up to the end of that map, group by group, into
    ``.cleaned`` segments keeping a record only if it is the latest for its key; offsets never change
    (gaps are fine).  A tombstone (null value) first gets a delete horizon (now + ``delete.retention.ms``,
@@ -17,8 +17,8 @@ For a log with ``cleanup.policy`` containing ``compact``:
    renamed to the final names.  A crash at any point is finished or rolled back by the loader;
 6. record the end of the map in ``cleaner-offset-checkpoint``.
 
-Batches holding the last sequence of an active idempotent producer are kept (emptied if need be), as is
-the last batch of each cleaning round.
+Batches holding the last sequence (or, for a marker, the epoch) of an active producer are kept (emptied if need
+be), as is the last batch of each cleaning round.
 
 Transactions, as Kafka's ``CleanedTransactionMetadata``: the ``.txnindex`` entries of the log tell which data
 batches belong to an aborted transaction; those never enter the offset map and are dropped when cleaned.  A marker
