@@ -201,7 +201,9 @@ class ScramServer:
         m = _CLIENT_FINAL.fullmatch(text) if text is not None else None
         if m is None:
             raise self._fail(f"Invalid SCRAM client final message format: {text!r}")
-        if m["nonce"] != self._nonce:
+        # Kafka's rule: the nonce ends with the server's (client + server) nonce; librdkafka before 2.x sends the
+        # client nonce in front of it once more, and Kafka's brokers accept that
+        if not m["nonce"].endswith(self._nonce):
             raise self._fail("Invalid client nonce in the final client message.")
         try:
             channel = base64.b64decode(m["channel"], validate=True)

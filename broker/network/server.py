@@ -23,6 +23,7 @@ from protocol.errors import DecodeError
 from protocol.sasl_server import SASL_HANDSHAKE, SaslServerAuthenticator, Step
 
 MIN_REAUTH_INTERVAL_MS = 1000  # KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS
+FAILED_AUTHENTICATION_LINGER_S = 0.05  # between a failed authentication's answer and the close
 
 if TYPE_CHECKING:
     from broker.observability.metrics import BrokerMetrics
@@ -339,6 +340,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if parts:
             self._send(parts)
+        # the answer goes out alone before the close: a client reading the answer and the end of the stream in one
+        # read may drop the answer (kafka-python 3 does), and would report a lost connection instead of the failure
+        asyncio.get_running_loop().call_later(FAILED_AUTHENTICATION_LINGER_S, self._finish_after_failure)
+
+    def _finish_after_failure(self) -> None:
         self._closing = False
         self.finish()
 

@@ -61,6 +61,19 @@ def test_a_right_password_authenticates_and_a_wrong_one_gets_the_generic_message
     assert wrong.value.client_message == GENERIC_FAILURE.format(mechanism.mechanism_name)
 
 
+def test_a_final_nonce_with_the_client_nonce_repeated_in_front_is_accepted_as_kafka_does():
+    """Older librdkafka (kcat's, Debian's 1.x/2.0) sends r=<client nonce><client nonce><server nonce>: Kafka checks
+    only that the nonce ends with the server's, so such clients log in."""
+    server = rfc_server()
+    server.evaluate(RFC_CLIENT_FIRST)
+    doubled_final = RFC_CLIENT_FINAL.replace(b"r=rOpr", b"r=rOprNGfwEbeRWgbNEkqOrOpr")
+    salted = salted_password(SHA256, "pencil", RFC_SALT, 4096)
+    without_proof = doubled_final[:doubled_final.index(b",p=")]
+    auth = RFC_CLIENT_FIRST[3:] + b"," + RFC_SERVER_FIRST + b"," + without_proof
+    proof = base64.b64encode(client_proof(SHA256, salted, auth))
+    assert server.evaluate(without_proof + b",p=" + proof).startswith(b"v=") and server.complete
+
+
 def test_an_unknown_user_gets_the_same_message_as_a_wrong_password():
     with pytest.raises(SaslFailure) as unknown:
         rfc_server({}).evaluate(RFC_CLIENT_FIRST)
