@@ -5,7 +5,6 @@ error codes, nothing written."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
@@ -19,12 +18,18 @@ from protocol.generated.messages.produce_request import PartitionProduceData, To
 from protocol.record_codec import Record, build_batch, decode_batch
 from tests.harness import wait_until
 from tests.kafka_wire import KafkaWire
+from tests.txn_clients import PRODUCERS, READERS, expected, read_confluent, run_kafkajs, spread
 
-# (outcome, values): the transactions every producer runs, each over both partitions of its topic
-TRANSACTIONS = [("commit", [b"c1-%d" % i for i in range(5)]), ("abort", [b"a1-%d" % i for i in range(4)]),
-                ("commit", [b"c2-%d" % i for i in range(3)]), ("abort", [b"a2-0"]), ("commit", [b"c3-0"])]
-COMMITTED = [v for outcome, vs in TRANSACTIONS if outcome == "commit" for v in vs]
-ALL = [v for _, vs in TRANSACTIONS for v in vs]
+# the transactions every producer runs, each over both partitions of its topic
+TRANSACTIONS = [spread(outcome, values, 2) for outcome, values in [
+    ("commit", [b"c1-%d" % i for i in range(5)]), ("abort", [b"a1-%d" % i for i in range(4)]),
+    ("commit", [b"c2-%d" % i for i in range(3)]), ("abort", [b"a2-0"]), ("commit", [b"c3-0"])]]
+COMMITTED = expected(TRANSACTIONS, 2)
+ALL = expected(TRANSACTIONS, 2, ("commit", "abort"))
+
+
+def _count(per_partition: dict[int, list[bytes]]) -> int:
+    return sum(map(len, per_partition.values()))
 
 
 def _create(bootstrap: str, topic: str, partitions: int = 2) -> None:
@@ -34,144 +39,16 @@ def _create(bootstrap: str, topic: str, partitions: int = 2) -> None:
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
 
 
-def _produce_confluent(bootstrap: str, topic: str, txn_id: str) -> None:
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 20000})
-    p.init_transactions(30)
-    for outcome, values in TRANSACTIONS:
-        p.begin_transaction()
-        for i, v in enumerate(values):
-            p.produce(topic, v, partition=i % 2)
-        p.flush(15)
-        (p.commit_transaction if outcome == "commit" else p.abort_transaction)(30)
-
-
-def _produce_kafka_python(bootstrap: str, topic: str, txn_id: str) -> None:
-    from kafka import KafkaProducer
-
-    p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id, transaction_timeout_ms=20000,
-                      request_timeout_ms=15000)
-    try:
-        p.init_transactions()
-        for outcome, values in TRANSACTIONS:
-            p.begin_transaction()
-            for i, v in enumerate(values):
-                p.send(topic, v, partition=i % 2)
-            p.flush(15)
-            (p.commit_transaction if outcome == "commit" else p.abort_transaction)()
-    finally:
-        p.close(10)
-
-
-def _produce_aiokafka(bootstrap: str, topic: str, txn_id: str) -> None:
-    from aiokafka import AIOKafkaProducer
-
-    async def run():
-        p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id, transaction_timeout_ms=20000)
-        await p.start()
-        try:
-            for outcome, values in TRANSACTIONS:
-                await p.begin_transaction()
-                for i, v in enumerate(values):
-                    await p.send_and_wait(topic, v, partition=i % 2)
-                if outcome == "commit":
-                    await p.commit_transaction()
-                else:
-                    await p.abort_transaction()
-        finally:
-            await p.stop()
-    asyncio.run(run())
-
-
-def _read_confluent(bootstrap: str, topic: str, isolation: str, n: int) -> dict[int, list[bytes]]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{topic}-{isolation}", "enable.auto.commit": False,
-                  "isolation.level": isolation, "fetch.wait.max.ms": 100})
-    out: dict[int, list[bytes]] = {0: [], 1: []}
-    try:
-        c.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and sum(map(len, out.values())) < n:
-            m = c.poll(0.3)
-            if m is not None and m.error() is None:
-                out[m.partition()].append(m.value())
-        end = time.monotonic() + 1  # nothing more arrives
-        while time.monotonic() < end:
-            m = c.poll(0.2)
-            if m is not None and m.error() is None:
-                out[m.partition()].append(m.value())
-        return out
-    finally:
-        c.close()
-
-
-def _read_kafka_python(bootstrap: str, topic: str, isolation: str, n: int) -> dict[int, list[bytes]]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=100,
-                      request_timeout_ms=15000, isolation_level=isolation)
-    out: dict[int, list[bytes]] = {0: [], 1: []}
-    try:
-        tps = [TopicPartition(topic, p) for p in (0, 1)]
-        c.assign(tps)
-        c.seek_to_beginning()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and sum(map(len, out.values())) < n:
-            for tp, msgs in c.poll(timeout_ms=300).items():
-                out[tp.partition] += [m.value for m in msgs]
-        return out
-    finally:
-        c.close()
-
-
-def _read_aiokafka(bootstrap: str, topic: str, isolation: str, n: int) -> dict[int, list[bytes]]:
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    async def run():
-        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level=isolation,
-                             fetch_max_wait_ms=100)
-        await c.start()
-        out: dict[int, list[bytes]] = {0: [], 1: []}
-        try:
-            c.assign([TopicPartition(topic, p) for p in (0, 1)])
-            await c.seek_to_beginning()
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and sum(map(len, out.values())) < n:
-                for tp, msgs in (await c.getmany(timeout_ms=300)).items():
-                    out[tp.partition] += [m.value for m in msgs]
-            return out
-        finally:
-            await c.stop()
-    return asyncio.run(run())
-
-
-def _expected(values: list[bytes]) -> dict[int, list[bytes]]:
-    """Per partition, in order: each transaction's i-th value went to partition i % 2."""
-    out: dict[int, list[bytes]] = {0: [], 1: []}
-    for _, vs in TRANSACTIONS:
-        for i, v in enumerate(vs):
-            if v in values:
-                out[i % 2].append(v)
-    return out
-
-
-PRODUCERS = {"confluent-kafka": _produce_confluent, "kafka-python": _produce_kafka_python,
-             "aiokafka": _produce_aiokafka}
-READERS = {"confluent-kafka": _read_confluent, "kafka-python": _read_kafka_python, "aiokafka": _read_aiokafka}
-
-
 @pytest.mark.parametrize("client", list(PRODUCERS))
 def test_a_clients_transactions_commit_and_abort_and_read_committed_sees_only_the_committed(broker, topic_name,
                                                                                            client):
     bootstrap = f"127.0.0.1:{broker.port}"
     topic = topic_name(client)
     _create(bootstrap, topic)
-    PRODUCERS[client](bootstrap, topic, f"txn-{topic}")
+    PRODUCERS[client](bootstrap, topic, f"txn-{topic}", TRANSACTIONS)
     read = READERS[client]
-    assert read(bootstrap, topic, "read_committed", len(COMMITTED)) == _expected(COMMITTED)
-    assert read(bootstrap, topic, "read_uncommitted", len(ALL)) == _expected(ALL)
+    assert read(bootstrap, topic, 2, "read_committed", _count(COMMITTED)) == COMMITTED
+    assert read(bootstrap, topic, 2, "read_uncommitted", _count(ALL)) == ALL
 
 
 def _coordinator(w: KafkaWire, txn_id: str) -> None:
@@ -334,20 +211,12 @@ def test_the_admin_client_lists_and_describes_transactions(broker, topic_name):
 def test_kafkajs_transactions_and_its_read_committed_consumer(broker, kafkajs_dir, topic_name):
     """KafkaJS' transactional producer (commit and abort) and its consumer (read_committed by default, in a
     consumer group) get just the committed records, in order per partition; confluent-kafka reads the same."""
-    import json
-    import subprocess
-
     bootstrap = f"127.0.0.1:{broker.port}"
     topic = topic_name("kafkajs")
     _create(bootstrap, topic)
-    job = {"brokers": [bootstrap], "topic": topic, "transactionalId": f"txn-{topic}", "expect": len(COMMITTED),
-           "transactions": [{"outcome": o, "values": [v.decode() for v in vs]} for o, vs in TRANSACTIONS]}
-    out = subprocess.run(["node", str(kafkajs_dir / "transactions.js")], input=json.dumps(job).encode(),
-                         capture_output=True, timeout=90, cwd=kafkajs_dir)
-    assert out.returncode == 0, out.stderr.decode(errors="replace")[-4000:]
-    read = {int(p): [v.encode() for v in vs] for p, vs in json.loads(out.stdout)["read"].items()}
-    assert read == _expected(COMMITTED)
-    assert _read_confluent(bootstrap, topic, "read_committed", len(COMMITTED)) == _expected(COMMITTED)
+    read = run_kafkajs(kafkajs_dir, bootstrap, topic, f"txn-{topic}", TRANSACTIONS, 2, _count(COMMITTED))
+    assert read == COMMITTED
+    assert read_confluent(bootstrap, topic, 2, "read_committed", _count(COMMITTED)) == COMMITTED
 
 
 def test_repeated_short_init_transactions_timeouts_end_in_a_success(tmp_path):
@@ -375,5 +244,5 @@ def test_repeated_short_init_transactions_timeouts_end_in_a_success(tmp_path):
         p.begin_transaction()
         p.produce("short-init", b"after-init", partition=0)
         p.commit_transaction(30)
-        assert _read_confluent(bootstrap, "short-init", "read_committed", 1)[0] == [b"after-init"]
+        assert read_confluent(bootstrap, "short-init", 1, "read_committed", 1)[0] == [b"after-init"]
         print(f"\ninit_transactions(0.05 s) timed out {timeouts} time(s) before it succeeded")

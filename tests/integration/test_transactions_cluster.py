@@ -15,9 +15,10 @@ from broker.testing.embedded_cluster import FAST_FAILOVER, EmbeddedCluster
 from protocol.generated.messages import FindCoordinatorRequest
 from tests.harness import wait_until
 from tests.kafka_wire import KafkaWire
+from tests.txn_clients import read_confluent
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 TOPIC = "txn-out"
@@ -57,24 +58,7 @@ def _transaction(p: Producer, n: int, commit: bool, sent: dict[int, list[bytes]]
 
 
 def _read_committed(servers: str, expected: int) -> dict[int, list[bytes]]:
-    c = Consumer({"bootstrap.servers": servers, "group.id": "txn-cluster-reader", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", "fetch.wait.max.ms": 100})
-    out: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
-    try:
-        c.assign([TopicPartition(TOPIC, p, 0) for p in range(3)])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and sum(map(len, out.values())) < expected:
-            m = c.poll(0.3)
-            if m is not None and m.error() is None:
-                out[m.partition()].append(m.value())
-        end = time.monotonic() + 1.5  # and nothing more
-        while time.monotonic() < end:
-            m = c.poll(0.2)
-            if m is not None and m.error() is None:
-                out[m.partition()].append(m.value())
-        return out
-    finally:
-        c.close()
+    return read_confluent(servers, TOPIC, 3, "read_committed", expected, timeout=60, quiet=1.5)
 
 
 # Kafka's default quorum, session and ISR timers in place of the fast failover the other tests use
