@@ -10,15 +10,15 @@ import time
 import pytest
 
 from protocol.errors import ErrorCode
-from protocol.generated.messages import (
-    AddPartitionsToTxnRequest, EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest, ProduceRequest,
-)
+from protocol.generated.messages import AddPartitionsToTxnRequest, EndTxnRequest
 from protocol.generated.messages.add_partitions_to_txn_request import AddPartitionsToTxnTopic
-from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData
-from protocol.record_codec import Record, build_batch, decode_batch
+from protocol.record_codec import decode_batch
 from tests.harness import wait_until
 from tests.kafka_wire import KafkaWire
-from tests.txn_clients import PRODUCERS, READERS, expected, read_confluent, run_kafkajs, spread
+from tests.txn_clients import (
+    PRODUCERS, READERS, expected, read_confluent, run_kafkajs, spread, txn_batch, wire_coordinator, wire_init,
+    wire_produce,
+)
 
 # the transactions every producer runs, each over both partitions of its topic
 TRANSACTIONS = [spread(outcome, values, 2) for outcome, values in [
@@ -51,47 +51,17 @@ def test_a_clients_transactions_commit_and_abort_and_read_committed_sees_only_th
     assert read(bootstrap, topic, 2, "read_uncommitted", _count(ALL)) == ALL
 
 
-def _coordinator(w: KafkaWire, txn_id: str) -> None:
-    for _ in range(100):  # __transaction_state is created on first use
-        r = w.call(10, 3, FindCoordinatorRequest(key=txn_id, key_type=1))
-        if r.error_code == 0:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"no coordinator for {txn_id}: {r}")
-
-
-def _init(w: KafkaWire, txn_id: str, timeout_ms: int = 10000, version: int = 4) -> tuple[int, int, int]:
-    for _ in range(100):
-        r = w.call(22, version, InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=timeout_ms))
-        if r.error_code not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS):
-            return r.error_code, r.producer_id, r.producer_epoch
-        time.sleep(0.1)
-    raise AssertionError("InitProducerId kept answering a retriable error")
-
-
-def _txn_batch(pid: int, epoch: int, values: list[bytes], sequence: int = 0) -> bytes:
-    return bytes(build_batch([Record(value=v) for v in values], producer_id=pid, producer_epoch=epoch,
-                             base_sequence=sequence, is_transactional=True))
-
-
-def _produce(w: KafkaWire, topic: str, batches: dict[int, bytes], txn_id: str | None):
-    r = w.call(0, 9, ProduceRequest(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[
-        TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=i, records=b)
-                                                     for i, b in batches.items()])]))
-    return [p.error_code for t in r.responses for p in t.partition_responses]
-
-
 def test_bad_transactional_requests_get_kafkas_errors_and_change_nothing(broker, topic_name):
     topic = topic_name("bad")
     bootstrap = f"127.0.0.1:{broker.port}"
     _create(bootstrap, topic)
     txn_id = f"bad-{topic}"
     with KafkaWire(broker.port) as w:
-        _coordinator(w, txn_id)
-        assert _init(w, "")[0] == ErrorCode.INVALID_REQUEST
-        assert _init(w, txn_id, timeout_ms=900001)[0] == ErrorCode.INVALID_TRANSACTION_TIMEOUT
-        assert _init(w, txn_id, timeout_ms=0)[0] == ErrorCode.INVALID_TRANSACTION_TIMEOUT
-        code, pid, epoch = _init(w, txn_id)
+        wire_coordinator(w, txn_id)
+        assert wire_init(w, "")[0] == ErrorCode.INVALID_REQUEST
+        assert wire_init(w, txn_id, timeout_ms=900001)[0] == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+        assert wire_init(w, txn_id, timeout_ms=0)[0] == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+        code, pid, epoch = wire_init(w, txn_id)
         assert code == 0 and pid >= 0
 
         # EndTxn with nothing begun: INVALID_TXN_STATE; a wrong producer id: INVALID_PRODUCER_ID_MAPPING
@@ -113,13 +83,13 @@ def test_bad_transactional_requests_get_kafkas_errors_and_change_nothing(broker,
                          ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 
         # Produce: a transactional batch without a transactional id; batches of two producers in one request
-        assert _produce(w, topic, {0: _txn_batch(pid, epoch, [b"x"])}, None) == [
+        assert wire_produce(w, topic, {0: txn_batch(pid, epoch, [b"x"])}, None) == [
             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED]
-        assert _produce(w, topic, {0: _txn_batch(pid, epoch, [b"x"]), 1: _txn_batch(pid + 1, 0, [b"y"])},
+        assert wire_produce(w, topic, {0: txn_batch(pid, epoch, [b"x"]), 1: txn_batch(pid + 1, 0, [b"y"])},
                         txn_id) == [ErrorCode.INVALID_PRODUCER_ID_MAPPING] * 2
 
         # a second InitProducerId bumps the epoch: the old epoch is fenced (PRODUCER_FENCED from v4 on)
-        code, pid2, epoch2 = _init(w, txn_id)
+        code, pid2, epoch2 = wire_init(w, txn_id)
         assert (code, pid2, epoch2) == (0, pid, epoch + 1)
         add = w.call(24, 3, AddPartitionsToTxnRequest(
             v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
@@ -146,14 +116,14 @@ def test_a_producer_that_vanishes_mid_transaction_is_aborted_at_its_timeout_and_
     with EmbeddedBroker(data_dir=tmp_path / "d", overrides=overrides) as b, KafkaWire(b.port) as w:
         topic, txn_id = "vanished", "vanishing-producer"
         _create(f"127.0.0.1:{b.port}", topic, partitions=1)
-        _coordinator(w, txn_id)
-        code, pid, epoch = _init(w, txn_id, timeout_ms=2000)
+        wire_coordinator(w, txn_id)
+        code, pid, epoch = wire_init(w, txn_id, timeout_ms=2000)
         assert code == 0
         add = w.call(24, 3, AddPartitionsToTxnRequest(
             v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
             v3_and_below_topics=[AddPartitionsToTxnTopic(name=topic, partitions=[0])]))
         assert add.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
-        assert _produce(w, topic, {0: _txn_batch(pid, epoch, [b"a", b"b", b"c"])}, txn_id) == [0]
+        assert wire_produce(w, topic, {0: txn_batch(pid, epoch, [b"a", b"b", b"c"])}, txn_id) == [0]
 
         def latest(isolation: int) -> int:
             r = w.call(2, 5, ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=[

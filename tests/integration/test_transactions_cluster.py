@@ -15,7 +15,7 @@ from broker.testing.embedded_cluster import FAST_FAILOVER, EmbeddedCluster
 from protocol.generated.messages import FindCoordinatorRequest
 from tests.harness import wait_until
 from tests.kafka_wire import KafkaWire
-from tests.txn_clients import read_confluent
+from tests.txn_clients import PRODUCERS, READERS, Txn, expected, read_confluent, run_kafkajs, spread
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402
@@ -153,3 +153,71 @@ def test_lost_markers_hold_read_committed_back_until_they_arrive_and_a_new_coord
         _transaction(p, 2, True, sent)
         c.restart(coordinator)
         assert _read_committed(c.bootstrap_servers, sum(map(len, sent.values()))) == sent
+
+
+# ---- every client's transactions on one cluster ---------------------------------------------------------------
+
+CLIENTS = ["confluent-kafka", "kafka-python", "aiokafka", "KafkaJS"]
+BIG = {9: "abort", 10: "commit"}  # the transactions of 1,000 records, each across segment rolls
+SEGMENT_BYTES = 16384  # a batch larger than this is refused (RECORD_LIST_TOO_LARGE): the producers' are <= 4 KiB
+
+
+def _client_transactions(client: str) -> list[Txn]:
+    """20 transactions alternating commit/abort over 3 partitions; two of 1,000 records (~110 bytes each, so
+    ~37 KB a partition: past two rolls of a 16 KiB segment), the others of 3 to 30."""
+    tag = client.replace("-", "").encode()
+    txns = []
+    for n in range(20):
+        size = 1000 if n in BIG else 3 + (n * 7) % 28
+        values = [b"%s-t%02d-%04d-" % (tag, n, i) + b"x" * 90 for i in range(size)]
+        txns.append(spread("commit" if n % 2 == 0 else "abort", values, 3))
+    return txns
+
+
+def _offsets(txns: list[Txn], partition: int, n: int) -> tuple[int, int]:
+    """(first, last) offset of transaction ``n``'s records in a partition: each transaction before it took its
+    records' offsets there and one for its marker."""
+    first = sum(sum(1 for p, _ in rs if p == partition) + 1 for _, rs in txns[:n])
+    return first, first + sum(1 for p, _ in txns[n][1] if p == partition) - 1
+
+
+def test_each_clients_transactions_on_a_replicated_cluster_and_its_read_committed_consumer(tmp_path, kafkajs_dir):
+    """3 nodes, RF 3, min.insync.replicas 2: confluent-kafka, kafka-python, aiokafka and KafkaJS each run 20
+    transactions alternating commit and abort over the 3 partitions of their own topic (at once), two of them of
+    1,000 records that span segment rolls (``segment.bytes`` 16 KiB); each client's read_committed consumer gets
+    exactly the committed records, in order per partition, and a roll falls inside each big transaction on
+    every replica."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with EmbeddedCluster(brokers=3, data_dir=tmp_path) as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        topics = {client: f"txn-{client.lower()}" for client in CLIENTS}
+        futures = admin.create_topics([NewTopic(t, 3, 3, config={"min.insync.replicas": "2",
+                                                                 "segment.bytes": str(SEGMENT_BYTES)})
+                                       for t in topics.values()])
+        for f in futures.values():
+            f.result(30)
+        txns = {client: _client_transactions(client) for client in CLIENTS}
+        want = {client: expected(txns[client], 3) for client in CLIENTS}
+        count = {client: sum(map(len, want[client].values())) for client in CLIENTS}
+
+        def run(client: str) -> dict[int, list[bytes]]:
+            topic, servers = topics[client], c.bootstrap_servers
+            if client == "KafkaJS":
+                return run_kafkajs(kafkajs_dir, servers, topic, f"txn-{topic}", txns[client], 3, count[client],
+                                   timeout=240, read_timeout_ms=90000, send_chunk=100)
+            PRODUCERS[client](servers, topic, f"txn-{topic}", txns[client], batch_bytes=4096)
+            return READERS[client](servers, topic, 3, "read_committed", count[client], timeout=90)
+
+        with ThreadPoolExecutor(len(CLIENTS)) as pool:
+            got = dict(zip(CLIENTS, pool.map(run, CLIENTS)))
+        for client in CLIENTS:
+            assert got[client] == want[client], client
+
+        for client, topic in topics.items():
+            for partition in range(3):
+                for node in c.nodes.values():
+                    bases = sorted(int(f.stem) for f in (node.data_dir / f"{topic}-{partition}").glob("*.log"))
+                    for n in BIG:
+                        first, last = _offsets(txns[client], partition, n)
+                        assert any(first < b <= last for b in bases), (client, partition, n, first, last, bases)

@@ -1,7 +1,7 @@
 // KafkaJS side of the transaction tests (tests/txn_clients.py run_kafkajs).
 //
-// Reads one JSON job from stdin: {brokers, topic, transactionalId, partitions, expect, readTimeoutMs,
-// transactions: [{outcome: "commit"|"abort", records: [[partition, value]]}]}. Runs the transactions with a
+// Reads one JSON job from stdin: {brokers, topic, transactionalId, partitions, expect, readTimeoutMs, sendChunk
+// (records a send call), transactions: [{outcome: "commit"|"abort", records: [[partition, value]]}]}. Runs the transactions with a
 // transactional producer, then reads the topic with a read_committed consumer (KafkaJS' default isolation) in a
 // consumer group until it has `expect` records (and 1 s more) or readTimeoutMs pass.
 // Prints {read: {partition: [value]}} on stdout.
@@ -26,7 +26,11 @@ async function main () {
   await producer.connect()
   for (const t of job.transactions) {
     const txn = await producer.transaction()
-    await txn.send({ topic: job.topic, messages: t.records.map(([p, v]) => ({ value: v, partition: p })) })
+    const messages = t.records.map(([p, v]) => ({ value: v, partition: p }))
+    const chunk = job.sendChunk || messages.length || 1
+    for (let i = 0; i < messages.length; i += chunk) {
+      await txn.send({ topic: job.topic, messages: messages.slice(i, i + chunk) })
+    }
     if (t.outcome === 'commit') await txn.commit()
     else await txn.abort()
   }
