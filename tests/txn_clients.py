@@ -224,7 +224,9 @@ def wire_init(w: KafkaWire, txn_id: str, timeout_ms: int = 10000, version: int =
 
 
 def txn_batch(pid: int, epoch: int, values: list[bytes], sequence: int = 0) -> bytes:
-    return bytes(build_batch([Record(value=v) for v in values], producer_id=pid, producer_epoch=epoch,
+    """A transactional batch stamped now (a partition's producer state keeps its max timestamp)."""
+    now = int(time.time() * 1000)
+    return bytes(build_batch([Record(value=v, timestamp=now) for v in values], producer_id=pid, producer_epoch=epoch,
                              base_sequence=sequence, is_transactional=True))
 
 

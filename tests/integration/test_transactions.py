@@ -169,7 +169,9 @@ def test_the_admin_client_lists_and_describes_transactions(broker, topic_name):
             "Ongoing", listed[0].producer_id, 20000)
         assert {(tp.topic, tp.partition) for tp in described.topic_partitions} == {(topic, 1)}
         assert admin.find_hanging_transactions() == []  # its partition is in the transaction
-        p.commit_transaction(30)
+        p.commit_transaction(30)  # answered at PrepareCommit (as Kafka's EndTxn); CompleteCommit after the markers
+        wait_until(lambda: admin.describe_transactions([txn_id])[txn_id].state.value == "CompleteCommit", 15, 0.05,
+                   "CompleteCommit")
         described = admin.describe_transactions([txn_id])[txn_id]
         assert described.state.value == "CompleteCommit" and not described.topic_partitions
         with pytest.raises(TransactionalIdNotFoundError):

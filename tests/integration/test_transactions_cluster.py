@@ -2,7 +2,9 @@
 commits and aborts across the three partitions of a topic while the coordinator's broker is killed (kill -9) and
 restarted; the producer carries on with the new coordinator, and a read_committed consumer gets exactly the
 committed records, each once, in order per partition. The markers cross nodes: each partition's leader gets its
-WriteTxnMarkers from whichever node coordinates."""
+WriteTxnMarkers from whichever node coordinates. And every client at once on one cluster: confluent-kafka,
+kafka-python, aiokafka and KafkaJS transactions, two of them across segment rolls, each client's read_committed
+consumer getting exactly the committed records."""
 
 from __future__ import annotations
 

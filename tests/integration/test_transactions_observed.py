@@ -10,6 +10,7 @@ finds and aborts."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -47,14 +48,16 @@ def _send(p: Producer, topic: str, value: bytes, partition: int = 0) -> None:
 
 class Reader:
     """A confluent-kafka consumer on partition 0 of a topic from offset 0, keeping everything it was given:
-    messages and error events (a size error would be one)."""
+    messages, error events (a size error would be one) and librdkafka's latest statistics of the partition."""
 
     def __init__(self, bootstrap: str, topic: str, isolation: str = "read_committed", assign: bool = True,
                  **config) -> None:
         self.tp = TopicPartition(topic, 0)
+        self.stats: dict = {}
         self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-{isolation}",
                            "enable.auto.commit": False, "isolation.level": isolation, "fetch.wait.max.ms": 100,
-                           "auto.offset.reset": "earliest", **config})
+                           "auto.offset.reset": "earliest", "statistics.interval.ms": 100,
+                           "stats_cb": self._on_stats, **config})
         if assign:
             self.c.assign([TopicPartition(topic, 0, 0)])
         self.values: list[bytes] = []
@@ -81,6 +84,22 @@ class Reader:
             return
         self.values.append(m.value())
         self.offsets.append(m.offset())
+
+    def _on_stats(self, text: str) -> None:
+        partition = json.loads(text).get("topics", {}).get(self.tp.topic, {}).get("partitions", {}).get("0")
+        if partition:
+            self.stats = partition
+
+    def wait_stats(self, **want: int) -> None:
+        """Poll until librdkafka's statistics of the partition show ``want`` (``hi_offset``, ``ls_offset``,
+        ``consumer_lag``: the last stable offset, read_committed, or high watermark less the committed offset)."""
+        def shown() -> bool:
+            self._poll()
+            return {k: self.stats.get(k) for k in want} == want
+        try:
+            wait_until(shown, 15, 0, f"librdkafka statistics {want}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; they show {self.stats}") from None
 
     def position(self) -> int:
         return self.c.position([self.tp])[0].offset
@@ -202,6 +221,7 @@ def test_the_last_stable_offset_as_watermark_position_committed_offset_and_lag(b
         committed.poll_until_position(2)
         assert committed.values == [b"p0", b"p1"]
         assert (committed.lag(), committed.commit()) == (0, 2)
+        committed.wait_stats(hi_offset=4, ls_offset=2, consumer_lag=0)
         assert kp.end_offsets([ktp])[ktp] == 2
         assert kafka_python_reads(2) == [b"p0", b"p1"]
         assert kp.highwater(ktp) == 4
@@ -212,6 +232,7 @@ def test_the_last_stable_offset_as_watermark_position_committed_offset_and_lag(b
         committed.poll_until_position(5)
         assert committed.values[2:] == [b"t1a", b"t1b"] and committed.offsets[2:] == [2, 3]
         assert (committed.lag(), committed.commit()) == (0, 5)
+        committed.wait_stats(hi_offset=5, ls_offset=5, consumer_lag=0)
         assert kafka_python_reads(5) == [b"t1a", b"t1b"]
 
         txn.begin_transaction()
@@ -219,12 +240,14 @@ def test_the_last_stable_offset_as_watermark_position_committed_offset_and_lag(b
             _send(txn, topic, v)  # 5, 6
         assert committed.watermarks() == (0, 5) and uncommitted.watermarks() == (0, 7)
         committed.poll_until_position(5)
+        committed.wait_stats(hi_offset=7, ls_offset=5, consumer_lag=0)
         assert kp.end_offsets([ktp])[ktp] == 5
         txn.abort_transaction(30)  # the marker at 7
         committed.wait_watermarks((0, 8))
         committed.poll_until_position(8)  # past the aborted records and the marker, nothing delivered
         assert len(committed.values) == 4 and committed.errors == []
         assert (committed.lag(), committed.commit()) == (0, 8)
+        committed.wait_stats(hi_offset=8, ls_offset=8, consumer_lag=0)
         assert kafka_python_reads(8) == [] and kp.end_offsets([ktp])[ktp] == 8
         uncommitted.poll_until_position(8)
         assert uncommitted.values == [b"p0", b"p1", b"t1a", b"t1b", b"t2a", b"t2b"]
