@@ -51,7 +51,7 @@ class Reader:
     messages, error events (a size error would be one) and librdkafka's latest statistics of the partition."""
 
     def __init__(self, bootstrap: str, topic: str, isolation: str = "read_committed", assign: bool = True,
-                 **config) -> None:
+                 start: int = 0, **config) -> None:
         self.tp = TopicPartition(topic, 0)
         self.stats: dict = {}
         self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-{isolation}",
@@ -59,7 +59,7 @@ class Reader:
                            "auto.offset.reset": "earliest", "statistics.interval.ms": 100,
                            "stats_cb": self._on_stats, **config})
         if assign:
-            self.c.assign([TopicPartition(topic, 0, 0)])
+            self.c.assign([TopicPartition(topic, 0, start)])
         self.values: list[bytes] = []
         self.offsets: list[int] = []
         self.errors: list[KafkaError] = []
@@ -261,7 +261,8 @@ def test_the_last_stable_offset_as_watermark_position_committed_offset_and_lag(b
 def test_a_fetch_of_only_aborted_data_gives_the_application_nothing_and_no_size_error(broker, topic_name):
     """A log of one aborted transaction, ~40 KB in ~60 batches, read with fetches of at most 1 KB: confluent-kafka
     and kafka-python read_committed consumers get no record and no error, their position reaches the log end past
-    the marker (lag 0), and the record committed after it arrives."""
+    the marker (lag 0), and the record committed after it arrives; so does a consumer that starts in the middle of
+    the aborted transaction."""
     from kafka import KafkaConsumer, TopicPartition as KTP
 
     bootstrap = f"127.0.0.1:{broker.port}"
@@ -289,6 +290,12 @@ def test_a_fetch_of_only_aborted_data_gives_the_application_nothing_and_no_size_
         produce_confluent(bootstrap, topic, f"{topic}-t", [spread("commit", [b"after"], 1)])  # 301, marker 302
         reader.poll_until_position(303)
         assert (reader.values, reader.offsets, reader.errors) == ([b"after"], [301], [])
+        middle = Reader(bootstrap, topic, start=150)
+        try:
+            middle.poll_until_position(303)
+            assert (middle.values, middle.offsets, middle.errors) == ([b"after"], [301], [])
+        finally:
+            middle.close()
     finally:
         reader.close()
         kp.close()
