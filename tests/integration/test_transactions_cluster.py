@@ -160,20 +160,22 @@ def test_lost_markers_hold_read_committed_back_until_they_arrive_and_a_new_coord
 # ---- every client's transactions on one cluster ---------------------------------------------------------------
 
 CLIENTS = ["confluent-kafka", "kafka-python", "aiokafka", "KafkaJS"]
-BIG = {9: "abort", 10: "commit"}  # the transactions of 1,000 records, each across segment rolls
 SEGMENT_BYTES = 16384  # a batch larger than this is refused (RECORD_LIST_TOO_LARGE): the producers' are <= 4 KiB
 
 
-def _client_transactions(client: str) -> list[Txn]:
-    """20 transactions alternating commit/abort over 3 partitions; two of 1,000 records (~110 bytes each, so
-    ~37 KB a partition: past two rolls of a 16 KiB segment), the others of 3 to 30."""
+def _client_transactions(client: str, count: int) -> tuple[list[Txn], list[int]]:
+    """``count`` transactions alternating commit/abort over 3 partitions, and which of them are big: the 10th and
+    11th of every 20 have 1,000 records (~110 bytes each, so ~37 KB a partition: past two rolls of a 16 KiB
+    segment; one aborts, one commits), the others 3 to 30."""
     tag = client.replace("-", "").encode()
-    txns = []
-    for n in range(20):
-        size = 1000 if n in BIG else 3 + (n * 7) % 28
-        values = [b"%s-t%02d-%04d-" % (tag, n, i) + b"x" * 90 for i in range(size)]
+    txns, big = [], []
+    for n in range(count):
+        size = 1000 if n % 20 in (9, 10) else 3 + (n * 7) % 28
+        if size == 1000:
+            big.append(n)
+        values = [b"%s-t%03d-%04d-" % (tag, n, i) + b"x" * 90 for i in range(size)]
         txns.append(spread("commit" if n % 2 == 0 else "abort", values, 3))
-    return txns
+    return txns, big
 
 
 def _offsets(txns: list[Txn], partition: int, n: int) -> tuple[int, int]:
@@ -185,11 +187,14 @@ def _offsets(txns: list[Txn], partition: int, n: int) -> tuple[int, int]:
 
 def test_each_clients_transactions_on_a_replicated_cluster_and_its_read_committed_consumer(tmp_path, kafkajs_dir):
     """3 nodes, RF 3, min.insync.replicas 2: confluent-kafka, kafka-python, aiokafka and KafkaJS each run 20
-    transactions alternating commit and abort over the 3 partitions of their own topic (at once), two of them of
-    1,000 records that span segment rolls (``segment.bytes`` 16 KiB); each client's read_committed consumer gets
-    exactly the committed records, in order per partition, and a roll falls inside each big transaction on
-    every replica."""
+    transactions (200 under ODRADEK_SOAK) alternating commit and abort over the 3 partitions of their own topic
+    (at once), two in 20 of them of 1,000 records that span segment rolls (``segment.bytes`` 16 KiB); each
+    client's read_committed consumer gets exactly the committed records, in order per partition, and a roll falls
+    inside each big transaction on every replica."""
+    import os
     from concurrent.futures import ThreadPoolExecutor
+
+    count = 200 if os.environ.get("ODRADEK_SOAK") else 20
 
     with EmbeddedCluster(brokers=3, data_dir=tmp_path) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
@@ -199,27 +204,31 @@ def test_each_clients_transactions_on_a_replicated_cluster_and_its_read_committe
                                        for t in topics.values()])
         for f in futures.values():
             f.result(30)
-        txns = {client: _client_transactions(client) for client in CLIENTS}
+        made = {client: _client_transactions(client, count) for client in CLIENTS}
+        txns = {client: txns for client, (txns, _) in made.items()}
         want = {client: expected(txns[client], 3) for client in CLIENTS}
-        count = {client: sum(map(len, want[client].values())) for client in CLIENTS}
+        committed = {client: sum(map(len, want[client].values())) for client in CLIENTS}
 
         def run(client: str) -> dict[int, list[bytes]]:
             topic, servers = topics[client], c.bootstrap_servers
             if client == "KafkaJS":
-                return run_kafkajs(kafkajs_dir, servers, topic, f"txn-{topic}", txns[client], 3, count[client],
-                                   timeout=240, read_timeout_ms=90000, send_chunk=100)
+                return run_kafkajs(kafkajs_dir, servers, topic, f"txn-{topic}", txns[client], 3, committed[client],
+                                   timeout=240 * count // 20, read_timeout_ms=90000 * count // 20, send_chunk=100)
             PRODUCERS[client](servers, topic, f"txn-{topic}", txns[client], batch_bytes=4096)
-            return READERS[client](servers, topic, 3, "read_committed", count[client], timeout=90)
+            return READERS[client](servers, topic, 3, "read_committed", committed[client], timeout=90 * count // 20)
 
+        started = time.monotonic()
         with ThreadPoolExecutor(len(CLIENTS)) as pool:
             got = dict(zip(CLIENTS, pool.map(run, CLIENTS)))
         for client in CLIENTS:
             assert got[client] == want[client], client
+        print(f"\n4 clients x {count} transactions ({sum(map(len, (r for _, r in txns['KafkaJS'])))} records "
+              f"each, {committed['KafkaJS']} committed) written and read in {time.monotonic() - started:.1f} s")
 
         for client, topic in topics.items():
             for partition in range(3):
                 for node in c.nodes.values():
                     bases = sorted(int(f.stem) for f in (node.data_dir / f"{topic}-{partition}").glob("*.log"))
-                    for n in BIG:
+                    for n in made[client][1]:
                         first, last = _offsets(txns[client], partition, n)
                         assert any(first < b <= last for b in bases), (client, partition, n, first, last, bases)
