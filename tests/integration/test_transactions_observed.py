@@ -454,31 +454,33 @@ def test_without_verification_the_same_write_hangs_a_transaction_the_admin_clien
 
     from broker.testing.embedded import EmbeddedBroker
 
-    overrides = {"transaction.partition.verification.enable": False, "transaction.max.timeout.ms": 5000}
+    max_timeout = 2000  # the search's threshold: an open transaction older than this has outlived any timeout
+    overrides = {"transaction.partition.verification.enable": False, "transaction.max.timeout.ms": max_timeout}
     with EmbeddedBroker(data_dir=tmp_path / "d", overrides=overrides) as b, KafkaWire(b.port) as w:
         bootstrap = f"127.0.0.1:{b.port}"
         topic, txn_id = "hang", "hanging-producer"
         _create(bootstrap, topic, partitions=2)
         wire_coordinator(w, txn_id)
-        code, pid, epoch = wire_init(w, txn_id, timeout_ms=5000)
+        code, pid, epoch = wire_init(w, txn_id, timeout_ms=max_timeout)
         assert code == 0
         assert wire_add_partitions(w, txn_id, pid, epoch, topic, [1]) == [0]
         assert wire_produce(w, topic, {0: txn_batch(pid, epoch, [b"h1", b"h2"]),
                                        1: txn_batch(pid, epoch, [b"k1"])}, txn_id) == [0, 0]
         assert wire_end_txn(w, txn_id, pid, epoch, commit=False) == 0
         wait_until(lambda: wire_latest(w, topic, 1, read_committed=True) == 2, 15, 0.1, "partition 1's marker")
-        time.sleep(1)  # a marker for partition 0 would have come by now
-        assert (wire_latest(w, topic, 0, read_committed=True), wire_latest(w, topic, 0, read_committed=False)) == (
-            0, 2)  # hanging
-
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
         try:
+            # the coordinator is done with the transaction (its markers all written): none will come to partition 0
+            wait_until(lambda: admin.describe_transactions([txn_id])[txn_id].state.value == "CompleteAbort", 15,
+                       0.05, "CompleteAbort")
+            assert (wire_latest(w, topic, 0, read_committed=True),
+                    wire_latest(w, topic, 0, read_committed=False)) == (0, 2)  # hanging
             partitions = [KTP(topic, 0), KTP(topic, 1)]
-            wait_until(lambda: _find_hanging(admin, partitions, 1000), 15, 0.2, "the hanging transaction found")
-            [(tp, state)] = _find_hanging(admin, partitions, 1000)
+            wait_until(lambda: _find_hanging(admin, partitions, max_timeout), 15, 0.2, "the hanging transaction")
+            [(tp, state)] = _find_hanging(admin, partitions, max_timeout)
             assert (tp, state.producer_id, state.producer_epoch, state.current_transaction_start_offset) == (
                 KTP(topic, 0), pid, epoch, 0)
-            assert admin.find_hanging_transactions(max_transaction_timeout_ms=5000) == []  # see the docstring
+            assert admin.find_hanging_transactions(max_transaction_timeout_ms=max_timeout) == []  # see the docstring
             admin.abort_transaction(AbortTransactionSpec(tp, state.producer_id, state.producer_epoch,
                                                          state.coordinator_epoch))
             assert (wire_latest(w, topic, 0, read_committed=True), wire_latest(w, topic, 0, read_committed=False)) \
