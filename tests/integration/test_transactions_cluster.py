@@ -190,7 +190,8 @@ def test_each_clients_transactions_on_a_replicated_cluster_and_its_read_committe
     transactions (200 under ODRADEK_SOAK) alternating commit and abort over the 3 partitions of their own topic
     (at once), two in 20 of them of 1,000 records that span segment rolls (``segment.bytes`` 16 KiB); each
     client's read_committed consumer gets exactly the committed records, in order per partition, and a roll falls
-    inside each big transaction on every replica."""
+    inside each big transaction on every replica. With the node leading the most partitions killed, the new
+    leaders (the followers' logs) give confluent-kafka's read_committed consumer the same."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 
@@ -232,3 +233,21 @@ def test_each_clients_transactions_on_a_replicated_cluster_and_its_read_committe
                     for n in made[client][1]:
                         first, last = _offsets(txns[client], partition, n)
                         assert any(first < b <= last for b in bases), (client, partition, n, first, last, bases)
+
+        # the followers' logs (their own .txnindex and producer state, built from what they replicated) give the
+        # same: kill -9 the node leading the most partitions, read every topic again from the new leaders
+        leaders = [c.leader_of(topic, p) for topic in topics.values() for p in range(3)]
+        victim = max(set(leaders), key=leaders.count)
+        c.kill(victim)
+        killed = time.monotonic()
+
+        def reread(client: str) -> dict[int, list[bytes]]:
+            return read_confluent(c.bootstrap_servers, topics[client], 3, "read_committed", committed[client],
+                                  timeout=90 * count // 20, config={"group.id": f"reread-{client}"})
+
+        with ThreadPoolExecutor(len(CLIENTS)) as pool:
+            again = dict(zip(CLIENTS, pool.map(reread, CLIENTS)))
+        for client in CLIENTS:
+            assert again[client] == want[client], client
+        print(f"node {victim} (leader of {leaders.count(victim)} of 12 partitions) killed: read again from the "
+              f"followers in {time.monotonic() - killed:.1f} s")
