@@ -258,18 +258,23 @@ def test_the_last_stable_offset_as_watermark_position_committed_offset_and_lag(b
         kp.close()
 
 
-def test_a_fetch_of_only_aborted_data_gives_the_application_nothing_and_no_size_error(broker, topic_name):
-    """A log of one aborted transaction, ~40 KB in ~60 batches, read with fetches of at most 1 KB: confluent-kafka
-    and kafka-python read_committed consumers get no record and no error, their position reaches the log end past
-    the marker (lag 0), and the record committed after it arrives; so does a consumer that starts in the middle of
-    the aborted transaction."""
+@pytest.mark.parametrize("batch_bytes", [700, 8000])
+def test_a_fetch_of_only_aborted_data_gives_the_application_nothing_and_no_size_error(broker, topic_name,
+                                                                                      batch_bytes):
+    """A log of one aborted transaction, ~40 KB in batches of ~700 bytes or ~8 KB (larger than a fetch: the first
+    batch is sent whole, KIP-74), read with fetches of at most 1 KB: confluent-kafka and kafka-python
+    read_committed consumers get no record and no error, their position reaches the log end past the marker
+    (lag 0), and the record committed after it arrives; so does a consumer that starts in the middle of the
+    aborted transaction."""
     from kafka import KafkaConsumer, TopicPartition as KTP
 
     bootstrap = f"127.0.0.1:{broker.port}"
     topic = topic_name("aborted")
     _create(bootstrap, topic)
     txns = [spread("abort", [b"a-%03d-" % i + b"x" * 120 for i in range(300)], 1)]
-    produce_confluent(bootstrap, topic, f"{topic}-t", txns, batch_bytes=700)
+    produce_confluent(bootstrap, topic, f"{topic}-t", txns, batch_bytes=batch_bytes)
+    sizes = [len(b) for b in broker.broker.replicas.get(topic, 0).log.iter_batches(0)]
+    assert (max(sizes) > 1024) == (batch_bytes > 1024) and len(sizes) > 4, sizes
     reader = Reader(bootstrap, topic, **{"fetch.max.bytes": 1024, "max.partition.fetch.bytes": 1024,
                                          "message.max.bytes": 1000})
     kp = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=100,
