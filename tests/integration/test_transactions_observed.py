@@ -15,14 +15,13 @@ import time
 
 import pytest
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from protocol.errors import ErrorCode  # noqa: E402
-from tests.harness import wait_until  # noqa: E402
-from tests.kafka_wire import KafkaWire  # noqa: E402
-from tests.txn_clients import (  # noqa: E402
+from protocol.errors import ErrorCode
+from tests.harness import wait_until
+from tests.kafka_wire import KafkaWire
+from tests.txn_clients import (
     expected, produce_confluent, read_confluent, spread, txn_batch, wire_add_partitions, wire_coordinator,
     wire_end_txn, wire_init, wire_latest, wire_produce,
 )
