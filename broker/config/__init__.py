@@ -94,6 +94,23 @@ DEFAULTS: dict[str, Any] = {
     "sasl.server.max.receive.size": 524288,
     "connections.max.reauth.ms": 0,
     "connection.failed.authentication.delay.ms": 100,
+    # TLS (SslConfigs, BrokerSecurityConfigs): Kafka's defaults; read per listener in broker/security/tls.py
+    "ssl.keystore.type": "JKS",
+    "ssl.keystore.location": None,
+    "ssl.keystore.password": None,
+    "ssl.key.password": None,
+    "ssl.keystore.key": None,
+    "ssl.keystore.certificate.chain": None,
+    "ssl.truststore.type": "JKS",
+    "ssl.truststore.location": None,
+    "ssl.truststore.password": None,
+    "ssl.truststore.certificates": None,
+    "ssl.client.auth": "none",
+    "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+    "ssl.protocol": "TLSv1.3",
+    "ssl.cipher.suites": None,
+    "ssl.endpoint.identification.algorithm": "https",
+    "ssl.principal.mapping.rules": "DEFAULT",
     **GROUP_CONFIG_DEFAULTS,  # the group coordinator's own table (cluster/groups/group_config.py)
     "group.coordinator.rebalance.protocols": "classic,consumer",
     "offsets.topic.segment.bytes": 104857600,
@@ -177,7 +194,7 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka
 # SocketServerConfigs.LISTENER_SECURITY_PROTOCOL_MAP_DEFAULT: each protocol's name maps to itself
 DEFAULT_SECURITY_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}  # SecurityProtocol.id
-SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")  # what this release serves: TLS is not built yet
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # node links (replication, the controller channel, Raft) speak PLAINTEXT only until their clients authenticate
 NODE_LINK_SECURITY_PROTOCOLS = ("PLAINTEXT",)
 
@@ -339,10 +356,11 @@ class BrokerConfig:
 
     def _validate_listener_security(self) -> None:
         """Every listener (and every controller listener a broker-only node connects to) has a security protocol,
-        and this release serves it: SSL and SASL_SSL are refused at start, naming the listener; a SASL listener's
-        mechanisms and JAAS entries are checked (broker/security/sasl_config.py). Node links stay PLAINTEXT for
-        now. Map entries for listeners not in use are fine."""
+        and this release serves it; a SASL listener's mechanisms and JAAS entries (broker/security/sasl_config.py)
+        and a TLS listener's stores (broker/security/tls.py) are checked. Node links stay PLAINTEXT for now. Map
+        entries for listeners not in use are fine."""
         from broker.security.sasl_config import listener_sasl
+        from broker.security.tls import PrincipalMapper, server_context
 
         protocols = self.listener_security_protocols()
         for name in [lst.name for lst in self.listeners] + sorted(self.controller_listener_names):
@@ -351,8 +369,7 @@ class BrokerConfig:
                 raise ConfigException(f"No security protocol defined for listener {name} (listener.security."
                                       f"protocol.map)")
             if protocol not in SERVED_SECURITY_PROTOCOLS:
-                raise ConfigException(f"Listener {name} uses security protocol {protocol}: this release of odradek "
-                                      f"serves PLAINTEXT and SASL_PLAINTEXT listeners only (TLS is not built yet)")
+                raise ConfigException(f"Listener {name} uses security protocol {protocol}: not served")
             links = name in self.controller_listener_names or ("broker" in self.process_roles and
                                                                 name == self.inter_broker_listener)
             if links and protocol not in NODE_LINK_SECURITY_PROTOCOLS:
@@ -361,6 +378,9 @@ class BrokerConfig:
                                       f"inter.broker.listener.name / controller.listener.names")
             if protocol.startswith("SASL_") and name not in self.controller_listener_names:
                 listener_sasl(self.values, name)
+            if protocol in ("SSL", "SASL_SSL") and name in {lst.name for lst in self.listeners}:
+                server_context(self.values, name, protocol)
+        PrincipalMapper(self.values.get("ssl.principal.mapping.rules"))
 
     @property
     def inter_broker_listener(self) -> str:

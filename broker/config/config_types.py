@@ -64,6 +64,13 @@ BROKER_CONFIG_TYPES: dict[str, str] = {
     "security.inter.broker.protocol": STRING, "sasl.enabled.mechanisms": LIST,
     "sasl.mechanism.inter.broker.protocol": STRING, "sasl.mechanism.controller.protocol": STRING,
     "sasl.jaas.config": PASSWORD, "sasl.server.max.receive.size": INT,
+    # SslConfigs
+    "ssl.keystore.type": STRING, "ssl.keystore.location": STRING, "ssl.keystore.password": PASSWORD,
+    "ssl.key.password": PASSWORD, "ssl.keystore.key": PASSWORD, "ssl.keystore.certificate.chain": PASSWORD,
+    "ssl.truststore.type": STRING, "ssl.truststore.location": STRING, "ssl.truststore.password": PASSWORD,
+    "ssl.truststore.certificates": PASSWORD, "ssl.client.auth": STRING, "ssl.enabled.protocols": LIST,
+    "ssl.protocol": STRING, "ssl.cipher.suites": LIST, "ssl.endpoint.identification.algorithm": STRING,
+    "ssl.principal.mapping.rules": STRING,
     # ServerConfigs
     "broker.id": INT, "broker.rack": STRING, "compression.gzip.level": INT, "compression.lz4.level": INT,
     "compression.type": STRING, "compression.zstd.level": INT, "max.incremental.fetch.session.cache.slots": INT,

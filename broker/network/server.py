@@ -58,10 +58,15 @@ class NetworkServer:
     async def bind(self) -> None:
         """Bind every listener (ports known from here on), without accepting yet."""
         loop = asyncio.get_running_loop()
+        tls = self.authentication.tls if self.authentication is not None else {}
         for lst in self.listeners:
+            context = tls.get(lst.name)
+            # a TLS connection exists for the protocol only after its handshake: one that never completes is not
+            # seen by the idle sweeper, so the handshake has its own bound (connections.max.idle.ms, at most 10 s)
+            extra = {"ssl": context, "ssl_handshake_timeout": min(self.idle_ms / 1000.0, 10.0)} if context else {}
             server = await loop.create_server(
                 lambda name=lst.name: KafkaConnection(self, name),
-                host=lst.host or None, port=lst.port, reuse_address=True, start_serving=False,
+                host=lst.host or None, port=lst.port, reuse_address=True, start_serving=False, **extra,
             )
             self._servers.append(server)
             port = server.sockets[0].getsockname()[1]
@@ -200,6 +205,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if isinstance(self.peer, tuple) and len(self.peer) >= 2:
             self.peer_host, self.peer_port = self.peer[0], self.peer[1]
         set_nodelay(transport)
+        if server.authentication is not None and transport.get_extra_info("sslcontext") is not None:
+            try:
+                self.principal = server.authentication.tls_principal(self.listener,
+                                                                     transport.get_extra_info("ssl_object"))
+            except ValueError as exc:  # no ssl.principal.mapping.rules rule matches: Kafka fails the connection
+                log.info("closing connection from %s: %s", self.peer, exc)
+                server.metrics.auth_failures.labels(self.listener).inc()
+                transport.abort()
+                return
         self.last_active = server.clock.monotonic()
         self._flow = _FlowControl(transport)
         self._part_writer = PartWriter(self._flow, server.send_stats, zero_copy=server.zero_copy)

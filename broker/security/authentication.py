@@ -1,4 +1,5 @@
-"""Who a connection is: each SASL listener's authenticators (protocol/sasl_server.py) made with the listener's
+"""Who a connection is: each TLS listener's SSLContext and the principal of a client certificate
+(broker/security/tls.py); each SASL listener's authenticators (protocol/sasl_server.py) made with the listener's
 mechanisms, PLAIN users from its JAAS entry and SCRAM credentials from the metadata image (read at each
 exchange, so a credential changed through the controller counts for the next login)."""
 
@@ -9,6 +10,7 @@ from typing import Callable
 
 from broker.config import BrokerConfig
 from broker.security.sasl_config import PLAIN, ListenerSasl, listener_sasl
+from broker.security.tls import PrincipalMapper, server_context, ssl_principal
 from cluster.metadata_image import MetadataImage
 from protocol.sasl_plain import PlainServer
 from protocol.sasl_server import SaslServerAuthenticator
@@ -26,6 +28,9 @@ class ListenerAuthentication:
             lst.name: listener_sasl(config.values, lst.name) for lst in config.listeners
             if config.security_protocol(lst.name).startswith("SASL_")
             and lst.name not in config.controller_listener_names}
+        self.tls = {lst.name: server_context(config.values, lst.name, config.security_protocol(lst.name))
+                    for lst in config.listeners if config.security_protocol(lst.name) in ("SSL", "SASL_SSL")}
+        self.principal_mapper = PrincipalMapper(config.get("ssl.principal.mapping.rules"))
         self.max_receive_size = int(config.get("sasl.server.max.receive.size", 524288))
         self.failed_delay_s = int(config.get("connection.failed.authentication.delay.ms", 100)) / 1000.0
 
@@ -36,6 +41,13 @@ class ListenerAuthentication:
             return None
         return SaslServerAuthenticator(list(settings.mechanisms), lambda name: self._mechanism(settings, name),
                                        lambda name: settings.reauth_ms.get(name, 0))
+
+    def tls_principal(self, listener: str, ssl_object) -> str:
+        """An SSL listener's connection: its client certificate's mapped subject, else User:ANONYMOUS (on SASL_SSL
+        the SASL exchange names the principal)."""
+        if listener not in self.tls or listener in self.sasl:
+            return ANONYMOUS
+        return ssl_principal(ssl_object, self.principal_mapper)
 
     def _mechanism(self, settings: ListenerSasl, name: str):
         if name == PLAIN:

@@ -314,21 +314,22 @@ def test_listener_protocols_resolve_as_kafka_resolves_them():
 
 
 @pytest.mark.parametrize("values, message", [
-    ({"listeners": "SASL_SSL://:9092"}, "Listener SASL_SSL uses security protocol SASL_SSL"),
-    ({"listeners": "SSL://:9092"}, "Listener SSL uses security protocol SSL"),
+    # every protocol is served to clients, but a lone listener carries replication too: node links are PLAINTEXT
+    ({"listeners": "SASL_SSL://:9092"}, "Listener SASL_SSL (SASL_SSL) carries links between nodes"),
+    ({"listeners": "SSL://:9092"}, "Listener SSL (SSL) carries links between nodes"),
     # SASL_PLAINTEXT is served to clients, but this one would carry replication too: node links are PLAINTEXT only
     ({"listeners": "SASL_PLAINTEXT://:9092"}, "Listener SASL_PLAINTEXT (SASL_PLAINTEXT) carries links between nodes"),
     ({"listeners": "EXTERNAL://:9092", "listener.security.protocol.map": "EXTERNAL:SASL_SSL"},
-     "Listener EXTERNAL uses security protocol SASL_SSL"),
+     "Listener EXTERNAL (SASL_SSL) carries links between nodes"),
     ({"listeners": "INTERNAL://:9092"}, "No security protocol defined for listener INTERNAL"),
     # an explicit map without the controller listener: Kafka adds no default for it
     ({"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093", "controller.listener.names": "CONTROLLER",
       "controller.quorum.voters": "1@localhost:9093", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"},
      "No security protocol defined for listener CONTROLLER"),
-    # a broker-only node connects to the controllers' listener: it needs a protocol too
+    # a broker-only node connects to the controllers' listener: it needs a protocol too, PLAINTEXT for now
     ({"process.roles": "broker", "node.id": 4, "listeners": "PLAINTEXT://:9092", "controller.listener.names": "CTL",
       "controller.quorum.voters": "1@localhost:9093", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CTL:SSL"},
-     "Listener CTL uses security protocol SSL"),
+     "Listener CTL (SSL) carries links between nodes"),
     ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "Invalid security protocol `TLS`"),
 ])
 def test_a_listener_this_release_cannot_serve_is_refused_naming_it(values, message):

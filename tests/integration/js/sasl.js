@@ -1,11 +1,13 @@
-// KafkaJS side of tests/integration/test_sasl.py.
+// KafkaJS side of tests/integration/test_sasl.py and test_tls.py.
 //
 // Reads one JSON job from stdin: {brokers, topic, mechanism: "plain"|"scram-sha-256"|"scram-sha-512", username,
-// password, values: [string]}. Produces the values to partition 0 over SASL_PLAINTEXT, then reads them back with a
+// password, ssl: {ca, cert, key} (file paths; optional), values: [string]}. Produces the values to partition 0 over
+// SASL_PLAINTEXT, SSL or SASL_SSL (what the job names), then reads them back with a
 // consumer in a group until it has them all or 20 s pass. Prints {read: [value]} on stdout, or {error: name,
 // message} when authentication fails.
 'use strict'
 
+const fs = require('fs')
 const { Kafka, logLevel } = require('kafkajs')
 
 async function readStdin () {
@@ -16,9 +18,14 @@ async function readStdin () {
 
 async function main () {
   const job = await readStdin()
-  const kafka = new Kafka({ clientId: 'kafkajs-sasl', brokers: job.brokers, logLevel: logLevel.NOTHING,
-    sasl: { mechanism: job.mechanism, username: job.username, password: job.password },
-    retry: { retries: job.retries === undefined ? 5 : job.retries } })
+  const options = { clientId: 'kafkajs-sasl', brokers: job.brokers, logLevel: logLevel.NOTHING,
+    retry: { retries: job.retries === undefined ? 5 : job.retries } }
+  if (job.mechanism) options.sasl = { mechanism: job.mechanism, username: job.username, password: job.password }
+  if (job.ssl) {
+    options.ssl = { ca: [fs.readFileSync(job.ssl.ca)] }
+    if (job.ssl.cert) { options.ssl.cert = fs.readFileSync(job.ssl.cert); options.ssl.key = fs.readFileSync(job.ssl.key) }
+  }
+  const kafka = new Kafka(options)
   const producer = kafka.producer()
   try {
     await producer.connect()

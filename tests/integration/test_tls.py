@@ -1,0 +1,218 @@
+"""TLS listeners with real clients (issue 29): confluent-kafka, kafka-python, aiokafka, kcat and KafkaJS over SSL with
+client certificates (mTLS: PKCS12 keystore, PEM truststore, the certificate's subject mapped to the principal by
+``ssl.principal.mapping.rules``) and over SASL_SSL with SCRAM (a PEM keystore); a client of a foreign CA, or one
+speaking plaintext to a TLS port, is refused and nobody else is hurt; no sendfile on TLS (record data is copied
+through the TLS layer)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from broker import EmbeddedBroker
+from tests.integration.test_sasl import PLAIN_JAAS, SCRAM_JAAS, create_scram_users
+from tests.tls_certs import STORE_PASSWORD, CertificateAuthority
+
+RULES = "RULE:^CN=([^,]+),O=odradek-tests$/$1/L,DEFAULT"
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tls")
+    ca = CertificateAuthority(d / "ca")
+    foreign = CertificateAuthority(d / "foreign", "foreign-ca")
+    certs = {"ca": ca, "server": ca.issue("broker", server=True), "alice": ca.issue("Alice"),
+             "mallory": foreign.issue("mallory")}
+    ssl_prefix, sasl_prefix = "listener.name.ssl.", "listener.name.sasl_ssl."
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "connections.max.idle.ms": 3000,  # the TLS handshake's bound too
+        "ssl.principal.mapping.rules": RULES,
+        f"{ssl_prefix}ssl.keystore.type": "PKCS12", f"{ssl_prefix}ssl.keystore.location": str(certs["server"].p12),
+        f"{ssl_prefix}ssl.keystore.password": STORE_PASSWORD,
+        f"{ssl_prefix}ssl.truststore.type": "PEM", f"{ssl_prefix}ssl.truststore.location": str(ca.pem),
+        f"{ssl_prefix}ssl.client.auth": "required",
+        f"{sasl_prefix}ssl.keystore.type": "PEM", f"{sasl_prefix}ssl.keystore.location": str(certs["server"].pem),
+        f"{sasl_prefix}sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        f"{sasl_prefix}plain.sasl.jaas.config": PLAIN_JAAS,
+        f"{sasl_prefix}scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
+        "ssl.client.auth": "required",  # not prefixed: ignored on SASL_SSL (KIP-684)
+    }
+    with EmbeddedBroker(data_dir=d / "data", overrides=overrides) as b:
+        create_scram_users(f"127.0.0.1:{b.broker.bound_port('PLAINTEXT')}", {"sue": ("SCRAM-SHA-512", "sue-pw")})
+        b.ssl_bootstrap = f"127.0.0.1:{b.broker.bound_port('SSL')}"
+        b.sasl_ssl_bootstrap = f"127.0.0.1:{b.broker.bound_port('SASL_SSL')}"
+        b.certs = certs
+        yield b
+
+
+def new_topic() -> str:
+    return f"tls-{uuid.uuid4().hex[:8]}"
+
+
+def ssl_conf(b, who: str = "alice", ca: str = "ca") -> dict:
+    c = b.certs[who]
+    return {"bootstrap.servers": b.ssl_bootstrap, "security.protocol": "SSL",
+            "ssl.ca.location": str(b.certs[ca].pem), "ssl.certificate.location": str(c.cert),
+            "ssl.key.location": str(c.key)}
+
+
+def sasl_ssl_conf(b) -> dict:
+    return {"bootstrap.servers": b.sasl_ssl_bootstrap, "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(b.certs["ca"].pem), "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "sue",
+            "sasl.password": "sue-pw"}
+
+
+def round_trip(conf: dict, topic: str, n: int = 20) -> list[bytes]:
+    from tests.integration.test_sasl import confluent_round_trip
+    return confluent_round_trip(conf, topic, n)
+
+
+def principals(b, listener: str) -> set[str]:
+    return {c.principal for c in list(b.broker.server.connections) if c.listener == listener}
+
+
+def test_confluent_kafka_over_mtls_is_the_certificates_mapped_principal_and_sends_no_file_bytes(tls):
+    stats = tls.broker.server.send_stats
+    sent_before, copied_before = stats.bytes, stats.copied_bytes
+    from confluent_kafka import Producer
+
+    assert round_trip(ssl_conf(tls), new_topic(), 200) == [f"v{i}".encode() for i in range(200)]
+    p = Producer(ssl_conf(tls))
+    p.produce(new_topic(), b"x")
+    assert p.flush(20) == 0
+    assert principals(tls, "SSL") == {"User:alice"}  # CN=Alice,O=odradek-tests through the rule, lower-cased
+    assert stats.bytes == sent_before  # no sendfile on TLS
+    assert stats.copied_bytes > copied_before
+
+
+def test_confluent_kafka_over_sasl_ssl_with_scram(tls):
+    assert round_trip(sasl_ssl_conf(tls), new_topic()) == [f"v{i}".encode() for i in range(20)]
+
+
+def test_kafka_python_over_mtls_and_sasl_ssl(tls):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    certs = tls.certs
+    for conf in (dict(bootstrap_servers=tls.ssl_bootstrap, security_protocol="SSL", ssl_cafile=str(certs["ca"].pem),
+                      ssl_certfile=str(certs["alice"].cert), ssl_keyfile=str(certs["alice"].key)),
+                 dict(bootstrap_servers=tls.sasl_ssl_bootstrap, security_protocol="SASL_SSL",
+                      ssl_cafile=str(certs["ca"].pem), sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="sue",
+                      sasl_plain_password="sue-pw")):
+        topic = new_topic()
+        p = KafkaProducer(**conf)
+        for i in range(10):
+            p.send(topic, f"k{i}".encode(), partition=0)
+        p.flush(30)
+        p.close()
+        c = KafkaConsumer(**conf, auto_offset_reset="earliest", consumer_timeout_ms=10000)
+        c.assign([TopicPartition(topic, 0)])
+        got = [m.value for _, m in zip(range(10), c)]
+        c.close()
+        assert got == [f"k{i}".encode() for i in range(10)], conf["security_protocol"]
+
+
+def test_aiokafka_over_mtls_and_sasl_ssl(tls):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka.helpers import create_ssl_context
+
+    certs = tls.certs
+    mtls = create_ssl_context(cafile=str(certs["ca"].pem), certfile=str(certs["alice"].cert),
+                              keyfile=str(certs["alice"].key))
+    server_only = create_ssl_context(cafile=str(certs["ca"].pem))
+
+    async def run(conf) -> list[bytes]:
+        topic = new_topic()
+        p = AIOKafkaProducer(**conf)
+        await p.start()
+        try:
+            for i in range(10):
+                await p.send_and_wait(topic, f"a{i}".encode(), partition=0)
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(**conf, auto_offset_reset="earliest")
+        await c.start()
+        try:
+            c.assign([TopicPartition(topic, 0)])
+            got, deadline = [], time.monotonic() + 20
+            while len(got) < 10 and time.monotonic() < deadline:
+                for batch in (await c.getmany(timeout_ms=500)).values():
+                    got.extend(m.value for m in batch)
+            return got
+        finally:
+            await c.stop()
+
+    for conf in (dict(bootstrap_servers=tls.ssl_bootstrap, security_protocol="SSL", ssl_context=mtls),
+                 dict(bootstrap_servers=tls.sasl_ssl_bootstrap, security_protocol="SASL_SSL",
+                      ssl_context=server_only, sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="sue",
+                      sasl_plain_password="sue-pw")):
+        assert asyncio.run(run(conf)) == [f"a{i}".encode() for i in range(10)], conf["security_protocol"]
+
+
+def test_kcat_over_mtls(tls, kcat_bin):
+    c = tls.certs
+    x = ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={c['ca'].pem}", "-X",
+         f"ssl.certificate.location={c['alice'].cert}", "-X", f"ssl.key.location={c['alice'].key}"]
+    topic = new_topic()
+    out = subprocess.run([kcat_bin, "-b", tls.ssl_bootstrap, *x, "-P", "-t", topic, "-p", "0"],
+                         input=b"t0\nt1\nt2\n", capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    out = subprocess.run([kcat_bin, "-b", tls.ssl_bootstrap, *x, "-C", "-t", topic, "-p", "0", "-o", "beginning",
+                          "-c", "3", "-e"], capture_output=True, timeout=60)
+    assert out.stdout.decode().split() == ["t0", "t1", "t2"], out.stderr.decode()[-2000:]
+
+
+@pytest.mark.parametrize("mode", ["mtls", "sasl_ssl"])
+def test_kafkajs_over_mtls_and_sasl_ssl(tls, kafkajs_dir, mode):
+    c = tls.certs
+    job = {"topic": new_topic(), "values": [f"j{i}" for i in range(5)]}
+    if mode == "mtls":
+        job.update(brokers=[tls.ssl_bootstrap], ssl={"ca": str(c["ca"].pem), "cert": str(c["alice"].cert),
+                                                      "key": str(c["alice"].key)})
+    else:
+        job.update(brokers=[tls.sasl_ssl_bootstrap], ssl={"ca": str(c["ca"].pem)}, mechanism="scram-sha-512",
+                   username="sue", password="sue-pw")
+    out = subprocess.run(["node", str(kafkajs_dir / "sasl.js")], input=json.dumps(job).encode(),
+                         capture_output=True, timeout=90, cwd=kafkajs_dir)
+    assert out.returncode == 0, out.stderr.decode(errors="replace")[-4000:]
+    assert json.loads(out.stdout) == {"read": job["values"]}
+
+
+def test_a_client_of_a_foreign_ca_and_one_without_a_certificate_are_refused(tls):
+    from confluent_kafka import KafkaError, Producer
+
+    for conf in (ssl_conf(tls, "mallory"),
+                 {k: v for k, v in ssl_conf(tls).items() if k not in ("ssl.certificate.location", "ssl.key.location")}):
+        errors = []
+        p = Producer({**conf, "error_cb": errors.append})
+        deadline = time.monotonic() + 10
+        while not errors and time.monotonic() < deadline:
+            p.poll(0.2)
+        assert errors and errors[0].code() in (KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN), \
+            errors
+    # a client that does not trust the broker's CA refuses the broker
+    ctx = ssl.create_default_context(cafile=str(tls.certs["mallory"].cert))
+    with socket.create_connection(("127.0.0.1", tls.broker.bound_port("SSL")), timeout=5) as s:
+        with pytest.raises(ssl.SSLCertVerificationError):
+            ctx.wrap_socket(s, server_hostname="127.0.0.1")
+    assert round_trip(ssl_conf(tls), new_topic(), 3) == [b"v0", b"v1", b"v2"]
+
+
+def test_plaintext_on_a_tls_port_and_half_a_client_hello_are_closed(tls):
+    port = tls.broker.bound_port("SSL")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:  # a Kafka request, in clear
+        s.sendall(b"\x00\x00\x00\x0c\x00\x12\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00")
+        assert s.recv(1024) == b""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:  # half a ClientHello: the handshake bound
+        s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+        started = time.monotonic()
+        assert s.recv(1024) == b""
+        assert time.monotonic() - started < 9
+    assert round_trip(sasl_ssl_conf(tls), new_topic(), 3) == [b"v0", b"v1", b"v2"]
