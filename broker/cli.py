@@ -11,7 +11,7 @@ import sys
 
 from broker.config.alter_configs import LEVELS
 from broker.config import BrokerConfig, ConfigException
-from broker.quorum.bootstrap_metadata import BootstrapError, check_features, write_bootstrap
+from broker.quorum.bootstrap_metadata import BootstrapError, check_features, parse_add_scram, write_bootstrap
 from broker.errors import QuorumFailed, StartupError
 from broker.quorum.log_dirs import format_log_dirs, metadata_log_dir, new_cluster_id
 from broker.quorum.kraft_log import MetadataLogCorruption
@@ -103,7 +103,7 @@ async def _serve(config: BrokerConfig, config_path: str | None = None) -> None:
 
 
 def format_storage(config: BrokerConfig, cluster_id: str, features: dict[str, int] | None = None,
-                   ignore_formatted: bool = False) -> list:
+                   ignore_formatted: bool = False, scram: list | None = None) -> list:
     """``kafka-storage.sh format``: meta.properties in every log dir and, on a node with the controller role,
     bootstrap.checkpoint with the new cluster's feature levels in the metadata log dir. Returns the log dirs
     formatted now (BootstrapError, StartupError)."""
@@ -111,7 +111,7 @@ def format_storage(config: BrokerConfig, cluster_id: str, features: dict[str, in
     check_features(features)
     done = format_log_dirs(config.log_dirs, config.node_id, cluster_id, ignore_formatted)
     if "controller" in config.process_roles and done:
-        path = write_bootstrap(metadata_log_dir(config.log_dirs, config.get("metadata.log.dir")), features)
+        path = write_bootstrap(metadata_log_dir(config.log_dirs, config.get("metadata.log.dir")), features, scram)
         print(f"Bootstrap metadata: {path} ({', '.join(f'{k}={v}' for k, v in sorted(features.items()))})")
     for d in done:
         print(f"Formatting {d} with cluster.id {cluster_id} and node.id {config.node_id}", flush=True)
@@ -127,8 +127,9 @@ def _format(config: BrokerConfig, args) -> int:
             if not sep or not level.strip().isdigit():
                 raise BootstrapError(f"--feature {item!r} is not name=level")
             features[name.strip()] = int(level)
+        scram = [parse_add_scram(item) for item in args.add_scram]
         cluster_id = args.cluster_id or config.get("cluster.id") or new_cluster_id()
-        done = format_storage(config, cluster_id, features, args.ignore_formatted)
+        done = format_storage(config, cluster_id, features, args.ignore_formatted, scram)
     except (BootstrapError, StartupError) as exc:
         print(f"odradek format: {exc}", file=sys.stderr)
         return 1
@@ -247,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     fmt.add_argument("--cluster-id", "-t", help="cluster id to write (default: cluster.id, else a new random one)")
     fmt.add_argument("--feature", "-f", action="append", default=[], metavar="name=level",
                      help="a finalized feature level for a new cluster (e.g. group.version=1)")
+    fmt.add_argument("--add-scram", "-S", action="append", default=[], metavar="MECHANISM=[name=..,password=..]",
+                     help="a SCRAM credential the new cluster starts with (KIP-900), e.g. for inter-broker SCRAM")
     fmt.add_argument("--ignore-formatted", "-g", action="store_true",
                      help="skip log dirs that are already formatted instead of failing")
     args = ap.parse_args(argv)

@@ -24,6 +24,7 @@ from broker.quorum.bootstrap_metadata import read_bootstrap
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import SECURITY_PROTOCOL_IDS, BrokerConfig, Listener
 from broker.security.authentication import ListenerAuthentication
+from broker.security.node_links import link_security
 from broker.apis.context import BrokerHandles
 from broker.controlplane.controller_channel import ControllerUnavailable, QuorumControllerChannel
 from broker.errors import QuorumFailed, StartupError
@@ -113,7 +114,12 @@ class Broker:
         fault_file = config.get(FAULT_INJECTION_FILE)  # test-only; the config refuses it off loopback
         faults = FaultRules() if fault_file else None
         self._fault_rules_file = FaultRulesFile(fault_file, faults) if fault_file else None
-        self.links = PeerLinks(faults)  # how this node reaches the others (the fault hook's one seam)
+        # how this node reaches the others (the fault hook's one seam): brokers' inter-broker listener, and the
+        # controllers' listener (Raft, the controller channel), each with its listener's security
+        self.links = PeerLinks(faults, link_security(config, config.inter_broker_listener)
+                               if self.is_broker else None)
+        self.controller_links = PeerLinks(faults, link_security(config, config.controller_listener, controller=True)
+                                          if config.controller_listener else None)
 
     # ---- what tests and the CLI look at ------------------------------------------------------------
 
@@ -165,11 +171,11 @@ class Broker:
             log.warning("node %d: the test-only fault hook is on (%s)", self.node_id, FAULT_INJECTION_FILE)
             self._fault_rules_file.start()
         self.cluster_id = ensure_meta_properties(self.log_dirs, self.node_id, self.config.get("cluster.id"))
-        bootstrap = await asyncio.to_thread(read_bootstrap, metadata_log_dir(self.log_dirs,
-                                                                             self.config.get("metadata.log.dir")))
+        bootstrap, bootstrap_records = await asyncio.to_thread(
+            read_bootstrap, metadata_log_dir(self.log_dirs, self.config.get("metadata.log.dir")))
         controller = Controller(self.node_id, self.config.values, random.SystemRandom(),
                                 validate_topic_configs=self._validate_topic_configs, register_fenced=True,
-                                bootstrap_features=bootstrap)
+                                bootstrap_features=bootstrap, bootstrap_records=bootstrap_records)
         cfg = self.config
         self.raft = RaftQuorum(
             self.node_id, self.voters,
@@ -184,9 +190,10 @@ class Broker:
                                      int(cfg["metadata.log.max.snapshot.interval.ms"])),
             segment_bytes=int(cfg["metadata.log.segment.bytes"]),
             retention=(int(cfg["metadata.max.retention.bytes"]), int(cfg["metadata.max.retention.ms"])),
-            links=self.links)
+            links=self.controller_links)
         self.controller = QuorumControllerChannel(controller, self.raft, cfg.values, self.cluster_id, self.voters,
-                                                  self.node_id, int(cfg["request.timeout.ms"]), self.links)
+                                                  self.node_id, int(cfg["request.timeout.ms"]),
+                                                  self.controller_links)
         image = self.metadata.image
         self.metrics.registry.register(QuorumCollector(
             self.raft, controller.contacts if "controller" in self.config.process_roles else None))

@@ -228,3 +228,36 @@ def _text(message: bytes) -> str | None:
         return bytes(message).decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+class ScramClient:
+    """The client side of one SCRAM exchange (ScramSaslClient): client-first, then client-final from the
+    server-first, then the server-final checked (a server that cannot prove it knows the credential is refused)."""
+
+    def __init__(self, mechanism: ScramMechanism, user: str, password: str, nonce: str) -> None:
+        self.mechanism, self.password = mechanism, password
+        self._bare = f"n={sasl_name(user)},r={nonce}"
+        self._nonce = nonce
+        self._auth_message = b""
+        self._server_key = b""
+
+    def first(self) -> bytes:
+        return f"n,,{self._bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        text = server_first.decode()
+        fields = dict(f.split("=", 1) for f in text.split(",") if "=" in f)
+        nonce, salt, iterations = fields.get("r", ""), fields.get("s", ""), int(fields.get("i", "0"))
+        if not nonce.startswith(self._nonce) or len(nonce) == len(self._nonce) or iterations < MIN_ITERATIONS:
+            raise SaslFailure("bad server-first message", "bad server-first message")
+        salted = salted_password(self.mechanism, self.password, base64.b64decode(salt), iterations)
+        without_proof = f"c=biws,r={nonce}"
+        self._auth_message = f"{self._bare},{text},{without_proof}".encode()
+        self._server_key = _hmac(self.mechanism, salted, b"Server Key")
+        proof = client_proof(self.mechanism, salted, self._auth_message)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        expected = b"v=" + base64.b64encode(server_signature(self.mechanism, self._server_key, self._auth_message))
+        if not hmac.compare_digest(bytes(server_final), expected):
+            raise SaslFailure("the server's signature does not verify", "invalid server signature")

@@ -195,8 +195,6 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka
 DEFAULT_SECURITY_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}  # SecurityProtocol.id
 SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-# node links (replication, the controller channel, Raft) speak PLAINTEXT only until their clients authenticate
-NODE_LINK_SECURITY_PROTOCOLS = ("PLAINTEXT",)
 
 
 def parse_security_protocol_map(text: str) -> dict[str, str]:
@@ -357,8 +355,10 @@ class BrokerConfig:
     def _validate_listener_security(self) -> None:
         """Every listener (and every controller listener a broker-only node connects to) has a security protocol,
         and this release serves it; a SASL listener's mechanisms and JAAS entries (broker/security/sasl_config.py)
-        and a TLS listener's stores (broker/security/tls.py) are checked. Node links stay PLAINTEXT for now. Map
-        entries for listeners not in use are fine."""
+        and a TLS listener's stores (broker/security/tls.py) are checked, and so is what this node authenticates
+        with on its links to peers (broker/security/node_links.py). Map entries for listeners not in use are
+        fine."""
+        from broker.security.node_links import link_security
         from broker.security.sasl_config import listener_sasl
         from broker.security.tls import PrincipalMapper, server_context
 
@@ -370,16 +370,15 @@ class BrokerConfig:
                                       f"protocol.map)")
             if protocol not in SERVED_SECURITY_PROTOCOLS:
                 raise ConfigException(f"Listener {name} uses security protocol {protocol}: not served")
-            links = name in self.controller_listener_names or ("broker" in self.process_roles and
-                                                                name == self.inter_broker_listener)
-            if links and protocol not in NODE_LINK_SECURITY_PROTOCOLS:
-                raise ConfigException(f"Listener {name} ({protocol}) carries links between nodes, which this release "
-                                      f"of odradek speaks PLAINTEXT only: name a PLAINTEXT listener in "
-                                      f"inter.broker.listener.name / controller.listener.names")
-            if protocol.startswith("SASL_") and name not in self.controller_listener_names:
+            if protocol.startswith("SASL_"):
                 listener_sasl(self.values, name)
             if protocol in ("SSL", "SASL_SSL") and name in {lst.name for lst in self.listeners}:
                 server_context(self.values, name, protocol)
+        # this node's own links: to the inter-broker listener (a broker) and to the controllers' listener
+        if "broker" in self.process_roles:
+            link_security(self, self.inter_broker_listener)
+        if self.controller_listener_names:
+            link_security(self, self.controller_listener, controller=True)
         PrincipalMapper(self.values.get("ssl.principal.mapping.rules"))
 
     @property
@@ -392,6 +391,13 @@ class BrokerConfig:
         names = [ln.name for ln in self.listeners if ln.name not in self.controller_listener_names]
         wanted = self.values.get("security.inter.broker.protocol") or "PLAINTEXT"
         return wanted if wanted in names else (names[0] if names else wanted)
+
+    @property
+    def controller_listener(self) -> str:
+        """The controller listener this node connects to (Kafka's first of ``controller.listener.names``)."""
+        raw = str(self.values.get("controller.listener.names") or "")
+        names = [n.strip() for n in raw.split(",") if n.strip()]
+        return names[0] if names else ""
 
     def security_protocol(self, listener: str) -> str:
         return self.listener_security_protocols().get(listener.upper(), "PLAINTEXT")

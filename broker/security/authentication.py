@@ -26,8 +26,7 @@ class ListenerAuthentication:
         self._image = image
         self.sasl: dict[str, ListenerSasl] = {
             lst.name: listener_sasl(config.values, lst.name) for lst in config.listeners
-            if config.security_protocol(lst.name).startswith("SASL_")
-            and lst.name not in config.controller_listener_names}
+            if config.security_protocol(lst.name).startswith("SASL_")}
         self.tls = {lst.name: server_context(config.values, lst.name, config.security_protocol(lst.name))
                     for lst in config.listeners if config.security_protocol(lst.name) in ("SSL", "SASL_SSL")}
         self.principal_mapper = PrincipalMapper(config.get("ssl.principal.mapping.rules"))

@@ -73,6 +73,21 @@ def server_context(values: Mapping[str, Any], listener: str, protocol: str) -> s
     return ctx
 
 
+def client_context(values: Mapping[str, Any], listener: str) -> ssl.SSLContext:
+    """This node's client context toward ``listener`` on its peers (replication, the controller channel, Raft):
+    the listener's truststore verifies the peer (its host name too, unless
+    ``ssl.endpoint.identification.algorithm`` is empty), its keystore is this node's certificate."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _protocols(ctx, values, listener)
+    _ciphers(ctx, values, listener)
+    _load_truststore(ctx, values, listener)
+    ctx.check_hostname = bool(_text(_value(values, listener, "ssl.endpoint.identification.algorithm")))
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    if _value(values, listener, "ssl.keystore.location") or _value(values, listener, "ssl.keystore.key"):
+        _load_keystore(ctx, values, listener)
+    return ctx
+
+
 def _protocols(ctx: ssl.SSLContext, values, listener: str) -> None:
     raw = _text(_value(values, listener, "ssl.enabled.protocols")) or "TLSv1.2,TLSv1.3"
     versions = [p.strip() for p in raw.split(",") if p.strip()]
@@ -181,8 +196,8 @@ def _load_truststore(ctx: ssl.SSLContext, values, listener: str) -> None:
     inline = _text(_value(values, listener, "ssl.truststore.certificates"))
     kind = _store_type(values, listener, "truststore")
     if not inline and not location:
-        raise ConfigException(f"Listener {listener}: ssl.client.auth needs ssl.truststore.location (or inline "
-                              f"ssl.truststore.certificates)")
+        raise ConfigException(f"Listener {listener}: verifying peers' certificates needs "
+                              f"ssl.truststore.location (or inline ssl.truststore.certificates)")
     if not inline and kind == "JKS":
         raise _refuse_jks(listener, "truststore", location)
     if not inline and kind not in ("PEM", "PKCS12"):

@@ -137,9 +137,11 @@ class Controller:
 
     def __init__(self, node_id: int, config: dict[str, Any], rng: Randomness,
                  validate_topic_configs: Callable[[dict[str, str | None]], str | None] | None = None,
-                 register_fenced: bool = False, bootstrap_features: dict[str, int] | None = None) -> None:
+                 register_fenced: bool = False, bootstrap_features: dict[str, int] | None = None,
+                 bootstrap_records: list | None = None) -> None:
         self.node_id = node_id
         self.bootstrap_features = bootstrap_features  # from the formatted bootstrap.checkpoint, if any
+        self.bootstrap_records = list(bootstrap_records or [])  # its other records (SCRAM credentials, KIP-900)
         # brokers register fenced and are unfenced by a heartbeat once caught up, as in Kafka: every node passes
         # True (a single node too, a quorum of one voter); unit tests of decisions after a registration skip it
         self.register_fenced = register_fenced
@@ -164,13 +166,13 @@ class Controller:
 
     def bootstrap(self, image: MetadataImage) -> ControllerResult:
         """The records a new cluster starts with (no metadata.version yet): the finalized feature levels that
-        ``odradek format`` wrote (``bootstrap_features``), else this release's defaults; level 0 is not
-        written, as Kafka omits it."""
+        ``odradek format`` wrote (``bootstrap_features``), else this release's defaults (level 0 is not written,
+        as Kafka omits it), then the file's other records (SCRAM credentials from ``--add-scram``)."""
         if "metadata.version" in image.features:
             return ControllerResult([])
         features = self.bootstrap_features or BOOTSTRAP_FEATURES
         return ControllerResult([FeatureLevelRecord(name=name, feature_level=level)
-                                 for name, level in features.items() if level])
+                                 for name, level in features.items() if level] + self.bootstrap_records)
 
     def register_broker(self, image: MetadataImage, node_id: int, incarnation_id: bytes,
                         endpoints: list[tuple], rack: str | None, broker_epoch: int,

@@ -134,6 +134,36 @@ def _odradek(*args, cwd, timeout=60):
     return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
+def test_format_add_scram_bootstraps_credentials_a_single_node_logs_in_with(tmp_path):
+    """KIP-900: ``--add-scram`` puts a UserScramCredentialRecord in bootstrap.checkpoint; the node commits it with
+    the features, so a SCRAM client logs in without anyone having created the user; bad specs are refused without
+    echoing the password."""
+    from broker import EmbeddedBroker
+    from broker.quorum.bootstrap_metadata import BootstrapError, parse_add_scram, read_bootstrap
+    from tests.integration.test_sasl import SCRAM_JAAS, confluent_round_trip
+
+    cfg = str(REPO / "config" / "single-node.yaml")
+    out = _odradek("format", "--config", cfg, "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qk", "--add-scram",
+                   "SCRAM-SHA-512=[name=broker,password=broker-secret,iterations=8192]", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    _, records = read_bootstrap(tmp_path / "data")
+    assert [(r.name, r.mechanism, r.iterations) for r in records] == [("broker", 2, 8192)]
+    overrides = {"log.dirs": str(tmp_path / "data"), "cluster.id": "MkU3OEVBNTcwNTJENDM2Qk",
+                 "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                 "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                 "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": SCRAM_JAAS}
+    with EmbeddedBroker(data_dir=tmp_path / "data", overrides=overrides) as b:
+        conf = {"bootstrap.servers": f"127.0.0.1:{b.broker.bound_port('SASL_PLAINTEXT')}",
+                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": "broker", "sasl.password": "broker-secret"}
+        assert confluent_round_trip(conf, "bootstrapped", 3) == [b"v0", b"v1", b"v2"]
+    for bad in ("SCRAM-SHA-1=[name=a,password=b]", "SCRAM-SHA-256=[password=sekrit]",
+                "SCRAM-SHA-256=[name=a,password=sekrit,iterations=100]", "SCRAM-SHA-256=[name=a]"):
+        with pytest.raises(BootstrapError) as exc:
+            parse_add_scram(bad)
+        assert "sekrit" not in str(exc.value)
+
+
 def test_format_writes_the_bootstrap_features_a_new_cluster_starts_with(tmp_path):
     from broker.quorum.bootstrap_metadata import read_bootstrap
 
@@ -142,7 +172,7 @@ def test_format_writes_the_bootstrap_features_a_new_cluster_starts_with(tmp_path
                    "group.version=0", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "Formatting" in out.stdout and "bootstrap.checkpoint" in out.stdout
-    features = read_bootstrap(tmp_path / "data")
+    features, _ = read_bootstrap(tmp_path / "data")
     assert features["metadata.version"] == 25 and "group.version" not in features  # level 0 is left out
     again = _odradek("format", "--config", cfg, "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qk", cwd=tmp_path)
     assert again.returncode == 1 and "is already formatted. Use --ignore-formatted" in again.stderr

@@ -314,24 +314,23 @@ def test_listener_protocols_resolve_as_kafka_resolves_them():
 
 
 @pytest.mark.parametrize("values, message", [
-    # every protocol is served to clients, but a lone listener carries replication too: node links are PLAINTEXT
-    ({"listeners": "SASL_SSL://:9092"}, "Listener SASL_SSL (SASL_SSL) carries links between nodes"),
-    ({"listeners": "SSL://:9092"}, "Listener SSL (SSL) carries links between nodes"),
-    # SASL_PLAINTEXT is served to clients, but this one would carry replication too: node links are PLAINTEXT only
-    ({"listeners": "SASL_PLAINTEXT://:9092"}, "Listener SASL_PLAINTEXT (SASL_PLAINTEXT) carries links between nodes"),
+    # every protocol is served; a listener without what its protocol needs stops the start, naming it
+    ({"listeners": "SASL_SSL://:9092"}, "Listener SASL_SSL: SASL mechanism GSSAPI is not served"),
+    ({"listeners": "SSL://:9092"}, "Listener SSL: a TLS listener needs ssl.keystore.location"),
+    ({"listeners": "SASL_PLAINTEXT://:9092"}, "Listener SASL_PLAINTEXT: SASL mechanism GSSAPI is not served"),
     ({"listeners": "EXTERNAL://:9092", "listener.security.protocol.map": "EXTERNAL:SASL_SSL"},
-     "Listener EXTERNAL (SASL_SSL) carries links between nodes"),
+     "Listener EXTERNAL: SASL mechanism GSSAPI is not served"),
     ({"listeners": "INTERNAL://:9092"}, "No security protocol defined for listener INTERNAL"),
     # an explicit map without the controller listener: Kafka adds no default for it
     ({"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093", "controller.listener.names": "CONTROLLER",
       "controller.quorum.voters": "1@localhost:9093", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"},
      "No security protocol defined for listener CONTROLLER"),
-    # a broker-only node connects to the controllers' listener: it needs a protocol too, PLAINTEXT for now
+    # a broker-only node connects to the controllers' listener: it must be able to verify them
     ({"process.roles": "broker", "node.id": 4, "listeners": "PLAINTEXT://:9092", "controller.listener.names": "CTL",
       "controller.quorum.voters": "1@localhost:9093", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CTL:SSL"},
-     "Listener CTL (SSL) carries links between nodes"),
+     "Listener CTL: verifying peers' certificates needs ssl.truststore.location"),
     ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "Invalid security protocol `TLS`"),
 ])
-def test_a_listener_this_release_cannot_serve_is_refused_naming_it(values, message):
+def test_a_listener_without_what_its_protocol_needs_is_refused_naming_it(values, message):
     with pytest.raises(ConfigException, match=re.escape(message)):
         BrokerConfig(values).validate()

@@ -46,7 +46,10 @@ def test_a_sasl_listener_beside_a_plaintext_one_starts_with_its_mechanisms_users
     ({"listener.name.sasl_plaintext.plain.sasl.jaas.config": SCRAM_JAAS}, "expected org.apache.kafka.common."
                                                                            "security.plain.PlainLoginModule"),
     ({"listener.name.sasl_plaintext.plain.sasl.jaas.config": "x required a=\"b\""}, "not terminated by semi-colon"),
-    ({"inter.broker.listener.name": "SASL_PLAINTEXT"}, "carries links between nodes"),
+    ({"inter.broker.listener.name": "SASL_PLAINTEXT"},
+     "sasl.mechanism.inter.broker.protocol=GSSAPI is not among listener SASL_PLAINTEXT's"),
+    ({"inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"},
+     "needs username and password options"),
 ])
 def test_what_a_sasl_listener_cannot_start_with(extra, message):
     with pytest.raises(ConfigException, match=message) as exc:
@@ -73,3 +76,23 @@ def test_passwords_are_sensitive_also_under_listener_prefixes_and_describe_confi
     assert jaas.value is None and jaas.is_sensitive and jaas.synonyms == [] and jaas.config_type == 9
     assert entries["listeners"].value and not entries["listeners"].is_sensitive
     assert redact({"sasl.jaas.config": "x", "a": "b"}) == {"sasl.jaas.config": "[hidden]", "a": "b"}
+
+
+def test_scram_between_controllers_is_refused_and_plain_is_taken():
+    """The voters' SCRAM credentials are metadata the voters must elect a leader to read: refused at start."""
+    from broker.security.node_links import link_security
+
+    base = {"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093", "controller.listener.names": "CONTROLLER",
+            "controller.quorum.voters": "1@localhost:9093",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+            "listener.name.controller.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+            "listener.name.controller.plain.sasl.jaas.config": PLAIN_JAAS,
+            "listener.name.controller.scram-sha-256.sasl.jaas.config":
+                SCRAM_JAAS.replace("required;", 'required username="n" password="p";')}
+    with pytest.raises(ConfigException, match="SCRAM between controllers is refused"):
+        BrokerConfig({**base, "sasl.mechanism.controller.protocol": "SCRAM-SHA-256"}).validate()
+    config = BrokerConfig({**base, "sasl.mechanism.controller.protocol": "PLAIN"})
+    config.validate()
+    link = link_security(config, "CONTROLLER", controller=True)
+    assert (link.mechanism, link.username, link.ssl) == ("PLAIN", "admin", None)
+    assert "admin-secret" not in repr(link)

@@ -194,3 +194,20 @@ def test_plain_takes_one_message():
     server.evaluate(b"\0alice\0alice-secret")
     with pytest.raises(SaslFailure, match="Unexpected challenge"):
         server.evaluate(b"\0alice\0alice-secret")
+
+
+@pytest.mark.parametrize("mechanism", [SHA256, SHA512])
+def test_the_client_side_logs_in_to_the_server_side_and_checks_its_signature(mechanism):
+    from protocol.scram import ScramClient
+
+    salt = b"saltsaltsaltsalt"
+    server = ScramServer(mechanism, {"broker": credential(mechanism, "pw", salt, 4096)}.get, "SERVER")
+    client = ScramClient(mechanism, "broker", "pw", "CLIENT")
+    final = client.final(server.evaluate(client.first()))
+    client.verify(server.evaluate(final))
+    assert server.authorization_id == "broker"
+    impostor = ScramClient(mechanism, "broker", "pw", "CLIENT")
+    impostor.final(ScramServer(mechanism, {"broker": credential(mechanism, "other", salt, 4096)}.get,
+                               "SERVER").evaluate(impostor.first()))
+    with pytest.raises(SaslFailure):
+        impostor.verify(b"v=" + base64.b64encode(b"x" * 32))
