@@ -118,6 +118,10 @@ async def _add_offsets_partition(ctx, req: TxnOffsetCommitRequest) -> int:
     """TV2: the group's ``__consumer_offsets`` partition joins the transaction (an error code, 0 when added)."""
     if ctx.txns.transaction_version < 2:
         return ErrorCode.UNSUPPORTED_VERSION
+    try:  # this broker must be the group's coordinator first (it creates __consumer_offsets on first use)
+        await ctx.groups.shard_for(req.group_id)
+    except GroupError as exc:
+        return int(exc.code)
     tp = (GROUP_METADATA_TOPIC, ctx.groups.partition_for(req.group_id))
     errors = await ctx.txns.verifier.verify(req.transactional_id, req.producer_id, req.producer_epoch, [tp],
                                             generic_error=True, add_partition=True)
