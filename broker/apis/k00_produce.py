@@ -35,7 +35,9 @@ Behaviour (KafkaApis.handleProduceRequest, ReplicaManager.appendRecords, LogVali
   its partitions to the transaction itself (the client sends no AddPartitionsToTxn): the same question, as an add,
   whether or not verification is enabled. Only where the finalized ``transaction.version`` is 2 or more (clients
   choose v12 only then, TransactionManager#isTransactionV2Enabled); below, UNSUPPORTED_VERSION for every partition,
-  as Kafka 4 answers (franz-go#1017).
+  as Kafka 4 answers (franz-go#1017). An add that meets CONCURRENT_TRANSACTIONS (the producer's previous transaction
+  still writing its markers) is asked again every ``add.partitions.to.txn.retry.backoff.ms`` for up to
+  ``add.partitions.to.txn.retry.backoff.max.ms`` before the producer is told (KAFKA-18654).
 """
 
 from __future__ import annotations
@@ -226,8 +228,9 @@ async def _verify(ctx, req: ProduceRequest, version: int, work: list, producer: 
             out[id(slot)] = guard
             asked[(part.topic, part.index)] = id(slot)
     if asked:
-        errors = await ctx.txns.verifier.verify(req.transactional_id, producer_id, producer_epoch, list(asked),
-                                                generic_error=version > 10, add_partition=add_partition)
+        errors = await ctx.txns.verifier.add_or_verify(req.transactional_id, producer_id, producer_epoch,
+                                                       list(asked), version > 10, add_partition, ctx.config,
+                                                       ctx.clock.monotonic)
         for tp, code in errors.items():
             if tp in asked:
                 out[asked[tp]] = int(code)

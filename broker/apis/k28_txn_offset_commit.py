@@ -13,7 +13,8 @@ coordinator errors as OffsetCommit's (COORDINATOR_LOAD_IN_PROGRESS is COORDINATO
 
 v5 (transactions V2, KIP-890 part 2; TransactionSupportedOperation ADD_PARTITION): the client sent no
 AddOffsetsToTxn, so the group's ``__consumer_offsets`` partition is first added to the transaction by its
-coordinator (the verifier's add, recording TV2); its refusal is every partition's answer (PRODUCER_FENCED as
+coordinator (the verifier's add, recording TV2, CONCURRENT_TRANSACTIONS retried on the server side as for
+Produce); its refusal is every partition's answer (PRODUCER_FENCED as
 INVALID_PRODUCER_EPOCH, the retriable ones as COORDINATOR_NOT_AVAILABLE, as GroupCoordinatorService normalizes
 them). Only at a finalized ``transaction.version`` of 2 or more; below, UNSUPPORTED_VERSION for every partition (as
 a transactional Produce v12 is answered).
@@ -123,7 +124,7 @@ async def _add_offsets_partition(ctx, req: TxnOffsetCommitRequest) -> int:
     except GroupError as exc:
         return int(exc.code)
     tp = (GROUP_METADATA_TOPIC, ctx.groups.partition_for(req.group_id))
-    errors = await ctx.txns.verifier.verify(req.transactional_id, req.producer_id, req.producer_epoch, [tp],
-                                            generic_error=True, add_partition=True)
+    errors = await ctx.txns.verifier.add_or_verify(req.transactional_id, req.producer_id, req.producer_epoch, [tp],
+                                                   True, True, ctx.config, ctx.clock.monotonic)
     code = int(errors.get(tp, ErrorCode.NONE))
     return ErrorCode.COORDINATOR_NOT_AVAILABLE if code in _RETRIABLE else code

@@ -100,6 +100,28 @@ class TxnVerifier:
                                 add_partition)
         return await fut
 
+    async def add_or_verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                            partitions: list[TopicPartition], generic_error: bool, add_partition: bool, config,
+                            monotonic: Callable[[], float]) -> dict[TopicPartition, int]:
+        """:meth:`verify`; an add refused with CONCURRENT_TRANSACTIONS (the producer's previous transaction still
+        writing its markers) is asked again every ``add.partitions.to.txn.retry.backoff.ms`` for up to
+        ``add.partitions.to.txn.retry.backoff.max.ms`` (ReplicaManager, KAFKA-18654), and a count."""
+        errors = await self.verify(transactional_id, producer_id, producer_epoch, partitions, generic_error,
+                                   add_partition)
+        if not add_partition:
+            return errors
+        backoff = max(1, int(config.get("add.partitions.to.txn.retry.backoff.ms"))) / 1000
+        deadline = monotonic() + int(config.get("add.partitions.to.txn.retry.backoff.max.ms")) / 1000
+        for _ in range(1000):
+            again = [tp for tp, code in errors.items() if code == ErrorCode.CONCURRENT_TRANSACTIONS]
+            if not again or monotonic() + backoff > deadline:
+                break
+            await asyncio.sleep(backoff)
+            retried = await self.verify(transactional_id, producer_id, producer_epoch, again, generic_error, True)
+            errors = {tp: code for tp, code in errors.items() if tp not in again}
+            errors.update(retried)
+        return errors
+
     def verify_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
                            partitions: list[TopicPartition], callback: Callback, generic_error: bool,
                            add_partition: bool = False) -> None:
