@@ -10,6 +10,7 @@ where they do not belong."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -20,8 +21,8 @@ from broker.quorum.log_dirs import new_cluster_id
 from broker.testing.embedded import EmbeddedBroker
 from protocol.errors import ErrorCode
 from protocol.generated.messages import (
-    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiVersionsRequest, EndTxnRequest, InitProducerIdRequest,
-    OffsetFetchRequest, ProduceRequest, TxnOffsetCommitRequest, WriteTxnMarkersRequest,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiVersionsRequest, EndTxnRequest, FindCoordinatorRequest,
+    InitProducerIdRequest, OffsetFetchRequest, ProduceRequest, TxnOffsetCommitRequest, WriteTxnMarkersRequest,
 )
 from protocol.generated.messages.add_partitions_to_txn_request import AddPartitionsToTxnTopic
 from protocol.generated.messages.offset_fetch_request import OffsetFetchRequestGroup, OffsetFetchRequestTopics
@@ -294,3 +295,157 @@ def test_tv2_requests_where_they_do_not_belong_get_kafkas_errors_and_change_noth
         assert log.producer_state.first_undecided_offset() == 0  # still open
         p.end(False)  # the producer's own abort still works: its marker follows the answer
         wait_until(lambda: markers(b, topic, 0) == [p.epoch], 20, 0.05, "the abort marker at the bumped epoch")
+
+
+# ---- three nodes: implicit adds and markers across nodes, the coordinator killed ------------------------------
+
+CLUSTER_TOPIC = "v2-out"
+ROUNDS = 40 if os.environ.get("ODRADEK_SOAK") == "1" else 6  # transactions; even ones commit, odd ones abort
+KILL_EVERY = 8 if os.environ.get("ODRADEK_SOAK") == "1" else 3
+CLUSTER_RETRIABLE = RETRIABLE | {E.NOT_LEADER_OR_FOLLOWER, E.UNKNOWN_TOPIC_OR_PARTITION, E.REQUEST_TIMED_OUT,
+                                 E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.NETWORK_EXCEPTION}
+
+
+class ClusterWireProducer:
+    """The TV2 producer of :class:`WireProducer` against a cluster: Produce v12 to each partition's leader, EndTxn
+    v5 to the coordinator of the moment, retried (bounded) on retriable errors and lost connections, as Kafka's
+    producer does."""
+
+    def __init__(self, c, txn_id: str) -> None:
+        self.c, self.txn_id = c, txn_id
+        self.conns: dict[int, KafkaWire] = {}
+        r = self._coordinator_call(lambda w: w.call(22, 5, InitProducerIdRequest(
+            transactional_id=txn_id, transaction_timeout_ms=60000)))
+        self.pid, self.epoch = r.producer_id, r.producer_epoch
+        self.seq = {0: 0, 1: 0, 2: 0}
+
+    def close(self) -> None:
+        for w in self.conns.values():
+            w.close()
+
+    def _wire(self, node: int) -> KafkaWire:
+        if node not in self.conns:
+            self.conns[node] = KafkaWire(self.c.broker_ports[node], timeout=10)
+        return self.conns[node]
+
+    def _drop(self, node: int) -> None:
+        w = self.conns.pop(node, None)
+        if w is not None:
+            w.close()
+
+    def _coordinator(self) -> int | None:
+        for node in list(self.c.broker_ports):
+            try:
+                r = self._wire(node).call(10, 3, FindCoordinatorRequest(key=self.txn_id, key_type=1))
+            except (OSError, AssertionError):
+                self._drop(node)
+                continue
+            if r.error_code == 0:
+                return r.node_id
+        return None
+
+    def _coordinator_call(self, call):
+        for _ in range(600):  # 0.1 s apart: a minute for a failover
+            node = self._coordinator()
+            if node is not None:
+                try:
+                    r = call(self._wire(node))
+                except (OSError, AssertionError):
+                    self._drop(node)
+                else:
+                    if r.error_code not in CLUSTER_RETRIABLE:
+                        return r
+            time.sleep(0.1)
+        raise AssertionError(f"the coordinator of {self.txn_id} kept failing")
+
+    def produce(self, n: int, count: int) -> dict[int, list[bytes]]:
+        values: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+        for i in range(count):
+            values[i % 3].append(b"t%d-%d" % (n, i))
+        for p, vs in values.items():
+            batch = _txn_batch(self.pid, self.epoch, vs, self.seq[p])
+            for _ in range(600):
+                leader = self.c.leader_of(CLUSTER_TOPIC, p)
+                try:
+                    (code,) = produce_codes(self._wire(leader), 12, CLUSTER_TOPIC, {p: batch}, self.txn_id)
+                except (OSError, AssertionError):
+                    self._drop(leader)
+                    code = E.NETWORK_EXCEPTION
+                if code not in CLUSTER_RETRIABLE:
+                    break
+                time.sleep(0.1)
+            assert code == 0, (p, code)
+            self.seq[p] += len(vs)
+        return values
+
+    def end(self, commit: bool) -> None:
+        r = self._coordinator_call(lambda w: w.call(26, 5, EndTxnRequest(
+            transactional_id=self.txn_id, producer_id=self.pid, producer_epoch=self.epoch, committed=commit)))
+        assert r.error_code == 0 and (r.producer_id, r.producer_epoch) == (self.pid, self.epoch + 1), r
+        self.epoch = r.producer_epoch
+        self.seq = {0: 0, 1: 0, 2: 0}
+
+
+def test_tv2_on_three_nodes_through_coordinator_kills(tmp_path):
+    """Three nodes (RF 3, min ISR 2) formatted at this release's default, transaction.version 2: a TV2 wire producer
+    commits and aborts across three partitions; the coordinator's broker is killed (kill -9) right after an
+    EndTxn is answered, so the new coordinator finds the transaction in Prepare* and sends its markers again at
+    the same bumped epoch: partitions that have the marker take the retry (KAFKA-19999), the others the marker. A
+    read_committed consumer gets exactly the committed records, each once, in order. Short here (6 transactions,
+    one kill); ODRADEK_SOAK=1: 40 transactions, a kill every 8."""
+    from broker.testing.embedded_cluster import EmbeddedCluster
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    with EmbeddedCluster(brokers=3, data_dir=tmp_path) as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin.create_topics([NewTopic(CLUSTER_TOPIC, 3, 3, config={"min.insync.replicas": "2"})])[
+            CLUSTER_TOPIC].result(30)
+        with KafkaWire(next(iter(c.broker_ports.values()))) as w:
+            assert finalized(w)[0].get("transaction.version") == 2
+        p = ClusterWireProducer(c, "v2-cluster")
+        sent: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+        down = None
+        try:
+            for n in range(ROUNDS):
+                values = p.produce(n, 12)
+                p.end(n % 2 == 0)
+                if n % 2 == 0:
+                    for q, vs in values.items():
+                        sent[q] += vs
+                if down is not None:  # one transaction ran with the node down: bring it back
+                    c.restart(down)
+                    down = None
+                elif n % KILL_EVERY == KILL_EVERY - 1 and n < ROUNDS - 2:
+                    down = p._coordinator()
+                    c.kill(down)  # the markers of the transaction just ended may be in flight
+                    p._drop(down)
+        finally:
+            p.close()
+        assert down is None
+        got = _read_committed_3(c.bootstrap_servers, sum(map(len, sent.values())))
+        assert got == sent
+
+
+def _read_committed_3(servers: str, expected: int) -> dict[int, list[bytes]]:
+    """The topic's three partitions from the start with read_committed; waits for ``expected`` records, then 1.5 s
+    for anything more."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": servers, "group.id": "v2-reader", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "fetch.wait.max.ms": 100})
+    out: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+    try:
+        c.assign([TopicPartition(CLUSTER_TOPIC, q, 0) for q in range(3)])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and sum(map(len, out.values())) < expected:
+            m = c.poll(0.3)
+            if m is not None and m.error() is None:
+                out[m.partition()].append(m.value())
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                out[m.partition()].append(m.value())
+        return out
+    finally:
+        c.close()
