@@ -393,3 +393,26 @@ def test_tv2_end_txn_with_a_stale_or_future_epoch_changes_nothing():
         res = h.shard.end_txn("app", pid, e, True, TV_2, NOW)
         assert res.response == EndTxnOutcome(E.PRODUCER_FENCED) and not res.writes and not res.markers
     assert h.get("app") == before and h.get("app").pending_state is None
+
+
+def test_a_new_coordinator_sends_a_tv2_transactions_markers_again_at_the_bumped_epoch():
+    """The coordinator moves after a TV2 PrepareCommit: the new one reads the bumped epoch and TV2 from the record and
+    sends the same markers (WriteTxnMarkers v2), which leaders that already wrote them take as a retry
+    (KAFKA-19999); the producer's retry of its EndTxn (the epoch before the bump) is CONCURRENT_TRANSACTIONS until
+    the markers are done, then answered with the bumped epoch."""
+    h = Harness(level=TV_2)
+    pid, epoch = begin_v2(h)
+    outcome, results = h.settle(h.shard.end_txn("app", pid, epoch, True, TV_2, NOW, token="e"), token="e")
+    first = [(m.producer_epoch, m.transaction_version, m.partitions) for r in results for m in r.markers]
+    assert first == [(epoch + 1, 2, TP)]
+    fresh = TxnCoordinatorShard(0, TxnConfig(transaction_log_num_partitions=1), lambda: None, 1, TV_2)
+    res = fresh.load(5, h.log, NOW + 1)
+    assert [(m.producer_epoch, m.transaction_version, m.partitions, m.coordinator_epoch) for m in res.markers] == [
+        (epoch + 1, 2, TP, 5)]
+    assert fresh.end_txn("app", pid, epoch, True, TV_2, NOW).response == EndTxnOutcome(E.CONCURRENT_TRANSACTIONS)
+    for m in res.markers:
+        done = fresh.markers_written(m.transactional_id, m.coordinator_epoch, dict.fromkeys(m.partitions, E.NONE), NOW)
+        for w in done.writes:
+            fresh.write_completed(w.write_id, E.NONE, NOW)
+    assert fresh.transactions["app"].state is S.COMPLETE_COMMIT
+    assert fresh.end_txn("app", pid, epoch, True, TV_2, NOW).response == EndTxnOutcome(E.NONE, pid, epoch + 1)
