@@ -41,6 +41,7 @@ from .epoch import UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
 from .errors import (
     InconsistentTopicIdError,
     InvalidTimestampError,
+    InvalidProducerEpochError,
     InvalidTxnStateError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -1172,8 +1173,14 @@ class Log:
                                              now_ms: int) -> VerificationGuard:
         """KIP-890: :data:`SENTINEL` when the producer has a transaction open here (nothing to verify), else the guard
         of its verification (created now, or the one in progress), which the append must carry
-        (``UnifiedLog.maybeStartTransactionVerification``)."""
+        (``UnifiedLog.maybeStartTransactionVerification``). An epoch below the producer's here is refused at once,
+        without asking the coordinator (KAFKA-18042): :class:`InvalidProducerEpochError`."""
         with self._lock:
+            entry = self.producer_state.producers.get(producer_id)
+            if entry is not None and epoch < entry.producer_epoch:
+                raise InvalidProducerEpochError(
+                    f"Epoch of producer {producer_id} is {epoch}, which is smaller than the last seen epoch "
+                    f"{entry.producer_epoch}")
             if self._has_ongoing_transaction(producer_id, epoch):
                 return SENTINEL
             return self.producer_state.maybe_create_verification_state_entry(producer_id, sequence, epoch,

@@ -37,7 +37,9 @@ Behaviour (KafkaApis.handleProduceRequest, ReplicaManager.appendRecords, LogVali
   choose v12 only then, TransactionManager#isTransactionV2Enabled); below, UNSUPPORTED_VERSION for every partition,
   as Kafka 4 answers (franz-go#1017). An add that meets CONCURRENT_TRANSACTIONS (the producer's previous transaction
   still writing its markers) is asked again every ``add.partitions.to.txn.retry.backoff.ms`` for up to
-  ``add.partitions.to.txn.retry.backoff.max.ms`` before the producer is told (KAFKA-18654).
+  ``add.partitions.to.txn.retry.backoff.max.ms`` before the producer is told (KAFKA-18654). A transactional batch
+  with an epoch below the producer's at the partition (a delayed request of an ended transaction) is refused
+  INVALID_PRODUCER_EPOCH before any question (KAFKA-18042).
 """
 
 from __future__ import annotations

@@ -262,8 +262,8 @@ def test_kafka_17754_a_delayed_end_txn(tmp_path, level):
 def test_tv2_requests_where_they_do_not_belong_get_kafkas_errors_and_change_nothing(tmp_path):
     """At TV0 a transactional Produce v12 and a TxnOffsetCommit v5 answer UNSUPPORTED_VERSION (the client should
     not have chosen TV2); at TV2 an EndTxn v5 with a stale or future epoch PRODUCER_FENCED, and a WriteTxnMarkers v2
-    marker at TV2 with the transaction's own (not bumped) or a lower epoch INVALID_PRODUCER_EPOCH. Nothing is
-    appended."""
+    marker at TV2 with the transaction's own (not bumped) or a lower epoch INVALID_PRODUCER_EPOCH, and a Produce v12
+    of an ended transaction (the epoch before the bump) INVALID_PRODUCER_EPOCH. Nothing is appended."""
     with formatted_broker(tmp_path / "tv0", 0) as b, KafkaWire(b.port) as w:
         topic = "wrong-level"
         _create(b.bootstrap, topic)
@@ -295,6 +295,10 @@ def test_tv2_requests_where_they_do_not_belong_get_kafkas_errors_and_change_noth
         assert log.producer_state.first_undecided_offset() == 0  # still open
         p.end(False)  # the producer's own abort still works: its marker follows the answer
         wait_until(lambda: markers(b, topic, 0) == [p.epoch], 20, 0.05, "the abort marker at the bumped epoch")
+        # a delayed Produce of the aborted transaction (its epoch): refused by the leader at once (KAFKA-18042)
+        end_before = log.log_end_offset
+        codes = produce_codes(w, 12, topic, {0: _txn_batch(p.pid, p.epoch - 1, [b"late"], 1)}, p.txn_id)
+        assert codes == [E.INVALID_PRODUCER_EPOCH] and log.log_end_offset == end_before
 
 
 # ---- three nodes: implicit adds and markers across nodes, the coordinator killed ------------------------------
