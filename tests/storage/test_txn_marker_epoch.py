@@ -7,6 +7,8 @@ descriptions of apache/kafka#20882 (KAFKA-19446) and #21176 (KAFKA-19999)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from protocol.record_codec import build_end_txn_marker_batch, decode_batch
 from storage.errors import InvalidProducerEpochError
@@ -85,3 +87,42 @@ def test_tv2_next_transaction_at_the_bumped_epoch_is_ended_only_by_a_higher_mark
     _marker(lg, 1, 7, tv=2, commit=False)
     assert _state(lg, 1) == (7, None, 6)
 
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["data", "marker"]), st.integers(0, 4), st.sampled_from([0, 1, 2])),
+                min_size=1, max_size=25))
+def test_the_logs_epoch_rules_agree_with_a_model(tmp_path_factory, steps):
+    """Random transactional batches and markers of one producer (epochs 0-4, transaction versions 0-2) against a
+    model of the rules: data is taken at an epoch not below the producer's (sequence 0 on a new epoch); a marker
+    below TV2 at an epoch not below it; a TV2 marker above it, or at it with no transaction open (a retry). A
+    refused append changes nothing."""
+    lg = open_log(str(tmp_path_factory.mktemp("model")))
+    epoch, open_txn, seq, end = -1, False, 0, 0
+    for kind, e, tv in steps:
+        if kind == "data":
+            ok = e >= epoch
+            s = 0 if e != epoch else seq
+            try:
+                _data(lg, 1, e, s, n=1)
+                took = True
+            except InvalidProducerEpochError:
+                took = False
+            assert took == ok, (kind, e, tv, epoch, open_txn)
+            if ok:
+                epoch, open_txn, seq, end = e, True, s + 1, end + 1
+        else:
+            ok = e >= epoch if tv < 2 else (e > epoch or (e == epoch and not open_txn))
+            try:
+                _marker(lg, 1, e, tv)
+                took = True
+            except InvalidProducerEpochError:
+                took = False
+            assert took == ok, (kind, e, tv, epoch, open_txn)
+            if ok:
+                seq = 0 if e != epoch else seq
+                epoch, open_txn, end = max(epoch, e), False, end + 1
+        assert lg.log_end_offset == end
+        if epoch >= 0:
+            got_epoch, first_offset, _ = _state(lg, 1)
+            assert got_epoch == epoch and (first_offset is not None) == open_txn
