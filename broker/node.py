@@ -22,7 +22,8 @@ from broker.replication.isr_sender import IsrSender
 from broker.replication.replica_fetcher import ReplicaFetcherManager
 from broker.quorum.bootstrap_metadata import read_bootstrap
 from broker.clock import SYSTEM_CLOCK, Clock
-from broker.config import BrokerConfig, Listener
+from broker.config import SECURITY_PROTOCOL_IDS, BrokerConfig, Listener
+from broker.security.authentication import ListenerAuthentication
 from broker.apis.context import BrokerHandles
 from broker.controlplane.controller_channel import ControllerUnavailable, QuorumControllerChannel
 from broker.errors import QuorumFailed, StartupError
@@ -59,7 +60,6 @@ from storage.log_manager import LogManager
 
 log = logging.getLogger("odradek.node")
 
-SECURITY_PROTOCOL_PLAINTEXT = 0
 
 
 class Broker:
@@ -81,6 +81,7 @@ class Broker:
         self.server = NetworkServer(config.listeners, int(config["socket.request.max.bytes"]),
                                     int(config["connections.max.idle.ms"]), self.metrics, send_stats, clock)
         self.metadata = MetadataPublisher()
+        self.server.authentication = ListenerAuthentication(config, lambda: self.metadata.image)
         self.controller: QuorumControllerChannel | None = None  # made at start, once the cluster id is known
         self.groups: GroupService | None = None
         self.txns: TxnService | None = None
@@ -358,8 +359,9 @@ class Broker:
     async def _register(self) -> None:
         """BrokerRegistration through the controller channel (BrokerLifecycleManager)."""
         controller_listeners = self.config.controller_listener_names
+        protocols = self.config.listener_security_protocols()
         listeners = [RegistrationListener(name=name, host=ep.host, port=ep.port,
-                                          security_protocol=SECURITY_PROTOCOL_PLAINTEXT)
+                                          security_protocol=SECURITY_PROTOCOL_IDS[protocols[name.upper()]])
                      for name, ep in ((n, self.advertised_endpoint(n)) for n in self.server.bound)
                      if name not in controller_listeners]
         dir_ids = [m.directory_id for m in (MetaProperties.read(str(d / "meta.properties")) for d in self.log_dirs)
@@ -415,13 +417,7 @@ class Broker:
                 await self.fetchers.update_in_turns(image, applied)
 
     def _inter_broker_listener(self) -> str:
-        """``inter.broker.listener.name``, else the listener named after ``security.inter.broker.protocol``
-        (PLAINTEXT), else the first broker listener: where followers fetch from leaders."""
-        names = [ln.name for ln in self.config.listeners if ln.name not in self.config.controller_listener_names]
-        configured = self.config.get("inter.broker.listener.name")
-        if configured:
-            return configured
-        return "PLAINTEXT" if "PLAINTEXT" in names else names[0]
+        return self.config.inter_broker_listener
 
     async def _load_partitions(self) -> None:
         """Load the logs (in the log manager's threads) and open each partition as soon as its log is ready:

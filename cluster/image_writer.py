@@ -8,8 +8,10 @@ the records after it are read.
 from __future__ import annotations
 
 from protocol.generated.metadata import (
-    ConfigRecord, FeatureLevelRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, TopicRecord,
+    AccessControlEntryRecord, ClientQuotaRecord, ConfigRecord, FeatureLevelRecord, PartitionRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, TopicRecord, UserScramCredentialRecord,
 )
+from protocol.generated.metadata.client_quota_record import EntityData
 from protocol.generated.metadata.register_broker_record import BrokerEndpoint
 from protocol.message import Message, ZERO_UUID
 
@@ -37,6 +39,17 @@ def image_records(image: MetadataImage) -> list[Message]:
     for (resource_type, resource_name), configs in sorted(image.configs.items()):
         out.extend(ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=k, value=v)
                    for k, v in sorted(configs.items()))
+    for acl_id, a in image.acls.items():
+        out.append(AccessControlEntryRecord(
+            id=acl_id, resource_type=int(a.resource_type), resource_name=a.resource_name,
+            pattern_type=int(a.pattern_type), principal=a.principal, host=a.host, operation=int(a.operation),
+            permission_type=int(a.permission_type)))
+    for (user, mechanism), c in sorted(image.scram_credentials.items()):
+        out.append(UserScramCredentialRecord(name=user, mechanism=mechanism, salt=c.salt, stored_key=c.stored_key,
+                                             server_key=c.server_key, iterations=c.iterations))
+    for entity, values in image.client_quotas.items():
+        out.extend(ClientQuotaRecord(entity=[EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                                     key=k, value=v, remove=False) for k, v in sorted(values.items()))
     if image.next_producer_id:
         out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id))
     return out

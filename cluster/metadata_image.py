@@ -11,12 +11,15 @@ from types import MappingProxyType
 from typing import Iterable, Mapping
 
 from protocol.generated.metadata import (
-    BrokerRegistrationChangeRecord, ConfigRecord, FeatureLevelRecord, FenceBrokerRecord, PartitionChangeRecord,
-    PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
-    UnregisterBrokerRecord,
+    AccessControlEntryRecord, BrokerRegistrationChangeRecord, ClientQuotaRecord, ConfigRecord, FeatureLevelRecord,
+    FenceBrokerRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord, RemoveTopicRecord, RemoveUserScramCredentialRecord, TopicRecord,
+    UnfenceBrokerRecord, UnregisterBrokerRecord, UserScramCredentialRecord,
 )
 from protocol.message import Message
 from protocol.topics import INTERNAL_TOPICS
+
+from cluster.acls import StandardAcl
 
 # ConfigResource.Type codes as used by ConfigRecord and DescribeConfigs
 RESOURCE_TOPIC = 2
@@ -87,6 +90,19 @@ class BrokerInfo:
         return None
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScramCredential:
+    """One user's credential for one mechanism (UserScramCredentialRecord; ScramCredential in Kafka): what the
+    server needs to check a client's proof, never the password."""
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+# a client quota entity (ClientQuotaEntity): sorted (entity type, name) pairs; a None name is the type's default
+QuotaEntity = tuple[tuple[str, "str | None"], ...]
+
 _EMPTY: Mapping = MappingProxyType({})
 
 
@@ -101,6 +117,10 @@ class MetadataImage:
     brokers: Mapping[int, BrokerInfo] = dataclasses.field(default_factory=lambda: _EMPTY)
     features: Mapping[str, int] = dataclasses.field(default_factory=lambda: _EMPTY)
     next_producer_id: int = 0
+    acls: Mapping[bytes, StandardAcl] = dataclasses.field(default_factory=lambda: _EMPTY)  # by ACL id
+    scram_credentials: Mapping[tuple[str, int], ScramCredential] = dataclasses.field(
+        default_factory=lambda: _EMPTY)  # by (user, ScramMechanism code)
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = dataclasses.field(default_factory=lambda: _EMPTY)
 
     def topic(self, name: str) -> TopicInfo | None:
         return self.topics_by_name.get(name)
@@ -135,6 +155,11 @@ class _Delta:
         self.brokers = dict(base.brokers)
         self.features = dict(base.features)
         self.next_producer_id = base.next_producer_id
+        # copied on their first change only: most batches touch none of them, and an unchanged mapping keeps
+        # its identity (the authorizer rebuilds its index only for a new ACL mapping)
+        self.acls: dict[bytes, StandardAcl] | None = None
+        self.scram: dict[tuple[str, int], ScramCredential] | None = None
+        self.quotas: dict[QuotaEntity, Mapping[str, float]] | None = None
 
     def _parts(self, name: str) -> dict[int, PartitionInfo]:
         if name not in self.partitions:
@@ -236,6 +261,41 @@ class _Delta:
     def _producer_ids(self, r: ProducerIdsRecord) -> None:
         self.next_producer_id = r.next_producer_id
 
+    def _acl(self, r: AccessControlEntryRecord) -> None:
+        if self.acls is None:
+            self.acls = dict(self.base.acls)
+        self.acls[r.id] = StandardAcl.from_record(r)
+
+    def _remove_acl(self, r: RemoveAccessControlEntryRecord) -> None:
+        if self.acls is None:
+            self.acls = dict(self.base.acls)
+        self.acls.pop(r.id, None)
+
+    def _scram(self, r: UserScramCredentialRecord) -> None:
+        if self.scram is None:
+            self.scram = dict(self.base.scram_credentials)
+        self.scram[(r.name, r.mechanism)] = ScramCredential(bytes(r.salt), bytes(r.stored_key), bytes(r.server_key),
+                                                            r.iterations)
+
+    def _remove_scram(self, r: RemoveUserScramCredentialRecord) -> None:
+        if self.scram is None:
+            self.scram = dict(self.base.scram_credentials)
+        self.scram.pop((r.name, r.mechanism), None)
+
+    def _quota(self, r: ClientQuotaRecord) -> None:
+        if self.quotas is None:
+            self.quotas = dict(self.base.client_quotas)
+        entity = quota_entity((e.entity_type, e.entity_name) for e in r.entity)
+        values = dict(self.quotas.get(entity, {}))
+        if r.remove:
+            values.pop(r.key, None)
+        else:
+            values[r.key] = r.value
+        if values:
+            self.quotas[entity] = MappingProxyType(values)
+        else:
+            self.quotas.pop(entity, None)
+
     def build(self, last_offset: int) -> MetadataImage:
         topics = dict(self.topics)
         for name, parts in self.partitions.items():
@@ -250,7 +310,15 @@ class _Delta:
             brokers=MappingProxyType(dict(sorted(self.brokers.items()))),
             features=MappingProxyType(self.features),
             next_producer_id=self.next_producer_id,
+            acls=self.base.acls if self.acls is None else MappingProxyType(self.acls),
+            scram_credentials=self.base.scram_credentials if self.scram is None else MappingProxyType(self.scram),
+            client_quotas=self.base.client_quotas if self.quotas is None else MappingProxyType(self.quotas),
         )
+
+
+def quota_entity(parts) -> QuotaEntity:
+    """A ClientQuotaEntity as a hashable key: its (type, name) pairs sorted by type."""
+    return tuple(sorted(parts, key=lambda p: p[0]))
 
 
 _REPLAY = {
@@ -266,4 +334,9 @@ _REPLAY = {
     BrokerRegistrationChangeRecord: _Delta._registration_change,
     FeatureLevelRecord: _Delta._feature,
     ProducerIdsRecord: _Delta._producer_ids,
+    AccessControlEntryRecord: _Delta._acl,
+    RemoveAccessControlEntryRecord: _Delta._remove_acl,
+    UserScramCredentialRecord: _Delta._scram,
+    RemoveUserScramCredentialRecord: _Delta._remove_scram,
+    ClientQuotaRecord: _Delta._quota,
 }

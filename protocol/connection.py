@@ -102,6 +102,23 @@ class ServerConnection:
             return CONNECTION_CLOSED if self._closed else NEED_DATA
         return parse_request(frame)
 
+    def next_frame(self) -> bytearray | _Sentinel:
+        """The next frame unparsed (a SASL exchange: raw tokens after SaslHandshake v0), NEED_DATA, or
+        CONNECTION_CLOSED. Raises DecodeError on a bad frame size."""
+        frame = self._reader.next_frame()
+        if frame is None:
+            return CONNECTION_CLOSED if self._closed else NEED_DATA
+        return frame
+
+    @property
+    def max_frame_size(self) -> int:
+        return self._reader.max_frame_size
+
+    @max_frame_size.setter
+    def max_frame_size(self, size: int) -> None:
+        """The limit for frames not yet begun (``sasl.server.max.receive.size`` until a connection authenticates)."""
+        self._reader.max_frame_size = size
+
     @property
     def buffered(self) -> int:
         return self._reader.buffered

@@ -38,11 +38,11 @@ distinct keys plus a buffer.
 Batches without records (left by earlier cleanings) are read as rows with a null offset (``emptyBatches``): a pass
 drops them unless they are kept for the reasons above. Known limits: the cleaner's offset map
 is assumed big enough (flagged if the dirty section has more distinct keys than the default dedupe buffer holds);
-a producer whose last entry is a marker is not kept as an active producer's last batch. The removal figures are
-Kafka's: storage's cleaner keeps aborted data and markers (as documented there), so on a log holding transactions
-they are checked against a transcription of Kafka's cleaner (tests/spark_jobs/test_read_committed.py), not
-against storage's. The key figures (distinct keys, tombstones, clean/dirty records) leave aborted records out;
-``records`` counts them, and ``aborted_records`` says how many there are.
+a producer whose last entry is a marker is not kept as an active producer's last batch. On a log holding
+transactions the removal figures are checked against a transcription of Kafka's cleaner and against storage's
+transaction-aware cleaner run on a copy (tests/spark_jobs/test_read_committed.py). The key figures (distinct
+keys, tombstones, clean/dirty records) leave aborted records out; ``records`` counts them, and ``aborted_records``
+says how many there are.
 """
 
 from __future__ import annotations

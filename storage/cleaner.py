@@ -7,7 +7,7 @@ For a log with ``cleanup.policy`` containing ``compact``:
    ``max.compaction.lag.ms``;
 2. the dirty section ends at the first of: the active segment, the last stable offset, the first segment
    younger than ``min.compaction.lag.ms``;
-3. build a key -> latest offset map over the dirty section;
+3. build a key -> latest offset map over the dirty section (aborted transactions' records left out);
 4. rewrite the closed segments from the start of the log up to the end of that map, group by group, into
    ``.cleaned`` segments keeping a record only if it is the latest for its key; offsets never change
    (gaps are fine).  A tombstone (null value) first gets a delete horizon (now + ``delete.retention.ms``,
@@ -17,14 +17,21 @@ For a log with ``cleanup.policy`` containing ``compact``:
    renamed to the final names.  A crash at any point is finished or rolled back by the loader;
 6. record the end of the map in ``cleaner-offset-checkpoint``.
 
-Batches holding the last sequence of an active idempotent producer are kept (emptied if need be), as is
-the last batch of each cleaning round.  Transaction-aware cleaning (dropping aborted data and markers) is
-not implemented: transactional batches are compacted like any other and control batches are kept, so a cleaned
-segment's ``.txnindex`` holds every entry of the segments it replaces (Kafka's holds those whose markers it keeps).
+Batches holding the last sequence (or, for a marker, the epoch) of an active producer are kept (emptied if need
+be), as is the last batch of each cleaning round.
+
+Transactions, as Kafka's ``CleanedTransactionMetadata``: the ``.txnindex`` entries of the log tell which data
+batches belong to an aborted transaction; those never enter the offset map and are dropped when cleaned.  A marker
+(COMMIT/ABORT control batch) stays while its transaction still has a data batch in the log; once none is left it
+gets a delete horizon (now + ``delete.retention.ms``, written into the batch header as for tombstones, KIP-534),
+and a pass after the horizon removes it.  Both stay, emptied, while they hold an active producer's last sequence
+or epoch.  A cleaned segment's ``.txnindex`` holds the entries of the ABORT markers it keeps whose transaction
+still had data when it was cleaned.
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 import threading
@@ -33,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from protocol.errors import ProtocolError
-from protocol.record_codec import Record, build_batch, decode_batch
+from protocol.record_codec import ControlRecordType, Record, build_batch, decode_batch, parse_control_record_type
 from protocol.records import LOG_OVERHEAD, BatchScan
 
 from . import files
@@ -43,10 +50,11 @@ from .errors import KafkaStorageError
 from .fileio import FileIO
 from .log import Log
 from .segment import LogSegment
+from .txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LogCleaner", "Cleaner", "LogToClean", "CleanerStats", "CleaningAborted"]
+__all__ = ["LogCleaner", "Cleaner", "LogToClean", "CleanerStats", "CleaningAborted", "CleanedTransactionMetadata"]
 
 TopicPartition = tuple[str, int]
 _READ_CHUNK = 4 * 1024 * 1024
@@ -123,6 +131,61 @@ class OffsetMap:
         return len(self._map) / self.slots
 
 
+class CleanedTransactionMetadata:
+    """The transactions the cleaner is inside of as it walks the log in offset order (Kafka's
+    ``CleanedTransactionMetadata``): it says which data batches are aborted and which markers may go, and writes the
+    kept ABORT markers' entries into the cleaned segment's ``.txnindex``.  Fed the log's ``AbortedTxn`` entries of
+    each range before that range's batches."""
+
+    def __init__(self) -> None:
+        self.ongoing_committed: set[int] = set()  # producers with a non-aborted transactional batch read
+        # producer id -> [its aborted transaction, last offset of a batch of it read (None: none read)]
+        self.ongoing_aborted: dict[int, list] = {}
+        self._aborted: list[tuple[int, int, AbortedTxn]] = []  # heap by first offset
+        self.cleaned_index: TransactionIndex | None = None
+
+    def add_aborted_transactions(self, txns: Iterable[AbortedTxn]) -> None:
+        for t in txns:
+            heapq.heappush(self._aborted, (t.first_offset, t.last_offset, t))
+
+    def _consume_aborted_up_to(self, offset: int) -> None:
+        while self._aborted and self._aborted[0][0] <= offset:
+            txn = heapq.heappop(self._aborted)[2]
+            self.ongoing_aborted.setdefault(txn.producer_id, [txn, None])
+
+    def on_control_batch_read(self, h, records: list[Record]) -> bool:
+        """True if the control batch may be discarded (``onControlBatchRead``)."""
+        self._consume_aborted_up_to(h.base_offset + h.last_offset_delta)
+        if not records:
+            return True  # a control batch emptied by an earlier cleaning
+        control_type = parse_control_record_type(records[0].key)
+        if control_type == ControlRecordType.ABORT:
+            aborted = self.ongoing_aborted.pop(h.producer_id, None)
+            if aborted is not None and aborted[1] is not None:  # its data is still there: keep it, indexed
+                if self.cleaned_index is not None:
+                    self.cleaned_index.append(aborted[0])
+                return False
+            return True
+        if control_type == ControlRecordType.COMMIT:
+            if h.producer_id in self.ongoing_committed:
+                self.ongoing_committed.discard(h.producer_id)
+                return False
+            return True
+        return False
+
+    def on_batch_read(self, h) -> bool:
+        """True if the data batch belongs to an aborted transaction (``onBatchRead``)."""
+        self._consume_aborted_up_to(h.base_offset + h.last_offset_delta)
+        if not h.is_transactional:
+            return False
+        aborted = self.ongoing_aborted.get(h.producer_id)
+        if aborted is not None:
+            aborted[1] = h.base_offset + h.last_offset_delta
+            return True
+        self.ongoing_committed.add(h.producer_id)
+        return False
+
+
 class Cleaner:
     """Cleans one log at a time (``Cleaner``).  ``check_done(tp)`` raises :class:`CleaningAborted`."""
 
@@ -141,8 +204,9 @@ class Cleaner:
         groups = self.group_segments_by_size(lg.log_segments(0, end_offset) if end_offset > 0 else [],
                                              lg.config.segment_bytes, lg.config.max_index_size, upper)
         active = lg.last_records_of_active_producers()
+        txn_metadata = CleanedTransactionMetadata()  # carried from group to group
         for group in groups:
-            self.clean_segments(lg, group, now_ms, stats, active, upper)
+            self.clean_segments(lg, group, now_ms, stats, active, upper, txn_metadata)
         stats.end_ms = time.monotonic()
         return end_offset, stats
 
@@ -153,13 +217,16 @@ class Cleaner:
         dirty = lg.log_segments(start, end) if end > start else []
         nexts = [s.base_offset for s in dirty[1:]] + [end]
         tp = (lg.topic, lg.partition)
+        txn_metadata = CleanedTransactionMetadata()
+        if dirty:
+            txn_metadata.add_aborted_transactions(lg.collect_aborted_transactions(start, end))
         for seg, nxt in zip(dirty, nexts):
             self.check_done(tp)
-            if self._build_offset_map_for_segment(tp, seg, start, nxt, stats):
+            if self._build_offset_map_for_segment(tp, seg, start, nxt, stats, txn_metadata):
                 break
 
     def _build_offset_map_for_segment(self, tp: TopicPartition, seg: LogSegment, start: int, next_start: int,
-                                      stats: CleanerStats) -> bool:
+                                      stats: CleanerStats, txn_metadata: CleanedTransactionMetadata) -> bool:
         m = self.offset_map
         position = seg.offset_index.lookup(start)[1]
         size = seg.size
@@ -167,13 +234,15 @@ class Cleaner:
             self.check_done(tp)
             for pos, h in BatchScan(data):
                 stats.map_messages_read += max(h.records_count, 0)
-                if not h.is_control:
+                if h.is_control:
+                    txn_metadata.on_control_batch_read(h, decode_batch(data, pos, verify_crc=False)[1])
+                elif not txn_metadata.on_batch_read(h):  # an aborted batch's keys stay out of the map
                     _, records = decode_batch(data, pos, verify_crc=False)
                     for r in records:
                         if r.key is not None and r.offset >= start:
-                            if len(m) < m.max_size or r.key in m._map:
+                            if len(m) < m.max_size:
                                 m.put(r.key, r.offset)
-                            else:
+                            else:  # full: the map ends before this record, as Kafka's (even for a known key)
                                 return True
                 last = h.base_offset + h.last_offset_delta
                 if last >= start:
@@ -210,7 +279,8 @@ class Cleaner:
 
     # ---- rewriting -------------------------------------------------------------------------------
     def clean_segments(self, lg: Log, segments: list[LogSegment], now_ms: int, stats: CleanerStats,
-                       active_producers: dict[int, tuple[int | None, int]], upper_bound_of_round: int) -> None:
+                       active_producers: dict[int, tuple[int | None, int]], upper_bound_of_round: int,
+                       txn_metadata: CleanedTransactionMetadata) -> None:
         base = segments[0].base_offset
         for p in (files.log_file(lg.dir, base, files.CLEANED_FILE_SUFFIX),
                   files.offset_index_file(lg.dir, base, files.CLEANED_FILE_SUFFIX),
@@ -223,12 +293,14 @@ class Cleaner:
         cleaned = LogSegment.open(lg.dir, base, lg.config, suffix=files.CLEANED_FILE_SUFFIX, now_ms=now_ms,
                                   file_io=lg.file_io)
         tp = (lg.topic, lg.partition)
+        txn_metadata.cleaned_index = cleaned.txn_index
         try:
-            for seg in segments:
+            for i, seg in enumerate(segments):
+                # the entries of the whole segment's range: the cleaned index is rebuilt from them
+                upper = segments[i + 1].base_offset if i + 1 < len(segments) else seg.read_next_offset()
+                txn_metadata.add_aborted_transactions(lg.collect_aborted_transactions(seg.base_offset, upper))
                 self._clean_into(tp, seg, cleaned, lg.config.delete_retention_ms, now_ms, stats, active_producers,
-                                 upper_bound_of_round)
-                for txn in seg.txn_index.all_aborted_txns():  # every marker is kept: so is every entry
-                    cleaned.txn_index.append(txn)
+                                 upper_bound_of_round, txn_metadata)
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             cleaned.set_last_modified(segments[-1].last_modified())
@@ -248,7 +320,9 @@ class Cleaner:
 
     def _clean_into(self, tp: TopicPartition, source: LogSegment, dest: LogSegment, delete_retention_ms: int,
                     now_ms: int, stats: CleanerStats, active_producers: dict[int, tuple[int | None, int]],
-                    upper_bound_of_round: int) -> None:
+                    upper_bound_of_round: int, txn_metadata: CleanedTransactionMetadata) -> None:
+        """Copy what stays of ``source`` into ``dest`` (``cleanInto`` with its ``RecordFilter`` and
+        ``MemoryRecords.filterTo``)."""
         m = self.offset_map
         for data in _read_chunks(source, 0, source.size):
             self.check_done(tp)
@@ -258,6 +332,16 @@ class Cleaner:
                 stats.bytes_read += h.batch_length + LOG_OVERHEAD
                 stats.messages_read += max(h.records_count, 0)
                 last = h.base_offset + h.last_offset_delta
+                horizon = h.delete_horizon_ms
+                # checkBatchRetention: aborted data goes; a marker once its transaction has no data left and its
+                # horizon has passed
+                if h.is_control:
+                    records = decode_batch(data, pos, verify_crc=False)[1]
+                    can_discard = txn_metadata.on_control_batch_read(h, records)
+                    discard_records = can_discard and horizon is not None and horizon <= now_ms
+                else:
+                    can_discard = discard_records = txn_metadata.on_batch_read(h)
+                    records = [] if discard_records else decode_batch(data, pos, verify_crc=False)[1]
                 is_last_of_producer = False
                 if h.producer_id >= 0 and h.producer_id in active_producers:
                     last_data, epoch = active_producers[h.producer_id]
@@ -266,49 +350,43 @@ class Cleaner:
                     else:
                         is_last_of_producer = h.is_control and h.producer_epoch == epoch
                 retain_empty = is_last_of_producer or last + 1 == upper_bound_of_round
-                if h.is_control:
+                if discard_records:
+                    retained: list[Record] = []
+                elif h.is_control:
+                    retained = records
+                else:
+                    retained = [r for r in records if self._should_retain_record(m, r, horizon, now_ms)]
+                # a kept tombstone, or a marker whose transaction is empty, gets a delete horizon once
+                need_horizon = horizon is None and (
+                    (h.is_control and can_discard) or any(r.value is None for r in retained))
+                stats.messages_written += len(retained)
+                if retained and len(retained) == len(records) and not need_horizon:
                     retained_batch = bytes(data[pos:pos + h.batch_length + LOG_OVERHEAD])
                     batch_max_ts = h.max_timestamp
+                elif retained:
+                    new_horizon = min(now_ms + delete_retention_ms, _LONG_MAX) if need_horizon else horizon
+                    retained_batch = build_batch(
+                        retained, base_offset=h.base_offset, compression=h.compression,
+                        producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                        base_sequence=h.base_sequence, is_transactional=h.is_transactional,
+                        is_control=h.is_control, timestamp_type=h.timestamp_type,
+                        partition_leader_epoch=h.partition_leader_epoch, last_offset_delta=h.last_offset_delta,
+                        delete_horizon_ms=new_horizon,
+                        max_timestamp=h.max_timestamp if h.timestamp_type == 1 else None)
+                    batch_max_ts = max((r.timestamp for r in retained), default=-1) \
+                        if h.timestamp_type == 0 else h.max_timestamp
+                elif retain_empty:  # the header alone keeps the producer's sequence and epoch (or the last offset)
+                    retained_batch = build_batch(
+                        [], base_offset=h.base_offset, producer_id=h.producer_id,
+                        producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+                        is_transactional=h.is_transactional, is_control=h.is_control,
+                        timestamp_type=h.timestamp_type, partition_leader_epoch=h.partition_leader_epoch,
+                        last_offset_delta=h.last_offset_delta, max_timestamp=h.max_timestamp)
+                    batch_max_ts = h.max_timestamp
                 else:
-                    header, records = decode_batch(data, pos, verify_crc=False)
-                    retained: list[Record] = []
-                    has_tombstone = False
-                    horizon = header.delete_horizon_ms
-                    for r in records:
-                        if self._should_retain_record(m, r, horizon, now_ms):
-                            retained.append(r)
-                            if r.value is None:
-                                has_tombstone = True
-                    need_horizon = has_tombstone and horizon is None
-                    stats.messages_written += len(retained)
-                    if retained and len(retained) == len(records) and not need_horizon:
-                        retained_batch = bytes(data[pos:pos + h.batch_length + LOG_OVERHEAD])
-                        batch_max_ts = h.max_timestamp
-                    elif retained:
-                        new_horizon = (now_ms + delete_retention_ms) if need_horizon else horizon
-                        retained_batch = build_batch(
-                            retained, base_offset=h.base_offset, compression=h.compression,
-                            producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-                            base_sequence=h.base_sequence, is_transactional=h.is_transactional,
-                            timestamp_type=h.timestamp_type, partition_leader_epoch=h.partition_leader_epoch,
-                            last_offset_delta=h.last_offset_delta, delete_horizon_ms=new_horizon,
-                            max_timestamp=h.max_timestamp if h.timestamp_type == 1 else None)
-                        batch_max_ts = max((r.timestamp for r in retained), default=-1) \
-                            if h.timestamp_type == 0 else h.max_timestamp
-                    elif retain_empty:
-                        retained_batch = build_batch(
-                            [], base_offset=h.base_offset, producer_id=h.producer_id,
-                            producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
-                            is_transactional=h.is_transactional, timestamp_type=h.timestamp_type,
-                            partition_leader_epoch=h.partition_leader_epoch, last_offset_delta=h.last_offset_delta,
-                            max_timestamp=h.max_timestamp)
-                        batch_max_ts = h.max_timestamp
-                    else:
-                        continue
+                    continue
                 out += retained_batch
                 stats.bytes_written += len(retained_batch)
-                if h.is_control:
-                    stats.messages_written += h.records_count
                 if batch_max_ts > max_ts:
                     max_ts, shallow = batch_max_ts, last
                 max_offset = last

@@ -70,8 +70,8 @@ def _copy(tmp_path: Path) -> Path:
 def test_a_new_package_a_new_module_and_a_stale_row_are_caught(tmp_path):
     root = _copy(tmp_path)
     assert layout_problems(root) == []
-    (root / "broker" / "security").mkdir()
-    (root / "broker" / "security" / "__init__.py").write_text("")
+    (root / "broker" / "sandbox").mkdir()
+    (root / "broker" / "sandbox" / "__init__.py").write_text("")
     (root / "broker" / "quorum" / "extra").mkdir()
     (root / "broker" / "quorum" / "extra" / "__init__.py").write_text("")
     (root / "cluster" / "stray.py").write_text("")
@@ -80,7 +80,7 @@ def test_a_new_package_a_new_module_and_a_stale_row_are_caught(tmp_path):
     assert sorted(layout_problems(root)) == sorted([
         "row broker/gone/: no such directory",
         "broker/groups/: a package without a row",
-        "broker/security/: a package without a row",
+        "broker/sandbox/: a package without a row",
         "broker/quorum/extra/: not named in the row of broker/quorum/",
         "cluster/stray.py: not named in the row of cluster/",
     ])

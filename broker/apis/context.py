@@ -79,6 +79,7 @@ class RequestContext:
     received: float = 0.0  # clock.monotonic() when the frame was read (RequestQueueTimeMs)
     client_port: int | None = None
     client_information: ClientInformation = dataclasses.field(default_factory=ClientInformation)  # per connection
+    principal: str = "User:ANONYMOUS"  # who the connection authenticated as (KafkaPrincipal's type:name)
 
     @property
     def version(self) -> int:

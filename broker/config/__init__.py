@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,16 @@ DEFAULTS: dict[str, Any] = {
     # incremental fetch sessions (KIP-227, broker/replication/fetch_session/): ServerConfigs' default
     "max.incremental.fetch.session.cache.slots": 1000,
     "listener.security.protocol.map": None,
+    # listener security (BrokerSecurityConfigs, SaslConfigs, SocketServerConfigs): Kafka's defaults; what each
+    # SASL listener serves is read in broker/security/sasl_config.py
+    "security.inter.broker.protocol": "PLAINTEXT",
+    "sasl.enabled.mechanisms": "GSSAPI",
+    "sasl.mechanism.inter.broker.protocol": "GSSAPI",
+    "sasl.mechanism.controller.protocol": "GSSAPI",
+    "sasl.jaas.config": None,
+    "sasl.server.max.receive.size": 524288,
+    "connections.max.reauth.ms": 0,
+    "connection.failed.authentication.delay.ms": 100,
     **GROUP_CONFIG_DEFAULTS,  # the group coordinator's own table (cluster/groups/group_config.py)
     "group.coordinator.rebalance.protocols": "classic,consumer",
     "offsets.topic.segment.bytes": 104857600,
@@ -113,6 +124,16 @@ def _known_keys() -> set[str]:
     keys.update(LogManagerConfig._NAMES)
     keys.update({"broker.id", "log.dir", "log.dirs"})
     return keys
+
+
+_LISTENER_PREFIXED = re.compile(
+    r"listener\.name\.[^.]*\.(?:(?:plain|scram-sha-256|scram-sha-512|gssapi|oauthbearer)\.)?(.*)")
+
+
+def _listener_base(key: str) -> str:
+    """``listener.name.<l>.[<mechanism>.]<key>`` -> ``<key>`` (Kafka's listener and mechanism prefixes)."""
+    m = _LISTENER_PREFIXED.fullmatch(key)
+    return m.group(1) if m else key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,7 +178,10 @@ def _guess(value: Any) -> Any:
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka's SecurityProtocol names
 # SocketServerConfigs.LISTENER_SECURITY_PROTOCOL_MAP_DEFAULT: each protocol's name maps to itself
 DEFAULT_SECURITY_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
-SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT",)  # what this release serves: TLS and SASL are not built yet
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}  # SecurityProtocol.id
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")  # what this release serves: TLS is not built yet
+# node links (replication, the controller channel, Raft) speak PLAINTEXT only until their clients authenticate
+NODE_LINK_SECURITY_PROTOCOLS = ("PLAINTEXT",)
 
 
 def parse_security_protocol_map(text: str) -> dict[str, str]:
@@ -249,7 +273,7 @@ class BrokerConfig:
             raise ConfigException(str(exc)) from None
         known = _known_keys()
         return [f"The configuration '{k}' was supplied but isn't a known config." for k in self.values
-                if k not in known and not k.startswith("logger.")]
+                if k not in known and _listener_base(k) not in known and not k.startswith("logger.")]
 
     def _validate_roles(self) -> None:
         """``process.roles`` against the quorum and listener settings, with Kafka's messages (KafkaConfig's
@@ -317,8 +341,11 @@ class BrokerConfig:
 
     def _validate_listener_security(self) -> None:
         """Every listener (and every controller listener a broker-only node connects to) has a security protocol,
-        and this release serves it: anything but PLAINTEXT is refused at start, naming the listener. Map entries
-        for listeners not in use are fine."""
+        and this release serves it: SSL and SASL_SSL are refused at start, naming the listener; a SASL listener's
+        mechanisms and JAAS entries are checked (broker/security/sasl_config.py). Node links stay PLAINTEXT for
+        now. Map entries for listeners not in use are fine."""
+        from broker.security.sasl_config import listener_sasl
+
         protocols = self.listener_security_protocols()
         for name in [lst.name for lst in self.listeners] + sorted(self.controller_listener_names):
             protocol = protocols.get(name.upper())
@@ -327,7 +354,29 @@ class BrokerConfig:
                                       f"protocol.map)")
             if protocol not in SERVED_SECURITY_PROTOCOLS:
                 raise ConfigException(f"Listener {name} uses security protocol {protocol}: this release of odradek "
-                                      f"serves PLAINTEXT listeners only (TLS and SASL are not built yet)")
+                                      f"serves PLAINTEXT and SASL_PLAINTEXT listeners only (TLS is not built yet)")
+            links = name in self.controller_listener_names or ("broker" in self.process_roles and
+                                                                name == self.inter_broker_listener)
+            if links and protocol not in NODE_LINK_SECURITY_PROTOCOLS:
+                raise ConfigException(f"Listener {name} ({protocol}) carries links between nodes, which this release "
+                                      f"of odradek speaks PLAINTEXT only: name a PLAINTEXT listener in "
+                                      f"inter.broker.listener.name / controller.listener.names")
+            if protocol.startswith("SASL_") and name not in self.controller_listener_names:
+                listener_sasl(self.values, name)
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """``inter.broker.listener.name``, else the listener named after ``security.inter.broker.protocol``
+        (PLAINTEXT), else the first broker listener: where followers fetch from leaders."""
+        configured = self.values.get("inter.broker.listener.name")
+        if configured:
+            return configured
+        names = [ln.name for ln in self.listeners if ln.name not in self.controller_listener_names]
+        wanted = self.values.get("security.inter.broker.protocol") or "PLAINTEXT"
+        return wanted if wanted in names else (names[0] if names else wanted)
+
+    def security_protocol(self, listener: str) -> str:
+        return self.listener_security_protocols().get(listener.upper(), "PLAINTEXT")
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

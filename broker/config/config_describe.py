@@ -15,6 +15,7 @@ from typing import Any
 from broker.config.broker_config_docs import BROKER_CONFIG_DOCS
 from broker.config.config_types import BROKER_CONFIG_TYPES
 from broker.config.topic_config_docs import TOPIC_CONFIG_DOCS
+from broker.security.secrets import base_name, is_sensitive
 from protocol.generated.messages.describe_configs_response import DescribeConfigsResourceResult, DescribeConfigsSynonym
 from storage.config import TOPIC_CONFIGS, LogConfig
 
@@ -97,12 +98,14 @@ def broker_entries(broker_values: dict, explicit: set[str], keys: list[str] | No
         if keys and name not in keys:
             continue
         value = broker_values[name]
-        synonyms = _broker_synonyms(name, [name], broker_values, explicit)
-        source = synonyms[0].source if synonyms else DEFAULT_CONFIG
+        sensitive = is_sensitive(name)  # Kafka's PASSWORD type: never sent, nor in a synonym
+        synonyms = [] if sensitive else _broker_synonyms(name, [name], broker_values, explicit)
+        source = (STATIC_BROKER_CONFIG if name in explicit and value is not None else DEFAULT_CONFIG) if sensitive \
+            else synonyms[0].source if synonyms else DEFAULT_CONFIG
         out.append(DescribeConfigsResourceResult(
-            name=name, value=None if value is None else config_string(value), read_only=name not in dynamic,
-            config_source=source, is_default=source == DEFAULT_CONFIG, is_sensitive=False,
-            synonyms=synonyms if include_synonyms else [], config_type=_broker_type(name),
+            name=name, value=None if value is None or sensitive else config_string(value),
+            read_only=name not in dynamic, config_source=source, is_default=source == DEFAULT_CONFIG,
+            is_sensitive=sensitive, synonyms=synonyms if include_synonyms else [], config_type=_broker_type(name),
             documentation=BROKER_CONFIG_DOCS.get(name) if include_documentation else None))
     return out
 
@@ -110,7 +113,7 @@ def broker_entries(broker_values: dict, explicit: set[str], keys: list[str] | No
 def _broker_type(name: str) -> int:
     """The property's Kafka type (broker/config/config_types.py), known even while its value is None; UNKNOWN (0)
     for a key odradek does not know."""
-    type_ = BROKER_CONFIG_TYPES.get(name)
+    type_ = BROKER_CONFIG_TYPES.get(name) or BROKER_CONFIG_TYPES.get(base_name(name))
     return CONFIG_TYPES[type_.lower()] if type_ else 0
 
 

@@ -59,6 +59,11 @@ BROKER_CONFIG_TYPES: dict[str, str] = {
     # SocketServerConfigs
     "advertised.listeners": STRING, "connections.max.idle.ms": LONG, "listener.security.protocol.map": STRING,
     "listeners": STRING, "socket.request.max.bytes": INT,
+    "connections.max.reauth.ms": LONG, "connection.failed.authentication.delay.ms": INT,
+    # BrokerSecurityConfigs, SaslConfigs
+    "security.inter.broker.protocol": STRING, "sasl.enabled.mechanisms": LIST,
+    "sasl.mechanism.inter.broker.protocol": STRING, "sasl.mechanism.controller.protocol": STRING,
+    "sasl.jaas.config": PASSWORD, "sasl.server.max.receive.size": INT,
     # ServerConfigs
     "broker.id": INT, "broker.rack": STRING, "compression.gzip.level": INT, "compression.lz4.level": INT,
     "compression.type": STRING, "compression.zstd.level": INT, "max.incremental.fetch.session.cache.slots": INT,

@@ -20,9 +20,14 @@ from broker.errors import CloseConnection
 from broker.network.sendfile import PartWriter, SendStats
 from protocol.connection import CONNECTION_CLOSED, NEED_DATA, ServerConnection
 from protocol.errors import DecodeError
+from protocol.sasl_server import SASL_HANDSHAKE, SaslServerAuthenticator, Step
+
+MIN_REAUTH_INTERVAL_MS = 1000  # KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS
+FAILED_AUTHENTICATION_LINGER_S = 0.05  # between a failed authentication's answer and the close
 
 if TYPE_CHECKING:
     from broker.observability.metrics import BrokerMetrics
+    from broker.security.authentication import ListenerAuthentication
 
 log = logging.getLogger("odradek.server")
 
@@ -42,6 +47,7 @@ class NetworkServer:
         self.clock = clock
         self.zero_copy = True
         self.handles: BrokerHandles | None = None  # set by the node before serving starts
+        self.authentication: "ListenerAuthentication | None" = None  # SASL listeners (set by the node)
         self.bound: dict[str, Listener] = {}
         self._servers: list[asyncio.base_events.Server] = []
         self._conn_ids = itertools.count()
@@ -177,6 +183,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writer_task: asyncio.Task | None = None
         self._flow: _FlowControl | None = None
         self._part_writer: PartWriter | None = None
+        self.principal = "User:ANONYMOUS"
+        auth = server.authentication
+        self.sasl: SaslServerAuthenticator | None = auth.authenticator(listener) if auth is not None else None
+        self._reauthenticating = False
+        self._last_reauth_ms = 0
+        if self.sasl is not None:  # frames stay small until the connection authenticates
+            self.conn.max_frame_size = min(server.max_frame, auth.max_receive_size)
 
     # ---- asyncio protocol callbacks ------------------------------------------------------------
 
@@ -243,9 +256,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         handles = self.server.handles
         clock = handles.clock
-        while True:
+        while not self._closing:
+            sasl = self.sasl
             try:
-                event = self.conn.next_event()
+                if sasl is not None and sasl.authenticating:
+                    event = self.conn.next_frame()
+                    if event is not NEED_DATA and event is not CONNECTION_CLOSED:
+                        self._authenticate(sasl.receive(event, clock.now_ms()))
+                        continue
+                else:
+                    event = self.conn.next_event()
             except DecodeError as exc:
                 log.warning("closing connection %s from %s: bad frame: %s", self.conn_id, self.peer, exc)
                 self._abort()
@@ -255,15 +275,95 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if event is CONNECTION_CLOSED:
                 self.finish()
                 return
-            ctx = RequestContext(handles, event, self.conn_id, self.listener, self.peer_host, clock.now_ms(),
-                                 clock.monotonic(), self.peer_port, self.client_information)
-            # the task starts running handlers in arrival order; side effects that must stay ordered
-            # (appends) happen before a handler's first await
-            self.pending.put_nowait(asyncio.ensure_future(dispatch(ctx)))
-            self.in_flight += 1
-            if self.in_flight >= MAX_IN_FLIGHT and not self._reading_paused:
+            if sasl is not None and self._session_checks(sasl, event, clock.now_ms()):
+                continue
+            self._dispatch(event)
+
+    def _dispatch(self, request) -> None:
+        handles = self.server.handles
+        clock = handles.clock
+        ctx = RequestContext(handles, request, self.conn_id, self.listener, self.peer_host, clock.now_ms(),
+                             clock.monotonic(), self.peer_port, self.client_information, self.principal)
+        # the task starts running handlers in arrival order; side effects that must stay ordered
+        # (appends) happen before a handler's first await
+        self._queue(asyncio.ensure_future(dispatch(ctx)))
+
+    def _queue(self, task: asyncio.Future) -> None:
+        self.pending.put_nowait(task)
+        self.in_flight += 1
+        if self.in_flight >= MAX_IN_FLIGHT and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _send(self, parts: list) -> None:
+        """Answer in order with bytes already made (an authenticator's responses)."""
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(parts)
+        self._queue(done)
+
+    # ---- authentication (SASL listeners) ---------------------------------------------------------
+
+    def _authenticate(self, step: Step) -> None:
+        """One frame's outcome from the authenticator (SaslServerAuthenticator), in the connection's order."""
+        metrics = self.server.metrics
+        if step.dispatch is not None:
+            self._dispatch(step.dispatch)
+        if step.send and not step.failed:
+            self._send(step.send)
+        if step.authenticated:
+            self.principal = self.sasl.principal or self.principal
+            self.conn.max_frame_size = self.server.max_frame
+            (metrics.reauth_successes if self._reauthenticating else metrics.auth_successes).labels(
+                self.listener).inc()
+            log.debug("connection %s from %s authenticated as %s (%s)", self.conn_id, self.peer, self.principal,
+                      self.sasl.mechanism_name)
+            self._reauthenticating = False
+        elif step.failed or step.close:
+            (metrics.reauth_failures if self._reauthenticating else metrics.auth_failures).labels(
+                self.listener).inc()
+            log.info("closing connection %s from %s: %s failed: %s", self.conn_id, self.peer,
+                     "re-authentication" if self._reauthenticating else "authentication", step.reason)
+            if step.close:
+                self._abort()
+                return
+            # Kafka delays the failure's answer and the close (connection.failed.authentication.delay.ms), so a
+            # client guessing passwords gets one answer per delay: read nothing more meanwhile
+            self._closing = True
+            if not self._reading_paused:
                 self._reading_paused = True
                 self.transport.pause_reading()
+            asyncio.get_running_loop().call_later(self.server.authentication.failed_delay_s,
+                                                  self._close_after_failure, step.send)
+
+    def _close_after_failure(self, parts: list) -> None:
+        if self.transport.is_closing():
+            return
+        if parts:
+            self._send(parts)
+        # the answer goes out alone before the close: a client reading the answer and the end of the stream in one
+        # read may drop the answer (kafka-python 3 does), and would report a lost connection instead of the failure
+        asyncio.get_running_loop().call_later(FAILED_AUTHENTICATION_LINGER_S, self._finish_after_failure)
+
+    def _finish_after_failure(self) -> None:
+        self._closing = False
+        self.finish()
+
+    def _session_checks(self, sasl: SaslServerAuthenticator, request, now_ms: int) -> bool:
+        """An authenticated connection's request: closed if its session expired (anything but SaslHandshake);
+        a SaslHandshake from a client that can re-authenticate begins re-authentication. True: handled here."""
+        expires = sasl.session_expires_ms
+        if expires is not None and now_ms > expires and request.api_key != SASL_HANDSHAKE:
+            log.info("closing connection %s from %s: its SASL session expired", self.conn_id, self.peer)
+            self.server.metrics.expired_killed.labels(self.listener).inc()
+            self._abort()
+            return True
+        if request.api_key == SASL_HANDSHAKE and sasl.client_supports_reauthentication and \
+                now_ms - self._last_reauth_ms >= MIN_REAUTH_INTERVAL_MS:
+            self._last_reauth_ms = now_ms
+            self._reauthenticating = True
+            self._authenticate(sasl.begin_reauthentication(request, now_ms))
+            return True
+        return False
 
     def finish(self) -> asyncio.Task:
         """Read nothing more; answer what was read, then close (the writer task, to await)."""

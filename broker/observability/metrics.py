@@ -51,6 +51,21 @@ class BrokerMetrics:
                               ["request", "error"], registry=r)
         self.connections = Gauge("kafka_server_socketservermetrics_connection_count", "Open connections",
                                  ["listener"], registry=r)
+        # Kafka's socket-server-metrics of authentication (Selector's SelectorMetrics), per listener
+        self.auth_successes = Counter("kafka_server_socketservermetrics_successful_authentication",
+                                      "Connections authenticated (successful-authentication-total)", ["listener"],
+                                      registry=r)
+        self.auth_failures = Counter("kafka_server_socketservermetrics_failed_authentication",
+                                     "Authentications failed (failed-authentication-total)", ["listener"], registry=r)
+        self.reauth_successes = Counter("kafka_server_socketservermetrics_successful_reauthentication",
+                                        "Re-authentications (successful-reauthentication-total)", ["listener"],
+                                        registry=r)
+        self.reauth_failures = Counter("kafka_server_socketservermetrics_failed_reauthentication",
+                                       "Re-authentications failed (failed-reauthentication-total)", ["listener"],
+                                       registry=r)
+        self.expired_killed = Counter("kafka_server_socketservermetrics_expired_connections_killed",
+                                      "Connections closed because their session expired "
+                                      "(expired-connections-killed-count)", ["listener"], registry=r)
         self.loop_lag = Gauge("kafka_network_socketserver_event_loop_lag_ms",
                               "Event loop scheduling lag (stands in for NetworkProcessorAvgIdlePercent)", registry=r)
         # every measurement, so a phase's worst stall shows however rarely the gauge is scraped

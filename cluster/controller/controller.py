@@ -173,15 +173,17 @@ class Controller:
                                  for name, level in features.items() if level])
 
     def register_broker(self, image: MetadataImage, node_id: int, incarnation_id: bytes,
-                        endpoints: list[tuple[str, str, int]], rack: str | None, broker_epoch: int,
+                        endpoints: list[tuple], rack: str | None, broker_epoch: int,
                         log_dirs: list[bytes], now_ms: int = 0,
                         previous_process_gone: bool = False) -> ControllerResult:
         """ClusterControlManager.registerBroker; the response is the error code: another incarnation of a
         broker whose session is still valid is DUPLICATE_BROKER_REGISTRATION (it registers again once the
         session expires and the old incarnation is fenced), unless the caller knows the old incarnation's process
-        is gone (``previous_process_gone``: the controller's own node registering from its own process)."""
-        eps = [BrokerEndpoint(name=n, host=h, port=p, security_protocol=SECURITY_PROTOCOL_PLAINTEXT)
-               for n, h, p in endpoints]
+        is gone (``previous_process_gone``: the controller's own node registering from its own process).
+        ``endpoints``: (listener, host, port[, SecurityProtocol id]); PLAINTEXT when the id is left out."""
+        eps = [BrokerEndpoint(name=e[0], host=e[1], port=e[2],
+                              security_protocol=e[3] if len(e) > 3 else SECURITY_PROTOCOL_PLAINTEXT)
+               for e in endpoints]
         old = image.brokers.get(node_id)
         if old is not None and old.incarnation_id != incarnation_id and not previous_process_gone and \
                 self.heartbeats.has_valid_session(node_id, now_ms):
@@ -189,7 +191,8 @@ class Controller:
                      node_id, incarnation_id.hex(), old.incarnation_id.hex())
             return ControllerResult([], ErrorCode.DUPLICATE_BROKER_REGISTRATION)
         if (old is not None and not old.fenced and old.rack == rack
-                and [(e.listener, e.host, e.port) for e in old.endpoints] == list(endpoints)
+                and [(e.listener, e.host, e.port, e.security_protocol) for e in old.endpoints] ==
+                [(e.name, e.host, e.port, e.security_protocol) for e in eps]
                 and old.incarnation_id == incarnation_id):
             return ControllerResult([], 0)
         rec = RegisterBrokerRecord(broker_id=node_id, incarnation_id=incarnation_id, broker_epoch=broker_epoch,

@@ -316,7 +316,8 @@ def test_listener_protocols_resolve_as_kafka_resolves_them():
 @pytest.mark.parametrize("values, message", [
     ({"listeners": "SASL_SSL://:9092"}, "Listener SASL_SSL uses security protocol SASL_SSL"),
     ({"listeners": "SSL://:9092"}, "Listener SSL uses security protocol SSL"),
-    ({"listeners": "SASL_PLAINTEXT://:9092"}, "Listener SASL_PLAINTEXT uses security protocol SASL_PLAINTEXT"),
+    # SASL_PLAINTEXT is served to clients, but this one would carry replication too: node links are PLAINTEXT only
+    ({"listeners": "SASL_PLAINTEXT://:9092"}, "Listener SASL_PLAINTEXT (SASL_PLAINTEXT) carries links between nodes"),
     ({"listeners": "EXTERNAL://:9092", "listener.security.protocol.map": "EXTERNAL:SASL_SSL"},
      "Listener EXTERNAL uses security protocol SASL_SSL"),
     ({"listeners": "INTERNAL://:9092"}, "No security protocol defined for listener INTERNAL"),

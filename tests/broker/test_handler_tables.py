@@ -25,7 +25,7 @@ def test_the_controller_listener_serves_the_controllers_apis_at_their_versions()
         assert CONTROLLER_LISTENER_HANDLERS[key].versions == h.versions, h.spec.name
     for key, (_, versions) in RAFT_RPC_VERSIONS.items():
         assert CONTROLLER_LISTENER_HANDLERS[key].versions == versions
-    assert set(CONTROLLER_LISTENER_HANDLERS) == set(CONTROLLER_HANDLERS) | set(RAFT_RPC_VERSIONS) | {18, 58}
+    assert set(CONTROLLER_LISTENER_HANDLERS) == set(CONTROLLER_HANDLERS) | set(RAFT_RPC_VERSIONS) | {17, 18, 36, 58}
 
 
 def test_forwarded_apis_and_shared_keys_have_the_controllers_versions():

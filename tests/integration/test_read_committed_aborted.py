@@ -8,12 +8,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
 
 from broker.testing.embedded import EmbeddedBroker
 from protocol.record_codec import Record, build_batch, build_end_txn_marker_batch
 from storage.log import ORIGIN_COORDINATOR
 from tests.integration.test_kafka_python import create_topic
+from tests.txn_clients import READERS
 
 
 def _txn(pid: int, values: list[bytes], seq: int) -> bytearray:
@@ -56,48 +56,9 @@ def topic_with_an_abort(tmp_path):
         yield b, topic
 
 
-def _kafka_python(bootstrap: str, topic: str, isolation: str, n: int) -> list[bytes]:
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=100,
-                      request_timeout_ms=15000, isolation_level=isolation)
-    try:
-        tp = TopicPartition(topic, 0)
-        c.assign([tp])
-        c.seek(tp, 0)
-        out: list[bytes] = []
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            for msgs in c.poll(timeout_ms=300).values():
-                out += [m.value for m in msgs]
-            if c.position(tp) >= 9 and len(out) >= n:
-                break
-        return out
-    finally:
-        c.close()
-
-
-def _confluent(bootstrap: str, topic: str, isolation: str, n: int) -> list[bytes]:
-    from confluent_kafka import Consumer, TopicPartition as CTP
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "rc-" + isolation, "enable.auto.commit": False,
-                  "isolation.level": isolation, "fetch.wait.max.ms": 100})
-    try:
-        c.assign([CTP(topic, 0, 0)])
-        out: list[bytes] = []
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            m = c.poll(0.3)
-            if m is not None and m.error() is None:
-                out.append(m.value())
-            if len(out) >= n and c.position([CTP(topic, 0)])[0].offset >= 9:
-                break
-        return out
-    finally:
-        c.close()
-
-
 @pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka"])
 def test_read_committed_skips_the_aborted_records(topic_with_an_abort, client):
     b, topic = topic_with_an_abort
-    read = _kafka_python if client == "kafka-python" else _confluent
-    assert read(b.bootstrap, topic, "read_committed", 4) == [b"c0", b"p0", b"c1", b"p1"]
-    assert read(b.bootstrap, topic, "read_uncommitted", 7) == [b"a0", b"a1", b"c0", b"p0", b"a2", b"c1", b"p1"]
+    read = READERS[client]
+    assert read(b.bootstrap, topic, 1, "read_committed", 4)[0] == [b"c0", b"p0", b"c1", b"p1"]
+    assert read(b.bootstrap, topic, 1, "read_uncommitted", 7)[0] == [b"a0", b"a1", b"c0", b"p0", b"a2", b"c1", b"p1"]

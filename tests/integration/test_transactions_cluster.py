@@ -2,7 +2,9 @@
 commits and aborts across the three partitions of a topic while the coordinator's broker is killed (kill -9) and
 restarted; the producer carries on with the new coordinator, and a read_committed consumer gets exactly the
 committed records, each once, in order per partition. The markers cross nodes: each partition's leader gets its
-WriteTxnMarkers from whichever node coordinates."""
+WriteTxnMarkers from whichever node coordinates. And every client at once on one cluster: confluent-kafka,
+kafka-python, aiokafka and KafkaJS transactions, two of them across segment rolls, each client's read_committed
+consumer getting exactly the committed records."""
 
 from __future__ import annotations
 
@@ -15,9 +17,10 @@ from broker.testing.embedded_cluster import FAST_FAILOVER, EmbeddedCluster
 from protocol.generated.messages import FindCoordinatorRequest
 from tests.harness import wait_until
 from tests.kafka_wire import KafkaWire
+from tests.txn_clients import PRODUCERS, READERS, Txn, expected, read_confluent, run_kafkajs, spread
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 TOPIC = "txn-out"
@@ -57,24 +60,7 @@ def _transaction(p: Producer, n: int, commit: bool, sent: dict[int, list[bytes]]
 
 
 def _read_committed(servers: str, expected: int) -> dict[int, list[bytes]]:
-    c = Consumer({"bootstrap.servers": servers, "group.id": "txn-cluster-reader", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", "fetch.wait.max.ms": 100})
-    out: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
-    try:
-        c.assign([TopicPartition(TOPIC, p, 0) for p in range(3)])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and sum(map(len, out.values())) < expected:
-            m = c.poll(0.3)
-            if m is not None and m.error() is None:
-                out[m.partition()].append(m.value())
-        end = time.monotonic() + 1.5  # and nothing more
-        while time.monotonic() < end:
-            m = c.poll(0.2)
-            if m is not None and m.error() is None:
-                out[m.partition()].append(m.value())
-        return out
-    finally:
-        c.close()
+    return read_confluent(servers, TOPIC, 3, "read_committed", expected, timeout=60, quiet=1.5)
 
 
 # Kafka's default quorum, session and ISR timers in place of the fast failover the other tests use
@@ -169,3 +155,99 @@ def test_lost_markers_hold_read_committed_back_until_they_arrive_and_a_new_coord
         _transaction(p, 2, True, sent)
         c.restart(coordinator)
         assert _read_committed(c.bootstrap_servers, sum(map(len, sent.values()))) == sent
+
+
+# ---- every client's transactions on one cluster ---------------------------------------------------------------
+
+CLIENTS = ["confluent-kafka", "kafka-python", "aiokafka", "KafkaJS"]
+SEGMENT_BYTES = 16384  # a batch larger than this is refused (RECORD_LIST_TOO_LARGE): the producers' are <= 4 KiB
+
+
+def _client_transactions(client: str, count: int) -> tuple[list[Txn], list[int]]:
+    """``count`` transactions alternating commit/abort over 3 partitions, and which of them are big: the 10th and
+    11th of every 20 have 1,000 records (~110 bytes each, so ~37 KB a partition: past two rolls of a 16 KiB
+    segment; one aborts, one commits), the others 3 to 30."""
+    tag = client.replace("-", "").encode()
+    txns, big = [], []
+    for n in range(count):
+        size = 1000 if n % 20 in (9, 10) else 3 + (n * 7) % 28
+        if size == 1000:
+            big.append(n)
+        values = [b"%s-t%03d-%04d-" % (tag, n, i) + b"x" * 90 for i in range(size)]
+        txns.append(spread("commit" if n % 2 == 0 else "abort", values, 3))
+    return txns, big
+
+
+def _offsets(txns: list[Txn], partition: int, n: int) -> tuple[int, int]:
+    """(first, last) offset of transaction ``n``'s records in a partition: each transaction before it took its
+    records' offsets there and one for its marker."""
+    first = sum(sum(1 for p, _ in rs if p == partition) + 1 for _, rs in txns[:n])
+    return first, first + sum(1 for p, _ in txns[n][1] if p == partition) - 1
+
+
+def test_each_clients_transactions_on_a_replicated_cluster_and_its_read_committed_consumer(tmp_path, kafkajs_dir):
+    """3 nodes, RF 3, min.insync.replicas 2: confluent-kafka, kafka-python, aiokafka and KafkaJS each run 20
+    transactions (200 under ODRADEK_SOAK) alternating commit and abort over the 3 partitions of their own topic
+    (at once), two in 20 of them of 1,000 records that span segment rolls (``segment.bytes`` 16 KiB); each
+    client's read_committed consumer gets exactly the committed records, in order per partition, and a roll falls
+    inside each big transaction on every replica. With the node leading the most partitions killed, the new
+    leaders (the followers' logs) give confluent-kafka's read_committed consumer the same."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    count = 200 if os.environ.get("ODRADEK_SOAK") else 20
+
+    with EmbeddedCluster(brokers=3, data_dir=tmp_path) as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        topics = {client: f"txn-{client.lower()}" for client in CLIENTS}
+        futures = admin.create_topics([NewTopic(t, 3, 3, config={"min.insync.replicas": "2",
+                                                                 "segment.bytes": str(SEGMENT_BYTES)})
+                                       for t in topics.values()])
+        for f in futures.values():
+            f.result(30)
+        made = {client: _client_transactions(client, count) for client in CLIENTS}
+        txns = {client: txns for client, (txns, _) in made.items()}
+        want = {client: expected(txns[client], 3) for client in CLIENTS}
+        committed = {client: sum(map(len, want[client].values())) for client in CLIENTS}
+
+        def run(client: str) -> dict[int, list[bytes]]:
+            topic, servers = topics[client], c.bootstrap_servers
+            if client == "KafkaJS":
+                return run_kafkajs(kafkajs_dir, servers, topic, f"txn-{topic}", txns[client], 3, committed[client],
+                                   timeout=240 * count // 20, read_timeout_ms=90000 * count // 20, send_chunk=100)
+            PRODUCERS[client](servers, topic, f"txn-{topic}", txns[client], batch_bytes=4096)
+            return READERS[client](servers, topic, 3, "read_committed", committed[client], timeout=90 * count // 20)
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(len(CLIENTS)) as pool:
+            got = dict(zip(CLIENTS, pool.map(run, CLIENTS)))
+        for client in CLIENTS:
+            assert got[client] == want[client], client
+        print(f"\n4 clients x {count} transactions ({sum(map(len, (r for _, r in txns['KafkaJS'])))} records "
+              f"each, {committed['KafkaJS']} committed) written and read in {time.monotonic() - started:.1f} s")
+
+        for client, topic in topics.items():
+            for partition in range(3):
+                for node in c.nodes.values():
+                    bases = sorted(int(f.stem) for f in (node.data_dir / f"{topic}-{partition}").glob("*.log"))
+                    for n in made[client][1]:
+                        first, last = _offsets(txns[client], partition, n)
+                        assert any(first < b <= last for b in bases), (client, partition, n, first, last, bases)
+
+        # the followers' logs (their own .txnindex and producer state, built from what they replicated) give the
+        # same: kill -9 the node leading the most partitions, read every topic again from the new leaders
+        leaders = [c.leader_of(topic, p) for topic in topics.values() for p in range(3)]
+        victim = max(set(leaders), key=leaders.count)
+        c.kill(victim)
+        killed = time.monotonic()
+
+        def reread(client: str) -> dict[int, list[bytes]]:
+            return read_confluent(c.bootstrap_servers, topics[client], 3, "read_committed", committed[client],
+                                  timeout=90 * count // 20, config={"group.id": f"reread-{client}"})
+
+        with ThreadPoolExecutor(len(CLIENTS)) as pool:
+            again = dict(zip(CLIENTS, pool.map(reread, CLIENTS)))
+        for client in CLIENTS:
+            assert again[client] == want[client], client
+        print(f"node {victim} (leader of {leaders.count(victim)} of 12 partitions) killed: read again from the "
+              f"followers in {time.monotonic() - killed:.1f} s")

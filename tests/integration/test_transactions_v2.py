@@ -32,7 +32,8 @@ from protocol.generated.messages.txn_offset_commit_request import (
 )
 from protocol.generated.messages.write_txn_markers_request import WritableTxnMarker, WritableTxnMarkerTopic
 from protocol.record_codec import decode_batch
-from tests.integration.test_transactions import _coordinator, _create, _read_confluent, _txn_batch
+from tests.integration.test_transactions import _create
+from tests.txn_clients import read_confluent, txn_batch as _txn_batch, wire_coordinator as _coordinator
 from tests.harness import wait_until
 from tests.kafka_wire import KafkaWire
 
@@ -212,7 +213,7 @@ def test_the_same_transactions_at_transaction_version(tmp_path, level):
         committed = [v for c, vs, _ in TRANSACTIONS if c for v in vs]
         want = {0: [v for v in committed if int(v.split(b"-")[1]) % 2 == 0],
                 1: [v for v in committed if int(v.split(b"-")[1]) % 2 == 1]}
-        assert _read_confluent(b.bootstrap, topic, "read_committed", len(committed)) == want
+        assert read_confluent(b.bootstrap, topic, 2, "read_committed", len(committed)) == want
         assert committed_offsets(w, group, topic) == {0: 4, 1: 3}
         bumped = [epoch0 + 1, epoch0 + 2, epoch0 + 3] if level >= 2 else [epoch0] * 3
         assert markers(b, topic, 0) == bumped and markers(b, topic, 1) == bumped
@@ -248,7 +249,7 @@ def test_kafka_17754_a_delayed_end_txn(tmp_path, level):
         answer = late.recv(26, 5 if p.tv2 else 4, 9999)
         abort = _retry(lambda: p.end_request(False), "EndTxn(abort)")
         # what each level should let through; the reader then waits a second more for anything beyond it
-        seen = _read_confluent(b.bootstrap, topic, "read_committed", 4 if level < 2 else 2)
+        seen = read_confluent(b.bootstrap, topic, 2, "read_committed", 4 if level < 2 else 2)
         if level < 2:
             assert answer.error_code == 0  # transaction 2 committed by transaction 1's EndTxn
             assert abort.error_code == E.INVALID_TXN_STATE
@@ -426,30 +427,7 @@ def test_tv2_on_three_nodes_through_coordinator_kills(tmp_path):
         finally:
             p.close()
         assert down is None
-        got = _read_committed_3(c.bootstrap_servers, sum(map(len, sent.values())))
+        got = read_confluent(c.bootstrap_servers, CLUSTER_TOPIC, 3, "read_committed", sum(map(len, sent.values())),
+                             timeout=60, quiet=1.5)
         assert got == sent
 
-
-def _read_committed_3(servers: str, expected: int) -> dict[int, list[bytes]]:
-    """The topic's three partitions from the start with read_committed; waits for ``expected`` records, then 1.5 s
-    for anything more."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": servers, "group.id": "v2-reader", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", "fetch.wait.max.ms": 100})
-    out: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
-    try:
-        c.assign([TopicPartition(CLUSTER_TOPIC, q, 0) for q in range(3)])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and sum(map(len, out.values())) < expected:
-            m = c.poll(0.3)
-            if m is not None and m.error() is None:
-                out[m.partition()].append(m.value())
-        end = time.monotonic() + 1.5
-        while time.monotonic() < end:
-            m = c.poll(0.2)
-            if m is not None and m.error() is None:
-                out[m.partition()].append(m.value())
-        return out
-    finally:
-        c.close()

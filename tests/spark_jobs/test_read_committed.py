@@ -349,9 +349,36 @@ def _kafka_cleaner_pass(d: str, topic: str, aborted: list[tuple], first_dirty: i
     return removed_records, removed_bytes
 
 
+def _storage_cleaner_pass(d: str, topic: str, copy: str, now: int, props: dict) -> tuple[int, int]:
+    """(records, bytes) storage/'s ``LogCleaner`` removes in one pass on a copy of ``d`` at ``now``, markers' records
+    counted; the producers idle for longer than ``producer.id.expiration.ms`` expired first, as the broker's periodic
+    check would have (the report's model of active producers)."""
+    import shutil
+
+    from protocol.record_codec import decode_batch
+    from storage.cleaner import LogCleaner
+    from storage.config import LogConfig, LogManagerConfig
+    from storage.log import Log
+
+    shutil.copytree(d, copy)
+    lg = Log.open(os.path.join(copy, f"{topic}-0"), LogConfig.from_props(props), now_ms=now)
+    try:
+        lg.update_high_watermark(lg.log_end_offset)     # a single-node broker's high watermark
+        lg.remove_expired_producers(now)
+        count = lambda: sum(len(decode_batch(b)[1]) for b in lg.iter_batches(0))   # noqa: E731
+        records, size = count(), lg.size
+        cleaner = LogCleaner(LogManagerConfig(log_dirs=(copy,)), lambda: {(topic, 0): lg}, [copy])
+        assert cleaner.clean_once(now)
+        return records - count(), size - lg.size
+    finally:
+        lg.close()
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("index", [None, "all"])
 def test_compaction_report_counts_what_kafkas_cleaner_removes_of_transactions(spark, tmp_path, index):
+    """The report's figures for one pass over a transactional log equal a record-by-record transcription of Kafka's
+    cleaner, and what storage/'s cleaner removes from a copy of the same directory."""
     from spark_jobs import compaction_report
 
     now = 1_700_000_000_000 + 10 * 86_400_000
@@ -386,3 +413,6 @@ def test_compaction_report_counts_what_kafkas_cleaner_removes_of_transactions(sp
     assert row.would_clean_now
     assert (row.records_removed_now, row.bytes_removed_now) == want
     assert want[0] >= 3 + 1                       # the aborted records and the expired marker at least
+    props = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "5000",
+             "min.compaction.lag.ms": "0"}
+    assert _storage_cleaner_pass(d, "orders", str(tmp_path / "copy"), now, props) == want

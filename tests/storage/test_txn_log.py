@@ -513,8 +513,9 @@ class _FailingDeleteRename(NoSyncFileIO):
 
 @pytest.mark.parametrize("interrupt", [False, True])
 def test_cleaner_swap_keeps_the_entries(tmp_path, interrupt):
-    """The cleaner's cleaned segment carries the entries of the segments it replaces (every marker is kept), through
-    .cleaned -> .swap -> final names, and the replaced segments' files go; a swap interrupted after the .swap
+    """The cleaner's cleaned segment carries the entries of the segments it replaces (both ABORT markers are kept:
+    each aborted transaction still has its producer's last batch, kept empty), through .cleaned -> .swap -> final
+    names, and the replaced segments' files go; a swap interrupted after the .swap
     renames is completed by the loader with the .txnindex.swap."""
     from storage.cleaner import LogCleaner
     from storage.config import LogManagerConfig

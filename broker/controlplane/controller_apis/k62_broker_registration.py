@@ -19,8 +19,9 @@ VERSIONS = (0, 4)
 def handle(cctx: ControllerContext, req: BrokerRegistrationRequest) -> ControllerResult:
     if req.cluster_id != cctx.cluster_id:
         return ControllerResult([], BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID))
+    endpoints = [(lst.name, lst.host, lst.port, lst.security_protocol) for lst in req.listeners]
     res = cctx.controller.register_broker(
-        cctx.image, req.broker_id, req.incarnation_id, [(lst.name, lst.host, lst.port) for lst in req.listeners],
+        cctx.image, req.broker_id, req.incarnation_id, endpoints,
         req.rack, cctx.next_offset, list(req.log_dirs), cctx.now_ms,
         previous_process_gone=cctx.from_this_node and req.broker_id == cctx.controller.node_id)
     if res.response:

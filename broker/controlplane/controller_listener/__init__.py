@@ -3,7 +3,7 @@ controller's own handlers (broker/controlplane/controller_apis/, at their versio
 KRaft RPCs go to the Raft driver, DescribeQuorum is answered by any voter, ApiVersions as everywhere. A broker listener
 never serves these (its ApiVersions does not list the KRaft RPCs), as Kafka separates them."""
 
-from broker.apis import k18_api_versions
+from broker.apis import k17_sasl_handshake, k18_api_versions, k36_sasl_authenticate
 from broker.controlplane.controller_apis import CONTROLLER_HANDLERS
 from broker.controlplane.controller_listener import k55_describe_quorum
 from broker.controlplane.controller_listener.controller_rpc import run_on_active_controller
@@ -13,7 +13,7 @@ from broker.network.registry import Declared, build_table
 ENVELOPE = Declared(58, (0, 0), run_on_active_controller, "Envelope, run on the active controller")
 
 CONTROLLER_LISTENER_HANDLERS = build_table(
-    [k18_api_versions, k55_describe_quorum, ENVELOPE]
+    [k17_sasl_handshake, k18_api_versions, k36_sasl_authenticate, k55_describe_quorum, ENVELOPE]
     + [Declared(h.api_key, h.versions, run_on_active_controller, f"{h.module.__name__}, run on the active controller")
        for h in CONTROLLER_HANDLERS.values() if h.api_key != k55_describe_quorum.API_KEY]
     + [Declared(key, versions, answer, f"{name}, the KRaft RPC")

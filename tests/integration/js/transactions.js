@@ -1,9 +1,10 @@
-// KafkaJS side of tests/integration/test_transactions.py.
+// KafkaJS side of the transaction tests (tests/txn_clients.py run_kafkajs).
 //
-// Reads one JSON job from stdin: {brokers, topic, transactionalId, transactions: [{outcome: "commit"|"abort",
-// values: [string]}]}; the i-th value of each transaction goes to partition i % 2. Runs the transactions with a
+// Reads one JSON job from stdin: {brokers, topic, transactionalId, partitions, expect, readTimeoutMs, sendChunk
+// (records a send call), transactions: [{outcome: "commit"|"abort", records: [[partition, value]]}]}. Runs the transactions with a
 // transactional producer, then reads the topic with a read_committed consumer (KafkaJS' default isolation) in a
-// consumer group until it has `expect` records or 20 s pass. Prints {read: {partition: [value]}} on stdout.
+// consumer group until it has `expect` records (and 1 s more) or readTimeoutMs pass.
+// Prints {read: {partition: [value]}} on stdout.
 'use strict'
 
 const { Kafka, logLevel } = require('kafkajs')
@@ -25,19 +26,24 @@ async function main () {
   await producer.connect()
   for (const t of job.transactions) {
     const txn = await producer.transaction()
-    await txn.send({ topic: job.topic, messages: t.values.map((v, i) => ({ value: v, partition: i % 2 })) })
+    const messages = t.records.map(([p, v]) => ({ value: v, partition: p }))
+    const chunk = job.sendChunk || messages.length || 1
+    for (let i = 0; i < messages.length; i += chunk) {
+      await txn.send({ topic: job.topic, messages: messages.slice(i, i + chunk) })
+    }
     if (t.outcome === 'commit') await txn.commit()
     else await txn.abort()
   }
   await producer.disconnect()
 
-  const read = { 0: [], 1: [] }
+  const read = {}
+  for (let p = 0; p < job.partitions; p++) read[p] = []
   let count = 0
   const consumer = kafka.consumer({ groupId: `kafkajs-txn-${job.topic}`, maxWaitTimeInMs: 100 })
   await consumer.connect()
   await consumer.subscribe({ topic: job.topic, fromBeginning: true })
   await new Promise((resolve) => {
-    const timer = setTimeout(resolve, 20000)
+    const timer = setTimeout(resolve, job.readTimeoutMs || 20000)
     consumer.run({
       eachMessage: async ({ partition, message }) => {
         read[partition].push(message.value.toString())
