@@ -68,6 +68,7 @@ soak: venv-test
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_bad_storage.py -k damaged
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_txn_compaction.py
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_transactions_cluster.py -k "each_clients or lost_markers"
+	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_transactions_v2.py -k three_nodes
 	ODRADEK_SOAK=1 $(PY) -m pytest -s -m soak tests/spark_jobs
 
 ## build docker/Dockerfile and run docker/compose.yaml's cluster for real on this machine (by hand, not in

@@ -41,6 +41,7 @@ from .epoch import UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
 from .errors import (
     InconsistentTopicIdError,
     InvalidTimestampError,
+    InvalidProducerEpochError,
     InvalidTxnStateError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -418,7 +419,8 @@ class Log:
     def append_as_leader(self, records, leader_epoch: int, now_ms: int, *,
                          origin: str = ORIGIN_CLIENT,
                          validated_headers: list[BatchHeader] | None = None,
-                         verification_guard: VerificationGuard = SENTINEL) -> LogAppendInfo:
+                         verification_guard: VerificationGuard = SENTINEL,
+                         transaction_version: int = 0) -> LogAppendInfo:
         """Validate and append a produce request's records, assigning offsets and stamping ``leader_epoch``.
 
         ``records`` should be a ``bytearray`` (or writable memoryview): offsets are written into it in place;
@@ -435,6 +437,9 @@ class Log:
         transactional batch from a producer with no transaction open here is taken only with the guard of its
         verification still current (:meth:`maybe_start_transaction_verification`), else
         :class:`InvalidTxnStateError`.
+
+        ``transaction_version``: the WriteTxnMarkers v2 TransactionVersion of a coordinator's marker (KIP-1228):
+        from 2 on a marker must carry a strictly higher producer epoch (see ``ProducerAppendInfo``).
 
         The produce hot path (one batch from a client, plain or an idempotent producer's next in sequence, no
         transaction, CreateTime, no roll) is done right here with as little Python as it takes: the usual batch
@@ -523,7 +528,8 @@ class Log:
             # checked, but not for the fast path (a roll, a producer id, ...): the general path, told so
             validated_headers = validated_headers or [validate_batch(records, 0, False)]
         return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
-                            validated_headers=validated_headers, verification_guard=verification_guard)
+                            validated_headers=validated_headers, verification_guard=verification_guard,
+                            transaction_version=transaction_version)
 
     def _fast_config_for(self, config: LogConfig) -> tuple:
         """What the produce fast path needs from ``config``, read once per config object:
@@ -613,7 +619,7 @@ class Log:
 
     def _append(self, records, origin: str, assign_offsets: bool, leader_epoch: int, now_ms: int,
                 ignore_record_size: bool, validated_headers: list[BatchHeader] | None = None,
-                verification_guard: VerificationGuard = SENTINEL) -> LogAppendInfo:
+                verification_guard: VerificationGuard = SENTINEL, transaction_version: int = 0) -> LogAppendInfo:
         if self.offline:
             self._check_online()
         if self.partition_metadata._dirty is not None:
@@ -631,7 +637,7 @@ class Log:
             self._check_online()
             try:
                 return self._append_locked(buf, headers, info, origin, assign_offsets, leader_epoch, now_ms,
-                                           verification_guard)
+                                           verification_guard, transaction_version)
             except OSError as e:
                 raise self._io_error("Error while appending records", e) from e
 
@@ -674,7 +680,8 @@ class Log:
 
     def _append_locked(self, buf, headers: list[BatchHeader], info: LogAppendInfo, origin: str,
                        assign_offsets: bool, leader_epoch: int, now_ms: int,
-                       verification_guard: VerificationGuard = SENTINEL) -> LogAppendInfo:
+                       verification_guard: VerificationGuard = SENTINEL,
+                       transaction_version: int = 0) -> LogAppendInfo:
         self.local_log.check_if_memory_mapped_buffer_closed()
         if assign_offsets:
             headers, info = self._assign_offsets(buf, headers, info, origin, leader_epoch, now_ms)
@@ -701,7 +708,8 @@ class Log:
         segment = self._maybe_roll(info.valid_bytes, info, now_ms)
 
         if any(h[9] >= 0 for h in headers):
-            updated, completed, duplicate = self._analyze_producer_state(headers, buf, origin, verification_guard)
+            updated, completed, duplicate = self._analyze_producer_state(headers, buf, origin, verification_guard,
+                                                                         transaction_version)
         else:
             updated, completed, duplicate = {}, [], None
         if duplicate is not None:
@@ -731,7 +739,7 @@ class Log:
         return info._replace(log_start_offset=self.log_start_offset)
 
     def _analyze_producer_state(self, headers: list[BatchHeader], buf, origin: str,
-                                verification_guard: VerificationGuard = SENTINEL
+                                verification_guard: VerificationGuard = SENTINEL, transaction_version: int = 0
                                 ) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
         updated: dict[int, ProducerAppendInfo] = {}
         psm = self.producer_state
@@ -755,13 +763,14 @@ class Log:
             # client appends: the group coordinator's transactional offset commits are not verified yet (Kafka's
             # coordinator verifies TxnOffsetCommit with the transaction coordinator first)
             if (transactional and origin == ORIGIN_CLIENT and psm.transaction_verification_enabled
-                    and not h.is_control and not self._has_ongoing_transaction(h.producer_id)):
+                    and not h.is_control
+                    and not self._has_ongoing_transaction(h.producer_id, h.producer_epoch)):
                 entry = psm.verification_states.get(h.producer_id)
                 if entry is None or not entry.verification_guard.verify(verification_guard):
                     raise InvalidTxnStateError("Record was not part of an ongoing transaction")
             info = updated.get(h.producer_id)
             if info is None:
-                info = updated[h.producer_id] = psm.prepare_update(h.producer_id, origin)
+                info = updated[h.producer_id] = psm.prepare_update(h.producer_id, origin, transaction_version)
             c = info.append(h, buf, bpos)
             if c is not None:
                 completed.append(c)
@@ -1164,9 +1173,15 @@ class Log:
                                              now_ms: int) -> VerificationGuard:
         """KIP-890: :data:`SENTINEL` when the producer has a transaction open here (nothing to verify), else the guard
         of its verification (created now, or the one in progress), which the append must carry
-        (``UnifiedLog.maybeStartTransactionVerification``)."""
+        (``UnifiedLog.maybeStartTransactionVerification``). An epoch below the producer's here is refused at once,
+        without asking the coordinator (KAFKA-18042): :class:`InvalidProducerEpochError`."""
         with self._lock:
-            if self._has_ongoing_transaction(producer_id):
+            entry = self.producer_state.producers.get(producer_id)
+            if entry is not None and epoch < entry.producer_epoch:
+                raise InvalidProducerEpochError(
+                    f"Epoch of producer {producer_id} is {epoch}, which is smaller than the last seen epoch "
+                    f"{entry.producer_epoch}")
+            if self._has_ongoing_transaction(producer_id, epoch):
                 return SENTINEL
             return self.producer_state.maybe_create_verification_state_entry(producer_id, sequence, epoch,
                                                                              now_ms).verification_guard
@@ -1177,13 +1192,16 @@ class Log:
             entry = self.producer_state.verification_state_entry(producer_id)
             return entry.verification_guard if entry is not None else SENTINEL
 
-    def has_ongoing_transaction(self, producer_id: int) -> bool:
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int | None = None) -> bool:
         with self._lock:
-            return self._has_ongoing_transaction(producer_id)
+            return self._has_ongoing_transaction(producer_id, producer_epoch)
 
-    def _has_ongoing_transaction(self, producer_id: int) -> bool:
+    def _has_ongoing_transaction(self, producer_id: int, producer_epoch: int | None = None) -> bool:
+        """A transaction of the producer is open here (with ``producer_epoch``: at that epoch, as Kafka 4 checks,
+        since with transactions V2 the next transaction has the next epoch and must be verified / added)."""
         entry = self.producer_state.producers.get(producer_id)
-        return entry is not None and entry.current_txn_first_offset is not None
+        return entry is not None and entry.current_txn_first_offset is not None \
+            and (producer_epoch is None or entry.producer_epoch == producer_epoch)
 
     def remove_expired_producers(self, now_ms: int) -> None:
         with self._lock:

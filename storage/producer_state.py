@@ -195,8 +195,11 @@ class ProducerAppendInfo:
     """Validates one producer's batches of one append against its state and accumulates the new state."""
 
     def __init__(self, producer_id: int, current: ProducerStateEntry, origin: str,
-                 verification_state_entry: VerificationStateEntry | None = None) -> None:
+                 verification_state_entry: VerificationStateEntry | None = None,
+                 transaction_version: int = 0) -> None:
+        """``transaction_version``: the coordinator's for the markers of this append (WriteTxnMarkers v2)."""
         self.producer_id = producer_id
+        self.transaction_version = transaction_version
         self.current = current
         self.origin = origin
         self.verification_state_entry = verification_state_entry
@@ -262,9 +265,26 @@ class ProducerAppendInfo:
             self.started_transactions.append(TxnMetadata(self.producer_id, first_offset))
         return None
 
+    def _check_marker_epoch(self, epoch: int, offset: int) -> None:
+        """KIP-1228 (ProducerStateManager.checkProducerEpoch with a transaction version): from TV2 on every
+        transaction ends with a bumped epoch, so a marker must carry a strictly higher one than the transaction's
+        data; an equal epoch is a stale marker of an earlier transaction (KAFKA-17754), except the coordinator's
+        retry of a marker already written: no transaction open any more (KAFKA-19999). Replication only warns."""
+        if self.transaction_version < 2 or epoch > self.updated.producer_epoch:
+            self._check_producer_epoch(epoch, offset)
+            return
+        if epoch == self.updated.producer_epoch and self.updated.current_txn_first_offset is None:
+            return  # an idempotent retry of a finished transaction's marker
+        msg = (f"Epoch of producer {self.producer_id} at offset {offset} is {epoch}, which is not greater than the "
+               f"last seen epoch {self.updated.producer_epoch} (transaction version {self.transaction_version})")
+        if self.origin == ORIGIN_REPLICATION:
+            log.warning(msg)
+        else:
+            raise InvalidProducerEpochError(msg)
+
     def append_end_txn_marker(self, is_commit: bool, coordinator_epoch: int, producer_epoch: int, offset: int,
                               timestamp: int) -> CompletedTxn | None:
-        self._check_producer_epoch(producer_epoch, offset)
+        self._check_marker_epoch(producer_epoch, offset)
         if self.updated.coordinator_epoch > coordinator_epoch and self.origin != ORIGIN_REPLICATION:
             from protocol.errors import ErrorCode, KafkaError
             raise KafkaError(f"Invalid coordinator epoch for producerId {self.producer_id} at offset {offset}",
@@ -470,9 +490,10 @@ class ProducerStateManager:
                 bisect.insort(self._ongoing_keys, off)
             self._ongoing[off] = TxnMetadata(e.producer_id, off)
 
-    def prepare_update(self, producer_id: int, origin: str) -> ProducerAppendInfo:
+    def prepare_update(self, producer_id: int, origin: str, transaction_version: int = 0) -> ProducerAppendInfo:
         current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
-        return ProducerAppendInfo(producer_id, current, origin, self.verification_states.get(producer_id))
+        return ProducerAppendInfo(producer_id, current, origin, self.verification_states.get(producer_id),
+                                  transaction_version)
 
     # ---- KIP-890 verification ----------------------------------------------------------------------
     def maybe_create_verification_state_entry(self, producer_id: int, sequence: int, epoch: int,

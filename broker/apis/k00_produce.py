@@ -31,6 +31,15 @@ Behaviour (KafkaApis.handleProduceRequest, ReplicaManager.appendRecords, LogVali
   TRANSACTION_ABORTABLE from v11; CONCURRENT_TRANSACTIONS, NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS,
   COORDINATOR_NOT_AVAILABLE and NOT_COORDINATOR as NOT_ENOUGH_REPLICAS (retried by every producer, no metadata
   refresh); PRODUCER_FENCED as INVALID_PRODUCER_EPOCH. Off: appended as before, unchecked.
+* Transactions V2 (KIP-890 part 2, TransactionSupportedOperation ADD_PARTITION): a transactional Produce v12+ adds
+  its partitions to the transaction itself (the client sends no AddPartitionsToTxn): the same question, as an add,
+  whether or not verification is enabled. Only where the finalized ``transaction.version`` is 2 or more (clients
+  choose v12 only then, TransactionManager#isTransactionV2Enabled); below, UNSUPPORTED_VERSION for every partition,
+  as Kafka 4 answers (franz-go#1017). An add that meets CONCURRENT_TRANSACTIONS (the producer's previous transaction
+  still writing its markers) is asked again every ``add.partitions.to.txn.retry.backoff.ms`` for up to
+  ``add.partitions.to.txn.retry.backoff.max.ms`` before the producer is told (KAFKA-18654). A transactional batch
+  with an epoch below the producer's at the partition (a delayed request of an ended transaction) is refused
+  INVALID_PRODUCER_EPOCH before any question (KAFKA-18042).
 """
 
 from __future__ import annotations
@@ -94,6 +103,9 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
         return _every_partition(req, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if len(txn_producers) > 1:  # InvalidPidMappingException: "more than one producer ID"
         return _every_partition(req, version, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    add_partition = bool(txn_producers) and version >= 12
+    if add_partition and ctx.txns.transaction_version < 2:
+        return _every_partition(req, version, ErrorCode.UNSUPPORTED_VERSION)
     image = ctx.image
     replicas = ctx.replicas
     topics_out: list[TopicProduceResponse] = []
@@ -141,11 +153,11 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
     errors = False
     waiting: list[tuple[Partition, PartitionProduceResponse, asyncio.Future]] = []  # acks=all: until committed
     txns = ctx.txns if txn_producers else None
-    verify = txns is not None and txns.verification_enabled and bool(work)
+    verify = txns is not None and (txns.verification_enabled or add_partition) and bool(work)
     guards: dict[int, VerificationGuard | int] = {}
     try:
         if verify:
-            guards = await _verify(ctx, req, version, work, next(iter(txn_producers)))
+            guards = await _verify(ctx, req, version, work, next(iter(txn_producers)), add_partition)
         for part, records, slot, (prev, me) in work:
             try:
                 if prev is not None:
@@ -191,8 +203,8 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
     return ProduceResponse(responses=topics_out)
 
 
-async def _verify(ctx, req: ProduceRequest, version: int, work: list, producer: tuple[int, int]
-                  ) -> dict[int, VerificationGuard | int]:
+async def _verify(ctx, req: ProduceRequest, version: int, work: list, producer: tuple[int, int],
+                  add_partition: bool = False) -> dict[int, VerificationGuard | int]:
     """KIP-890 (maybeStartTransactionVerificationForPartitions): per partition slot (``id(slot)``), the guard its
     append must carry, or the error it gets instead; partitions with the producer's transaction open already are
     not asked about. Waits for the earlier requests' appends to these partitions first, so a producer's pipelined
@@ -218,8 +230,9 @@ async def _verify(ctx, req: ProduceRequest, version: int, work: list, producer: 
             out[id(slot)] = guard
             asked[(part.topic, part.index)] = id(slot)
     if asked:
-        errors = await ctx.txns.verifier.verify(req.transactional_id, producer_id, producer_epoch, list(asked),
-                                                generic_error=version > 10)
+        errors = await ctx.txns.verifier.add_or_verify(req.transactional_id, producer_id, producer_epoch,
+                                                       list(asked), version > 10, add_partition, ctx.config,
+                                                       ctx.clock.monotonic)
         for tp, code in errors.items():
             if tp in asked:
                 out[asked[tp]] = int(code)

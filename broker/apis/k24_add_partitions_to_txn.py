@@ -5,7 +5,9 @@ v0-3 come from transactional producers (one transaction), v4+ from brokers (a ba
 write). Per transaction: partitions of topics unknown here UNKNOWN_TOPIC_OR_PARTITION and the others
 OPERATION_NOT_ATTEMPTED; else the coordinator's answer (NOT_COORDINATOR, CONCURRENT_TRANSACTIONS,
 INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED / INVALID_PRODUCER_EPOCH below v2, ...), once the transaction's new
-partitions are committed to ``__transaction_state``.
+partitions are committed to ``__transaction_state``. A v5 transaction without ``verify_only`` is a broker's implicit
+add for a Produce v12+ / TxnOffsetCommit v5 (transactions V2): the coordinator records the client's TV2 with it
+(KafkaApis: version > 4).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import asyncio
 from broker.transactions.txn_service import TxnServiceError
 from cluster.txn import txn_api
 from cluster.txn.txn_coordinator import TxnCoordinatorShard
-from cluster.txn.txn_metadata import TxnError
+from cluster.txn.txn_metadata import TransactionVersion, TxnError
 from protocol.errors import ErrorCode
 from protocol.generated.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
@@ -44,8 +46,11 @@ async def _one(ctx, version: int, txn_id: str, producer_id: int, producer_epoch:
             errors = await ctx.txns.on_shard(txn_id, lambda shard: shard.verify_partitions_in_txn(
                 txn_id, producer_id, producer_epoch, partitions))
             return txn_api.add_partitions_result(txn_id, errors)
-        code = await ctx.txns.run(txn_id, TxnCoordinatorShard.add_partitions_to_txn, txn_id, producer_id,
-                                  producer_epoch, partitions)
+        tv = TransactionVersion.TV_2 if version > 4 else TransactionVersion.TV_0
+
+        def add(shard: TxnCoordinatorShard, *args, **kwargs):
+            return shard.add_partitions_to_txn(*args, **kwargs, client_transaction_version=tv)
+        code = await ctx.txns.run(txn_id, add, txn_id, producer_id, producer_epoch, partitions)
     except (TxnServiceError, TxnError) as exc:
         code = exc.code
     return txn_api.add_partitions_error_result(txn_id, partitions, code, version)

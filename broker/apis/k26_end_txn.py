@@ -1,9 +1,15 @@
-"""EndTxn: v0-4 (TransactionCoordinator.handleEndTransaction). Answered once the PrepareCommit / PrepareAbort
+"""EndTxn: v0-5 (TransactionCoordinator.handleEndTransaction). Answered once the PrepareCommit / PrepareAbort
 record is committed to ``__transaction_state``; the markers are written after (the transaction's partitions stay
 unstable to read_committed consumers until then), then CompleteCommit / CompleteAbort. Errors: NOT_COORDINATOR,
 CONCURRENT_TRANSACTIONS (a previous end still writing its markers), INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE
-(an end on Empty, a commit after an abort), PRODUCER_FENCED / INVALID_PRODUCER_EPOCH below v2. v5 (transactions V2,
-KIP-890 part 2: an epoch bump per transaction) is not advertised: ``transaction.version`` 2 is not built."""
+(an end on Empty, a commit after an abort), PRODUCER_FENCED / INVALID_PRODUCER_EPOCH below v2.
+
+v5 (transactions V2, KIP-890 part 2; clients send it when the finalized ``transaction.version`` is 2): the
+coordinator bumps the epoch in the Prepare* record and answers the producer id and epoch the producer continues
+with (a new producer id at epoch 0 once the epochs are used up); the markers carry the bumped epoch and TV2
+(WriteTxnMarkers v2). A delayed EndTxn of an earlier transaction then carries a stale epoch: PRODUCER_FENCED
+(KAFKA-17754); a retry of the finished one (the epoch before the bump) gets the same answer again. As in Kafka, v5
+is served whatever the finalized level: the client chose it from the ApiVersions it was given."""
 
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from cluster.txn.txn_metadata import TxnError
 from protocol.generated.messages import EndTxnRequest, EndTxnResponse
 
 API_KEY = 26
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
 
 
 async def handle(ctx, req: EndTxnRequest) -> EndTxnResponse:

@@ -14,7 +14,10 @@ Behaviour (KafkaApis.handleWriteTxnMarkersRequest, ReplicaManager.appendRecords 
   its own writes and applies it to its pending transactional offsets (KIP-447; GroupCoordinatorService
   .completeTransaction); its COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR answer
   NOT_LEADER_OR_FOLLOWER, so the transaction coordinator retries.
-* ``transaction_version`` (v2, KIP-1228) is read but not acted on: transactions V2 are not built.
+* ``transaction_version`` (v2, KIP-1228; 0 below v2): from 2 on the log takes a marker only with a producer epoch
+  strictly above the transaction's (TV2 bumps the epoch at every EndTxn, so an equal epoch is a stale marker of an
+  earlier transaction), INVALID_PRODUCER_EPOCH otherwise; an equal epoch with no transaction open is the
+  coordinator's retry of a marker already written and succeeds (KAFKA-19999).
 Sent by transaction coordinators and by admin clients aborting a hanging transaction (kafka-python's
 ``abort_transaction``).
 """
@@ -64,12 +67,14 @@ async def _append_marker(ctx, marker, deadline: float) -> WritableTxnMarkerResul
             if t.name == GROUP_METADATA_TOPIC:
                 waits.append(_complete_in_group_coordinator(ctx, marker, index, slot, deadline))
             else:
-                waits.append(_append_to_partition(ctx, t.name, index, batch, slot, deadline))
+                waits.append(_append_to_partition(ctx, t.name, index, batch, slot, deadline,
+                                                  marker.transaction_version if ctx.version >= 2 else 0))
     await asyncio.gather(*waits)
     return WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topics)
 
 
-async def _append_to_partition(ctx, topic: str, index: int, batch: bytes, slot, deadline: float) -> None:
+async def _append_to_partition(ctx, topic: str, index: int, batch: bytes, slot, deadline: float,
+                               transaction_version: int) -> None:
     part, code = ctx.replicas.leader_partition(topic, index)
     if code:
         slot.error_code = code
@@ -81,7 +86,8 @@ async def _append_to_partition(ctx, topic: str, index: int, batch: bytes, slot, 
     try:
         if prev is not None:
             await prev
-        _, committed = ctx.replicas.append(part, bytearray(batch), ctx.now_ms, origin=ORIGIN_COORDINATOR)
+        _, committed = ctx.replicas.append(part, bytearray(batch), ctx.now_ms, origin=ORIGIN_COORDINATOR,
+                                           transaction_version=transaction_version)
     except KafkaError as exc:
         slot.error_code = int(exc.code)
         return
@@ -113,7 +119,8 @@ async def _complete_in_group_coordinator(ctx, marker, index: int, slot, deadline
     try:
         await ctx.groups.complete_transaction(index, marker.producer_id, marker.producer_epoch,
                                               marker.coordinator_epoch, marker.transaction_result,
-                                              max(0.0, deadline - ctx.clock.monotonic()))
+                                              max(0.0, deadline - ctx.clock.monotonic()),
+                                              marker.transaction_version if ctx.version >= 2 else 0)
     except asyncio.TimeoutError:
         slot.error_code = ErrorCode.REQUEST_TIMED_OUT
     except (GroupError, KafkaError) as exc:

@@ -120,6 +120,8 @@ DEFAULTS: dict[str, Any] = {
     "transaction.state.log.num.partitions": 50,
     "transaction.state.log.segment.bytes": 104857600,
     "transaction.partition.verification.enable": True,
+    "add.partitions.to.txn.retry.backoff.max.ms": 100,
+    "add.partitions.to.txn.retry.backoff.ms": 20,
     "transactional.id.expiration.ms": 604800000,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 10000,
     "transaction.remove.expired.transaction.cleanup.interval.ms": 3600000,

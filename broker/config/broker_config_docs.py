@@ -131,6 +131,8 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     'socket.send.buffer.bytes': 'The SO_SNDBUF buffer of the socket server sockets. If the value is -1, the OS default will be used.',
     'transaction.abort.timed.out.transaction.cleanup.interval.ms': 'The interval at which to rollback transactions that have timed out',
     'transaction.max.timeout.ms': 'The maximum allowed timeout for transactions. If a clientâ\x80\x99s requested transaction time exceed this, then the broker will return an error in InitProducerIdRequest. This prevents a client from too large of a timeout, which can stall consumers reading from topics included in the transaction.',
+    'add.partitions.to.txn.retry.backoff.max.ms': 'The maximum allowed timeout for adding partitions to transactions on the server side. It only applies to the actual add partition operations, not the verification. It will not be effective if it is larger than request.timeout.ms',
+    'add.partitions.to.txn.retry.backoff.ms': 'The server-side retry backoff when the server attempts to add the partition to the transaction',
     'transaction.partition.verification.enable': 'Enable verification that checks that the partition has been added to the transaction before writing transactional records to the partition',
     'transaction.remove.expired.transaction.cleanup.interval.ms': 'The interval at which to remove transactions that have expired due to <code>transactional.id.expiration.ms</code> passing',
     'transaction.state.log.load.buffer.size': 'Batch size for reading from the transaction log segments when loading producer ids and transactions into the cache (soft-limit, overridden if records are too large).',

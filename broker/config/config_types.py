@@ -110,6 +110,8 @@ BROKER_CONFIG_TYPES: dict[str, str] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": INT,
     "transaction.remove.expired.transaction.cleanup.interval.ms": INT,
     "transaction.partition.verification.enable": BOOLEAN,
+    "add.partitions.to.txn.retry.backoff.max.ms": INT,
+    "add.partitions.to.txn.retry.backoff.ms": INT,
     # MetricConfigs
     "telemetry.max.bytes": INT,
     # meta.properties' cluster.id (MetaProperties): odradek also takes it as a property (odradek format)

@@ -318,10 +318,11 @@ class GroupService:
         return res
 
     async def complete_transaction(self, p: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                                   commit: bool, timeout_s: float) -> None:
+                                   commit: bool, timeout_s: float, transaction_version: int = 0) -> None:
         """A WriteTxnMarkers marker for ``__consumer_offsets``-``p`` (GroupCoordinatorService.completeTransaction):
         written by the coordinator in order with its other writes, then applied to the shard's pending
-        offsets (committed or dropped). Raises GroupError / KafkaError."""
+        offsets (committed or dropped); ``transaction_version`` as for any partition (KIP-1228's epoch check).
+        Raises GroupError / KafkaError."""
         if not self.active:
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if p in self._loading:
@@ -333,7 +334,8 @@ class GroupService:
         now = self.clock.now_ms()
         batch = build_end_txn_marker_batch(commit=commit, producer_id=producer_id, producer_epoch=producer_epoch,
                                            coordinator_epoch=coordinator_epoch, timestamp=now)
-        committed = self.replicas.append(part, bytearray(batch), now, origin=ORIGIN_COORDINATOR).committed
+        committed = self.replicas.append(part, bytearray(batch), now, origin=ORIGIN_COORDINATOR,
+                                         transaction_version=transaction_version).committed
         shard.replay_end_transaction_marker(producer_id, commit)
         self._poke()
         if committed is not None:

@@ -216,7 +216,7 @@ class ReplicaManager:
         self._unapplied: set[tuple[str, int]] = set()
 
     def append(self, part: Partition, records, now_ms: int, origin: str = ORIGIN_CLIENT,
-               verification_guard: VerificationGuard = SENTINEL) -> AppendResult:
+               verification_guard: VerificationGuard = SENTINEL, transaction_version: int = 0) -> AppendResult:
         """The one append path (Produce and the group coordinator): append as leader, count it, move the
         high watermark as the replication policy allows, wake long-poll fetches.
 
@@ -228,7 +228,8 @@ class ReplicaManager:
             raise KafkaError("partition is no longer led here", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         try:
             info = part.log.append_as_leader(records, part.leader_epoch, now_ms, origin=origin,
-                                             verification_guard=verification_guard)
+                                             verification_guard=verification_guard,
+                                             transaction_version=transaction_version)
         except KafkaError:
             if self.metrics is not None and origin == ORIGIN_CLIENT:
                 self.metrics.rejected(part.topic, len(records))

@@ -29,7 +29,7 @@ from protocol.generated.messages.write_txn_markers_request import WritableTxnMar
 
 log = logging.getLogger("odradek.txn_markers")
 
-WRITE_TXN_MARKERS_VERSION = 1  # v2 carries the transaction version (KIP-1228, transactions V2: not built)
+WRITE_TXN_MARKERS_VERSION = 2  # v2 carries the client's transaction version (KIP-1228): the leader's epoch check
 
 TopicPartition = tuple[str, int]
 # (the __transaction_state partition the markers belong to, the markers, the partitions of this send)
@@ -195,5 +195,6 @@ def _marker(markers: TxnMarkers, partitions: frozenset[TopicPartition]) -> Writa
         by_topic.setdefault(topic, []).append(index)
     return WritableTxnMarker(producer_id=markers.producer_id, producer_epoch=markers.producer_epoch,
                              transaction_result=markers.committed, coordinator_epoch=markers.coordinator_epoch,
+                             transaction_version=markers.transaction_version,
                              topics=[WritableTxnMarkerTopic(name=t, partition_indexes=ps)
                                      for t, ps in by_topic.items()])

@@ -139,6 +139,12 @@ class TxnService:
     def _transaction_version(self) -> TransactionVersion:
         return TransactionVersion(min(int(self.metadata.image.features.get("transaction.version", 0)), 2))
 
+    @property
+    def transaction_version(self) -> TransactionVersion:
+        """The finalized ``transaction.version``: from TV_2 on, Produce v12+ and TxnOffsetCommit v5 add their
+        partitions to the transaction (KIP-890 part 2)."""
+        return self._transaction_version()
+
     async def ensure_topic(self) -> None:
         """Create ``__transaction_state`` as Kafka's AutoTopicCreationManager does for the coordinator."""
         if self.metadata.image.topic(TRANSACTION_STATE_TOPIC) is not None:

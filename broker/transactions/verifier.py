@@ -18,6 +18,10 @@ partition, PRODUCER_FENCED as INVALID_PRODUCER_EPOCH (what producers expect here
 INVALID_TXN_STATE for Produce v10 and older (``generic_error`` false). A transaction the answer does not name gets
 NETWORK_EXCEPTION (Kafka would never call it back).
 
+Transactions V2 (KIP-890 part 2; Kafka's TransactionSupportedOperation ADD_PARTITION): for a Produce v12+ or a
+TxnOffsetCommit v5 at ``transaction.version`` 2 the question is an add (``add_partition``: ``verify_only`` false):
+the coordinator adds the partitions to the transaction (recording the client's TV2) instead of only checking them.
+
 Difference from Kafka, on purpose: the old-client mapping of TRANSACTION_ABORTABLE follows each question's own
 Produce version (Kafka takes the version of the first question queued for the node).
 """
@@ -56,6 +60,7 @@ class _Question:
     partitions: tuple[TopicPartition, ...]
     callback: Callback
     generic_error: bool
+    add_partition: bool = False  # TV2: add the partitions (verify_only false)
 
 
 @dataclass
@@ -82,25 +87,51 @@ class TxnVerifier:
 
     # ---- asking -------------------------------------------------------------------------------------
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[TopicPartition], generic_error: bool) -> dict[TopicPartition, int]:
-        """The partitions not verified, with their error (empty: every one is in the transaction)."""
+                     partitions: list[TopicPartition], generic_error: bool,
+                     add_partition: bool = False) -> dict[TopicPartition, int]:
+        """The partitions not verified (or, ``add_partition``, not added), with their error (empty: every one is
+        in the transaction)."""
         fut = asyncio.get_running_loop().create_future()
 
         def done(errors: dict[TopicPartition, int]) -> None:
             if not fut.done():
                 fut.set_result(errors)
-        self.verify_transaction(transactional_id, producer_id, producer_epoch, partitions, done, generic_error)
+        self.verify_transaction(transactional_id, producer_id, producer_epoch, partitions, done, generic_error,
+                                add_partition)
         return await fut
 
+    async def add_or_verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                            partitions: list[TopicPartition], generic_error: bool, add_partition: bool, config,
+                            monotonic: Callable[[], float]) -> dict[TopicPartition, int]:
+        """:meth:`verify`; an add refused with CONCURRENT_TRANSACTIONS (the producer's previous transaction still
+        writing its markers) is asked again every ``add.partitions.to.txn.retry.backoff.ms`` for up to
+        ``add.partitions.to.txn.retry.backoff.max.ms`` (ReplicaManager, KAFKA-18654), and a count."""
+        errors = await self.verify(transactional_id, producer_id, producer_epoch, partitions, generic_error,
+                                   add_partition)
+        if not add_partition:
+            return errors
+        backoff = max(1, int(config.get("add.partitions.to.txn.retry.backoff.ms"))) / 1000
+        deadline = monotonic() + int(config.get("add.partitions.to.txn.retry.backoff.max.ms")) / 1000
+        for _ in range(1000):
+            again = [tp for tp, code in errors.items() if code == ErrorCode.CONCURRENT_TRANSACTIONS]
+            if not again or monotonic() + backoff > deadline:
+                break
+            await asyncio.sleep(backoff)
+            retried = await self.verify(transactional_id, producer_id, producer_epoch, again, generic_error, True)
+            errors = {tp: code for tp, code in errors.items() if tp not in again}
+            errors.update(retried)
+        return errors
+
     def verify_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                           partitions: list[TopicPartition], callback: Callback, generic_error: bool) -> None:
+                           partitions: list[TopicPartition], callback: Callback, generic_error: bool,
+                           add_partition: bool = False) -> None:
         """Kafka's ``verifyTransaction``: ``callback`` is called once, with the partitions not verified."""
         node = self.coordinator_node(transactional_id)
         if node is None:
             callback(dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return
         self._add(node, _Question(transactional_id, producer_id, producer_epoch, tuple(partitions), callback,
-                                  generic_error))
+                                  generic_error, add_partition))
 
     def coordinator_node(self, transactional_id: str) -> int | None:
         """The alive leader of the id's ``__transaction_state`` partition with an endpoint on the listener."""
@@ -242,7 +273,8 @@ def _merged(old: _Question, new: _Question) -> _Question:
             _call(q, {tp: ErrorCode.INVALID_TXN_STATE if code == ErrorCode.TRANSACTION_ABORTABLE and not q.generic_error
                       else code for tp, code in errors.items() if tp in q.partitions})
     return _Question(old.transactional_id, old.producer_id, old.producer_epoch,
-                     tuple(dict.fromkeys(old.partitions + new.partitions)), split, True)
+                     tuple(dict.fromkeys(old.partitions + new.partitions)), split, True,
+                     old.add_partition or new.add_partition)
 
 
 def _call(q: _Question, errors: dict[TopicPartition, int]) -> None:
@@ -263,4 +295,5 @@ def _transaction(q: _Question) -> AddPartitionsToTxnTransaction:
         by_topic.setdefault(topic, []).append(index)
     return AddPartitionsToTxnTransaction(
         transactional_id=q.transactional_id, producer_id=q.producer_id, producer_epoch=q.producer_epoch,
-        verify_only=True, topics=[AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+        verify_only=not q.add_partition,
+        topics=[AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()])

@@ -37,12 +37,12 @@ _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 # Kafka 4.0's production metadata.version (MetadataVersion.IBP_4_0_IV3) and the other finalized features.
 METADATA_VERSION = 25
 BOOTSTRAP_FEATURES = {"metadata.version": METADATA_VERSION, "kraft.version": 0, "group.version": 1,
-                      "transaction.version": 0, "eligible.leader.replicas.version": 0}
+                      "transaction.version": 2, "eligible.leader.replicas.version": 0}
 
 # The feature ranges this software supports (ApiVersions' SupportedFeatures): metadata.version from
 # IBP_3_3_IV3 (7, Kafka 4.0's minimum) to 25; group.version 1 enables the KIP-848 consumer protocol.
 SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION), "kraft.version": (0, 0), "group.version": (0, 1),
-                      "transaction.version": (0, 0), "eligible.leader.replicas.version": (0, 0)}  # no ELR (KIP-966)
+                      "transaction.version": (0, 2), "eligible.leader.replicas.version": (0, 0)}  # no ELR (KIP-966)
 
 PRODUCER_ID_BLOCK_SIZE = 1000  # ProducerIdManager.PID_BLOCK_SIZE
 FENCE, UNFENCE = 1, -1  # BrokerRegistrationFencingChange

@@ -40,15 +40,15 @@ when to call it. The adapter appends each result's writes as it gets them (so th
 changes) and keeps ``transaction_version_level`` equal to the finalized ``transaction.version`` feature.
 
 Transactions V2 (KIP-890 part 2), as in Kafka trunk 2024-10: EndTxn v5+ bumps the epoch in its Prepare* record,
-recognises its own retries (the epoch before the bump, or the old producer id after an overflow), takes a new
-producer id when the bump exhausts the epochs and switches to it in Complete*; markers carry the client's
-transaction version. Where this differs from that checkout: the EndTxn answer carries the producer id and epoch the
-Complete* record will hold (the checkout answers the Prepare* ones, the same except after an overflow, where it
-would hand out epoch 32767 of the old id); a coordinator abort at TV2 after a fence at epoch 32767 does not bump
-again (the checkout would overflow the short); TransactionLogValue v1 also carries PreviousProducerId and
-NextProducerId (the checkout writes only ClientTransactionVersion), so an overflow's retry is recognised after a
-failover. Not confirmed from a source: whether a later Kafka records the client's transaction version on
-AddPartitionsToTxn (the adds here record TV0, as the checkout does).
+recognises its own retries (the epoch before the bump, or the old producer id after an overflow), takes a new producer
+id when the bump exhausts the epochs and switches to it in Complete*; markers carry the client's transaction version.
+Later Kafka (4.0-4.3) as well: the client's transaction version is recorded on every add (TV_2 for a broker's implicit
+add of a Produce v12+ / TxnOffsetCommit v5, #18086) and persists across the other transitions; an add checks the
+pending state first (KAFKA-18660); the EndTxn answer carries the producer id and epoch the Complete* record will hold
+(KAFKA-18660: the checkout answered the Prepare* ones, handing out epoch 32767 of the old id after an overflow). Where
+this differs from the 2024-10 checkout: a coordinator abort at TV2 after a fence at epoch 32767 does not bump again
+(the checkout would overflow the short); TransactionLogValue v1 also carries PreviousProducerId and NextProducerId
+(the checkout writes only ClientTransactionVersion), so an overflow's retry is recognised after a failover.
 """
 
 from __future__ import annotations
@@ -423,15 +423,19 @@ class TxnCoordinatorShard:
 
     # ---- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------------------------
     def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                              partitions: Iterable[TopicPartition], now_ms: int, token: Any = None) -> Result:
+                              partitions: Iterable[TopicPartition], now_ms: int, token: Any = None,
+                              client_transaction_version: TransactionVersion = TransactionVersion.TV_0) -> Result:
         """AddPartitionsToTxn (v0-3, and v4+ without verify_only) and AddOffsetsToTxn (the group's
-        ``__consumer_offsets`` partition). The outcome is an error code."""
+        ``__consumer_offsets`` partition). The outcome is an error code. ``client_transaction_version``: TV_2 for
+        the implicit add of a Produce v12+ / TxnOffsetCommit v5 (a broker's AddPartitionsToTxn v5 without
+        verify_only), recorded on the transaction (KafkaApis: version > 4)."""
         token = object() if token is None else token
         return self._run(now_ms, self._add_partitions, transactional_id, producer_id, producer_epoch,
-                         frozenset(partitions), self._reply(token), token=token)
+                         frozenset(partitions), TransactionVersion(client_transaction_version), self._reply(token),
+                         token=token)
 
     def _add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                        partitions: frozenset[TopicPartition], reply: Callable) -> None:
+                        partitions: frozenset[TopicPartition], client_tv: TransactionVersion, reply: Callable) -> None:
         if not transactional_id:
             return reply(E.INVALID_REQUEST)
         try:
@@ -439,15 +443,19 @@ class TxnCoordinatorShard:
             if got is None:
                 raise TxnError(E.INVALID_PRODUCER_ID_MAPPING)
             coordinator_epoch, md = got
+            if md.pending_transition_in_progress:
+                # first (KAFKA-18660): a TV2 EndTxn whose bump overflowed answered the new producer id before its
+                # Complete* record switches to it; the producer's next add must wait, not be told it is unknown
+                raise TxnError(E.CONCURRENT_TRANSACTIONS)
             if md.producer_id != producer_id:
                 raise TxnError(E.INVALID_PRODUCER_ID_MAPPING)
             if md.producer_epoch != producer_epoch:
                 raise TxnError(E.PRODUCER_FENCED)
-            if md.pending_transition_in_progress or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 raise TxnError(E.CONCURRENT_TRANSACTIONS)
             if md.state is S.ONGOING and partitions <= md.topic_partitions:
                 return reply(E.NONE)  # already in: no write
-            transit = md.prepare_add_partitions(partitions, self.now_ms)
+            transit = md.prepare_add_partitions(partitions, self.now_ms, client_tv)
         except TxnError as exc:
             return reply(exc.code)
         self._append(transactional_id, coordinator_epoch, transit, reply)

@@ -193,7 +193,7 @@ class TransactionMetadata:
         return TxnTransitMetadata(self.producer_id, self.previous_producer_id, self.next_producer_id,
                                   self.producer_epoch, self.last_producer_epoch, self.txn_timeout_ms, self.state,
                                   frozenset(self.topic_partitions), self.txn_start_timestamp,
-                                  self.txn_last_update_timestamp, TransactionVersion.TV_0)
+                                  self.txn_last_update_timestamp, self.client_transaction_version)
 
     def prepare_fence_producer_epoch(self) -> TxnTransitMetadata:
         """Bump the epoch to fence the current producer before aborting its transaction (InitProducerId during
@@ -232,12 +232,18 @@ class TransactionMetadata:
                              self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
                              new_txn_timeout_ms, frozenset(), -1, update_timestamp)
 
-    def prepare_add_partitions(self, added, update_timestamp: int) -> TxnTransitMetadata:
+    def prepare_add_partitions(self, added, update_timestamp: int,
+                               client_transaction_version: TransactionVersion | None = None) -> TxnTransitMetadata:
+        """``client_transaction_version``: TV_2 for a partition a broker adds for a Produce v12+ / TxnOffsetCommit
+        v5 (AddPartitionsToTxn v5 without verify_only), TV_0 for a client's AddPartitionsToTxn v0-3; None keeps
+        the id's (Kafka records it on the add so EndTxn knows the transaction's version)."""
         start = update_timestamp if self.state in (S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT) \
             else self.txn_start_timestamp
-        return self._prepare(S.ONGOING, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-                             self.txn_timeout_ms, frozenset(self.topic_partitions) | frozenset(added), start,
-                             update_timestamp)
+        tv = self.client_transaction_version if client_transaction_version is None \
+            else TransactionVersion(client_transaction_version)
+        return self._prepare_full(S.ONGOING, self.producer_id, NO_PRODUCER_ID, self.producer_epoch,
+                                  self.last_producer_epoch, self.txn_timeout_ms,
+                                  frozenset(self.topic_partitions) | frozenset(added), start, update_timestamp, tv)
 
     def prepare_abort_or_commit(self, new_state: TransactionState, client_transaction_version: TransactionVersion,
                                 next_producer_id: int, update_timestamp: int) -> TxnTransitMetadata:
@@ -270,8 +276,9 @@ class TransactionMetadata:
 
     def _prepare(self, state, producer_id, epoch, last_epoch, timeout_ms, partitions, start,
                  update) -> TxnTransitMetadata:
+        # the client's transaction version persists across the transitions that do not name one (Kafka #18086)
         return self._prepare_full(state, producer_id, NO_PRODUCER_ID, epoch, last_epoch, timeout_ms, partitions, start,
-                                  update, TransactionVersion.TV_0)
+                                  update, self.client_transaction_version)
 
     def _prepare_full(self, state: TransactionState, producer_id: int, next_producer_id: int, epoch: int,
                       last_epoch: int, timeout_ms: int, partitions: frozenset, start: int, update: int,

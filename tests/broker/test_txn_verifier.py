@@ -259,3 +259,62 @@ def test_one_producers_pipelined_questions_are_asked_together_and_each_answered_
         assert third == {("foo", 2): E.TRANSACTION_ABORTABLE} and third.calls == 1
         await v.close()
     asyncio.run(run())
+
+
+class _Config(dict):
+    get = dict.__getitem__
+
+
+def test_an_add_is_sent_without_verify_only_and_concurrent_transactions_is_retried_on_the_server_side():
+    """Transactions V2 (TransactionSupportedOperation ADD_PARTITION): the question is an add (``verify_only`` false);
+    CONCURRENT_TRANSACTIONS (the previous transaction's markers still out) is asked again after the backoff, only
+    for the partitions that got it (KAFKA-18654); TRANSACTION_ABORTABLE stays itself for a v12+ producer. A plain
+    verification is not retried."""
+    async def run():
+        peers = _Peers()
+        v = _verifier(_image({0: 0}), peers)
+        cfg = _Config({"add.partitions.to.txn.retry.backoff.ms": 1, "add.partitions.to.txn.retry.backoff.max.ms": 5000})
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(v.add_or_verify("txn1", 1, 0, TPS, True, True, cfg, loop.time))
+        await _turns()
+        body, fut = peers.take(0)
+        assert _ids(body) == [("txn1", 1, 0, False)]
+        fut.set_result(_answer({"txn1": {TPS[0]: E.CONCURRENT_TRANSACTIONS, TPS[1]: E.NONE,
+                                         TPS[2]: E.CONCURRENT_TRANSACTIONS}}))
+        for _ in range(200):  # the retry, after the 1 ms backoff
+            await asyncio.sleep(0.005)
+            if peers.pending:
+                break
+        body, fut = peers.take(0)
+        assert _ids(body) == [("txn1", 1, 0, False)]
+        assert [(t.name, t.partitions) for t in body.transactions[0].topics] == [("foo", [1, 3])]
+        fut.set_result(_answer({"txn1": {TPS[0]: E.NONE, TPS[2]: E.TRANSACTION_ABORTABLE}}))
+        assert await task == {TPS[2]: E.TRANSACTION_ABORTABLE}
+
+        task = asyncio.ensure_future(v.add_or_verify("txn1", 1, 0, TPS, True, False, cfg, loop.time))
+        await _turns()
+        body, fut = peers.take(0)
+        assert _ids(body) == [("txn1", 1, 0, True)]
+        fut.set_result(_answer({"txn1": dict.fromkeys(TPS, E.CONCURRENT_TRANSACTIONS)}))
+        assert await task == dict.fromkeys(TPS, E.CONCURRENT_TRANSACTIONS)
+        assert not peers.pending
+        await v.close()
+    asyncio.run(run())
+
+
+def test_an_add_gives_up_on_concurrent_transactions_at_the_retry_limit():
+    """Past ``add.partitions.to.txn.retry.backoff.max.ms`` the producer gets CONCURRENT_TRANSACTIONS (its Produce
+    answers it as the retriable NOT_ENOUGH_REPLICAS)."""
+    async def run():
+        peers = _Peers()
+        v = _verifier(_image({0: 0}), peers)
+        cfg = _Config({"add.partitions.to.txn.retry.backoff.ms": 20, "add.partitions.to.txn.retry.backoff.max.ms": 0})
+        task = asyncio.ensure_future(v.add_or_verify("txn1", 1, 0, TPS[:1], True, True, cfg,
+                                                     asyncio.get_running_loop().time))
+        await _turns()
+        _, fut = peers.take(0)
+        fut.set_result(_answer({"txn1": {TPS[0]: E.CONCURRENT_TRANSACTIONS}}))
+        assert await task == {TPS[0]: E.CONCURRENT_TRANSACTIONS}
+        assert not peers.pending
+        await v.close()
+    asyncio.run(run())

@@ -207,3 +207,20 @@ def test_replication_and_plain_batches_are_not_checked(tmp_path):
     lg.append_as_leader(batch(1), 0, now_ms=0)
     lg.append_as_leader(_records(0, False), 0, now_ms=0)
     assert lg.log_end_offset == 3
+
+
+def test_a_stale_epoch_is_refused_before_asking_the_coordinator(tmp_path):
+    """KAFKA-18042: a transactional produce with an epoch below the producer's at this partition (with transactions
+    V2 every transaction ends with a bump: a delayed request of an earlier transaction) gets INVALID_PRODUCER_EPOCH
+    at once, no verification started; the current and a newer epoch are verified as before."""
+    from storage.errors import InvalidProducerEpochError
+
+    lg = _log(tmp_path)
+    marker = build_end_txn_marker_batch(commit=True, producer_id=PID, producer_epoch=EPOCH + 1, coordinator_epoch=0,
+                                        timestamp=0)
+    lg.append_as_leader(bytearray(marker), 0, now_ms=0, origin=ORIGIN_COORDINATOR, transaction_version=2)
+    with pytest.raises(InvalidProducerEpochError):
+        lg.maybe_start_transaction_verification(PID, 0, EPOCH, now_ms=0)
+    assert lg.verification_guard(PID) is SENTINEL
+    assert lg.maybe_start_transaction_verification(PID, 0, EPOCH + 1, now_ms=0) is not SENTINEL
+    assert lg.maybe_start_transaction_verification(PID, 0, EPOCH + 2, now_ms=0) is not SENTINEL

@@ -286,3 +286,133 @@ def test_add_offsets_adds_the_groups_offsets_partition():
     assert offsets_partition("my-group", 50)[0] == "__consumer_offsets"
     from cluster.groups.group_records import partition_for
     assert offsets_partition("my-group", 50)[1] == partition_for("my-group", 50)
+
+
+# ---- transactions V2 as Kafka 4.x runs them (implicit adds, KAFKA-17754, KAFKA-18660, #18086) ----------------
+
+def begin_v2(h, txn_id="app", partitions=TP, timeout=60000):
+    """InitProducerId, then the broker's implicit add of a Produce v12+ (AddPartitionsToTxn v5, TV2)."""
+    outcome, _ = h.settle(h.shard.init_producer_id(txn_id, timeout, None, NOW, token="init"), token="init")
+    assert outcome.error == E.NONE
+    err, _ = h.settle(h.shard.add_partitions_to_txn(txn_id, outcome.producer_id, outcome.producer_epoch, partitions,
+                                                    NOW, token="add", client_transaction_version=TV_2), token="add")
+    assert err == E.NONE
+    return outcome.producer_id, outcome.producer_epoch
+
+
+def test_an_implicit_add_records_tv2_in_the_transaction_and_its_record():
+    """The coordinator learns the transaction's version from the add (Kafka #18086); it is in the Ongoing record
+    (TransactionLogValue v1 ClientTransactionVersion) and survives a reload, and it persists across InitProducerId."""
+    h = Harness(level=TV_2)
+    pid, epoch = begin_v2(h)
+    md = h.get("app")
+    assert (md.state, md.client_transaction_version) == (S.ONGOING, TV_2)
+    h.shard.load(1, h.log, NOW)
+    assert h.get("app").client_transaction_version == TV_2
+    md = h.get("app")
+    outcome, results = h.settle(h.shard.init_producer_id("app", 60000, None, NOW, token="i"), token="i")
+    assert outcome.error == E.CONCURRENT_TRANSACTIONS  # the open transaction is aborted first
+    h.ack_markers(results)
+    outcome, _ = h.settle(h.shard.init_producer_id("app", 60000, None, NOW, token="i"), token="i")
+    assert outcome.error == E.NONE
+    assert (h.get("app").state, h.get("app").client_transaction_version) == (S.EMPTY, TV_2)
+    # a client's AddPartitionsToTxn v0-3 is TV0
+    err, _ = h.settle(h.shard.add_partitions_to_txn("app", outcome.producer_id, outcome.producer_epoch, TP, NOW,
+                                                    token="a"), token="a")
+    assert (err, h.get("app").client_transaction_version) == (E.NONE, TV_0)
+
+
+def _delayed_end_txn(tv):
+    """KAFKA-17754's race at the coordinator: transaction 1 is committed by a retried EndTxn while the first one is
+    held up; transaction 2 begins (same producer) and the held-up EndTxn(commit) of transaction 1 arrives."""
+    h = Harness(level=tv)
+    start = begin_v2 if tv == TV_2 else begin
+    pid, epoch = start(h)
+    outcome, results = h.settle(h.shard.end_txn("app", pid, epoch, True, tv, NOW, token="e"), token="e")
+    assert outcome.error == E.NONE
+    h.ack_markers(results)
+    epoch2 = outcome.producer_epoch
+    err, _ = h.settle(h.shard.add_partitions_to_txn("app", pid, epoch2, TP, NOW, token="a",
+                                                    client_transaction_version=tv), token="a")
+    assert err == E.NONE and h.get("app").state is S.ONGOING
+    late, results = h.settle(h.shard.end_txn("app", pid, epoch, True, tv, NOW, token="late"), token="late")
+    return h, epoch, epoch2, late, results
+
+
+def test_kafka_17754_tv0_a_delayed_end_txn_commits_the_next_transaction():
+    """TV0/1: both transactions share the epoch, so the delayed EndTxn is taken as transaction 2's: it commits it
+    although its producer never asked to (an abort it sends next is refused)."""
+    h, epoch, epoch2, late, results = _delayed_end_txn(TV_0)
+    assert epoch2 == epoch and late.error == E.NONE
+    assert [m.committed for r in results for m in r.markers] == [True]
+    h.ack_markers(results)
+    assert h.get("app").state is S.COMPLETE_COMMIT
+    abort = h.shard.end_txn("app", late.producer_id, epoch, False, TV_0, NOW).response
+    assert abort.error == E.INVALID_TXN_STATE
+
+
+def test_kafka_17754_tv2_the_epoch_bump_fences_a_delayed_end_txn():
+    """TV2: transaction 2 runs at the bumped epoch; the delayed EndTxn carries the old one: PRODUCER_FENCED, no
+    record, no marker, transaction 2 untouched and then committed by its own EndTxn."""
+    h, epoch, epoch2, late, results = _delayed_end_txn(TV_2)
+    assert epoch2 == epoch + 1
+    assert late == EndTxnOutcome(E.PRODUCER_FENCED)
+    assert not any(r.writes or r.markers for r in results)
+    md = h.get("app")
+    assert (md.state, md.producer_epoch, md.pending_state) == (S.ONGOING, epoch2, None)
+    outcome, results = h.settle(h.shard.end_txn("app", md.producer_id, epoch2, False, TV_2, NOW, token="e"),
+                                token="e")
+    assert outcome == EndTxnOutcome(E.NONE, md.producer_id, epoch2 + 1)
+
+
+def test_kafka_18660_an_add_with_the_next_producer_id_waits_for_the_overflow_to_complete():
+    """An EndTxn v5 that exhausts the epochs answers the next producer id while its Complete* (the switch to that id)
+    waits for the markers: the producer's implicit add with the new id gets CONCURRENT_TRANSACTIONS, retriable,
+    not INVALID_PRODUCER_ID_MAPPING; once complete the add goes through."""
+    h = Harness(level=TV_2, first_pid=500)
+    pid, _ = begin_v2(h)
+    h.get("app").producer_epoch = SHORT_MAX - 1
+    outcome, results = h.settle(h.shard.end_txn("app", pid, SHORT_MAX - 1, True, TV_2, NOW, token="e"),
+                                token="e")
+    new_pid = outcome.producer_id
+    assert new_pid != pid and outcome.producer_epoch == 0
+    add = h.shard.add_partitions_to_txn("app", new_pid, 0, TP, NOW, client_transaction_version=TV_2)
+    assert add.response == E.CONCURRENT_TRANSACTIONS and not add.writes
+    h.ack_markers(results)
+    err, _ = h.settle(h.shard.add_partitions_to_txn("app", new_pid, 0, TP, NOW, token="a",
+                                                    client_transaction_version=TV_2), token="a")
+    assert err == E.NONE and h.get("app").producer_id == new_pid
+
+
+def test_tv2_end_txn_with_a_stale_or_future_epoch_changes_nothing():
+    """EndTxn v5 with an epoch below or above the transaction's: PRODUCER_FENCED, no write."""
+    h = Harness(level=TV_2)
+    pid, epoch = begin_v2(h)
+    before = h.get("app").copy()
+    for e in (epoch - 1, epoch + 1):
+        res = h.shard.end_txn("app", pid, e, True, TV_2, NOW)
+        assert res.response == EndTxnOutcome(E.PRODUCER_FENCED) and not res.writes and not res.markers
+    assert h.get("app") == before and h.get("app").pending_state is None
+
+
+def test_a_new_coordinator_sends_a_tv2_transactions_markers_again_at_the_bumped_epoch():
+    """The coordinator moves after a TV2 PrepareCommit: the new one reads the bumped epoch and TV2 from the record and
+    sends the same markers (WriteTxnMarkers v2), which leaders that already wrote them take as a retry
+    (KAFKA-19999); the producer's retry of its EndTxn (the epoch before the bump) is CONCURRENT_TRANSACTIONS until
+    the markers are done, then answered with the bumped epoch."""
+    h = Harness(level=TV_2)
+    pid, epoch = begin_v2(h)
+    outcome, results = h.settle(h.shard.end_txn("app", pid, epoch, True, TV_2, NOW, token="e"), token="e")
+    first = [(m.producer_epoch, m.transaction_version, m.partitions) for r in results for m in r.markers]
+    assert first == [(epoch + 1, 2, TP)]
+    fresh = TxnCoordinatorShard(0, TxnConfig(transaction_log_num_partitions=1), lambda: None, 1, TV_2)
+    res = fresh.load(5, h.log, NOW + 1)
+    assert [(m.producer_epoch, m.transaction_version, m.partitions, m.coordinator_epoch) for m in res.markers] == [
+        (epoch + 1, 2, TP, 5)]
+    assert fresh.end_txn("app", pid, epoch, True, TV_2, NOW).response == EndTxnOutcome(E.CONCURRENT_TRANSACTIONS)
+    for m in res.markers:
+        done = fresh.markers_written(m.transactional_id, m.coordinator_epoch, dict.fromkeys(m.partitions, E.NONE), NOW)
+        for w in done.writes:
+            fresh.write_completed(w.write_id, E.NONE, NOW)
+    assert fresh.transactions["app"].state is S.COMPLETE_COMMIT
+    assert fresh.end_txn("app", pid, epoch, True, TV_2, NOW).response == EndTxnOutcome(E.NONE, pid, epoch + 1)

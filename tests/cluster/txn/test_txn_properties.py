@@ -97,7 +97,9 @@ class Driver:
         elif kind == "add":
             t = self.token()
             parts = data.draw(st.sets(st.sampled_from(PARTITIONS), min_size=1))
-            self.take(self.shard.add_partitions_to_txn(txn_id, pid, epoch, parts, self.now, token=t), t)
+            tv = data.draw(st.sampled_from([TransactionVersion.TV_0, TransactionVersion.TV_2]))  # v0-3 or implicit
+            self.take(self.shard.add_partitions_to_txn(txn_id, pid, epoch, parts, self.now, token=t,
+                                                       client_transaction_version=tv), t)
         elif kind == "end":
             t = self.token()
             self.owner[t] = txn_id
