@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from broker.observability.metrics import BrokerMetrics
     from broker.replication.replica_manager import ReplicaManager
     from broker.observability.telemetry import ClientTelemetry
+    from broker.security.throttling import ClientQuotas
     from cluster.metadata_image import MetadataImage
 
 
@@ -49,6 +50,7 @@ class BrokerHandles:
     controller_listeners: frozenset = frozenset()  # listener names that serve the controller table
     controller_advertised_apis: tuple = ()  # ApiVersion entries of the controller listener's table
     fetch_sessions: "FetchManager | None" = None  # incremental fetch sessions (KIP-227); None: never a session
+    quotas: "ClientQuotas | None" = None  # client quotas (produce, fetch, request); None: never throttled
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -80,10 +82,31 @@ class RequestContext:
     client_port: int | None = None
     client_information: ClientInformation = dataclasses.field(default_factory=ClientInformation)  # per connection
     principal: str = "User:ANONYMOUS"  # who the connection authenticated as (KafkaPrincipal's type:name)
+    throttle_ms: int = 0  # set by a quota: the connection reads nothing more this long after the answer
+    gate: Any = None  # the connection's asyncio.Event: clear while a quota's throttle time runs (KIP-219 mute)
+    on_throttle: Any = None  # the connection's callback: a throttle time just imposed (ms)
 
     @property
     def version(self) -> int:
         return self.request.api_version
+
+    def throttle(self, manager_name: str, value: float) -> int:
+        """Record ``value`` against the client's ``produce``/``fetch``/``request`` quota; the throttle time (ms)
+        this request's answer carries and its connection waits out (0: within the quota)."""
+        quotas = self.handles.quotas
+        manager = getattr(quotas, manager_name) if quotas is not None else None
+        if manager is None or not manager.enabled:
+            return 0
+        from broker.security.throttling import user_of
+
+        ms = manager.record(user_of(self.principal), self.client_id or "", value, self.clock.now_ms())
+        if ms:
+            self.throttle_ms = max(self.throttle_ms, ms)
+            self.metrics.throttle_time.labels(manager_name).inc(ms)
+            self.metrics.throttled.labels(manager_name).inc()
+            if self.on_throttle is not None:
+                self.on_throttle(ms)
+        return ms
 
     @property
     def client_id(self) -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from protocol.message import Message
 
-FORWARDED = (19, 20, 37, 43, 45, 46, 51, 55, 64)  # API keys
+FORWARDED = (19, 20, 37, 43, 45, 46, 49, 51, 55, 64)  # API keys
 
 
 async def forward(ctx, req: Message) -> Message:

@@ -97,6 +97,9 @@ def _every_partition(req: ProduceRequest, version: int, code: int) -> ProduceRes
 
 
 async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
+    # the request's size against producer_byte_rate, as Kafka counts it; taken at arrival, before anything awaits,
+    # so the requests this connection sent behind it wait out the throttle (Kafka reads one request at a time)
+    ctx.throttle("produce", ctx.request.size)
     version = ctx.version
     txn_producers = _transactional_producers(req)
     if txn_producers and req.transactional_id is None:

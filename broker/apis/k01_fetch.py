@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 from typing import Generator
 
+from broker.security.throttling import user_of
 from broker.loop_turns import ITEMS_PER_TURN, in_turns, turn_after
 from broker.replication.fetch_session.contexts import NO_SESSIONS
 from broker.replication.fetch_session.metadata import PartitionFetch, TopicIdPartition
@@ -106,6 +107,11 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
             # (Kafka reads again at expiry; what else could move, a log start or a leadership, the next fetch sees)
         result = fetch_context.update_and_generate_response_data(updates, ctx.clock.now_ms(), quiet)
         await turn_after(len(updates))
+        if replica_id < 0 and total and ctx.throttle("fetch", total):
+            # over consumer_byte_rate: answered empty after all, its bytes taken back (unrecordQuotaSensor); the
+            # consumer asks again from the same offsets once the throttle time has passed
+            ctx.handles.quotas.fetch.unrecord(user_of(ctx.principal), ctx.client_id or "", total, ctx.clock.now_ms())
+            return FetchResponse(error_code=0, session_id=result.session_id, responses=[])
         if not result.error_code:  # every partition that returned records is in the response
             metrics = ctx.metrics
             for name, size in served.items():

@@ -94,6 +94,8 @@ DEFAULTS: dict[str, Any] = {
     "sasl.server.max.receive.size": 524288,
     "connections.max.reauth.ms": 0,
     "connection.failed.authentication.delay.ms": 100,
+    "quota.window.num": 11,  # QuotaConfig: samples, and seconds each, of a client quota's rate
+    "quota.window.size.seconds": 1,
     # TLS (SslConfigs, BrokerSecurityConfigs): Kafka's defaults; read per listener in broker/security/tls.py
     "ssl.keystore.type": "JKS",
     "ssl.keystore.location": None,

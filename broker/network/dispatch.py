@@ -24,6 +24,9 @@ log = logging.getLogger("odradek.dispatch")
 async def dispatch(ctx: RequestContext) -> list | None:
     """Response parts for ``ctx.request`` (None: no response, e.g. acks=0); raises CloseConnection."""
     req: Request = ctx.request
+    gate = ctx.gate
+    while gate is not None and not gate.is_set():  # a quota's throttle time runs: nothing is handled meanwhile
+        await gate.wait()
     table = CONTROLLER_LISTENER_HANDLERS if ctx.listener in ctx.handles.controller_listeners else HANDLERS
     handler = table.get(req.api_key)
     if handler is None:
@@ -39,10 +42,15 @@ async def dispatch(ctx: RequestContext) -> list | None:
         raise CloseConnection(f"malformed {handler.spec.name} v{req.api_version}: {exc}") from None
     started = ctx.clock.monotonic()
     response = await handler.handle(ctx, body)
+    finished = ctx.clock.monotonic()
     ctx.metrics.request_done(handler.spec.name, req.api_version, ctx.received or started, started,
-                             ctx.clock.monotonic(), getattr(response, "error_code", 0) or 0)
+                             finished, getattr(response, "error_code", 0) or 0)
+    # request_percentage: this request's time on the loop, as a percentage of a second (ClientRequestQuotaManager)
+    ctx.throttle("request", (finished - started) * 100.0)
     if response is None:
         return None
+    if ctx.throttle_ms and hasattr(response, "throttle_time_ms"):
+        response.throttle_time_ms = max(response.throttle_time_ms or 0, ctx.throttle_ms)
     if isinstance(response, EncodedResponse):
         return response.parts
     return encode_response(req, response)

@@ -193,6 +193,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.sasl: SaslServerAuthenticator | None = auth.authenticator(listener) if auth is not None else None
         self._reauthenticating = False
         self._last_reauth_ms = 0
+        self._gate = asyncio.Event()  # clear while a quota's throttle time runs
+        self._gate.set()
+        self._throttle_handle: asyncio.TimerHandle | None = None
+        self._throttle_until = 0.0
         if self.sasl is not None:  # frames stay small until the connection authenticates
             self.conn.max_frame_size = min(server.max_frame, auth.max_receive_size)
 
@@ -254,9 +258,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._writer_task is not None and not self._writer_task.done():
             self._writer_task.cancel()
         while not self.pending.empty():
-            task = self.pending.get_nowait()
-            if task is not None and not task.done():
-                task.cancel()
+            entry = self.pending.get_nowait()
+            if entry is not None and not entry[0].done():
+                entry[0].cancel()
         if self._part_writer is not None:
             self._part_writer.close()
         telemetry = server.handles.telemetry if server.handles is not None else None
@@ -297,13 +301,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         handles = self.server.handles
         clock = handles.clock
         ctx = RequestContext(handles, request, self.conn_id, self.listener, self.peer_host, clock.now_ms(),
-                             clock.monotonic(), self.peer_port, self.client_information, self.principal)
+                             clock.monotonic(), self.peer_port, self.client_information, self.principal,
+                             gate=self._gate, on_throttle=self._throttle)
         # the task starts running handlers in arrival order; side effects that must stay ordered
         # (appends) happen before a handler's first await
-        self._queue(asyncio.ensure_future(dispatch(ctx)))
+        self._queue(asyncio.ensure_future(dispatch(ctx)), ctx)
 
-    def _queue(self, task: asyncio.Future) -> None:
-        self.pending.put_nowait(task)
+    def _queue(self, task: asyncio.Future, ctx: RequestContext | None = None) -> None:
+        self.pending.put_nowait((task, ctx))
         self.in_flight += 1
         if self.in_flight >= MAX_IN_FLIGHT and not self._reading_paused:
             self._reading_paused = True
@@ -348,6 +353,29 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.transport.pause_reading()
             asyncio.get_running_loop().call_later(self.server.authentication.failed_delay_s,
                                                   self._close_after_failure, step.send)
+
+    def _throttle(self, throttle_ms: int) -> None:
+        """A quota's throttle time (KIP-219; Kafka mutes the channel): requests already read wait at the gate in
+        their order, nothing more is read, until it has passed."""
+        until = self.server.clock.monotonic() + throttle_ms / 1000.0
+        if self._throttle_handle is not None:
+            if self._throttle_until >= until:
+                return
+            self._throttle_handle.cancel()
+        self._gate.clear()
+        if not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        self._throttle_until = until
+        self._throttle_handle = asyncio.get_running_loop().call_later(throttle_ms / 1000.0, self._unthrottle)
+
+    def _unthrottle(self) -> None:
+        self._throttle_handle = None
+        self._gate.set()
+        if self._reading_paused and not self._closing and self.in_flight < MAX_IN_FLIGHT and \
+                not self.transport.is_closing():
+            self._reading_paused = False
+            self.transport.resume_reading()
 
     def _close_after_failure(self, parts: list) -> None:
         if self.transport.is_closing():
@@ -402,10 +430,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         part_writer = self._part_writer
         try:
             while True:
-                task = await self.pending.get()
-                if task is None:
+                entry = await self.pending.get()
+                if entry is None:
                     self.transport.close()
                     return
+                task, ctx = entry
                 try:
                     parts = await task
                 finally:
@@ -413,7 +442,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if parts is not None:
                     await part_writer.write(parts)
                 self.last_active = self.server.clock.monotonic()
-                if self._reading_paused and not self._closing and self.in_flight < MAX_IN_FLIGHT:
+                if (self._reading_paused and not self._closing and self._gate.is_set()
+                        and self.in_flight < MAX_IN_FLIGHT):
                     self._reading_paused = False
                     self.transport.resume_reading()
         except asyncio.CancelledError:

@@ -66,6 +66,11 @@ class BrokerMetrics:
         self.expired_killed = Counter("kafka_server_socketservermetrics_expired_connections_killed",
                                       "Connections closed because their session expired "
                                       "(expired-connections-killed-count)", ["listener"], registry=r)
+        # client quotas (Kafka's per-quota-type throttle-time sensors), per quota type
+        self.throttle_time = Counter("kafka_server_clientquota_throttle_time_ms",
+                                     "Throttle time imposed by client quotas (throttle-time)", ["quota"], registry=r)
+        self.throttled = Counter("kafka_server_clientquota_throttled_requests",
+                                 "Requests answered with a throttle time", ["quota"], registry=r)
         self.loop_lag = Gauge("kafka_network_socketserver_event_loop_lag_ms",
                               "Event loop scheduling lag (stands in for NetworkProcessorAvgIdlePercent)", registry=r)
         # every measurement, so a phase's worst stall shows however rarely the gauge is scraped

@@ -13,6 +13,7 @@ from broker.controlplane.controller_apis import k43_elect_leaders
 from broker.controlplane.controller_apis import k44_incremental_alter_configs
 from broker.controlplane.controller_apis import k45_alter_partition_reassignments
 from broker.controlplane.controller_apis import k46_list_partition_reassignments
+from broker.controlplane.controller_apis import k49_alter_client_quotas
 from broker.controlplane.controller_apis import k51_alter_user_scram_credentials
 from broker.controlplane.controller_apis import k55_describe_quorum
 from broker.controlplane.controller_apis import k56_alter_partition
@@ -31,6 +32,7 @@ CONTROLLER_HANDLERS = build_table([
     k44_incremental_alter_configs,
     k45_alter_partition_reassignments,
     k46_list_partition_reassignments,
+    k49_alter_client_quotas,
     k51_alter_user_scram_credentials,
     k55_describe_quorum,
     k56_alter_partition,

@@ -1,0 +1,163 @@
+"""Client quotas enforced (issue 29): AlterClientQuotas (forwarded, ClientQuotaRecords) and DescribeClientQuotas
+through confluent-kafka's and kafka-python's admin clients; a producer and a consumer over their byte rates are
+answered with throttle_time_ms and held to their quota (Kafka's windowed rate: at most the quota over the elapsed
+windows, plus one window); a client id without a quota beside them is not throttled; bad alterations get Kafka's
+errors and change nothing. The rates' long figures (12-30 s, two clients) are benchmarks/bench_quotas.py's."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from broker import EmbeddedBroker
+from protocol.generated.messages import ProduceRequest
+from tests.kafka_wire import KafkaWire
+
+QUOTA = 100_000  # bytes/s
+WINDOWS = {"quota.window.num": 3, "quota.window.size.seconds": 1}  # a quota's rate is measured over >= 2 s
+
+
+@pytest.fixture
+def quota_broker(tmp_path):
+    with EmbeddedBroker(data_dir=tmp_path / "d", overrides=WINDOWS) as b:
+        yield b
+
+
+def alter(bootstrap: str, entity: dict, ops: dict) -> list:
+    """AlterClientQuotas over the wire (kafka-python's admin client has no quota API)."""
+    from protocol.generated.messages import AlterClientQuotasRequest
+    from protocol.generated.messages.alter_client_quotas_request import EntityData, EntryData, OpData
+
+    host, port = bootstrap.split(":")
+    with KafkaWire(int(port)) as w:
+        response = w.call(49, 1, AlterClientQuotasRequest(entries=[EntryData(
+            entity=[EntityData(entity_type=t, entity_name=n) for t, n in entity.items()],
+            ops=[OpData(key=k, value=0.0 if v is None else float(v), remove=v is None) for k, v in ops.items()])],
+            validate_only=False))
+    return [(e.error_code, e.error_message) for e in response.entries]
+
+
+def describe(bootstrap: str) -> dict:
+    from protocol.generated.messages import DescribeClientQuotasRequest
+    from protocol.generated.messages.describe_client_quotas_request import ComponentData
+
+    host, port = bootstrap.split(":")
+    with KafkaWire(int(port)) as w:
+        response = w.call(48, 1, DescribeClientQuotasRequest(components=[ComponentData(
+            entity_type="client-id", match_type=2, match=None)], strict=False))
+    return {tuple((e.entity_type, e.entity_name) for e in x.entity): {v.key: v.value for v in x.values}
+            for x in response.entries}
+
+
+def produce_flat_out(bootstrap: str, client_id: str, topic: str, seconds: float) -> tuple[int, list[int]]:
+    """(bytes acknowledged within ``seconds``, throttle times seen) of a confluent-kafka producer sending 1 KiB
+    records as fast as it can for ``seconds``."""
+    import json
+
+    from confluent_kafka import Producer
+
+    throttles: list[int] = []
+    acked = [0]
+
+    def stats(text: str) -> None:
+        for broker in json.loads(text).get("brokers", {}).values():
+            if broker.get("throttle", {}).get("max"):
+                throttles.append(broker["throttle"]["max"])
+
+    p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5, "acks": 1,
+                  "batch.size": 16384,
+                  "statistics.interval.ms": 500, "stats_cb": stats, "queue.buffering.max.kbytes": 2048})
+    value = b"q" * 1024
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            p.produce(topic, value, partition=0, on_delivery=lambda err, msg: err is None and
+                      acked.__setitem__(0, acked[0] + len(msg.value())))
+        except BufferError:
+            p.poll(0.05)
+        p.poll(0)
+    in_time = acked[0]  # what the broker took within the window (the queue left behind is purged, not counted)
+    p.purge()
+    p.flush(30)
+    return in_time, throttles
+
+
+def test_quotas_are_altered_described_and_refused_as_kafka(quota_broker):
+    b = quota_broker.bootstrap
+    assert alter(b, {"client-id": "slow"}, {"producer_byte_rate": QUOTA, "consumer_byte_rate": QUOTA}) == \
+        [(0, None)]
+    assert alter(b, {"client-id": "bad"}, {"producer_byte_rate": 1.5})[0][0] == 42  # INVALID_REQUEST
+    assert alter(b, {"group": "g"}, {"producer_byte_rate": 1})[0][0] == 42
+    assert alter(b, {"client-id": "bad"}, {"no_such_key": 1})[0][0] == 42
+    deadline = time.monotonic() + 10
+    while describe(b) != {(("client-id", "slow"),): {"consumer_byte_rate": QUOTA, "producer_byte_rate": QUOTA}}:
+        assert time.monotonic() < deadline, describe(b)
+        time.sleep(0.1)
+
+
+def test_a_producer_over_its_byte_rate_is_throttled_and_held_to_it_while_another_is_not(quota_broker):
+    b = quota_broker.bootstrap
+    assert alter(b, {"client-id": "slow"}, {"producer_byte_rate": QUOTA}) == [(0, None)]
+    time.sleep(0.5)
+    seconds = 6.0
+    slow, slow_throttles = produce_flat_out(b, "slow", "quota-slow", seconds)
+    fast, fast_throttles = produce_flat_out(b, "fast", "quota-fast", 2.0)
+    # at most the quota over the elapsed time and the minimum window (2 s), plus the requests already in flight
+    # when the throttle began (librdkafka pipelines 5 of at most 16 KiB)
+    assert slow <= QUOTA * (seconds + 2) + 5 * 16384, slow
+    assert slow_throttles and max(slow_throttles) > 0
+    assert not fast_throttles and fast > slow, (fast, slow)
+
+
+def test_a_consumer_over_its_byte_rate_gets_empty_throttled_answers_and_reads_everything_in_the_end(quota_broker):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    b = quota_broker.bootstrap
+    p = Producer({"bootstrap.servers": b, "linger.ms": 5, "batch.size": 16384})
+    total = 400_000
+    for i in range(total // 1000):
+        p.produce("quota-read", b"r" * 1000, partition=0)
+    p.flush(30)
+    assert alter(b, {"client-id": "reader"}, {"consumer_byte_rate": QUOTA}) == [(0, None)]
+    time.sleep(0.5)
+    c = Consumer({"bootstrap.servers": b, "group.id": "quota-readers", "client.id": "reader",
+                  "enable.auto.commit": False, "fetch.max.bytes": 50_000, "max.partition.fetch.bytes": 50_000,
+                  "message.max.bytes": 50_000})
+    c.assign([TopicPartition("quota-read", 0, 0)])
+    got, started = 0, time.monotonic()
+    while got < total and time.monotonic() - started < 30:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got += len(m.value())
+    elapsed = time.monotonic() - started
+    c.close()
+    assert got == total
+    assert got <= QUOTA * (elapsed + 2) + 50_000, (got, elapsed)  # held to the quota (one fetch of slack)
+    assert quota_broker.broker.metrics.throttled.labels("fetch")._value.get() > 0
+
+
+def test_a_raw_produce_over_quota_carries_throttle_time_and_the_connection_waits_it_out(quota_broker):
+    from protocol.generated.messages import ApiVersionsRequest
+    from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData
+    from protocol.record_codec import Record, build_batch
+    from tests.integration.test_transactions import _create
+
+    b = quota_broker.bootstrap
+    _create(b, "quota-raw", partitions=1)
+    assert alter(b, {"client-id": "raw"}, {"producer_byte_rate": 10_000}) == [(0, None)]
+    time.sleep(0.5)
+    with KafkaWire(quota_broker.port, client_id="raw") as w:
+        throttled = None
+        for i in range(20):
+            batch = bytes(build_batch([Record(value=b"x" * 5000, timestamp=int(time.time() * 1000))]))
+            r = w.call(0, 9, ProduceRequest(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+                TopicProduceData(name="quota-raw", partition_data=[PartitionProduceData(index=0, records=batch)])]))
+            assert r.responses[0].partition_responses[0].error_code == 0
+            if r.throttle_time_ms > 0:
+                throttled = r.throttle_time_ms
+                break
+        assert throttled is not None
+        started = time.monotonic()
+        w.call(18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        assert time.monotonic() - started >= throttled / 1000.0 * 0.8  # muted until the throttle time passed
