@@ -281,3 +281,35 @@ def test_bad_input_before_authentication_closes_that_connection_only(sasl_broker
     assert _raw(port, struct.pack(">i", 12) + b"\x60\x82\x01\x00garbage!") == b""
     # the other clients are served meanwhile
     assert confluent_round_trip(confluent_conf(sasl_broker, "SCRAM-SHA-256"), new_topic(), 3) == [b"v0", b"v1", b"v2"]
+
+
+def test_a_thousand_connections_that_never_authenticate_are_closed_at_the_idle_timeout(tmp_path):
+    """connections.max.idle.ms 1500: 1,000 connections that send nothing (and 100 that stop after SaslHandshake)
+    are closed by the idle sweeper; the broker's RSS stays bounded and a real client is served meanwhile."""
+    import resource
+
+    overrides = {**sasl_overrides(), "connections.max.idle.ms": 1500}
+    with EmbeddedBroker(data_dir=tmp_path / "d", overrides=overrides) as b:
+        port = b.broker.bound_port("SASL_PLAINTEXT")
+        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        silent = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(1000)]
+        from protocol.generated.messages import SaslHandshakeRequest
+
+        half = []
+        for _ in range(100):
+            w = KafkaWire(port)
+            w.call(17, 1, SaslHandshakeRequest(mechanism="PLAIN"))
+            half.append(w)
+        b.sasl_bootstrap = f"127.0.0.1:{port}"
+        assert confluent_round_trip(confluent_conf(b, "PLAIN"), new_topic(), 3) == [b"v0", b"v1", b"v2"]
+        deadline = time.monotonic() + 30
+        for s in silent:
+            s.settimeout(max(0.1, deadline - time.monotonic()))
+            assert s.recv(1) == b""  # closed by the broker
+            s.close()
+        for w in half:
+            assert w.recv_frame() is None
+            w.close()
+        assert not [c for c in b.broker.server.connections if c.listener == "SASL_PLAINTEXT"]
+        grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
+        assert grown_mb < 200, grown_mb  # a connection costs its buffers, not a frame's declared size
