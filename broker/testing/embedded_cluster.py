@@ -32,6 +32,8 @@ import threading
 import time
 from pathlib import Path
 
+import yaml
+
 from broker.network.blocking_request import request
 from broker.testing.dev_cluster import node_configs, node_ids
 from broker.network.fault_injection import CONFIG_KEY as FAULT_HOOK_KEY, RULE_CHANGED as FAULT_RULE_LINE
@@ -146,9 +148,15 @@ class NodeProcess:
                  "log.dirs": self.data_dir, "metrics.prometheus.listener": "",
                  "offsets.topic.replication.factor": 1, "transaction.state.log.replication.factor": 1,
                  "transaction.state.log.min.isr": 1, **self.overrides}
-        args = [*self.prefix, sys.executable, "-m", "broker.testing.node_runner", "serve"]
-        for k, v in props.items():
-            args += ["--override", f"{k}={'' if v is None else v}"]
+        # the properties go in a file only its owner reads, never on the command line: they may hold passwords
+        # (ps shows every process's argv)
+        config_path = self.data_dir.parent / f"{self.data_dir.name}.yaml"
+        fd = os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            yaml.safe_dump({k: (None if v == "" else v if isinstance(v, (int, float, bool, type(None))) else str(v))
+                            for k, v in props.items()}, f)
+        args = [*self.prefix, sys.executable, "-m", "broker.testing.node_runner", "serve", "--config",
+                str(config_path)]
         if self.command is not None:
             args = [*self.prefix, sys.executable, "-m", "broker.testing.node_runner", *self.command]
         self.starts += 1

@@ -91,6 +91,18 @@ def test_replication_and_the_quorum_run_over_sasl_ssl_and_mtls_through_a_leader_
             got.add(m.value())
     consumer.close()
     assert len(acked) == 600 and got == set(acked)
+    # no secret in DescribeConfigs, a node's log, its command line or its metrics
+    from confluent_kafka.admin import ConfigResource
+
+    resource = ConfigResource(ConfigResource.Type.BROKER, "1")
+    entries = admin.describe_configs([resource])[resource].result(30)
+    jaas = entries["listener.name.internal.scram-sha-512.sasl.jaas.config"]
+    assert jaas.value is None and jaas.is_sensitive
+    for i, node in c.nodes.items():
+        cmdline = open(f"/proc/{node.proc.pid}/cmdline", "rb").read()
+        texts = [cmdline, node.stderr_tail(10_000_000).encode(), repr(scrape(c.metrics[i])).encode()]
+        for secret in (b"broker-secret", b"alice-secret"):
+            assert not any(secret in t for t in texts), (i, secret)
     # the followers fetched over INTERNAL: SCRAM logins on every node's INTERNAL listener, none failed
     for i in c.nodes:
         metrics = scrape(c.metrics[i])
