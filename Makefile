@@ -52,7 +52,7 @@ UNIT_TESTS := tests/protocol tests/storage tests/cluster tests/sim tests/test_la
 test: cc venv-test kcat java iproute2 docker-compose
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -n 2 $(UNIT_TESTS) $(PYTEST_ARGS); unit=$$?; \
-	$(PY) -m pytest $(foreach t,$(UNIT_TESTS),--ignore=$(t)) $(PYTEST_ARGS); rest=$$?; \
+	$(PY) -m pytest $(foreach t,$(UNIT_TESTS),--ignore=$(t)) --durations=40 $(PYTEST_ARGS); rest=$$?; \
 	[ $$unit = 0 ] && [ $$rest = 0 ]
 
 ## the long profiles, run by hand (not in CI): Raft simulation seeds, controller kills, replication faults, a

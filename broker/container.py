@@ -45,7 +45,8 @@ def load(config_dir: str = MOUNTED_CONFIG_DIR, args: list[str] | tuple[str, ...]
          environ=None) -> tuple[ContainerConfig, BrokerConfig, list[str]]:
     """(container config, broker config, warnings) from the environment (ContainerConfigError,
     ConfigException)."""
-    cfg = from_environ(os.environ if environ is None else environ, _mounted(config_dir), args)
+    cfg = from_environ(os.environ if environ is None else environ, _mounted(config_dir), args,
+                       read_file=lambda path: Path(path).read_text())
     config = BrokerConfig(cfg.properties)
     warnings = cfg.warnings + config.validate()
     return cfg, config, warnings

@@ -131,10 +131,74 @@ def _kafka_broker_keys() -> set[str]:
     return set(BROKER_CONFIG_DOCS)
 
 
+SECRETS_DIR = "/etc/kafka/secrets"  # configure: where KAFKA_SSL_*_FILENAME and *_CREDENTIALS name files
+_JAAS_OPTION = re.compile(r"-Djava\.security\.auth\.login\.config=(\S+)")
+
+
+def _no_files(path: str) -> str:
+    raise ContainerConfigError(f"{path}: no file reader given")
+
+
+def _tls_from_environ(env: dict[str, str], read_file) -> None:
+    """configure's SSL step: an advertised ``SSL://`` listener needs KAFKA_SSL_KEYSTORE_FILENAME and the
+    KAFKA_SSL_KEY_CREDENTIALS / KAFKA_SSL_KEYSTORE_CREDENTIALS files (their text is the password), and with
+    ssl.client.auth required or requested the truststore's two; all under /etc/kafka/secrets."""
+    if "SSL://" not in env.get("KAFKA_ADVERTISED_LISTENERS", ""):
+        return
+
+    def need(name: str) -> str:
+        if not env.get(name):
+            raise ContainerConfigError(f"{name} environment variable not set")
+        return f"{SECRETS_DIR}/{env[name]}"
+
+    env["KAFKA_SSL_KEYSTORE_LOCATION"] = need("KAFKA_SSL_KEYSTORE_FILENAME")
+    env["KAFKA_SSL_KEY_PASSWORD"] = read_file(need("KAFKA_SSL_KEY_CREDENTIALS")).strip()
+    env["KAFKA_SSL_KEYSTORE_PASSWORD"] = read_file(need("KAFKA_SSL_KEYSTORE_CREDENTIALS")).strip()
+    auth = env.get("KAFKA_SSL_CLIENT_AUTH", "")
+    if "required" in auth or "requested" in auth:
+        env["KAFKA_SSL_TRUSTSTORE_LOCATION"] = need("KAFKA_SSL_TRUSTSTORE_FILENAME")
+        env["KAFKA_SSL_TRUSTSTORE_PASSWORD"] = read_file(need("KAFKA_SSL_TRUSTSTORE_CREDENTIALS")).strip()
+
+
+def _jaas_sections(text: str) -> dict[str, str]:
+    """A JAAS file's sections: ``Name { entries };`` -> the entries' text."""
+    return {m.group(1): m.group(2).strip() for m in re.finditer(r"([\w.\-]+)\s*\{(.*?)\}\s*;", text, re.S)}
+
+
+def _sasl_from_environ(env: dict[str, str], props: dict[str, Any], read_file, warnings: list[str]) -> None:
+    """configure's SASL step: an advertised ``SASL_*://`` listener needs KAFKA_OPTS with
+    ``-Djava.security.auth.login.config=<file>``; the file's ``<listener>.KafkaServer`` (else ``KafkaServer``)
+    section gives each SASL listener its mechanisms' JAAS entries, as Kafka's broker reads them."""
+    if not re.search(r"SASL_.*://", env.get("KAFKA_ADVERTISED_LISTENERS", "")):
+        return
+    if not env.get("KAFKA_OPTS"):
+        raise ContainerConfigError("KAFKA_OPTS environment variable not set")
+    m = _JAAS_OPTION.search(env["KAFKA_OPTS"])
+    if m is None:
+        warnings.append("KAFKA_OPTS should contain 'java.security.auth.login.config' property.")
+        return
+    from broker.security.sasl_config import LOGIN_MODULES, parse_jaas
+
+    sections = _jaas_sections(read_file(m.group(1)))
+    named = f"{props.get('listeners') or ''},{props.get('advertised.listeners') or ''}"
+    listeners = sorted({item.split("://", 1)[0].strip() for item in named.split(",") if "://" in item})
+    for listener in listeners:
+        section = sections.get(f"{listener.lower()}.KafkaServer") or sections.get("KafkaServer")
+        if section is None:
+            continue
+        for entry in parse_jaas(section):
+            for mechanism, module in LOGIN_MODULES.items():
+                key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+                if entry.login_module == module and key not in props:
+                    options = "".join(f' {k}="{v}"' for k, v in entry.options.items())
+                    props[key] = f"{module} {entry.control_flag.lower()}{options};"
+
+
 def from_environ(environ: Mapping[str, str], mounted_properties: str | None = None,
-                 args: list[str] | tuple[str, ...] = ()) -> ContainerConfig:
+                 args: list[str] | tuple[str, ...] = (), read_file=_no_files) -> ContainerConfig:
     """A node's configuration from its environment (``args``: ``NAME=value`` container arguments, exported
-    first as the image's ``run`` does; ``mounted_properties``: the text of a mounted server.properties)."""
+    first as the image's ``run`` does; ``mounted_properties``: the text of a mounted server.properties;
+    ``read_file``: reads the secrets and JAAS files the environment names)."""
     from broker.config import parse_property
     from storage.checkpoints import decode_properties
 
@@ -159,6 +223,7 @@ def from_environ(environ: Mapping[str, str], mounted_properties: str | None = No
         env.pop("KAFKA_ADVERTISED_LISTENERS", None)
     if not env.get("KAFKA_LISTENERS") and not controller_only and env.get("KAFKA_ADVERTISED_LISTENERS"):
         env["KAFKA_LISTENERS"] = derive_listeners(env["KAFKA_ADVERTISED_LISTENERS"])
+    _tls_from_environ(env, read_file)
     known, kafka_keys = _known_keys(), _kafka_broker_keys()
     lines = []
     for name in sorted(env):
@@ -186,6 +251,7 @@ def from_environ(environ: Mapping[str, str], mounted_properties: str | None = No
             warnings.append(f"ignoring {item!r} in KAFKA_LOG4J_LOGGERS: not logger=LEVEL")
             continue
         props[f"logger.{logger.strip()}"] = level.strip()
+    _sasl_from_environ(env, props, read_file, warnings)
     if _roles(props.get("process.roles")) == {"controller"} and props.get("advertised.listeners"):
         raise ContainerConfigError("advertised.listeners is not supported on a KRaft controller "
                                    "(process.roles=controller): remove it from the mounted server.properties")

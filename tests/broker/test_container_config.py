@@ -194,3 +194,50 @@ def test_a_variable_its_type_cannot_parse_is_refused_naming_key_and_value(name, 
         from_environ({**COMBINED, name: value})
     with pytest.raises(ConfigException, match="for configuration num.partitions: Not a number of type INT"):
         from_environ({"CLUSTER_ID": "x"}, "node.id=1\nnum.partitions=1_000\n")  # a mounted server.properties
+
+
+def test_ssl_variables_as_kafkas_image_reads_them_passwords_from_the_credentials_files():
+    """configure's SSL step: KAFKA_SSL_*_FILENAME and *_CREDENTIALS name files under /etc/kafka/secrets; the
+    credentials files' text is the password; the truststore's two only with client auth."""
+    files = {"/etc/kafka/secrets/ks_creds": "ks-pass\n", "/etc/kafka/secrets/key_creds": "key-pass\n",
+             "/etc/kafka/secrets/ts_creds": "ts-pass\n"}
+    env = {**COMBINED, "KAFKA_ADVERTISED_LISTENERS": "SSL://broker:9093",
+           "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "SSL:SSL,CONTROLLER:PLAINTEXT",
+           "KAFKA_SSL_KEYSTORE_FILENAME": "broker.p12", "KAFKA_SSL_KEYSTORE_TYPE": "PKCS12",
+           "KAFKA_SSL_KEYSTORE_CREDENTIALS": "ks_creds", "KAFKA_SSL_KEY_CREDENTIALS": "key_creds",
+           "KAFKA_SSL_CLIENT_AUTH": "required", "KAFKA_SSL_TRUSTSTORE_FILENAME": "ts.pem",
+           "KAFKA_SSL_TRUSTSTORE_CREDENTIALS": "ts_creds"}
+    cfg = from_environ(env, read_file=files.__getitem__)
+    p = cfg.properties
+    assert p["ssl.keystore.location"] == "/etc/kafka/secrets/broker.p12"
+    assert (p["ssl.keystore.password"], p["ssl.key.password"], p["ssl.truststore.password"]) == \
+        ("ks-pass", "key-pass", "ts-pass")
+    assert p["ssl.truststore.location"] == "/etc/kafka/secrets/ts.pem"
+    missing = {k: v for k, v in env.items() if k != "KAFKA_SSL_KEY_CREDENTIALS"}
+    with pytest.raises(ContainerConfigError, match="KAFKA_SSL_KEY_CREDENTIALS environment variable not set"):
+        from_environ(missing, read_file=files.__getitem__)
+
+
+def test_sasl_listeners_take_their_jaas_entries_from_the_file_kafka_opts_names():
+    jaas = """
+    KafkaServer {
+       org.apache.kafka.common.security.plain.PlainLoginModule required
+       username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";
+       org.apache.kafka.common.security.scram.ScramLoginModule required;
+    };
+    """
+    env = {**COMBINED, "KAFKA_ADVERTISED_LISTENERS": "SASL_PLAINTEXT://broker:9092",
+           "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+           "KAFKA_SASL_ENABLED_MECHANISMS": "PLAIN,SCRAM-SHA-256",
+           "KAFKA_OPTS": "-Djava.security.auth.login.config=/etc/kafka/jaas.conf"}
+    cfg = from_environ(env, read_file={"/etc/kafka/jaas.conf": jaas}.__getitem__)
+    p = cfg.properties
+    plain = p["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
+    assert plain.startswith("org.apache.kafka.common.security.plain.PlainLoginModule required")
+    assert 'user_alice="alice-secret"' in plain
+    assert p["listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config"] == \
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    from broker.security.sasl_config import listener_sasl
+    assert dict(listener_sasl(p, "SASL_PLAINTEXT").plain_users) == {"admin": "admin-secret", "alice": "alice-secret"}
+    with pytest.raises(ContainerConfigError, match="KAFKA_OPTS environment variable not set"):
+        from_environ({k: v for k, v in env.items() if k != "KAFKA_OPTS"})
