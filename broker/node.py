@@ -34,7 +34,7 @@ from broker.replication.fetch_session import (
 )
 from broker.network.fault_injection import CONFIG_KEY as FAULT_INJECTION_FILE, FaultRules, FaultRulesFile
 from broker.groups.group_service import GroupService
-from broker.transactions.txn_service import TxnService
+from broker.transactions.txn_service import TxnMarkerChannelCollector, TxnService
 from broker.quorum.log_dirs import METADATA_PARTITION_DIR, ensure_meta_properties, metadata_log_dir
 from broker.quorum.metadata_publisher import MetadataPublisher
 from broker.observability.metrics import BrokerMetrics
@@ -259,6 +259,7 @@ class Broker:
         self.txns = TxnService(self.node_id, self.config, self.metadata, self.replicas, self.controller, self.clock,
                                self.links, self.next_producer_id, self._inter_broker_listener())
         self.metadata.add(self.txns.on_new_metadata_image)
+        self.metrics.registry.register(TxnMarkerChannelCollector(self.txns))
         pushed = PushedMetrics()
         self.metrics.registry.register(pushed)
         self.telemetry = ClientTelemetry(

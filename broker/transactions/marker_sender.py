@@ -58,6 +58,7 @@ class TxnMarkerSender:
         self._later: set[asyncio.TimerHandle] = set()
         self._dropped: set[int] = set()  # txn partitions unloaded since their markers were queued
         self.requests_sent = 0
+        self.unknown_destination = 0  # partitions waiting for a reachable leader (UnknownDestinationQueueSize)
 
     def add(self, txn_partition: int, markers: TxnMarkers, delay_s: float = 0.0) -> None:
         """Queue ``markers`` (all their partitions) for their leaders, now or after ``delay_s``."""
@@ -83,6 +84,7 @@ class TxnMarkerSender:
         for handle in self._later:
             handle.cancel()
         self._later.clear()
+        self.unknown_destination = 0
         tasks = list(self._senders.values())
         for task in tasks:
             task.cancel()
@@ -91,8 +93,11 @@ class TxnMarkerSender:
             await client.close()
         self._queues.clear()
 
-    def _route_later(self, txn_partition: int, markers: TxnMarkers, partitions: frozenset[TopicPartition]) -> None:
+    def _route_later(self, txn_partition: int, markers: TxnMarkers, partitions: frozenset[TopicPartition],
+                     waited: bool = False) -> None:
         self._later = {h for h in self._later if not h.cancelled() and h.when() > asyncio.get_running_loop().time()}
+        if waited:
+            self.unknown_destination -= len(partitions)
         if txn_partition not in self._dropped:
             self._route(txn_partition, markers, partitions)
 
@@ -117,8 +122,9 @@ class TxnMarkerSender:
             self._queues.setdefault(leader, []).append((txn_partition, markers, frozenset(tps)))
             self._sender(leader).set()
         if waiting:
+            self.unknown_destination += len(waiting)
             handle = asyncio.get_running_loop().call_later(self._backoff_s, self._route_later, txn_partition,
-                                                           markers, frozenset(waiting))
+                                                           markers, frozenset(waiting), True)
             self._later.add(handle)
         if gone:
             log.info("%s: partitions %s no longer exist: their markers are skipped", markers.transactional_id,

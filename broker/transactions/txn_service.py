@@ -431,3 +431,30 @@ def _read_records(log_) -> list[tuple[bytes, bytes | None]]:
             if r.key is not None:
                 out.append((bytes(r.key), None if r.value is None else bytes(r.value)))
     return out
+
+
+class TxnMarkerChannelCollector:
+    """kafka.coordinator.transaction:type=TransactionMarkerChannelManager's gauges: UnknownDestinationQueueSize
+    (marker partitions waiting for a reachable leader) and LogAppendRetryQueueSize (Complete* writes waiting to be
+    appended again), named as broker/observability/metrics.py names Kafka's metrics."""
+
+    def __init__(self, service: TxnService) -> None:
+        self.service = service
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+
+        unknown = GaugeMetricFamily(
+            "kafka_coordinator_transaction_transactionmarkerchannelmanager_unknowndestinationqueuesize",
+            "Marker partitions waiting for a reachable leader (UnknownDestinationQueueSize)")
+        unknown.add_metric([], self.service.markers.unknown_destination)
+        yield unknown
+        retries = GaugeMetricFamily(
+            "kafka_coordinator_transaction_transactionmarkerchannelmanager_logappendretryqueuesize",
+            "Transaction completions waiting to be appended again (LogAppendRetryQueueSize)")
+        retries.add_metric([], sum(s.complete_retries_queued for s in list(self.service.shards.values())))
+        yield retries
+

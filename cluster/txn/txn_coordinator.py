@@ -233,13 +233,19 @@ class TxnCoordinatorShard:
         self._writes: dict[int, _PendingWrite] = {}
         self._next_write_id = 1  # never reset: a stale report can not hit a new write
         self._pending_markers: dict[str, _PendingComplete] = {}
-        self._complete_retries: list[_PendingComplete] = []
+        self._complete_retries: list[_PendingComplete] = []  # LogAppendRetryQueueSize
         self._retry_at: int | None = None
         self._abort_check_at: int | None = None
         self._expire_check_at: int | None = None
         self._out: Result | None = None
 
     # ---- plumbing --------------------------------------------------------------------------------------------
+
+    @property
+    def complete_retries_queued(self) -> int:
+        """Complete* writes waiting to be appended again (Kafka's LogAppendRetryQueueSize)."""
+        return len(self._complete_retries)
+
     def _run(self, now_ms: int, fn: Callable, *args, token: Any = None) -> Result:
         """Run ``fn`` collecting its writes, markers and outcomes; an outcome for ``token`` that is ready before
         ``fn`` returns becomes the result's ``response``."""

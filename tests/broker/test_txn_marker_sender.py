@@ -187,3 +187,47 @@ def test_an_unloaded_partitions_queued_markers_are_not_sent():
         await sender.close()
 
     asyncio.run(run())
+
+
+def test_should_generate_empty_map_when_no_requests_outstanding_and_count_unknown_destinations():
+    """TransactionMarkerChannelManagerTest.shouldGenerateEmptyMapWhenNoRequestsOutstanding and
+    shouldSaveForLaterWhenLeaderUnknownButNotAvailable with its UnknownDestinationQueueSize: nothing queued sends
+    nothing; a partition without a reachable leader is counted until it is routed; close clears the count
+    (testRemoveMetricsOnClose)."""
+    async def run():
+        peers = _Peers()
+        image = [_image({("a", 0): -1, ("b", 0): 2})]
+        reports = _Reports()
+        sender = _sender(peers, image, reports)
+        await asyncio.sleep(0.03)
+        assert peers.requests == [] and sender.queued() == 0 and sender.unknown_destination == 0
+        sender.add(1, _markers("t", 7, [("a", 0), ("b", 0)]))
+        await reports.until(lambda: reports.answers, "b's answer")
+        assert sender.unknown_destination == 1  # a waits for its leader
+        image[0] = _image({("a", 0): 3, ("b", 0): 2})
+        await reports.until(lambda: len(reports.answers) == 2, "a's answer once its leader is known")
+        assert sender.unknown_destination == 0
+        sender.add(1, _markers("u", 8, [("c", 0)]))  # a topic that no longer exists: not needed, not waiting
+        image[0] = _image({("a", 0): -1})
+        sender.add(1, _markers("v", 9, [("a", 0)]))
+        await asyncio.sleep(0.005)
+        assert sender.unknown_destination == 1
+        await sender.close()
+        assert sender.unknown_destination == 0
+
+    asyncio.run(run())
+
+
+def test_the_marker_channel_gauges_are_exported_with_kafkas_names():
+    """shouldCreateMetricsOnStarting: UnknownDestinationQueueSize and LogAppendRetryQueueSize."""
+    from types import SimpleNamespace
+
+    from broker.transactions.txn_service import TxnMarkerChannelCollector
+
+    service = SimpleNamespace(markers=SimpleNamespace(unknown_destination=3),
+                              shards={0: SimpleNamespace(complete_retries_queued=2),
+                                      1: SimpleNamespace(complete_retries_queued=1)})
+    got = {m.name: m.samples[0].value for m in TxnMarkerChannelCollector(service).collect()}
+    assert got == {
+        "kafka_coordinator_transaction_transactionmarkerchannelmanager_unknowndestinationqueuesize": 3,
+        "kafka_coordinator_transaction_transactionmarkerchannelmanager_logappendretryqueuesize": 3}

@@ -416,3 +416,36 @@ def test_a_new_coordinator_sends_a_tv2_transactions_markers_again_at_the_bumped_
             fresh.write_completed(w.write_id, E.NONE, NOW)
     assert fresh.transactions["app"].state is S.COMPLETE_COMMIT
     assert fresh.end_txn("app", pid, epoch, True, TV_2, NOW).response == EndTxnOutcome(E.NONE, pid, epoch + 1)
+
+
+# ---- TransactionMarkerChannelManagerTest's completion cases, at the shard ---------------------------------------
+
+def test_should_only_write_txn_completion_once():
+    """shouldOnlyWriteTxnCompletionOnce: markers answered again while the Complete* write is in flight (a resent
+    request's answer, a coordinator that took the answers twice) start no second write."""
+    h = Harness()
+    pid, epoch = begin(h)
+    h.settle(h.shard.end_txn("app", pid, epoch, True, TV_0, NOW, token="end"), token="end")
+    first = h.shard.markers_written("app", 0, dict.fromkeys(TP, E.NONE), NOW)
+    assert len(first.writes) == 1
+    again = h.shard.markers_written("app", 0, dict.fromkeys(TP, E.NONE), NOW)
+    assert again.writes == [] and again.markers == []
+    h.settle(first)
+    assert h.get("app").state is S.COMPLETE_COMMIT
+
+
+def test_should_not_lose_txn_completion_after_load():
+    """shouldNotLoseTxnCompletionAfterLoad: the coordinator moves away and back while the markers are out; the
+    loaded shard sends them again at its new epoch and writes the completion once they are answered."""
+    h = Harness()
+    pid, epoch = begin(h)
+    h.settle(h.shard.end_txn("app", pid, epoch, False, TV_0, NOW, token="end"), token="end")
+    fresh = TxnCoordinatorShard(0, TxnConfig(transaction_log_num_partitions=1), lambda: None, 1)
+    loaded = fresh.load(7, h.log, NOW + 1)
+    (markers,) = loaded.markers
+    assert (markers.transactional_id, markers.coordinator_epoch, markers.committed) == ("app", 7, False)
+    stale = fresh.markers_written("app", 0, dict.fromkeys(TP, E.NONE), NOW + 2)  # the old epoch's answers
+    assert stale.writes == []
+    done = fresh.markers_written("app", 7, dict.fromkeys(TP, E.NONE), NOW + 2)
+    ((complete,),) = [w.records for w in done.writes]
+    assert complete.transit.txn_state is S.COMPLETE_ABORT
