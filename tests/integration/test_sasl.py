@@ -313,3 +313,26 @@ def test_a_thousand_connections_that_never_authenticate_are_closed_at_the_idle_t
         assert not [c for c in b.broker.server.connections if c.listener == "SASL_PLAINTEXT"]
         grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
         assert grown_mb < 200, grown_mb  # a connection costs its buffers, not a frame's declared size
+
+
+def test_delegation_token_apis_answer_as_kafka_without_a_token_secret(sasl_broker):
+    """Tokens are not built: on an authenticated SASL connection DELEGATION_TOKEN_AUTH_DISABLED, on PLAINTEXT
+    DELEGATION_TOKEN_REQUEST_NOT_ALLOWED (Kafka takes token requests only on authenticated channels)."""
+    from protocol.errors import ErrorCode
+    from protocol.generated.messages import (
+        CreateDelegationTokenRequest, DescribeDelegationTokenRequest, ExpireDelegationTokenRequest,
+        RenewDelegationTokenRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
+    )
+
+    calls = [(38, 3, CreateDelegationTokenRequest(renewers=[], max_lifetime_ms=-1)),
+             (39, 2, RenewDelegationTokenRequest(hmac=b"x", renew_period_ms=1000)),
+             (40, 2, ExpireDelegationTokenRequest(hmac=b"x", expiry_time_period_ms=1000)),
+             (41, 3, DescribeDelegationTokenRequest(owners=None))]
+    with KafkaWire(sasl_broker.broker.bound_port("SASL_PLAINTEXT")) as w:
+        assert w.call(17, 1, SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+        assert w.call(36, 2, SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret")).error_code == 0
+        assert [w.call(k, v, body).error_code for k, v, body in calls] == \
+            [ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED] * 4
+    with KafkaWire(sasl_broker.broker.bound_port("PLAINTEXT")) as w:
+        assert [w.call(k, v, body).error_code for k, v, body in calls] == \
+            [ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED] * 4

@@ -1,0 +1,16 @@
+"""ExpireDelegationToken: v1-2. Tokens are not built: Kafka's answer without a token secret
+(broker/security/delegation_tokens.py)."""
+
+from __future__ import annotations
+
+from broker.security.delegation_tokens import token_request_error
+from protocol.generated.messages import ExpireDelegationTokenRequest, ExpireDelegationTokenResponse
+
+API_KEY = 40
+VERSIONS = (1, 2)
+
+
+async def handle(ctx, req: ExpireDelegationTokenRequest) -> ExpireDelegationTokenResponse:
+    return ExpireDelegationTokenResponse(
+        error_code=token_request_error(ctx.config.security_protocol(ctx.listener), ctx.principal),
+        expiry_timestamp_ms=-1)
