@@ -92,6 +92,12 @@ class FileSlice:
     def read(self) -> bytes:
         return pread_exact(self.fd, self.length, self.position) if self.length else b""
 
+    def read_part(self, offset: int, size: int) -> bytes:
+        """``size`` bytes (fewer at the end) from ``offset`` within the slice: a TLS connection writes a large
+        slice in bounded pieces instead of holding all of it in memory."""
+        size = max(0, min(size, self.length - offset))
+        return pread_exact(self.fd, size, self.position + offset) if size else b""
+
     def sendfile(self, out_fd: int, offset: int = 0) -> int:
         """``os.sendfile`` this slice (from ``offset`` within it) to ``out_fd``; returns bytes sent."""
         return os.sendfile(out_fd, self.fd, self.position + offset, self.length - offset)

@@ -18,6 +18,7 @@ import socket
 
 _BYTES = (bytes, bytearray, memoryview)
 _IOV_MAX = 512  # well under Linux's 1024
+COPY_CHUNK = 256 * 1024  # a slice's piece when it is copied (TLS)
 
 
 class SendStats:
@@ -56,11 +57,16 @@ class PartWriter:
             if isinstance(part, _BYTES):
                 self.writer.write(part)
             else:
-                data = part.read()
-                if len(data) != len(part):
-                    raise ConnectionError("file slice shrank before it was sent")
-                self.stats.copied_bytes += len(data)
-                self.writer.write(data)
+                # TLS (or zero_copy off): the slice is read and written in pieces of COPY_CHUNK, the transport
+                # drained between them, so a 50 MB fetch never sits in memory whole
+                for offset in range(0, len(part), COPY_CHUNK):
+                    data = part.read_part(offset, COPY_CHUNK)
+                    if len(data) != min(COPY_CHUNK, len(part) - offset):
+                        raise ConnectionError("file slice shrank before it was sent")
+                    self.stats.copied_bytes += len(data)
+                    self.writer.write(data)
+                    if offset + COPY_CHUNK < len(part):
+                        await self.writer.drain()
         await self.writer.drain()
 
     def _socket_fd(self) -> int | None:

@@ -144,3 +144,25 @@ def test_metrics_on_the_stdlib_loop(tmp_path, monkeypatch):
 
     monkeypatch.setattr(test_metrics, "EmbeddedBroker", stdlib_broker)
     test_metrics.test_metrics_match_traffic(tmp_path)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_the_bytes_path_copies_large_slices_in_bounded_pieces(kind, files, monkeypatch):
+    """TLS: a slice is read and written COPY_CHUNK at a time (drained between), never whole; same bytes."""
+    from broker.network import sendfile
+    from storage.file_records import FileSlice
+
+    monkeypatch.setattr(sendfile, "COPY_CHUNK", 1000)
+    reads: list[int] = []
+    real = FileSlice.read_part
+
+    def counting(self, offset, size):
+        reads.append(size)
+        return real(self, offset, size)
+
+    monkeypatch.setattr(FileSlice, "read_part", counting)
+    a, b, fa, fb = files
+    responses, expected, slice_bytes = _responses(a, b, fa, fb)
+    got, stats = _run_writer(kind, responses, zero_copy=False)
+    assert got == expected and stats.copied_bytes == slice_bytes
+    assert reads and max(reads) <= 1000 and len(reads) >= slice_bytes // 1000
