@@ -67,6 +67,26 @@ def _reload_log_levels(path: str | None) -> None:
     logging.getLogger("odradek").info("SIGHUP: log levels reloaded from %s: %s", path, ", ".join(changed) or "none")
 
 
+def _on_sighup(config_path: str | None, started: list) -> None:
+    """SIGHUP: log levels from the config file again, and TLS listeners' keystores and truststores read again
+    (new connections get the new certificates; a CA dropped from the truststore is refused from then on)."""
+    _reload_log_levels(config_path)
+    if started and started[0].server.authentication is not None and started[0].server.authentication.tls:
+        asyncio.ensure_future(_reload_tls(started[0]))
+
+
+async def _reload_tls(broker) -> None:
+    log = logging.getLogger("odradek")
+    try:
+        contexts = broker.server.authentication.tls_contexts()
+        broker.server.authentication.tls = contexts
+        reloaded = await broker.server.reload_tls(contexts)
+    except Exception as exc:  # noqa: BLE001 - a bad store must not take the broker down: the old one serves on
+        log.error("SIGHUP: TLS stores not reloaded, the listeners keep their certificates: %s", exc)
+        return
+    log.info("SIGHUP: TLS stores reloaded for %s", ", ".join(reloaded) or "no listener")
+
+
 async def _serve(config: BrokerConfig, config_path: str | None = None) -> None:
     apply_log_levels(config.values)
     keep_large_blocks_in_heap()
@@ -75,9 +95,11 @@ async def _serve(config: BrokerConfig, config_path: str | None = None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, _reload_log_levels, config_path)
+    started: list[Broker] = []
+    loop.add_signal_handler(signal.SIGHUP, _on_sighup, config_path, started)
     gc_tuning.enable_for_this_process()
     broker = Broker(config)
+    started.append(broker)
     await broker.start()
     for name in broker.bound_listeners:
         ep = broker.advertised_endpoint(name)

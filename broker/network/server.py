@@ -72,6 +72,28 @@ class NetworkServer:
             port = server.sockets[0].getsockname()[1]
             self.bound[lst.name] = Listener(lst.name, lst.host, port)
 
+    async def reload_tls(self, contexts: dict) -> list[str]:
+        """New SSLContexts for TLS listeners (keystores and truststores read again: SIGHUP): each such listener
+        stops accepting and is bound again at its port with its new context; connections already open keep
+        theirs. Returns the listeners reloaded."""
+        loop = asyncio.get_running_loop()
+        done = []
+        for i, lst in enumerate(self.listeners):
+            context = contexts.get(lst.name)
+            old = self._servers[i] if i < len(self._servers) else None
+            if context is None or old is None:
+                continue
+            serving = old.is_serving()
+            old.close()
+            await old.wait_closed()
+            bound = self.bound[lst.name]
+            self._servers[i] = await loop.create_server(
+                lambda name=lst.name: KafkaConnection(self, name), host=lst.host or None, port=bound.port,
+                reuse_address=True, start_serving=serving, ssl=context,
+                ssl_handshake_timeout=min(self.idle_ms / 1000.0, 10.0))
+            done.append(lst.name)
+        return done
+
     async def start_serving(self, only: frozenset[str] | None = None) -> None:
         """Accept on every bound listener (``only``: just those names; a later call starts the others)."""
         handles = self.handles

@@ -27,11 +27,17 @@ class ListenerAuthentication:
         self.sasl: dict[str, ListenerSasl] = {
             lst.name: listener_sasl(config.values, lst.name) for lst in config.listeners
             if config.security_protocol(lst.name).startswith("SASL_")}
-        self.tls = {lst.name: server_context(config.values, lst.name, config.security_protocol(lst.name))
-                    for lst in config.listeners if config.security_protocol(lst.name) in ("SSL", "SASL_SSL")}
+        self.config = config
+        self.tls = self.tls_contexts()
         self.principal_mapper = PrincipalMapper(config.get("ssl.principal.mapping.rules"))
         self.max_receive_size = int(config.get("sasl.server.max.receive.size", 524288))
         self.failed_delay_s = int(config.get("connection.failed.authentication.delay.ms", 100)) / 1000.0
+
+    def tls_contexts(self) -> dict:
+        """A new SSLContext per TLS listener, its stores read from their files now."""
+        config = self.config
+        return {lst.name: server_context(config.values, lst.name, config.security_protocol(lst.name))
+                for lst in config.listeners if config.security_protocol(lst.name) in ("SSL", "SASL_SSL")}
 
     def authenticator(self, listener: str) -> SaslServerAuthenticator | None:
         """A new connection's authenticator; None on a listener without SASL."""
