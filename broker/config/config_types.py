@@ -64,6 +64,8 @@ BROKER_CONFIG_TYPES: dict[str, str] = {
     "security.inter.broker.protocol": STRING, "sasl.enabled.mechanisms": LIST,
     "sasl.mechanism.inter.broker.protocol": STRING, "sasl.mechanism.controller.protocol": STRING,
     "sasl.jaas.config": PASSWORD, "sasl.server.max.receive.size": INT,
+    # ServerConfigs
+    "authorizer.class.name": STRING,
     # QuotaConfig
     "quota.window.num": INT, "quota.window.size.seconds": INT,
     # SslConfigs

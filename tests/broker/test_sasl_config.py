@@ -96,3 +96,10 @@ def test_scram_between_controllers_is_refused_and_plain_is_taken():
     link = link_security(config, "CONTROLLER", controller=True)
     assert (link.mechanism, link.username, link.ssl) == ("PLAIN", "admin", None)
     assert "admin-secret" not in repr(link)
+
+
+def test_an_authorizer_is_refused_at_start_while_acls_are_not_enforced():
+    """Starting with authorizer.class.name set and enforcing nothing would be a silent hole: refused."""
+    with pytest.raises(ConfigException, match="enforces no ACLs yet"):
+        BrokerConfig({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}).validate()
+    BrokerConfig({"authorizer.class.name": ""}).validate()
