@@ -120,13 +120,17 @@ def check_broker(config: BrokerConfig, host: str, port: int, timeout: float, che
     from broker.network.blocking_request import request
     from protocol.generated.messages import ApiVersionsRequest, MetadataRequest
 
-    try:
+    from broker.security.node_links import link_security
+
+    try:  # the node's own credentials for the listener, as its replication links use them
+        security = link_security(config, _client_listener(config).name)
         versions = request(port, ApiVersionsRequest(client_software_name="odradek-healthcheck",
-                                                    client_software_version="1"), 3, timeout=timeout, host=host)
+                                                    client_software_version="1"), 3, timeout=timeout, host=host,
+                           security=security)
         if versions.error_code:
             return f"ApiVersions at {host}:{port} answered error {versions.error_code}"
         md = request(port, MetadataRequest(topics=[], allow_auto_topic_creation=False), 12, timeout=timeout,
-                     host=host)
+                     host=host, security=security)
     except (OSError, ValueError, ConnectionError) as exc:
         return f"no answer at {host}:{port}: {exc}"
     mine = [b for b in md.brokers if b.node_id == config.node_id]
@@ -156,9 +160,12 @@ def check_controller(config: BrokerConfig, timeout: float) -> str | None:
     targets = [(_host(own[0]), own[0].port)]
     targets += [(h, p) for i, (h, p) in sorted(voters_of(config.values).items()) if i != config.node_id]
     answered_self = False
+    from broker.security.node_links import link_security
+
+    security = link_security(config, config.controller_listener, controller=True)
     for n, (host, port) in enumerate(targets):
         try:
-            part = request(port, body, 0, timeout=timeout, host=host).topics[0].partitions[0]
+            part = request(port, body, 0, timeout=timeout, host=host, security=security).topics[0].partitions[0]
         except (OSError, ValueError, ConnectionError, IndexError) as exc:
             if n == 0:
                 return f"this controller does not answer DescribeQuorum at {host}:{port}: {exc}"

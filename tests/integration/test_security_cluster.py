@@ -103,6 +103,15 @@ def test_replication_and_the_quorum_run_over_sasl_ssl_and_mtls_through_a_leader_
         texts = [cmdline, node.stderr_tail(10_000_000).encode(), repr(scrape(c.metrics[i])).encode()]
         for secret in (b"broker-secret", b"alice-secret"):
             assert not any(secret in t for t in texts), (i, secret)
+    # odradek healthcheck's checks with the node's own credentials: SASL_SSL/SCRAM broker, mTLS controller
+    from broker.config import BrokerConfig
+    from broker.container import check_broker, check_controller
+
+    for i, node in c.nodes.items():
+        config = BrokerConfig({k: str(v) if hasattr(v, "__fspath__") else v for k, v in node.overrides.items()})
+        port = int(node.overrides["listeners"].split("INTERNAL://127.0.0.1:")[1].split(",")[0])
+        assert check_broker(config, "127.0.0.1", port, 10) is None, i
+        assert check_controller(config, 10) is None, i
     # the followers fetched over INTERNAL: SCRAM logins on every node's INTERNAL listener, none failed
     for i in c.nodes:
         metrics = scrape(c.metrics[i])
