@@ -22,8 +22,8 @@ from protocol.topics import METADATA_PARTITION, METADATA_TOPIC
 TIMEOUT_S = 15.0
 
 
-async def gather_status(host: str, port: int) -> tuple:
-    client = NodeClient(host, port, "odradek-cluster-status", connect_timeout_s=TIMEOUT_S)
+async def gather_status(host: str, port: int, security=None) -> tuple:
+    client = NodeClient(host, port, "odradek-cluster-status", connect_timeout_s=TIMEOUT_S, security=security)
     try:
         quorum = await client.request(DescribeQuorumRequest(topics=[TopicData(
             topic_name=METADATA_TOPIC, partitions=[PartitionData(partition_index=METADATA_PARTITION)])]), 2,
@@ -99,12 +99,26 @@ def main(argv: list[str]) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     st = sub.add_parser("status", help="the quorum, the brokers and the partitions that need attention")
     st.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    st.add_argument("--command-config", metavar="FILE", help="client properties for a TLS or SASL listener "
+                    "(security.protocol, ssl.truststore.location, sasl.mechanism, sasl.jaas.config), as Kafka's tools")
     args = ap.parse_args(argv)
     host, _, port = args.bootstrap_server.rpartition(":")
     if not host or not port.isdigit():
         ap.error("--bootstrap-server is HOST:PORT")
+    security = None
+    if args.command_config:
+        from broker.config.config_types import ConfigException
+        from broker.security.node_links import client_properties_security
+        from storage.checkpoints import decode_properties
+
+        try:
+            with open(args.command_config) as f:
+                security = client_properties_security(decode_properties(f.read()))
+        except (OSError, ConfigException, ValueError) as exc:
+            print(f"odradek cluster status: --command-config: {exc}", file=sys.stderr)
+            return 1
     try:
-        quorum, cluster, metadata = asyncio.run(gather_status(host.strip("[]"), int(port)))
+        quorum, cluster, metadata = asyncio.run(gather_status(host.strip("[]"), int(port), security))
     except (ConnectionError, asyncio.TimeoutError, BadResponse) as exc:
         print(f"odradek cluster status: {args.bootstrap_server}: {exc or 'no answer'}", file=sys.stderr)
         return 1

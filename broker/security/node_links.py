@@ -56,4 +56,28 @@ def link_security(config: Any, listener: str, controller: bool = False) -> LinkS
     return LinkSecurity(ssl=context, mechanism=mechanism, username=username, password=password)
 
 
-__all__ = ["LinkSecurity", "link_security", "PLAIN"]
+def client_properties_security(props: Any) -> LinkSecurity | None:
+    """A Kafka tool's ``--command-config`` client properties (``security.protocol``, ``ssl.truststore.*`` /
+    ``ssl.keystore.*``, ``ssl.endpoint.identification.algorithm``, ``sasl.mechanism`` and a ``sasl.jaas.config``
+    with ``username`` and ``password``) as a link's security; None for PLAINTEXT."""
+    protocol = str(props.get("security.protocol") or "PLAINTEXT").upper()
+    if protocol == "PLAINTEXT":
+        return None
+    values = {"ssl.truststore.type": "PEM", "ssl.keystore.type": "PEM",
+              "ssl.endpoint.identification.algorithm": "https", **dict(props)}
+    context = client_context(values, "client") if protocol in ("SSL", "SASL_SSL") else None
+    if not protocol.startswith("SASL_"):
+        return LinkSecurity(ssl=context)
+    mechanism = str(props.get("sasl.mechanism") or "GSSAPI")
+    if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        raise ConfigException(f"sasl.mechanism={mechanism} is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+    jaas = props.get("sasl.jaas.config")
+    if not jaas:
+        raise ConfigException("sasl.jaas.config with username and password is needed for SASL")
+    options = parse_jaas(str(jaas))[0].options
+    if not options.get("username") or options.get("password") is None:
+        raise ConfigException("sasl.jaas.config needs username and password options")
+    return LinkSecurity(ssl=context, mechanism=mechanism, username=options["username"], password=options["password"])
+
+
+__all__ = ["LinkSecurity", "client_properties_security", "link_security", "PLAIN"]

@@ -112,6 +112,18 @@ def test_replication_and_the_quorum_run_over_sasl_ssl_and_mtls_through_a_leader_
         port = int(node.overrides["listeners"].split("INTERNAL://127.0.0.1:")[1].split(",")[0])
         assert check_broker(config, "127.0.0.1", port, 10) is None, i
         assert check_controller(config, 10) is None, i
+    # odradek cluster status --command-config, as Kafka's tools take client properties
+    import subprocess
+    import sys
+
+    props = c.ca.dir / "client.properties"
+    props.write_text(f"security.protocol=SASL_SSL\nssl.truststore.type=PEM\nssl.truststore.location={c.ca.pem}\n"
+                     f"sasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={SCRAM} username=\"alice\" "
+                     f"password=\"alice-secret\";\n")
+    out = subprocess.run([sys.executable, "-m", "broker.cli", "cluster", "status", "--bootstrap-server",
+                          c.internal_bootstrap.split(",")[0], "--command-config", str(props)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "leader" in out.stdout.lower(), out.stderr
     # the followers fetched over INTERNAL: SCRAM logins on every node's INTERNAL listener, none failed
     for i in c.nodes:
         metrics = scrape(c.metrics[i])
