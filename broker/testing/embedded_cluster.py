@@ -461,10 +461,17 @@ class EmbeddedCluster(ProcessCluster):
     Metadata, so an RF=``brokers`` topic can be created at once; it raises, with the failing node's log, after
     ``start_timeout`` seconds. ``stop`` (also on leaving the ``with``, on an exception too) kills every node;
     no node outlives the Python process that started it. Each node's log is ``c.nodes[id].log_path``.
+
+    ``security="SASL_SSL"`` secures every listener: clients and replication speak SASL_SSL with SCRAM-SHA-512
+    (the nodes' own credential and the users of ``users``, default ``client``, bootstrapped as ``odradek format
+    --add-scram`` does), the quorum speaks mTLS; a CA and certificates for 127.0.0.1 are made under the data dir,
+    passwords live in 0600 files, never on a command line. ``c.client_config(user)`` is a confluent-kafka
+    configuration for that user.
     """
 
     def __init__(self, brokers: int = 3, controllers: int = 0, data_dir: str | Path | None = None,
-                 overrides: dict | None = None, start_timeout: float = 60.0) -> None:
+                 overrides: dict | None = None, start_timeout: float = 60.0, security: str | None = None,
+                 users: tuple[str, ...] = ("client",)) -> None:
         if brokers < 1 or controllers < 0:
             raise ValueError("a cluster needs at least one broker (and a non-negative number of controllers)")
         self._tmp = None
@@ -478,9 +485,27 @@ class EmbeddedCluster(ProcessCluster):
                     "offsets.topic.num.partitions": 6, "group.initial.rebalance.delay.ms": 0,
                     "transaction.state.log.replication.factor": min(3, brokers),
                     "transaction.state.log.min.isr": min(2, brokers), "transaction.state.log.num.partitions": 6}
+        self._security = None
+        if security is not None:
+            if security != "SASL_SSL":
+                raise ValueError(f"security={security!r}: SASL_SSL is the secured cluster this harness makes")
+            from broker.testing.secure_cluster import SecureSetup
+
+            self._security = SecureSetup(Path(data_dir) / "security", users)
+            defaults.update(self._security.node_properties())
         super().__init__(Path(data_dir), combined=0 if controllers else brokers, controllers=controllers,
                          brokers=brokers if controllers else 0, overrides={**defaults, **(overrides or {})},
                          fault_hook=True)
+        if self._security is not None:
+            for node in self.nodes.values():
+                self._security.bootstrap(node.data_dir)
+
+    def client_config(self, user: str = "client") -> dict:
+        """A confluent-kafka (librdkafka) configuration reaching this cluster as ``user``."""
+        config = {"bootstrap.servers": self.bootstrap_servers}
+        if self._security is not None:
+            config.update(self._security.client_config(user))
+        return config
 
     @property
     def bootstrap_servers(self) -> str:
@@ -564,7 +589,8 @@ class EmbeddedCluster(ProcessCluster):
     def _metadata(self, node_id: int, topics: list[str] | None):
         return request(self.broker_ports[node_id], MetadataRequest(
             topics=None if topics is None else [MetadataRequestTopic(name=t) for t in topics],
-            allow_auto_topic_creation=False), 12, timeout=5.0)
+            allow_auto_topic_creation=False), 12, timeout=5.0,
+            security=self._security.probe_security() if self._security is not None else None)
 
     def _wait_serving(self, node_id: int, everyone: bool, timeout: float) -> None:
         """Until the broker answers Metadata naming itself (it is registered, unfenced and has caught up with

@@ -12,7 +12,7 @@ import pytest
 from broker.config import BrokerConfig
 from broker.config.config_types import ConfigException
 from broker.security.tls import PrincipalMapper, server_context
-from tests.tls_certs import STORE_PASSWORD, CertificateAuthority
+from broker.testing.certificates import STORE_PASSWORD, CertificateAuthority
 
 
 @pytest.fixture(scope="module")

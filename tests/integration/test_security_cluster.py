@@ -14,7 +14,7 @@ from broker.quorum.bootstrap_metadata import parse_add_scram, write_bootstrap
 from broker.testing.embedded_cluster import EmbeddedCluster, reserve_ports
 from cluster.controller import BOOTSTRAP_FEATURES
 from tests.harness import MetricsPorts, scrape
-from tests.tls_certs import CertificateAuthority
+from broker.testing.certificates import CertificateAuthority
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule required"
 TOPIC = "secured"
@@ -131,3 +131,31 @@ def test_replication_and_the_quorum_run_over_sasl_ssl_and_mtls_through_a_leader_
                            0) > 0, i
         assert metrics.get('kafka_server_socketservermetrics_failed_authentication_total{listener="INTERNAL"}',
                            0) == 0, i
+
+
+def test_an_embedded_cluster_secured_with_one_argument(tmp_path):
+    """EmbeddedCluster(security="SASL_SSL"): SCRAM users, certificates and the nodes' links made for a test suite;
+    client_config(user) reaches it; the harness' own probes (leader_of) authenticate too."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    with EmbeddedCluster(brokers=3, data_dir=tmp_path, security="SASL_SSL", users=("app",)) as c:
+        conf = c.client_config("app")
+        assert conf["security.protocol"] == "SASL_SSL"
+        admin = AdminClient(conf)
+        admin.create_topics([NewTopic("sec", 1, 3)])["sec"].result(30)
+        p = Producer({**conf, "acks": "all"})
+        p.produce("sec", b"hello", partition=0)
+        assert p.flush(30) == 0
+        assert c.leader_of("sec", 0) in c.nodes
+        consumer = Consumer({**conf, "group.id": "g", "enable.auto.commit": False})
+        consumer.assign([TopicPartition("sec", 0, 0)])
+        m = None
+        for _ in range(40):
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                break
+        consumer.close()
+        assert m is not None and m.value() == b"hello"
+        for node in c.nodes.values():
+            assert oct((node.data_dir.parent / f"{node.data_dir.name}.yaml").stat().st_mode & 0o777) == "0o600"

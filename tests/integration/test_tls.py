@@ -18,7 +18,7 @@ import pytest
 
 from broker import EmbeddedBroker
 from tests.integration.test_sasl import PLAIN_JAAS, SCRAM_JAAS, create_scram_users
-from tests.tls_certs import STORE_PASSWORD, CertificateAuthority
+from broker.testing.certificates import STORE_PASSWORD, CertificateAuthority
 
 RULES = "RULE:^CN=([^,]+),O=odradek-tests$/$1/L,DEFAULT"
 

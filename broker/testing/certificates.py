@@ -1,6 +1,7 @@
-"""Test certificates for TLS listeners, made with ``cryptography``: a CA, a server certificate for 127.0.0.1 (SAN
-IP and localhost), client certificates, and a second CA that nobody trusts. Written as PEM and PKCS12 files
-(0600) under a directory, as a keystore and truststore would be."""
+"""Certificates for test clusters' TLS listeners (``EmbeddedCluster(security=...)``, the TLS tests), made with
+``cryptography``: a CA, a server certificate for 127.0.0.1 (SAN IP and localhost), client certificates, and a
+second CA that nobody trusts. Written as PEM and PKCS12 files (0600) under a directory, as a keystore and truststore
+would be."""
 
 from __future__ import annotations
 
