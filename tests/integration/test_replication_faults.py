@@ -40,6 +40,7 @@ from tests.jepsen.workload import Workload  # noqa: E402
 SOAK = bool(os.environ.get("ODRADEK_SOAK"))
 KILL_ROUNDS = int(os.environ.get("ODRADEK_FAULT_ROUNDS", 20)) if SOAK else 2
 PAUSES = 3 if SOAK else 1
+TXN_PAUSES = 6 if SOAK else 2  # a coordinator's broker and a leader's in CI
 TOPOLOGIES = {"3 combined": {"combined": 3}, "3 controllers + 3 brokers": {"combined": 0, "controllers": 3,
                                                                            "brokers": 3}}
 
@@ -155,10 +156,11 @@ def _out_of_every_isr(c, victim: int) -> bool:
 def test_transactions_through_coordinator_and_leader_kills(cluster, rng):
     """kill -9 of a transaction coordinator's broker or of a partition leader, restarted after a random delay."""
     c = cluster
+    first = rng.randrange(2)  # coordinators and leaders in turn
     with txn_workload(c, rng.randrange(2**32)) as workload:
         time.sleep(2.0)
         for round_ in range(KILL_ROUNDS):
-            victim, what = txn_victim(c, rng, workload.txn_ids)
+            victim, what = txn_victim(c, rng, workload.txn_ids, coordinator=(round_ + first) % 2 == 0)
             print(f"[round {round_}: kill -9 of broker {victim}, {what}]")
             c.nodes[victim].kill()
             time.sleep(rng.uniform(0.2, 3.0))
@@ -172,10 +174,11 @@ def test_transactions_through_coordinator_and_leader_kills(cluster, rng):
 def test_transactions_through_paused_coordinators_and_leaders(cluster, rng):
     """SIGSTOP of a transaction coordinator's broker or a partition leader until it is fenced, then SIGCONT."""
     c = cluster
+    first = rng.randrange(2)  # coordinators and leaders in turn
     with txn_workload(c, rng.randrange(2**32)) as workload:
         time.sleep(2.0)
-        for round_ in range(PAUSES):
-            victim, what = txn_victim(c, rng, workload.txn_ids)
+        for round_ in range(TXN_PAUSES):
+            victim, what = txn_victim(c, rng, workload.txn_ids, coordinator=(round_ + first) % 2 == 0)
             print(f"[round {round_}: SIGSTOP of broker {victim}, {what}]")
             c.nodes[victim].pause()
             until(lambda: _out_of_every_isr(c, victim), 30, f"paused {victim} out of every ISR")

@@ -103,10 +103,10 @@ def transaction_coordinator(c, txn_id: str, without: int | None = None) -> int:
     raise AssertionError(f"no live broker knows the coordinator of {txn_id}")
 
 
-def txn_victim(c, rng, txn_ids: list[str]) -> tuple[int, str]:
-    """A broker to fault, half the time a transaction coordinator (of one of ``txn_ids``), else a leader of a
-    partition of the topic; with what it is, for the log."""
-    if rng.random() < 0.5:
+def txn_victim(c, rng, txn_ids: list[str], coordinator: bool) -> tuple[int, str]:
+    """A broker to fault: the transaction coordinator of one of ``txn_ids`` (``coordinator``), else the leader of
+    a partition of the topic; with what it is, for the log."""
+    if coordinator:
         txn_id = rng.choice(txn_ids)
         return until(lambda: transaction_coordinator(c, txn_id), 30, f"the coordinator of {txn_id}"), \
             f"coordinator of {txn_id}"
