@@ -9,8 +9,8 @@
   ``init_transactions`` waits for the old transaction to be finished), it rewinds to the group's committed
   offsets, as Kafka's exactly-once loop does. At the end it processes the input to its end and records the
   group's committed offsets, so the checker can find outputs duplicated or lost between input and output.
-* ``TxnReader``: confluent-kafka readers of every partition from offset 0 (``assign``), one read_committed and
-  one read_uncommitted.
+* ``TxnReader``: readers of every partition from offset 0 (``assign``): confluent-kafka read_committed and
+  read_uncommitted, kafka-python read_committed (each client filters aborted records itself).
 
 ``TxnWorkload`` runs them all (a drop-in for ``Workload`` in the fault tests' ``finish``); its ``drain`` waits
 for every partition's last stable offset to reach its high watermark (transactions cut off by a fault end by
@@ -145,6 +145,8 @@ class TxnProducer(_TxnWorker):
                 for i in range(count):
                     rec.produce(b"%s-%06d-%02d" % (self.name.encode(), n, i), parts[i % len(parts)])
                     rec.producer.poll(0)
+                if abort:  # the records in the log first (Kafka's commit flushes, its abort purges the queue)
+                    rec.producer.flush(10)
             except KafkaException as exc:
                 self._failed_inside(rec, exc)
                 continue
@@ -282,9 +284,31 @@ class TxnReader(_Worker):
             c.close()
 
 
+class KafkaPythonTxnReader(TxnReader):
+    """kafka-python's read_committed consumer (its own filtering of aborted transactions from the Fetch answer)."""
+
+    def run(self) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        c = KafkaConsumer(bootstrap_servers=self.servers().split(","), enable_auto_commit=False,
+                          auto_offset_reset="earliest", client_id=self.name, request_timeout_ms=10000,
+                          isolation_level=self.isolation)
+        parts = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+        c.assign(parts)
+        c.seek_to_beginning(*parts)
+        session = f"{self.name}-1"
+        try:
+            while not self.stop_event.is_set():
+                for tp, records in c.poll(timeout_ms=200).items():
+                    for r in records:
+                        self.history.read(session, tp.partition, r.offset, r.value, self.isolation)
+        finally:
+            c.close()
+
+
 class TxnWorkload(Workload):
-    """``producers`` transactional producers, the consume-transform-produce leg (its feeder first), and a
-    read_committed and a read_uncommitted reader, started and stopped together."""
+    """``producers`` transactional producers, the consume-transform-produce leg (its feeder first) and the
+    readers, started and stopped together."""
 
     def __init__(self, servers, topic: str, partitions: int, input_topic: str, input_partitions: int, seed: int,
                  producers: int = 2, history: History | None = None) -> None:
@@ -301,7 +325,8 @@ class TxnWorkload(Workload):
         self.feeder = Feeder("feeder", self.history, servers, input_topic, input_partitions)
         self.producers = [self.feeder, *self.txn_producers]  # stopped in this order: the input ends first
         self.readers = [TxnReader("rc-reader", *args, READ_COMMITTED),
-                        TxnReader("ru-reader", *args, READ_UNCOMMITTED)]
+                        TxnReader("ru-reader", *args, READ_UNCOMMITTED),
+                        KafkaPythonTxnReader("kp-rc-reader", *args, READ_COMMITTED)]
 
     def stats(self) -> dict[str, int]:
         out = {k: sum(w.outcomes[k] for w in self.txn_producers) for k in ("committed", "aborted", "unknown")}
