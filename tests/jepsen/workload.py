@@ -275,7 +275,7 @@ class Workload:
             c.close()
 
 
-# ---- transactions (KIP-98): recorders for confluent-kafka clients, not yet run against the broker ----------------
+# ---- transactions (KIP-98): recorders for confluent-kafka clients (run under faults by txn_workload.py) ------------
 
 
 class TransactionalRecorder:
