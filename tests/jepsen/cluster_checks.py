@@ -191,7 +191,16 @@ def txn_workload(c, seed: int):
 def txn_finish(c, workload) -> dict[str, int]:
     """``finish`` for a ``TxnWorkload``, which must have committed and aborted transactions and carried input
     records through its consume-transform-produce leg; returns the history's counts and the workload's."""
-    counts = finish(c, workload)
+    try:
+        counts = finish(c, workload)
+    except AssertionError:
+        import tempfile
+
+        path = Path(tempfile.mkdtemp(prefix="jepsen-txn-")) / "history.jsonl"
+        workload.history.dump(path)
+        print(f"[history dumped to {path}; the consume-transform-produce leg's trail:]")
+        print("\n".join(workload.ctp.trail))
+        raise
     stats = workload.stats()
     print(f"[transactions: {stats}]")
     assert stats["committed"] > 0 and stats["aborted"] > 0 and stats["ctp_inputs_processed"] > 0, stats

@@ -180,6 +180,7 @@ class CtpWorker(_TxnWorker):
         self.input_topic, self.input_partitions, self.group = input_topic, input_partitions, group
         self.catch_up_timeout = catch_up_timeout
         self.processed = 0  # input records whose outputs were committed
+        self.trail: list[str] = []  # each transaction's input offsets and outcome, each rewind's offsets
 
     def _committed(self, consumer) -> dict[int, int]:
         """The group's committed input offsets (stable: librdkafka asks for them as read_committed)."""
@@ -219,6 +220,7 @@ class CtpWorker(_TxnWorker):
                 rec = self._producer()  # before reading the offsets: a rebuilt producer's init ends the old txn
                 if positions is None:
                     positions = self._committed(consumer)
+                    self.trail.append(f"{time.monotonic():.3f} rewind to the committed offsets {positions}")
                     consumer.assign([TopicPartition(self.input_topic, p, o) for p, o in positions.items()])
                 if self.stop_event.is_set():
                     stop_deadline = stop_deadline or time.monotonic() + self.catch_up_timeout
@@ -233,7 +235,11 @@ class CtpWorker(_TxnWorker):
                 if not msgs:
                     continue
                 n += 1
-                if self._transform(rec, msgs, consumer, n) == "committed":
+                outcome = self._transform(rec, msgs, consumer, n)
+                self.trail.append(f"{time.monotonic():.3f} #{n} {rec.name} {outcome}: inputs "
+                                  f"{sorted({(m.partition(), m.offset()) for m in msgs})[:1]}.."
+                                  f"{sorted({(m.partition(), m.offset()) for m in msgs})[-1:]}")
+                if outcome == "committed":
                     for m in msgs:
                         positions[m.partition()] = max(positions[m.partition()], m.offset() + 1)
                     self.processed += len(msgs)
