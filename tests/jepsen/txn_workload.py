@@ -59,6 +59,12 @@ class _TxnWorker(_Worker):
         self.rebuilds = 0
         self.recorder: TransactionalRecorder | None = None
 
+    def _main(self) -> None:
+        try:
+            super()._main()
+        finally:
+            self.recorder = None  # the producer destroyed now, not left retrying dead brokers after the test
+
     def _producer(self) -> TransactionalRecorder:
         """The current recorder, or a new producer through ``init_transactions`` (retried within
         ``INIT_DEADLINE``: a coordinator may be moving)."""
