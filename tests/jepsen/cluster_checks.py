@@ -1,6 +1,7 @@
 """What the fault tests ask of a running cluster, whichever way its nodes run (loopback processes or network
 namespaces): who leads each partition, whether every ISR is full, and the end-of-run judgement (the history
-checked, every replica's batches compared with the leader's below the high watermark).
+checked, every replica's batches compared with the leader's below the high watermark); for the transactional
+workload, which broker coordinates a transactional id and which broker a fault round hits.
 
 A cluster here is anything with ``nodes`` (id -> ``BrokerProcess``), ``broker_ids`` and
 ``client_address(id)`` (where clients reach that broker).
