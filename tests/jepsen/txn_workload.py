@@ -251,7 +251,16 @@ class CtpWorker(_TxnWorker):
                     self.processed += len(msgs)
                 else:
                     positions = None  # rewind to what the group committed
-            record_committed_offsets(consumer, self.history, self.group, self.input_topic, self.input_partitions)
+            deadline = time.monotonic() + 60
+            while True:  # a coordinator that moved answers NOT_COORDINATOR, which librdkafka hands back
+                try:
+                    record_committed_offsets(consumer, self.history, self.group, self.input_topic,
+                                             self.input_partitions)
+                    break
+                except KafkaException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
         finally:
             consumer.close()
 

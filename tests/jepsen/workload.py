@@ -396,6 +396,8 @@ def record_committed_offsets(consumer, history: History, group: str, input_topic
     from confluent_kafka import TopicPartition
 
     tps = [TopicPartition(input_topic, p) for p in range(partitions)]
-    for tp in consumer.committed(tps, timeout=20):
-        end = consumer.get_watermark_offsets(TopicPartition(input_topic, tp.partition), timeout=20)[1]
-        history.committed_offset(group, tp.partition, max(tp.offset, 0), end)  # -1001: nothing committed
+    found = [(tp.partition, max(tp.offset, 0),  # -1001: nothing committed
+              consumer.get_watermark_offsets(TopicPartition(input_topic, tp.partition), timeout=20)[1])
+             for tp in consumer.committed(tps, timeout=20)]
+    for partition, offset, end in found:  # all or nothing: a caller may retry a failed lookup
+        history.committed_offset(group, partition, offset, end)
