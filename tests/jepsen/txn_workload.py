@@ -17,6 +17,9 @@ for every partition's last stable offset to reach its high watermark (transactio
 ``transaction.timeout.ms``), then reads everything in a fresh session of each isolation level, so the checker
 holds the read_committed drain to every committed record. Every record value is unique in the history.
 
+A ``send_offsets_to_transaction`` that outlives its timeout (a librdkafka bug when the group coordinator moves)
+leaves its transaction unknown and its producer abandoned, counted in ``stats``.
+
 Randomness (which partitions, how many records, commit or abort) comes from one seed per worker, derived from
 the test's seed; client timing is not reproducible, the choices are.
 """
@@ -39,6 +42,38 @@ ABORT_RATIO = 0.25  # transactions aborted on purpose
 MAX_RECORDS = 8  # per transaction
 INIT_DEADLINE = 120.0  # s for a producer to get through init_transactions (faults included)
 FEED_RATE = 40  # input records/s for the consume-transform-produce leg
+SEND_OFFSETS_TIMEOUT = 30.0
+
+
+class ClientCallStuck(Exception):
+    """A client call outlived its own timeout by ``STUCK_GRACE`` s (the call is left running in its thread)."""
+
+
+STUCK_GRACE = 15.0
+
+
+def _bounded(call, timeout: float, what: str):
+    """``call()`` in a daemon thread, given ``timeout`` + ``STUCK_GRACE`` s: librdkafka's
+    ``send_offsets_to_transaction`` can ignore its timeout and block for good when the group coordinator moves
+    (confluentinc/librdkafka#5456, #5511, open); the worker then abandons that producer instead of hanging."""
+    import threading
+
+    box: dict = {}
+
+    def run():
+        try:
+            box["result"] = call()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+            box["error"] = exc
+
+    t = threading.Thread(target=run, name=what, daemon=True)
+    t.start()
+    t.join(timeout + STUCK_GRACE)
+    if t.is_alive():
+        raise ClientCallStuck(f"{what} still blocked {timeout + STUCK_GRACE:.0f} s after it was called")
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
 
 
 def _error(exc: BaseException):
@@ -57,6 +92,7 @@ class _TxnWorker(_Worker):
         self.txn_id, self.rng, self.abort_ratio = txn_id, random.Random(seed), abort_ratio
         self.outcomes = {"committed": 0, "aborted": 0, "unknown": 0}
         self.rebuilds = 0
+        self.abandoned = 0  # producers left blocked in a client call (ClientCallStuck)
         self.recorder: TransactionalRecorder | None = None
 
     def _main(self) -> None:
@@ -276,9 +312,15 @@ class CtpWorker(_TxnWorker):
                             source=(m.partition(), m.offset(), m.value()))
                 nxt[m.partition()] = max(nxt.get(m.partition(), 0), m.offset() + 1)
             rec.producer.poll(0)
-            rec.send_offsets([TopicPartition(self.input_topic, p, o) for p, o in nxt.items()],
-                             consumer.consumer_group_metadata())
+            offsets = [TopicPartition(self.input_topic, p, o) for p, o in nxt.items()]
+            metadata = consumer.consumer_group_metadata()
+            _bounded(lambda: rec.send_offsets(offsets, metadata, SEND_OFFSETS_TIMEOUT), SEND_OFFSETS_TIMEOUT,
+                     f"{self.name} send_offsets_to_transaction")
         except KafkaException as exc:
+            return self._failed_inside(rec, exc)
+        except ClientCallStuck as exc:
+            log.warning("%s: %s; producer abandoned", self.name, exc)
+            self.abandoned += 1
             return self._failed_inside(rec, exc)
         return self._end(rec, abort=self.rng.random() < self.abort_ratio)
 
@@ -352,6 +394,7 @@ class TxnWorkload(Workload):
     def stats(self) -> dict[str, int]:
         out = {k: sum(w.outcomes[k] for w in self.txn_producers) for k in ("committed", "aborted", "unknown")}
         out["producer_rebuilds"] = sum(w.rebuilds for w in self.txn_producers)
+        out["producers_abandoned_stuck"] = sum(w.abandoned for w in self.txn_producers)
         out["ctp_inputs_processed"] = self.ctp.processed
         return out
 
