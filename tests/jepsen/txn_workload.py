@@ -42,14 +42,14 @@ ABORT_RATIO = 0.25  # transactions aborted on purpose
 MAX_RECORDS = 8  # per transaction
 INIT_DEADLINE = 120.0  # s for a producer to get through init_transactions (faults included)
 FEED_RATE = 40  # input records/s for the consume-transform-produce leg
-SEND_OFFSETS_TIMEOUT = 30.0
+SEND_OFFSETS_TIMEOUT = 15.0
 
 
 class ClientCallStuck(Exception):
     """A client call outlived its own timeout by ``STUCK_GRACE`` s (the call is left running in its thread)."""
 
 
-STUCK_GRACE = 15.0
+STUCK_GRACE = 10.0
 
 
 def _bounded(call, timeout: float, what: str):
