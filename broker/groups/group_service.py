@@ -60,6 +60,8 @@ class GroupService:
         self.clock = clock
         self.config = GroupConfig.from_props(config.values)
         self.shards: dict[int, GroupCoordinatorShard] = {}
+        self._epochs: dict[int, int] = {}  # loaded partition -> the leader epoch it was loaded at
+        self._published = None  # the newest image published to this service (``metadata.image`` lags it in publish)
         self._loading: dict[int, asyncio.Future] = {}
         self._waiters: dict[int, asyncio.Future] = {}
         self._tokens = itertools.count(1)
@@ -132,27 +134,38 @@ class GroupService:
         await self._sync_leadership()
 
     async def on_new_metadata_image(self, image) -> None:
-        """Publisher step: every loaded shard sees the committed image before handlers do."""
+        """Publisher step: every loaded shard sees the committed image before handlers do, and a shard whose
+        partition this broker no longer leads at the epoch it was loaded at is unloaded before then (Kafka's
+        onResignation): a broker back from a pause must not answer OffsetFetch from offsets its successor has
+        moved on from. Loading (a log replay) is left to the timer task, woken here."""
+        self._published = image
+        led = self._led_partitions()
+        for p in list(self.shards):
+            if led.get(p) != self._epochs.get(p):
+                self._unload(p)
         for shard in self.shards.values():
             shard.on_new_metadata_image(image)
+        if self._wake is not None and image.topic(GROUP_METADATA_TOPIC) is not None:
+            self._wake.set()
 
-    def _led_partitions(self) -> set[int]:
-        topic = self.metadata.image.topic(GROUP_METADATA_TOPIC)
+    def _led_partitions(self) -> dict[int, int]:
+        """Partition -> leader epoch, for the partitions this broker leads in the newest image it was given."""
+        topic = (self._published or self.metadata.image).topic(GROUP_METADATA_TOPIC)
         if topic is None:
-            return set()
-        return {p for p, info in topic.partitions.items() if info.leader == self.node_id}
+            return {}
+        return {p: info.leader_epoch for p, info in topic.partitions.items() if info.leader == self.node_id}
 
     async def _sync_leadership(self) -> None:
-        """Load the partitions this broker leads, unload the ones it lost (leadership changes)."""
-        image = self.metadata.image
+        """Load the partitions this broker leads (again at a new leader epoch), unload the ones it lost."""
+        image = self._published or self.metadata.image
         if image is self._image_seen:
             return
         self._image_seen = image
         led = self._led_partitions()
         for p in list(self.shards):
-            if p not in led:
+            if led.get(p) != self._epochs.get(p):
                 self._unload(p)
-        for p in sorted(led - set(self.shards)):
+        for p in sorted(set(led) - set(self.shards)):
             await self.load(p)
 
     async def load(self, p: int) -> GroupCoordinatorShard:
@@ -165,14 +178,18 @@ class GroupService:
         self._loading[p] = fut
         try:
             part = self.replicas.get(GROUP_METADATA_TOPIC, p)
-            if part is None:
+            epoch = self._led_partitions().get(p)
+            if part is None or epoch is None:
                 raise GroupError(ErrorCode.NOT_COORDINATOR)
             shard = GroupCoordinatorShard(p, self.config, _random_uuid)
             shard.on_new_metadata_image(self.metadata.image)
             start = self.clock.monotonic()
             n = await asyncio.to_thread(_replay_log, shard, part.log)
+            if self._led_partitions().get(p) != epoch:
+                raise GroupError(ErrorCode.NOT_COORDINATOR)  # moved while its log was replayed
             res = shard.on_loaded(self.clock.now_ms())
             self.shards[p] = shard
+            self._epochs[p] = epoch
             await self._apply(p, res)
             if n:
                 log.info("loaded %s-%d: %d records, %d groups in %.0f ms", GROUP_METADATA_TOPIC, p, n,
@@ -190,9 +207,19 @@ class GroupService:
 
     def _unload(self, p: int) -> None:
         shard = self.shards.pop(p, None)
+        self._epochs.pop(p, None)
         if shard is not None:
             self._resolve(shard.on_unloaded().completions)
             log.debug("unloaded %s-%d", GROUP_METADATA_TOPIC, p)
+
+    def _current_shard(self, p: int) -> GroupCoordinatorShard | None:
+        """``p``'s loaded shard if this broker still leads ``p`` at the epoch it was loaded at; else it is
+        unloaded (led no more, or again at a newer epoch: what it holds may be stale) and None."""
+        shard = self.shards.get(p)
+        if shard is not None and self._led_partitions().get(p) != self._epochs.get(p):
+            self._unload(p)
+            return None
+        return shard
 
     async def shard_for(self, group_id: str) -> tuple[int, GroupCoordinatorShard]:
         if not self.active:
@@ -200,7 +227,7 @@ class GroupService:
                              else ErrorCode.COORDINATOR_NOT_AVAILABLE)
         await self.ensure_topic()
         p = self.partition_for(group_id)
-        shard = self.shards.get(p)
+        shard = self._current_shard(p)
         if shard is None:
             if p in self._led_partitions():
                 shard = await self.load(p)
@@ -327,7 +354,7 @@ class GroupService:
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if p in self._loading:
             raise GroupError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-        shard = self.shards.get(p)
+        shard = self._current_shard(p)
         if shard is None:
             raise GroupError(ErrorCode.NOT_COORDINATOR)
         part = self._leader_partition(p)

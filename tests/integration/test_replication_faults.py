@@ -6,11 +6,17 @@ fault hook (a partition leader, then the active controller). The checker must fi
 read at two offsets, or read out of order; every killed, paused or isolated broker rejoins every ISR; and at
 the end every replica holds the leader's batches byte for byte below the high watermark.
 
+The same faults under the transactional workload (tests/jepsen/txn_workload.py: transactional producers
+committing and aborting across partitions, a consume-transform-produce leg, read_committed and read_uncommitted
+readers), each aimed at a transaction coordinator's broker or a partition leader: the checker must find no
+aborted or uncommitted read, no committed record lost or torn from its transaction, no input processed twice.
+
 CI runs the short profile (each test on one topology: 2 kill rounds, one pause, the controller isolated; the
 isolated leader runs in CI across network namespaces instead);
 ``ODRADEK_SOAK=1`` runs the long one (every test on both topologies, ``ODRADEK_FAULT_ROUNDS`` kill rounds,
 default 20, and 3 pauses). A failing run prints its seed;
-``ODRADEK_FAULT_SEED`` replays the same choices of victims and delays.
+``ODRADEK_FAULT_SEED`` replays the same choices of victims and delays (and of the transactional workload's
+partitions, sizes and commits or aborts).
 """
 
 from __future__ import annotations
@@ -26,14 +32,15 @@ pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from tests.jepsen.cluster_checks import (  # noqa: E402
-    FAST, PARTITIONS, TOPIC, acks_from, create_topic, fault_rng, finish, fully_in_sync, live_bootstrap, partitions,
-    until,
+    FAST, PARTITIONS, REPLICATED_STATE, TOPIC, acks_from, create_topic, fault_rng, finish, fully_in_sync,
+    live_bootstrap, partitions, txn_finish, txn_victim, txn_workload, until,
 )
 from tests.jepsen.workload import Workload  # noqa: E402
 
 SOAK = bool(os.environ.get("ODRADEK_SOAK"))
 KILL_ROUNDS = int(os.environ.get("ODRADEK_FAULT_ROUNDS", 20)) if SOAK else 2
 PAUSES = 3 if SOAK else 1
+TXN_PAUSES = 6 if SOAK else 2  # a coordinator's broker and a leader's in CI
 TOPOLOGIES = {"3 combined": {"combined": 3}, "3 controllers + 3 brokers": {"combined": 0, "controllers": 3,
                                                                            "brokers": 3}}
 
@@ -45,7 +52,7 @@ def topologies(in_ci: str) -> list[str]:
 
 @pytest.fixture
 def cluster(request, tmp_path):
-    c = ClusterProcesses(tmp_path, overrides=FAST, fault_hook=True, **TOPOLOGIES[request.param])
+    c = ClusterProcesses(tmp_path, overrides={**FAST, **REPLICATED_STATE}, fault_hook=True, **TOPOLOGIES[request.param])
     try:
         c.start()
         create_topic(c)
@@ -138,3 +145,45 @@ def test_isolated_active_controller_is_replaced_and_the_cluster_goes_on(cluster,
         c.heal()
         until(lambda: fully_in_sync(c), 90, f"healed node {victim} back in every ISR")
         finish(c, workload)
+
+
+def _out_of_every_isr(c, victim: int) -> bool:
+    """The other brokers no longer count ``victim`` as leader or in-sync replica of any partition (fenced)."""
+    return all(victim != leader and victim not in isr for leader, isr in partitions(c, without=victim).values())
+
+
+@pytest.mark.parametrize("cluster", topologies("3 combined"), indirect=True)
+def test_transactions_through_coordinator_and_leader_kills(cluster, rng):
+    """kill -9 of a transaction coordinator's broker or of a partition leader, restarted after a random delay."""
+    c = cluster
+    first = rng.randrange(2)  # coordinators and leaders in turn
+    with txn_workload(c, rng.randrange(2**32)) as workload:
+        time.sleep(2.0)
+        for round_ in range(KILL_ROUNDS):
+            victim, what = txn_victim(c, rng, workload.txn_ids, coordinator=(round_ + first) % 2 == 0)
+            print(f"[round {round_}: kill -9 of broker {victim}, {what}]")
+            c.nodes[victim].kill()
+            time.sleep(rng.uniform(0.2, 3.0))
+            c.start(victim)
+            until(lambda: fully_in_sync(c), 90, f"round {round_}: broker {victim} back in every ISR")
+            time.sleep(rng.uniform(0.5, 2.0))
+        txn_finish(c, workload)
+
+
+@pytest.mark.parametrize("cluster", topologies("3 controllers + 3 brokers"), indirect=True)
+def test_transactions_through_paused_coordinators_and_leaders(cluster, rng):
+    """SIGSTOP of a transaction coordinator's broker or a partition leader until it is fenced, then SIGCONT."""
+    c = cluster
+    first = rng.randrange(2)  # coordinators and leaders in turn
+    with txn_workload(c, rng.randrange(2**32)) as workload:
+        time.sleep(2.0)
+        for round_ in range(TXN_PAUSES):
+            victim, what = txn_victim(c, rng, workload.txn_ids, coordinator=(round_ + first) % 2 == 0)
+            print(f"[round {round_}: SIGSTOP of broker {victim}, {what}]")
+            c.nodes[victim].pause()
+            until(lambda: _out_of_every_isr(c, victim), 30, f"paused {victim} out of every ISR")
+            time.sleep(rng.uniform(0.0, 2.0))
+            c.nodes[victim].resume()
+            until(lambda: fully_in_sync(c), 90, f"paused broker {victim} back in every ISR")
+            time.sleep(rng.uniform(0.5, 2.0))
+        txn_finish(c, workload)

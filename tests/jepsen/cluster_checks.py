@@ -1,6 +1,7 @@
 """What the fault tests ask of a running cluster, whichever way its nodes run (loopback processes or network
 namespaces): who leads each partition, whether every ISR is full, and the end-of-run judgement (the history
-checked, every replica's batches compared with the leader's below the high watermark).
+checked, every replica's batches compared with the leader's below the high watermark); for the transactional
+workload, which broker coordinates a transactional id and which broker a fault round hits.
 
 A cluster here is anything with ``nodes`` (id -> ``BrokerProcess``), ``broker_ids`` and
 ``client_address(id)`` (where clients reach that broker).
@@ -15,10 +16,10 @@ import time
 from broker.testing.embedded_cluster import FAST_FAILOVER
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from protocol.generated.messages import FetchRequest, MetadataRequest
+from protocol.generated.messages import FetchRequest, FindCoordinatorRequest, MetadataRequest
 from protocol.generated.messages.fetch_request import FetchPartition, FetchTopic
 from protocol.generated.messages.metadata_request import MetadataRequestTopic
 from storage.config import LogConfig
@@ -30,8 +31,14 @@ from tests.jepsen.history import History
 from tests.jepsen.workload import Workload
 
 TOPIC, PARTITIONS, REPLICAS = "jepsen", 6, 3
+INPUT_TOPIC, INPUT_PARTITIONS = "jepsen-in", 3  # the consume-transform-produce leg's input
 # the fault tests' short timeouts: failover in seconds, not Kafka's defaults' tens of seconds
 FAST = FAST_FAILOVER
+# the groups' offsets and the transaction log replicated as the topic is (RF 3, min ISR 2), so their coordinators
+# fail over with their partitions (the harness's default is RF 1); 6 partitions each, made quickly
+REPLICATED_STATE = {"offsets.topic.replication.factor": 3, "offsets.topic.num.partitions": 6,
+                    "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2,
+                    "transaction.state.log.num.partitions": 6}
 
 
 def fault_rng() -> random.Random:
@@ -60,20 +67,52 @@ def fully_in_sync(c) -> bool:
     return len(parts) == PARTITIONS and all(leader >= 0 and len(isr) == REPLICAS for leader, isr in parts.values())
 
 
-def create_topic(c) -> None:
-    """Every broker registered, then the RF 3, min.insync.replicas=2 topic led with full ISRs."""
+def create_topic(c, also: dict[str, int] | None = None) -> None:
+    """Every broker registered, then the RF 3, min.insync.replicas=2 topic (and the topics ``also`` names, with
+    their partition counts) led with full ISRs."""
     for i in c.broker_ids:
         until(lambda i=i: c.nodes[i].log_lines(rf"node {i} is unfenced") >= 1, 60, f"node {i} unfenced")
     admin = AdminClient({"bootstrap.servers": live_bootstrap(c)})
 
     def created():
-        for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, REPLICAS, config={"min.insync.replicas": "2"})],
-                                     request_timeout=10).values():
-            f.result()
+        for name, n in {TOPIC: PARTITIONS, **(also or {})}.items():
+            try:
+                admin.create_topics([NewTopic(name, n, REPLICAS, config={"min.insync.replicas": "2"})],
+                                    request_timeout=10)[name].result()
+            except KafkaException as exc:  # a retry after a timeout finds it made
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
         return True
 
     until(created, what="the topic")
     until(lambda: fully_in_sync(c), what="every partition led with a full ISR")
+
+
+def transaction_coordinator(c, txn_id: str, without: int | None = None) -> int:
+    """The broker coordinating ``txn_id`` now, as a live broker (not ``without``) answers FindCoordinator."""
+    for i in c.broker_ids:
+        if i == without or not c.nodes[i].alive():
+            continue
+        host, _, port = c.client_address(i).rpartition(":")
+        try:
+            with KafkaWire(int(port), timeout=5, host=host) as w:
+                r = w.call(10, 3, FindCoordinatorRequest(key=txn_id, key_type=1))
+        except (OSError, AssertionError):
+            continue
+        if r.error_code == 0:
+            return r.node_id
+    raise AssertionError(f"no live broker knows the coordinator of {txn_id}")
+
+
+def txn_victim(c, rng, txn_ids: list[str], coordinator: bool) -> tuple[int, str]:
+    """A broker to fault: the transaction coordinator of one of ``txn_ids`` (``coordinator``), else the leader of
+    a partition of the topic; with what it is, for the log."""
+    if coordinator:
+        txn_id = rng.choice(txn_ids)
+        return until(lambda: transaction_coordinator(c, txn_id), 30, f"the coordinator of {txn_id}"), \
+            f"coordinator of {txn_id}"
+    partition = rng.randrange(PARTITIONS)
+    return partitions(c)[partition][0], f"leader of {TOPIC}-{partition}"
 
 
 def probe(c, partition: int, offset: int) -> str:
@@ -134,10 +173,39 @@ def finish(c, workload: Workload) -> dict[str, int]:
     report = check(workload.history)
     counts = report.counts()
     print(f"[history: {counts}]")
+    if any(report.transactions.values()):
+        print(f"[transactions as the checker sees them: {report.transactions}]")
     assert report.ok, report.summary()
     assert counts["acked"] > 0
     _assert_replicas_identical(c)
     return counts
+
+
+def txn_workload(c, seed: int):
+    """The input topic made, then the transactional workload (tests/jepsen/txn_workload.py) on the topic."""
+    from tests.jepsen.txn_workload import TxnWorkload
+
+    create_topic(c, also={INPUT_TOPIC: INPUT_PARTITIONS})
+    return TxnWorkload(lambda: c.bootstrap, TOPIC, PARTITIONS, INPUT_TOPIC, INPUT_PARTITIONS, seed)
+
+
+def txn_finish(c, workload) -> dict[str, int]:
+    """``finish`` for a ``TxnWorkload``, which must have committed and aborted transactions and carried input
+    records through its consume-transform-produce leg; returns the history's counts and the workload's."""
+    try:
+        counts = finish(c, workload)
+    except AssertionError:
+        import tempfile
+
+        path = Path(tempfile.mkdtemp(prefix="jepsen-txn-")) / "history.jsonl"
+        workload.history.dump(path)
+        print(f"[history dumped to {path}; the consume-transform-produce leg's trail:]")
+        print("\n".join(workload.ctp.trail))
+        raise
+    stats = workload.stats()
+    print(f"[transactions: {stats}]")
+    assert stats["committed"] > 0 and stats["aborted"] > 0 and stats["ctp_inputs_processed"] > 0, stats
+    return {**counts, **stats}
 
 
 def _high_watermarks(c) -> dict[int, int]:

@@ -1,5 +1,6 @@
-"""The transactional recorders in workload.py against fake confluent-kafka clients (the broker does not serve
-transactions yet): what they put into a History, and that the checker judges it."""
+"""The transactional recorders in workload.py against fake confluent-kafka clients (every outcome on demand; the
+real broker under faults: tests/integration/test_replication_faults.py and test_netns_partitions.py): what they
+put into a History, and that the checker judges it."""
 
 from __future__ import annotations
 

@@ -275,7 +275,7 @@ class Workload:
             c.close()
 
 
-# ---- transactions (KIP-98): recorders for confluent-kafka clients, not yet run against the broker ----------------
+# ---- transactions (KIP-98): recorders for confluent-kafka clients (run under faults by txn_workload.py) ------------
 
 
 class TransactionalRecorder:
@@ -367,11 +367,12 @@ def record_messages(history: History, session: str, messages, isolation: str = R
 
 
 def drain_read_committed(consumer, topic: str, partitions: int, history: History, session: str = "drain",
-                         timeout: float = 60.0) -> dict[int, int]:
+                         timeout: float = 60.0, isolation: str = READ_COMMITTED) -> dict[int, int]:
     """Read every partition from 0 to its end offset as ``consumer`` sees it (``isolation.level=read_committed``:
     the last stable offset) and record a ``read_span`` of each: the checker then holds the session to every
     committed record below. Positions, not the last record read, say when a partition is done: aborted records
-    and control records are never returned. Returns the end offsets."""
+    and control records are never returned. Returns the end offsets. A read_uncommitted ``consumer`` (with
+    ``isolation``) drains to the high watermark the same way (a log's last offset may be a control record)."""
     from confluent_kafka import TopicPartition
 
     ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1] for p in range(partitions)}
@@ -380,12 +381,12 @@ def drain_read_committed(consumer, topic: str, partitions: int, history: History
     deadline = time.monotonic() + timeout
     while len(done) < partitions:
         assert time.monotonic() < deadline, f"drain did not reach the end offsets {ends}"
-        record_messages(history, session, consumer.consume(1000, 0.5), READ_COMMITTED)
+        record_messages(history, session, consumer.consume(1000, 0.5), isolation)
         for tp in consumer.position([TopicPartition(topic, p) for p in range(partitions) if p not in done]):
             if tp.offset >= ends[tp.partition]:
                 done.add(tp.partition)
     for p, end in ends.items():
-        history.read_span(session, p, 0, end, READ_COMMITTED)
+        history.read_span(session, p, 0, end, isolation)
     return ends
 
 
@@ -395,6 +396,8 @@ def record_committed_offsets(consumer, history: History, group: str, input_topic
     from confluent_kafka import TopicPartition
 
     tps = [TopicPartition(input_topic, p) for p in range(partitions)]
-    for tp in consumer.committed(tps, timeout=20):
-        end = consumer.get_watermark_offsets(TopicPartition(input_topic, tp.partition), timeout=20)[1]
-        history.committed_offset(group, tp.partition, max(tp.offset, 0), end)  # -1001: nothing committed
+    found = [(tp.partition, max(tp.offset, 0),  # -1001: nothing committed
+              consumer.get_watermark_offsets(TopicPartition(input_topic, tp.partition), timeout=20)[1])
+             for tp in consumer.committed(tps, timeout=20)]
+    for partition, offset, end in found:  # all or nothing: a caller may retry a failed lookup
+        history.committed_offset(group, partition, offset, end)
