@@ -55,8 +55,8 @@ test: cc venv-test kcat java iproute2 docker-compose
 	$(PY) -m pytest $(foreach t,$(UNIT_TESTS),--ignore=$(t)) $(PYTEST_ARGS); rest=$$?; \
 	[ $$unit = 0 ] && [ $$rest = 0 ]
 
-## the long profiles, run by hand (not in CI): Raft simulation seeds, controller kills, replication faults, a
-## damaged log dir of 10,000 partitions, the compaction report on a local Spark cluster
+## the long profiles, run by hand (not in CI): Raft simulation seeds, controller kills, replication faults, exactly-once
+## through 20 kills of a transactional app (EOS), a damaged log dir of 10,000 partitions, the compaction report on a local Spark cluster
 soak: venv-test
 	ODRADEK_SOAK=1 $(PY) -m pytest -s -m soak tests/sim
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_quorum_cluster.py -k controller_kills
@@ -64,6 +64,7 @@ soak: venv-test
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_scale_rejoin.py
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_scale_failover.py
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_replication_faults.py
+	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_eos_faults.py
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_bad_storage.py -k damaged
 	ODRADEK_SOAK=1 $(PY) -m pytest -s -m soak tests/spark_jobs
 
