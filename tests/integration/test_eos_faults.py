@@ -50,7 +50,7 @@ from tests.jepsen.workload import drain_read_committed, record_committed_offsets
 from tests.kafka_wire import KafkaWire
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, Producer  # noqa: E402
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 SOAK = bool(os.environ.get("ODRADEK_SOAK"))
@@ -153,12 +153,15 @@ class App:
 
 
 class Progress:
-    """Which input records the apps' committed transactions cover, read from their journals."""
+    """Which input records the apps' committed transactions cover, read from their journals: ``done`` those of
+    transactions whose commit was answered, ``estimate`` also those whose commit was sent and not (yet)
+    answered (their app may have been killed after the commit took effect)."""
 
     def __init__(self) -> None:
         self.tails: dict[Path, JournalTail] = {}
         self.sources: dict[str, list[tuple[int, int]]] = {}  # transaction -> its sends' input records
         self.done: set[tuple[int, int]] = set()
+        self.maybe: set[tuple[int, int]] = set()
         self.transactions = 0
         self.commits_sent = 0
 
@@ -170,13 +173,42 @@ class Progress:
                 self.transactions += 1
             elif e.kind == TXN_END_UNKNOWN and e.error == COMMIT_SENT:
                 self.commits_sent += 1
+                self.maybe.update(self.sources.get(e.txn, ()))
             elif e.kind == TXN_COMMIT_OK:
                 self.done.update(self.sources.get(e.txn, ()))
 
-    def poll(self, apps: list[App]) -> int:
+    def poll(self, apps: list[App]) -> Progress:
+        """Read what the apps journalled since the last poll."""
         for app in apps:
             self.feed(self.tails.setdefault(app.journal_path, JournalTail(app.journal_path)).poll())
+        return self
+
+    @property
+    def committed(self) -> int:
         return len(self.done)
+
+    @property
+    def estimate(self) -> int:
+        return len(self.done | self.maybe)
+
+
+class GroupOffsets:
+    """The group's committed offsets on the input, asked of its coordinator: the run is over when they are the
+    input's end offsets (the journals cannot say: a killed app may never have seen its commit answered)."""
+
+    def __init__(self, bootstrap: str, group: str, inputs: dict[int, list[int]]) -> None:
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+        self.ends = {p: len(offsets) for p, offsets in inputs.items()}
+
+    def at_end(self) -> bool:
+        try:
+            got = self.consumer.committed([TopicPartition(IN, p) for p in range(PARTITIONS)], timeout=5)
+        except KafkaException:
+            return False  # the coordinator moving: ask again
+        return {tp.partition: tp.offset for tp in got} == self.ends
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 def merged_history(apps: list[App]) -> History:
@@ -319,6 +351,7 @@ def test_exactly_once_through_app_kills_and_broker_faults(tmp_path):
             _create_topics(c)
             inputs = _produce_input(c.bootstrap_servers, RECORDS)
             progress = Progress()
+            offsets = GroupOffsets(c.bootstrap_servers, "eos", inputs)
 
             def start_app() -> App:
                 app = App(tmp_path, c.bootstrap_servers, "eos", 0, f"app0.{len(apps)}", rng.randrange(2**31))
@@ -327,31 +360,32 @@ def test_exactly_once_through_app_kills_and_broker_faults(tmp_path):
 
             def advance(committed_before: int, what: str, timeout: float = 120) -> None:
                 """Until the app commits more input (it carries on through the fault), or all is done."""
-                wait_until(lambda: progress.poll(apps) > committed_before or progress.poll(apps) == RECORDS,
-                           timeout, 0.1, f"the app to commit more input {what}")
+                wait_until(lambda: progress.poll(apps).committed > committed_before
+                           or progress.estimate == RECORDS, timeout, 0.1, f"the app to commit more input {what}")
 
             def app_alive(app: App) -> None:
                 rc = app.proc.poll()
                 assert rc is None, f"{app.name} exited by itself ({rc}):\n{app.output()}"
 
             def note(fault: Fault) -> None:
-                print(f"[{time.monotonic() - started:5.1f} s, {progress.poll(apps)} committed] {fault.log[-1]}")
+                progress.poll(apps)
+                print(f"[{time.monotonic() - started:5.1f} s, {progress.estimate} committed] {fault.log[-1]}")
 
             print(f"[{time.monotonic() - started:5.1f} s] {RECORDS} input records written")
             app = start_app()
             budget = time.monotonic() + (3600 if SOAK else 600)  # a hang guard, not a speed requirement
             for fault in plan:
-                wait_until(lambda: app_alive(app) or progress.poll(apps) >= fault.at, budget - time.monotonic(),
-                           0.05, f"the app to commit {fault.at} input records")
+                wait_until(lambda: app_alive(app) or progress.poll(apps).estimate >= fault.at,
+                           budget - time.monotonic(), 0.05, f"the app to commit {fault.at} input records")
                 if fault.kind == "app":
                     if fault.point == "in_txn":
                         begun = progress.transactions
-                        wait_until(lambda: progress.poll(apps) == RECORDS or progress.transactions > begun, 60,
+                        wait_until(lambda: progress.poll(apps).transactions > begun, 60,
                                    0.005, "a transaction to begin")
                         time.sleep(rng.uniform(0, 0.05))
                     elif fault.point == "in_commit":
                         sent = progress.commits_sent
-                        wait_until(lambda: progress.poll(apps) == RECORDS or progress.commits_sent > sent, 60,
+                        wait_until(lambda: progress.poll(apps).commits_sent > sent, 60,
                                    0.002, "a commit to be sent")
                     else:
                         time.sleep(rng.uniform(0, 0.5))
@@ -365,7 +399,7 @@ def test_exactly_once_through_app_kills_and_broker_faults(tmp_path):
                     note(fault)
                     continue
                 coordinator = _coordinator(c, "eos-0")
-                before = progress.poll(apps)
+                before = progress.poll(apps).committed
                 if fault.kind == "coordinator_stop":
                     c.pause(coordinator)
                     time.sleep(rng.uniform(2, 5))
@@ -384,8 +418,9 @@ def test_exactly_once_through_app_kills_and_broker_faults(tmp_path):
                            retry=(Exception,))
                 note(fault)
                 app_alive(app)
-            wait_until(lambda: app_alive(app) or progress.poll(apps) == RECORDS, budget - time.monotonic(), 0.1,
-                       "all input committed")
+            wait_until(lambda: app_alive(app) or offsets.at_end(), budget - time.monotonic(), 0.5,
+                       "the group's committed offsets at the input's end")
+            offsets.close()
             assert app.stop() == 0, app.output()
             history, counts = _judge(c, apps, "eos", inputs, tmp_path)
         finally:
@@ -419,7 +454,7 @@ def test_a_zombie_after_a_rebalance_is_fenced(tmp_path):
             wait_until(lambda: other.said("assigned")[-1]["partitions"] == list(range(PARTITIONS)), 60, 0.2,
                        "the group to give the zombie's partitions to the other instance")
             progress = Progress()
-            wait_until(lambda: progress.poll(apps) and any(p in zombie_parts for p, _ in progress.done), 60, 0.1,
+            wait_until(lambda: any(p in zombie_parts for p, _ in progress.poll(apps).done), 60, 0.1,
                        "the other instance to commit input of the zombie's partitions")
             os.kill(zombie.proc.pid, signal.SIGCONT)
 
@@ -427,7 +462,9 @@ def test_a_zombie_after_a_rebalance_is_fenced(tmp_path):
             error = zombie.said("txn_error")[0]
             assert error["txn"] == paused["txn"] and error["code"] in GENERATION_FENCED and error["abortable"], error
 
-            wait_until(lambda: progress.poll(apps) == n, 180, 0.1, "all input committed")
+            offsets = GroupOffsets(c.bootstrap_servers, "eos-z", inputs)
+            wait_until(offsets.at_end, 180, 0.5, "the group's committed offsets at the input's end")
+            offsets.close()
             for a in apps:
                 assert a.stop() == 0, a.output()
             history, counts = _judge(c, apps, "eos-z", inputs, tmp_path)
