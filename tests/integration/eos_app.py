@@ -4,10 +4,10 @@ process so that it can be killed -9 at any point: a confluent-kafka consume-tran
 It consumes ``--input`` in group ``--group`` (read_committed, no auto commit), and per batch of up to
 ``--max-batch`` records: begins a transaction, produces one output per input record to the same partition of
 ``--output`` (the value: the input's, ``|``, and a tag unique to this process and transaction, so that a record
-processed again makes a new value), sends the batch's next offsets with the consumer's group metadata
-(``send_offsets_to_transaction``, KIP-447) and commits. The transactional id is ``eos-<slot>``: an instance
-restarted after a kill takes its predecessor's id, so its ``init_transactions`` fences the predecessor and
-aborts its open transaction.
+processed again makes a new value), sends the batch's next offsets with the consumer's group metadata as of
+the batch's consume (``send_offsets_to_transaction``, KIP-447) and commits. The transactional id is
+``eos-<slot>``: an instance restarted after a kill takes its predecessor's id, so its ``init_transactions``
+fences the predecessor and aborts its open transaction.
 
 Everything goes into a journal (tests/jepsen/history.JournaledHistory) under ``--name``. Just before
 ``commit_transaction`` it records ``txn_end_unknown`` ("commit sent"): a transaction of a killed instance
@@ -75,8 +75,9 @@ def main(argv: list[str] | None = None) -> int:
                          "enable.auto.commit": False, "isolation.level": "read_committed",
                          "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
                          "heartbeat.interval.ms": 1000, "fetch.wait.max.ms": 100})
+    debug = {"debug": os.environ["EOS_APP_DEBUG"]} if os.environ.get("EOS_APP_DEBUG") else {}  # librdkafka's
     producer = Producer({"bootstrap.servers": args.bootstrap, "transactional.id": f"eos-{args.slot}",
-                         "transaction.timeout.ms": 60000, "acks": "all", "linger.ms": 5})
+                         "transaction.timeout.ms": 60000, "acks": "all", "linger.ms": 5, **debug})
     producer.init_transactions(120)
     say(event="ready", name=args.name, pid=os.getpid())
     n_partitions = len(consumer.list_topics(args.input, timeout=30).topics[args.input].partitions)
@@ -91,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             msgs = [m for m in consumer.consume(rng.randint(1, args.max_batch), 0.3) if m.error() is None]
             if not msgs:
                 continue
+            # the generation the batch was consumed in: a zombie must not pick up a newer one while it resumes
+            group_metadata = consumer.consumer_group_metadata()
             txn = recorder.begin()
             next_offsets: dict[int, int] = {}
             for m in msgs:
@@ -105,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 say(event="resumed", name=args.name, txn=txn)
             offsets = [TopicPartition(args.input, p, o) for p, o in sorted(next_offsets.items())]
             try:
-                recorder.send_offsets(offsets, consumer.consumer_group_metadata(), 60)
+                recorder.send_offsets(offsets, group_metadata, 60)
                 history.txn_end_unknown(args.name, txn, COMMIT_SENT)
                 _commit(recorder, txn)
                 committed += len(msgs)

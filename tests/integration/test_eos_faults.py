@@ -61,6 +61,7 @@ COMMIT_SENT = "commit sent"  # eos_app.COMMIT_SENT (not imported: the app module
 # what a fenced zombie's TxnOffsetCommit is answered (GroupMetadata / ClassicGroup.validateOffsetCommit)
 GENERATION_FENCED = {"UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "FENCED_INSTANCE_ID"}
 INTERNAL = ["__transaction_state", "__consumer_offsets"]
+STALL_S = 150  # the app's longest client call: init_transactions(120)
 
 
 # ---- the app's processes and journals -------------------------------------------------------------------
@@ -107,7 +108,6 @@ class App:
              str(self.journal_path), "--seed", str(seed), *extra],
             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=self._out,
             stderr=subprocess.STDOUT, preexec_fn=_die_with_test)
-        self.killed = False
 
     def said(self, event: str) -> list[dict]:
         out = []
@@ -127,8 +127,8 @@ class App:
         """kill -9 (also of a stopped process)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
-            self.killed = True
         self.proc.wait(timeout=30)
+        self._out.close()
 
     def stop(self) -> int:
         """SIGTERM, the app's own stop between transactions; kill -9 if it does not exit."""
@@ -164,8 +164,11 @@ class Progress:
         self.maybe: set[tuple[int, int]] = set()
         self.transactions = 0
         self.commits_sent = 0
+        self.last_event = time.monotonic()
 
     def feed(self, events: list[Event]) -> None:
+        if events:
+            self.last_event = time.monotonic()
         for e in events:
             if e.kind == SEND and e.txn is not None and e.source is not None:
                 self.sources.setdefault(e.txn, []).append(e.source[:2])
@@ -178,9 +181,14 @@ class Progress:
                 self.done.update(self.sources.get(e.txn, ()))
 
     def poll(self, apps: list[App]) -> Progress:
-        """Read what the apps journalled since the last poll."""
+        """Read what the apps journalled since the last poll; fail when they journalled nothing for
+        ``STALL_S`` (an app stuck in a client call: every call it makes has a timeout shorter than that)."""
         for app in apps:
             self.feed(self.tails.setdefault(app.journal_path, JournalTail(app.journal_path)).poll())
+        if time.monotonic() - self.last_event > STALL_S:
+            raise AssertionError(f"no app journalled anything for {STALL_S} s; the last: "
+                                 + "; ".join(f"{a.name}: {self.tails[a.journal_path].events[-1:]}" for a in apps
+                                             if a.proc.poll() is None) + "\n" + apps[-1].output())
         return self
 
     @property
@@ -293,6 +301,8 @@ def _judge(c: EmbeddedCluster, apps: list[App], group: str, inputs: dict[int, li
     offsets are the input's end offsets."""
     history = merged_history(apps)
     wait_until(lambda: _in_sync(c, [IN, OUT]), 90, 0.2, "every replica back in sync", retry=(Exception,))
+    md = AdminClient({"bootstrap.servers": c.bootstrap_servers}).list_topics(timeout=10).topics
+    assert {len(p.replicas) for t in INTERNAL for p in md[t].partitions.values()} == {3}, "RF 3 coordinators"
     drain = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": "eos-drain",
                       "isolation.level": "read_committed", "enable.auto.commit": False})
     committed = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": group, "enable.auto.commit": False})

@@ -14,6 +14,9 @@ For consume-transform-produce, a send names the input record its value was deriv
 ``committed_offset`` records the group's committed offset on each input partition at the end with that input
 partition's end offset. A history describes one topic: the input topic's partitions exist only in ``source``
 and ``committed_offset``. Events without the new fields dump and load exactly as before.
+
+``JournaledHistory`` writes each event to a file as it is recorded, for a client in a process of its own that
+may be killed -9 (the exactly-once app of tests/integration/eos_app.py); the test merges the journals.
 """
 
 from __future__ import annotations
