@@ -15,11 +15,12 @@ without one never had its EndTxn(commit) sent and can only have aborted; one wit
 commit answered later records ``txn_commit_ok``, which settles it.
 
 An abortable error (a fenced group generation, KIP-447) aborts the transaction and rewinds to the group's
-committed offsets; a retriable error on commit retries it; a fatal one exits with status 3. ``--pause-when-shared``
-stops this process (SIGSTOP, by itself) in its first transaction that begins while it holds fewer than all
-input partitions, after the transaction's records are acknowledged and before its offsets are sent: the zombie
-of the fencing test, resumed by the test with SIGCONT. Lines of JSON on stdout say what it did (assignments,
-errors, the pause); SIGTERM stops it between transactions.
+committed offsets; a retriable error on commit retries it; a fatal one exits with status 3; a
+``send_offsets_to_transaction`` that never returns (a librdkafka bug, see ``WATCHDOG_S``) with status 4.
+``--pause-when-shared`` stops this process (SIGSTOP, by itself) in its first transaction that begins while it
+holds fewer than all input partitions, after the transaction's records are acknowledged and before its offsets
+are sent: the zombie of the fencing test, resumed by the test with SIGCONT. Lines of JSON on stdout say what
+it did (assignments, errors, the pause); SIGTERM stops it between transactions.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import os
 import random
 import signal
 import sys
+import threading
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
@@ -38,6 +40,12 @@ from tests.jepsen.history import JournaledHistory
 from tests.jepsen.workload import TransactionalRecorder
 
 COMMIT_SENT = "commit sent"  # the txn_end_unknown recorded before commit_transaction
+SEND_OFFSETS_TIMEOUT_S = 30
+# librdkafka's send_offsets_to_transaction can block for good when the group coordinator's broker dies and drops
+# out of Metadata (confluentinc/librdkafka#5511: the decommissioned coordinator stays cached; #5456: the call's
+# timeout is never checked); the app then exits with HUNG, as a supervisor would restart a stuck process
+WATCHDOG_S = SEND_OFFSETS_TIMEOUT_S + 20
+HUNG = 4
 
 
 def say(**what) -> None:
@@ -108,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                 say(event="resumed", name=args.name, txn=txn)
             offsets = [TopicPartition(args.input, p, o) for p, o in sorted(next_offsets.items())]
             try:
-                recorder.send_offsets(offsets, group_metadata, 60)
+                _send_offsets(recorder, offsets, group_metadata, txn)
                 history.txn_end_unknown(args.name, txn, COMMIT_SENT)
                 _commit(recorder, txn)
                 committed += len(msgs)
@@ -127,6 +135,20 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             history.close()
     return 0
+
+
+def _send_offsets(recorder: TransactionalRecorder, offsets, group_metadata, txn: str) -> None:
+    def hung() -> None:
+        say(event="client_hang", call="send_offsets_to_transaction", txn=txn, after_s=WATCHDOG_S)
+        os._exit(HUNG)
+
+    watchdog = threading.Timer(WATCHDOG_S, hung)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        recorder.send_offsets(offsets, group_metadata, SEND_OFFSETS_TIMEOUT_S)
+    finally:
+        watchdog.cancel()
 
 
 def _commit(recorder: TransactionalRecorder, txn: str, attempts: int = 5) -> None:
