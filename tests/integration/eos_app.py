@@ -40,11 +40,11 @@ from tests.jepsen.history import JournaledHistory
 from tests.jepsen.workload import TransactionalRecorder
 
 COMMIT_SENT = "commit sent"  # the txn_end_unknown recorded before commit_transaction
-SEND_OFFSETS_TIMEOUT_S = 30
+SEND_OFFSETS_TIMEOUT_S = 20
 # librdkafka's send_offsets_to_transaction can block for good when the group coordinator's broker dies and drops
 # out of Metadata (confluentinc/librdkafka#5511: the decommissioned coordinator stays cached; #5456: the call's
 # timeout is never checked); the app then exits with HUNG, as a supervisor would restart a stuck process
-WATCHDOG_S = SEND_OFFSETS_TIMEOUT_S + 20
+WATCHDOG_S = SEND_OFFSETS_TIMEOUT_S + 10
 HUNG = 4
 
 
@@ -137,18 +137,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _send_offsets(recorder: TransactionalRecorder, offsets, group_metadata, txn: str) -> None:
+def _send_offsets(recorder: TransactionalRecorder, offsets, group_metadata, txn: str, attempts: int = 5) -> None:
+    """send_offsets_to_transaction, called again after a retriable error (its timeout while a coordinator
+    moves), each call under the watchdog."""
     def hung() -> None:
         say(event="client_hang", call="send_offsets_to_transaction", txn=txn, after_s=WATCHDOG_S)
         os._exit(HUNG)
 
-    watchdog = threading.Timer(WATCHDOG_S, hung)
-    watchdog.daemon = True
-    watchdog.start()
-    try:
-        recorder.send_offsets(offsets, group_metadata, SEND_OFFSETS_TIMEOUT_S)
-    finally:
-        watchdog.cancel()
+    for attempt in range(attempts):
+        watchdog = threading.Timer(WATCHDOG_S, hung)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            recorder.send_offsets(offsets, group_metadata, SEND_OFFSETS_TIMEOUT_S)
+            return
+        except KafkaException as exc:
+            error = exc.args[0]
+            if not error.retriable() or error.txn_requires_abort() or attempt == attempts - 1:
+                raise
+            say(event="send_offsets_retry", txn=txn, code=error.name())
+        finally:
+            watchdog.cancel()
 
 
 def _commit(recorder: TransactionalRecorder, txn: str, attempts: int = 5) -> None:
