@@ -251,12 +251,25 @@ def _create_topics(c: EmbeddedCluster) -> None:
     wait_until(lambda: _in_sync(c, [IN, OUT]), 60, 0.2, "the topics led with full ISRs", retry=(Exception,))
 
 
-def _in_sync(c: EmbeddedCluster, topics: list[str]) -> bool:
-    """Every partition of ``topics`` (those that exist) led, with all 3 replicas in its ISR."""
+def _in_sync(c: EmbeddedCluster, topics: list[str], short: list | None = None) -> bool:
+    """Every partition of ``topics`` (those that exist) led, with all 3 replicas in its ISR; the others (topic,
+    partition, leader, ISR) go into ``short``."""
     live = ",".join(f"127.0.0.1:{p}" for i, p in c.broker_ports.items() if c.nodes[i].running())
     md = AdminClient({"bootstrap.servers": live}).list_topics(timeout=5)
-    return all(p.leader >= 0 and len(p.isrs) == 3 for t in topics if t in md.topics
-               for p in md.topics[t].partitions.values())
+    lacking = [(t, p.id, p.leader, sorted(p.isrs)) for t in topics if t in md.topics
+               for p in md.topics[t].partitions.values() if p.leader < 0 or len(p.isrs) < 3]
+    if short is not None:
+        short[:] = lacking
+    return not lacking
+
+
+def _wait_in_sync(c: EmbeddedCluster, topics: list[str], timeout: float) -> None:
+    short: list = []
+    try:
+        wait_until(lambda: _in_sync(c, topics, short), timeout, 0.2, "every replica back in sync",
+                   retry=(Exception,))
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; still short (topic, partition, leader, ISR): {short}") from None
 
 
 def _produce_input(bootstrap: str, n: int) -> dict[int, list[int]]:
@@ -306,7 +319,7 @@ def _judge(c: EmbeddedCluster, apps: list[App], group: str, inputs: dict[int, li
     anomaly, each input record's output is read once, per partition in input order, and the group's committed
     offsets are the input's end offsets."""
     history = merged_history(apps)
-    wait_until(lambda: _in_sync(c, [IN, OUT]), 90, 0.2, "every replica back in sync", retry=(Exception,))
+    _wait_in_sync(c, [IN, OUT], 90)
     md = AdminClient({"bootstrap.servers": c.bootstrap_servers}).list_topics(timeout=10).topics
     assert {len(p.replicas) for t in INTERNAL for p in md[t].partitions.values()} == {3}, "RF 3 coordinators"
     drain = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": "eos-drain",
@@ -444,8 +457,7 @@ def test_exactly_once_through_app_kills_and_broker_faults(tmp_path):
                     advance(before, f"with node {victim} killed")
                     c.restart(victim)
                     fault.log.append(f"node {victim} killed ({fault.kind}), restarted")
-                wait_until(lambda: _in_sync(c, [IN, OUT, *INTERNAL]), 120, 0.2, "every replica back in sync",
-                           retry=(Exception,))
+                _wait_in_sync(c, [IN, OUT, *INTERNAL], 120)
                 note(fault)
                 live()
             wait_until(lambda: live() and offsets.at_end(), budget - time.monotonic(), 0.5,
