@@ -451,4 +451,6 @@ class ReplicaFetcher:
         if target < end:
             log.info("node %d: %s-%d: truncating the divergent tail [%d, %d) (leader epoch %d ends at %d)",
                      self.manager.node_id, part.topic, part.index, target, end, leader_epoch, leader_end_offset)
-            lg.truncate_to(target, now)
+        # also at our end: an epoch we led without writing starts there and must go from the epoch cache, or the
+        # next fetch names it again and is answered with the same divergence (UnifiedLog.truncateTo)
+        lg.truncate_to(target, now)

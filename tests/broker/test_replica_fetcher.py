@@ -96,6 +96,21 @@ def test_diverging_epoch_cuts_to_where_our_epoch_ends(tmp_path):
     lg.close()
 
 
+def test_diverging_epoch_at_our_end_drops_the_epoch_we_led_without_writing(tmp_path):
+    """We led epoch 1 from offset 3 and wrote nothing in it before another leader was elected (a leader stopped,
+    fenced, resumed): the leader says epoch 0 ends at our end, 3. Nothing to cut from the log, but our epoch 1
+    entry must go (Kafka's truncateTo past the end still truncates the epoch cache), or every next fetch names
+    epoch 1, is answered with the same diverging epoch and is never recorded: we never rejoin the ISR."""
+    lg = _follower_log(tmp_path, [(0, 3)], high_watermark=3)
+    lg.maybe_assign_epoch_start_offset(1, 3, flush=False)
+    assert lg.latest_epoch == 1
+    _apply(tmp_path, lg, PartitionData(diverging_epoch=EpochEndOffset(epoch=0, end_offset=3), high_watermark=3))
+    assert lg.log_end_offset == 3
+    assert lg.leader_epoch_cache.epoch_entries() == [EpochEntry(0, 0)]
+    assert lg.latest_epoch == 0  # the next fetch's last fetched epoch: the leader finds no divergence
+    lg.close()
+
+
 def test_out_of_range_above_the_leaders_log_start_cuts_to_the_leaders_log_end(tmp_path):
     """The leader cannot place our tail (OFFSET_OUT_OF_RANGE, its log start below our end): the follower asks
     the leader's log end as a replica (ListOffsets LATEST, replica id 2) and cuts its log there, also below its
