@@ -451,4 +451,8 @@ class ReplicaFetcher:
         if target < end:
             log.info("node %d: %s-%d: truncating the divergent tail [%d, %d) (leader epoch %d ends at %d)",
                      self.manager.node_id, part.topic, part.index, target, end, leader_epoch, leader_end_offset)
-            lg.truncate_to(target, now)
+        # also at our end: an epoch we led without writing starts there and must go from the epoch cache
+        # (UnifiedLog.truncateTo), and the next fetch must name the epoch we have now: the request last built
+        # for this log end and log start names the old one, and would be answered with the same divergence
+        lg.truncate_to(target, now)
+        self._asked.pop((part.topic, part.index), None)

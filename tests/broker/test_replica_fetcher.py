@@ -96,6 +96,37 @@ def test_diverging_epoch_cuts_to_where_our_epoch_ends(tmp_path):
     lg.close()
 
 
+def test_diverging_epoch_at_our_end_drops_the_epoch_we_led_without_writing(tmp_path):
+    """We led epoch 1 from offset 3 and wrote nothing in it before another leader was elected (a leader stopped,
+    fenced, resumed): the leader says epoch 0 ends at our end, 3. Nothing to cut from the log, but our epoch 1
+    entry must go (Kafka's truncateTo past the end still truncates the epoch cache) and the next fetch must name
+    epoch 0, though our log end and start did not move; else every fetch names epoch 1, is answered with the
+    same divergence and is never recorded by the leader: we never rejoin the ISR (found by the EOS fault test)."""
+    lg = _follower_log(tmp_path, [(0, 3)], high_watermark=3)
+    lg.maybe_assign_epoch_start_offset(1, 3, flush=False)
+
+    async def scenario():
+        manager = ReplicaFetcherManager(2, _Replicas(), ManualClock(NOW), "PLAINTEXT", lambda: 5, {})
+        fetcher = ReplicaFetcher(manager, 1, "127.0.0.1", 1)
+        fetcher.task.cancel()
+        await asyncio.gather(fetcher.task, return_exceptions=True)
+        part = Partition("foo", 0, FOO, lg, PartitionInfo(0, (1, 2), (1, 2), 1, 3, 3))
+        fetcher.partitions = {("foo", 0): part}
+        fetcher.session.session_topic_names = {FOO: "foo"}
+        sent = at_once(fetcher._partition_fetches(fetcher.partitions))
+        assert sent[("foo", 0)].last_fetched_epoch == 1
+        at_once(fetcher._process(fetcher.partitions, sent, FetchResponse(responses=[FetchableTopicResponse(
+            topic_id=FOO, partitions=[PartitionData(partition_index=0, high_watermark=3,
+                                                    diverging_epoch=EpochEndOffset(epoch=0, end_offset=3))])])))
+        return at_once(fetcher._partition_fetches(fetcher.partitions))
+
+    following = asyncio.run(scenario())
+    assert lg.log_end_offset == 3
+    assert lg.leader_epoch_cache.epoch_entries() == [EpochEntry(0, 0)]
+    assert following[("foo", 0)].last_fetched_epoch == 0  # the leader finds no divergence in it
+    lg.close()
+
+
 def test_out_of_range_above_the_leaders_log_start_cuts_to_the_leaders_log_end(tmp_path):
     """The leader cannot place our tail (OFFSET_OUT_OF_RANGE, its log start below our end): the follower asks
     the leader's log end as a replica (ListOffsets LATEST, replica id 2) and cuts its log there, also below its

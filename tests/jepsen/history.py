@@ -14,6 +14,9 @@ For consume-transform-produce, a send names the input record its value was deriv
 ``committed_offset`` records the group's committed offset on each input partition at the end with that input
 partition's end offset. A history describes one topic: the input topic's partitions exist only in ``source``
 and ``committed_offset``. Events without the new fields dump and load exactly as before.
+
+``JournaledHistory`` writes each event to a file as it is recorded, for a client in a process of its own that
+may be killed -9 (the exactly-once app of tests/integration/eos_app.py); the test merges the journals.
 """
 
 from __future__ import annotations
@@ -191,17 +194,45 @@ class History:
                 out.write("\n")
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> History:
+    def load(cls, path: str | os.PathLike, torn_tail: bool = False) -> History:
+        """A history from ``dump``'s lines; ``torn_tail`` allows a last line without its newline (a journal
+        whose process was killed mid-write), which is then dropped."""
         events = []
         with open(path, encoding="utf-8") as src:
-            for lineno, line in enumerate(src, 1):
-                if not line.strip():
-                    continue
-                try:
-                    events.append(Event.from_json(json.loads(line)))
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise ValueError(f"{path}:{lineno}: not a history event: {exc}") from exc
+            lines = src.read().split("\n")
+        last = len(lines)
+        for lineno, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                events.append(Event.from_json(json.loads(line)))
+            except (ValueError, KeyError, TypeError) as exc:
+                if torn_tail and lineno == last:
+                    break
+                raise ValueError(f"{path}:{lineno}: not a history event: {exc}") from exc
         return cls(events)
+
+
+class JournaledHistory(History):
+    """A ``History`` that also appends each event to ``path`` as it is recorded, one line written and flushed
+    per event: a client process that is killed -9 leaves everything it recorded before (all but possibly a
+    torn last line; ``History.load(path, torn_tail=True)``). Event times are ``time.monotonic()``, one clock for
+    every process of a Linux host, so journals of several processes merge by time."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        super().__init__()
+        self._journal = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the process's life
+
+    def _record(self, kind: str, process: str, partition: int, value: bytes, offset: int | None,
+                error: str | None = None, **extra) -> None:
+        with self._lock:
+            event = Event(kind, process, partition, bytes(value), offset, time.monotonic(), error, **extra)
+            self._events.append(event)
+            self._journal.write(json.dumps(event.to_json(), separators=(",", ":")) + "\n")
+            self._journal.flush()
+
+    def close(self) -> None:
+        self._journal.close()
 
 
 def _check_isolation(isolation: str | None) -> None:

@@ -36,6 +36,7 @@ from tests.jepsen.history import (
     TXN_COMMIT_OK,
     Event,
     History,
+    JournaledHistory,
 )
 
 RC, RU = READ_COMMITTED, READ_UNCOMMITTED
@@ -276,6 +277,24 @@ def test_old_events_dump_exactly_as_before_and_new_ones_round_trip(tmp_path):
     kinds = {json.loads(line)["kind"] for line in (tmp_path / "txn.jsonl").read_text().splitlines()}
     assert kinds == {"txn_begin", "send", "ack", "txn_commit_ok", "txn_abort_ok", "txn_end_unknown", "read",
                      "read_span", "committed_offset", "fail"}
+
+
+def test_a_journal_holds_each_event_as_recorded_and_loads_without_a_torn_last_line(tmp_path):
+    """JournaledHistory: what a process killed -9 leaves is readable; only a torn last line is forgiven."""
+    path = tmp_path / "app.journal"
+    h = JournaledHistory(path)
+    txn = h.txn_begin("app")
+    h.send("app", 0, b"out", txn=txn, source=(0, 5, b"in"))
+    assert History.load(path).events == h.events  # on disk before any close: flushed per event
+    with open(path, "a", encoding="utf-8") as f:
+        f.write('{"kind":"ack","process":"app","parti')  # the write a kill -9 cut short
+    assert History.load(path, torn_tail=True).events == h.events
+    with pytest.raises(ValueError):
+        History.load(path)
+    h.close()
+    path.write_text(path.read_text().replace('"kind":"send"', '"kind":"sent"', 1))
+    with pytest.raises(ValueError):  # a damaged line before the last is never forgiven
+        History.load(path, torn_tail=True)
 
 
 def test_txn_begin_makes_up_unique_names_and_isolation_is_checked():
