@@ -45,14 +45,19 @@ java:  # the PySpark tests need a JVM
 	@command -v java >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jre-headless; }
 
 ## create/update .venv with the test extras, install kcat (and a JVM for Spark) if missing, run the suite
-# the pure-Python unit tests (CPU-bound, no processes or clusters) run on both cores (pytest-xdist); everything
-# else after them, one test at a time (clusters of processes, real clients, Spark). PYTEST_ARGS go to both runs.
-UNIT_TESTS := tests/protocol tests/storage tests/cluster tests/sim tests/test_layering.py tests/test_readme_layout.py tests/test_skip_policy.py
+# the pure-Python unit tests, the in-process broker and group tests and the single-broker client tests run on both
+# cores (pytest-xdist): no clusters, no faults timed against each other; everything else after them, one test at
+# a time (clusters of processes, fault injection, Spark). PYTEST_ARGS go to both runs.
+PARALLEL_TESTS := tests/protocol tests/storage tests/cluster tests/sim tests/test_layering.py tests/test_readme_layout.py tests/test_skip_policy.py \
+	tests/broker tests/groups tests/jepsen \
+	$(addprefix tests/integration/,test_aiokafka.py test_bad_input.py test_confluent_kafka.py test_kafka_python.py \
+	  test_kafkajs.py test_kcat.py test_quotas.py test_read_committed_aborted.py test_sasl.py test_transactions.py \
+	  test_transactions_observed.py test_zero_copy.py)
 
 test: cc venv-test kcat java iproute2 docker-compose
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -n 2 $(UNIT_TESTS) $(PYTEST_ARGS); unit=$$?; \
-	$(PY) -m pytest $(foreach t,$(UNIT_TESTS),--ignore=$(t)) --durations=40 $(PYTEST_ARGS); rest=$$?; \
+	$(PY) -m pytest -n 2 $(PARALLEL_TESTS) $(PYTEST_ARGS); unit=$$?; \
+	$(PY) -m pytest $(foreach t,$(PARALLEL_TESTS),--ignore=$(t)) --durations=40 $(PYTEST_ARGS); rest=$$?; \
 	[ $$unit = 0 ] && [ $$rest = 0 ]
 
 ## the long profiles, run by hand (not in CI): Raft simulation seeds, controller kills, replication faults (also

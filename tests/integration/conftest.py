@@ -246,9 +246,14 @@ def kafkajs_dir() -> Path:
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.fail("node and npm are needed for the KafkaJS tests")
-    if not (JS_DIR / "node_modules" / "kafkajs").is_dir():
-        out = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True, text=True,
-                             timeout=300)
-        assert out.returncode == 0, f"npm ci failed:\n{out.stdout}\n{out.stderr}"
+    import fcntl
+
+    # pytest-xdist workers each ask: one installs, the others wait for it (a lock file beside the lockfile)
+    with open(JS_DIR / ".npm-install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (JS_DIR / "node_modules" / "kafkajs").is_dir():
+            out = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True,
+                                 text=True, timeout=300)
+            assert out.returncode == 0, f"npm ci failed:\n{out.stdout}\n{out.stderr}"
     return JS_DIR
 

@@ -191,6 +191,7 @@ def test_a_wrong_password_and_an_unknown_user_give_each_client_its_authenticatio
         producer.poll(0.2)
     assert errors and errors[0].code() == KafkaError._AUTHENTICATION, errors
     assert "Authentication failed" in errors[0].str()
+    del producer  # destroyed now: it would go on retrying after the broker stops
     # kafka-python logs each bootstrap attempt's SaslAuthenticationFailedError, then gives up bootstrapping
     with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(KafkaTimeoutError):
         KafkaAdminClient(bootstrap_servers=sasl_broker.sasl_bootstrap, security_protocol="SASL_PLAINTEXT",
