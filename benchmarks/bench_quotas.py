@@ -1,0 +1,171 @@
+"""A producer quota over time, with a client beside it (issue 29): one ``odradek serve``, a 1 MB/s
+``producer_byte_rate`` for client id ``limited`` (AlterClientQuotas), Kafka's default windows (11 x 1 s).
+
+Run:  .venv/bin/python benchmarks/bench_quotas.py [--seconds 30] [--quota 1000000] [--json out.json]
+
+First the ``free`` producer alone for ``--solo`` seconds (its solo rate); then ``limited`` and ``free`` together
+for ``--seconds``, both confluent-kafka producers of 1 KiB records, acks=1, each in its own process: ``limited`` at
+full speed, ``free`` offering ``--free-rate`` (20 MB/s). Printed: ``limited``'s
+acknowledged bytes per second over [12 s, end] against the quota (target: within +-20 %) and the largest
+throttle_time_ms librdkafka saw; ``free``'s rate beside it against its solo rate (target: within 10 %). The first
+12 s are left out: Kafka's rate counts at least ten windows, so a fresh client may send ten seconds' quota at
+once. Nothing is asserted; the load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+
+import bench_broker  # noqa: E402
+from broker.network.blocking_request import request  # noqa: E402
+from protocol.generated.messages import AlterClientQuotasRequest  # noqa: E402
+from protocol.generated.messages.alter_client_quotas_request import EntityData, EntryData, OpData  # noqa: E402
+
+
+def loadavg() -> str:
+    return " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def set_quota(port: int, client_id: str, rate: float) -> None:
+    r = request(port, AlterClientQuotasRequest(entries=[EntryData(
+        entity=[EntityData(entity_type="client-id", entity_name=client_id)],
+        ops=[OpData(key="producer_byte_rate", value=rate, remove=False)])], validate_only=False), 1, timeout=30)
+    assert all(e.error_code == 0 for e in r.entries), r
+
+
+class Producing:
+    """A producer at full speed in a process of its own (two in one process would share its interpreter lock, and
+    the throttled one's spinning would slow the other); ``marks``: (seconds, acknowledged bytes) every 0.5 s."""
+
+    def __init__(self, bootstrap: str, client_id: str, topic: str, seconds: float, rate: float = 0.0) -> None:
+        self.bootstrap, self.client_id, self.topic, self.seconds = bootstrap, client_id, topic, seconds
+        self.acked = 0
+        self.marks: list[tuple[float, int]] = []
+        self.throttle_max = 0
+        self._queue = multiprocessing.get_context("spawn").Queue()
+        self._process = multiprocessing.get_context("spawn").Process(target=_produce, args=(
+            bootstrap, client_id, topic, seconds, self._queue, rate), daemon=True)
+
+    def start(self) -> None:
+        self._process.start()
+
+    def join(self) -> None:
+        self.marks, self.throttle_max = self._queue.get(timeout=self.seconds + 120)
+        self._process.join(30)
+
+
+def _produce(bootstrap: str, client_id: str, topic: str, seconds: float, queue, rate: float) -> None:
+    sys.path.insert(0, REPO)
+    state = _Run(bootstrap, client_id, topic, seconds, rate)
+    state.run()
+    queue.put((state.marks, state.throttle_max))
+
+
+class _Run:
+    def __init__(self, bootstrap: str, client_id: str, topic: str, seconds: float, rate: float) -> None:
+        self.bootstrap, self.client_id, self.topic, self.seconds = bootstrap, client_id, topic, seconds
+        self.rate = rate  # bytes/s to offer (0: as fast as possible)
+        self.acked = 0
+        self.marks: list[tuple[float, int]] = []
+        self.throttle_max = 0
+
+    def run(self) -> None:
+        from confluent_kafka import Producer
+
+        def stats(text: str) -> None:
+            for b in json.loads(text).get("brokers", {}).values():
+                self.throttle_max = max(self.throttle_max, b.get("throttle", {}).get("max", 0))
+
+        def delivered(err, msg) -> None:
+            if err is None:
+                self.acked += len(msg.value())
+
+        p = Producer({"bootstrap.servers": self.bootstrap, "client.id": self.client_id, "linger.ms": 5,
+                      "acks": 1, "batch.size": 65536, "queue.buffering.max.kbytes": 4096,
+                      "statistics.interval.ms": 1000, "stats_cb": stats})
+        value = b"q" * 1024
+        started = time.monotonic()
+        next_mark = started
+        offered = 0
+        while (now := time.monotonic()) < started + self.seconds:
+            if self.rate and offered > self.rate * (now - started):
+                time.sleep(0.001)
+                p.poll(0)
+                continue
+            offered += len(value)
+            try:
+                p.produce(self.topic, value, on_delivery=delivered)
+            except BufferError:
+                p.poll(0.01)
+            p.poll(0)
+            if now >= next_mark:
+                self.marks.append((now - started, self.acked))
+                next_mark += 0.5
+        self.marks.append((time.monotonic() - started, self.acked))
+        p.purge()
+        p.flush(10)
+
+
+def rate_between(marks: list[tuple[float, int]], t0: float, t1: float) -> float:
+    a = min(marks, key=lambda m: abs(m[0] - t0))
+    b = min(marks, key=lambda m: abs(m[0] - t1))
+    return (b[1] - a[1]) / max(b[0] - a[0], 1e-9)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--solo", type=float, default=12.0)
+    ap.add_argument("--quota", type=float, default=1_000_000.0)
+    ap.add_argument("--free-rate", type=float, default=20e6, help="bytes/s the other producer offers (0: all it "
+                    "can; on a small machine that measures CPU shared with the limited client, not the broker)")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    print(f"load average {loadavg()} at the start", flush=True)
+    with tempfile.TemporaryDirectory() as workdir:
+        b = bench_broker.start_odradek(workdir, "odradek-quotas")
+        try:
+            bench_broker.create_topic(b.bootstrap, "limited-topic", 1)
+            bench_broker.create_topic(b.bootstrap, "free-topic", 1)
+            set_quota(b.port, "limited", args.quota)
+            solo = Producing(b.bootstrap, "free", "free-topic", args.solo, args.free_rate)
+            solo.start()
+            solo.join()
+            solo_rate = rate_between(solo.marks, 2.0, args.solo)
+            limited = Producing(b.bootstrap, "limited", "limited-topic", args.seconds)
+            free = Producing(b.bootstrap, "free", "free-topic", args.seconds, args.free_rate)
+            limited.start()
+            free.start()
+            limited.join()
+            free.join()
+        finally:
+            b.stop()
+    limited_rate = rate_between(limited.marks, 12.0, args.seconds)
+    free_rate = rate_between(free.marks, 12.0, args.seconds)
+    out = {"quota": args.quota, "limited_rate_12s_on": limited_rate, "limited_vs_quota": limited_rate / args.quota,
+           "limited_throttle_max_ms": limited.throttle_max, "free_solo_rate": solo_rate,
+           "free_rate_beside": free_rate, "free_vs_solo": free_rate / solo_rate, "load_average_end": loadavg()}
+    print(f"limited (quota {args.quota / 1e6:.2f} MB/s): {limited_rate / 1e6:.3f} MB/s from 12 s to "
+          f"{args.seconds:.0f} s = {out['limited_vs_quota']:.2f} of the quota; throttle_time_ms up to "
+          f"{limited.throttle_max}")
+    print(f"free beside it: {free_rate / 1e6:.1f} MB/s, solo {solo_rate / 1e6:.1f} MB/s, ratio "
+          f"{out['free_vs_solo']:.2f}")
+    print(f"load average {out['load_average_end']} at the end")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
