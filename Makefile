@@ -52,7 +52,7 @@ PARALLEL_TESTS := tests/protocol tests/storage tests/cluster tests/sim tests/tes
 	tests/broker tests/groups tests/jepsen \
 	$(addprefix tests/integration/,test_aiokafka.py test_bad_input.py test_confluent_kafka.py test_kafka_python.py \
 	  test_kafkajs.py test_kcat.py test_quotas.py test_read_committed_aborted.py test_sasl.py test_transactions.py \
-	  test_transactions_observed.py test_zero_copy.py)
+	  test_transactions_observed.py test_tls.py test_zero_copy.py)
 
 test: cc venv-test kcat java iproute2 docker-compose
 	$(VENV)/bin/ruff check .
