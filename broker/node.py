@@ -25,6 +25,7 @@ from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import SECURITY_PROTOCOL_IDS, BrokerConfig, Listener
 from broker.security.authentication import ListenerAuthentication
 from broker.security.node_links import link_security
+from broker.security.authorization import NodeAuthorizer
 from broker.security.throttling import ClientQuotas
 from broker.apis.context import BrokerHandles
 from broker.controlplane.controller_channel import ControllerUnavailable, QuorumControllerChannel
@@ -85,6 +86,9 @@ class Broker:
         self.metadata = MetadataPublisher()
         self.quotas = ClientQuotas(int(config["quota.window.num"]), int(config["quota.window.size.seconds"]))
         self.metadata.add(self.quotas.on_new_metadata_image)
+        self.authorizer = NodeAuthorizer.from_config(config.values, config.node_id)
+        if self.authorizer is not None:
+            self.metadata.add(self.authorizer.on_new_metadata_image)
         self.server.authentication = ListenerAuthentication(config, lambda: self.metadata.image)
         self.controller: QuorumControllerChannel | None = None  # made at start, once the cluster id is known
         self.groups: GroupService | None = None
@@ -211,7 +215,7 @@ class Broker:
             advertised_apis=tuple(ApiVersion(*entry) for entry in advertised(HANDLERS)), telemetry=self.telemetry,
             quorum=self.raft, controller_listeners=self.config.controller_listener_names,
             controller_advertised_apis=tuple(ApiVersion(*e) for e in advertised(CONTROLLER_LISTENER_HANDLERS)),
-            fetch_sessions=self.fetch_sessions, quotas=self.quotas)
+            fetch_sessions=self.fetch_sessions, quotas=self.quotas, authorizer=self.authorizer)
         await self.server.bind()
         self.metrics.start(self.config.get("metrics.prometheus.listener"))
         # BrokerServer: the controller listener serves the quorum at once; clients and followers are let in

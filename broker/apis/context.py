@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from broker.observability.metrics import BrokerMetrics
     from broker.replication.replica_manager import ReplicaManager
     from broker.observability.telemetry import ClientTelemetry
+    from broker.security.authorization import NodeAuthorizer
     from broker.security.throttling import ClientQuotas
+    from cluster.acls import AclOperation, ResourceType
     from cluster.metadata_image import MetadataImage
 
 
@@ -51,6 +53,7 @@ class BrokerHandles:
     controller_advertised_apis: tuple = ()  # ApiVersion entries of the controller listener's table
     fetch_sessions: "FetchManager | None" = None  # incremental fetch sessions (KIP-227); None: never a session
     quotas: "ClientQuotas | None" = None  # client quotas (produce, fetch, request); None: never throttled
+    authorizer: "NodeAuthorizer | None" = None  # ACLs (authorizer.class.name); None: every request allowed
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -111,6 +114,45 @@ class RequestContext:
     @property
     def client_id(self) -> Any:
         return self.request.client_id
+
+    # ---- authorization (Kafka's AuthHelper; every answer is yes on a node without an authorizer) -------------
+    @property
+    def _request_name(self) -> str:
+        spec = self.request.spec
+        return spec.name if spec is not None else str(self.request.api_key)
+
+    def authorize(self, operation: "AclOperation", resource_type: "ResourceType", resource_name: str,
+                  log_if_allowed: bool = True, log_if_denied: bool = True, ref_count: int = 1) -> bool:
+        from broker.security.authorization import authorize
+
+        return authorize(self.handles.authorizer, self.principal, self.client_host, operation, resource_type,
+                         resource_name, self._request_name, log_if_allowed, log_if_denied, ref_count)
+
+    def authorize_cluster(self, operation: "AclOperation", log_if_denied: bool = True) -> bool:
+        from broker.security.authorization import authorize_cluster
+
+        return authorize_cluster(self.handles.authorizer, self.principal, self.client_host, operation,
+                                 self._request_name, log_if_denied)
+
+    def authorize_by_resource_type(self, operation: "AclOperation", resource_type: "ResourceType") -> bool:
+        authorizer = self.handles.authorizer
+        return authorizer is None or authorizer.authorize_by_resource_type(
+            self.principal, self.client_host, operation, resource_type, self._request_name)
+
+    def filter_authorized(self, operation: "AclOperation", resource_type: "ResourceType", resources,
+                          name_of=lambda name: name, log_if_allowed: bool = True,
+                          log_if_denied: bool = True) -> set[str]:
+        from broker.security.authorization import filter_authorized
+
+        return filter_authorized(self.handles.authorizer, self.principal, self.client_host, operation,
+                                 resource_type, resources, name_of, self._request_name, log_if_allowed,
+                                 log_if_denied)
+
+    def authorized_operations(self, resource_type: "ResourceType", resource_name: str) -> int:
+        from broker.security.authorization import authorized_operations
+
+        return authorized_operations(self.handles.authorizer, self.principal, self.client_host, resource_type,
+                                     resource_name, self._request_name)
 
     def client_instance_metadata(self, instance_id: bytes) -> "ClientInstanceMetadata":
         """What client telemetry subscriptions match on (Kafka's ClientMetricsInstanceMetadata)."""

@@ -18,6 +18,7 @@ import yaml
 
 from broker.config.config_types import BROKER_CONFIG_TYPES, ConfigException, parse_config
 from cluster.groups.group_config import GROUP_CONFIG_DEFAULTS
+from cluster.authorizer import AUTHORIZER_CLASS
 
 # Kafka 4.x defaults for the properties this broker reads (KafkaConfig / ServerLogConfigs / SocketServerConfigs).
 DEFAULTS: dict[str, Any] = {
@@ -94,7 +95,7 @@ DEFAULTS: dict[str, Any] = {
     "sasl.server.max.receive.size": 524288,
     "connections.max.reauth.ms": 0,
     "connection.failed.authentication.delay.ms": 100,
-    "authorizer.class.name": "",  # no authorizer; StandardAuthorizer is refused at start until ACLs are enforced
+    "authorizer.class.name": "",  # no authorizer: every request allowed; else Kafka's StandardAuthorizer
     "quota.window.num": 11,  # QuotaConfig: samples, and seconds each, of a client quota's rate
     "quota.window.size.seconds": 1,
     # TLS (SslConfigs, BrokerSecurityConfigs): Kafka's defaults; read per listener in broker/security/tls.py
@@ -277,11 +278,10 @@ class BrokerConfig:
             raise ConfigException(f"Invalid value for configuration listeners: {exc}") from None
         self._validate_roles()
         self._validate_listener_security()
-        if self.values.get("authorizer.class.name"):
-            # serving without the authorization asked for would be worse than not starting
-            raise ConfigException(f"authorizer.class.name={self.values['authorizer.class.name']}: this release of "
-                                  f"odradek enforces no ACLs yet (StandardAuthorizer is being built); remove the "
-                                  f"setting to serve without authorization")
+        authorizer_class = self.values.get("authorizer.class.name")
+        if authorizer_class and authorizer_class != AUTHORIZER_CLASS:
+            raise ConfigException(f"authorizer.class.name={authorizer_class}: the only authorizer odradek has is "
+                                  f"{AUTHORIZER_CLASS}")
         if self.values.get("odradek.test.fault.injection.file"):
             from broker.network.fault_injection import check_loopback_only
 

@@ -66,6 +66,8 @@ BROKER_CONFIG_TYPES: dict[str, str] = {
     "sasl.jaas.config": PASSWORD, "sasl.server.max.receive.size": INT,
     # ServerConfigs
     "authorizer.class.name": STRING,
+    # StandardAuthorizer
+    "super.users": STRING, "allow.everyone.if.no.acl.found": BOOLEAN,
     # QuotaConfig
     "quota.window.num": INT, "quota.window.size.seconds": INT,
     # SslConfigs

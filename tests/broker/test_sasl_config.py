@@ -98,8 +98,9 @@ def test_scram_between_controllers_is_refused_and_plain_is_taken():
     assert "admin-secret" not in repr(link)
 
 
-def test_an_authorizer_is_refused_at_start_while_acls_are_not_enforced():
-    """Starting with authorizer.class.name set and enforcing nothing would be a silent hole: refused."""
-    with pytest.raises(ConfigException, match="enforces no ACLs yet"):
-        BrokerConfig({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}).validate()
+def test_only_kafkas_standard_authorizer_is_accepted():
+    """An authorizer odradek does not have would be a silent hole: refused at start."""
+    with pytest.raises(ConfigException, match="the only authorizer"):
+        BrokerConfig({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}).validate()
+    BrokerConfig({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}).validate()
     BrokerConfig({"authorizer.class.name": ""}).validate()
