@@ -96,6 +96,8 @@ DEFAULTS: dict[str, Any] = {
     "connections.max.reauth.ms": 0,
     "connection.failed.authentication.delay.ms": 100,
     "authorizer.class.name": "",  # no authorizer: every request allowed; else Kafka's StandardAuthorizer
+    "super.users": "",  # StandardAuthorizer: principals allowed everything, ;-separated
+    "allow.everyone.if.no.acl.found": False,  # StandardAuthorizer: a resource no ACL names is denied
     "quota.window.num": 11,  # QuotaConfig: samples, and seconds each, of a client quota's rate
     "quota.window.size.seconds": 1,
     # TLS (SslConfigs, BrokerSecurityConfigs): Kafka's defaults; read per listener in broker/security/tls.py

@@ -57,7 +57,8 @@ def write_bootstrap(metadata_dir: Path, features: dict[str, int], extra: list | 
 
 def read_bootstrap(metadata_dir: Path) -> tuple[dict[str, int] | None, list]:
     """(the feature levels, the other records) of the bootstrap file; (None, []) when the directory has none
-    (this release's defaults)."""
+    (this release's defaults). The other records (SCRAM credentials from ``--add-scram``; any record, as Kafka's
+    BootstrapMetadata) are the new cluster's first batch beside the features."""
     path = metadata_dir / BOOTSTRAP_FILE
     if not path.exists():
         return None, []
@@ -66,7 +67,7 @@ def read_bootstrap(metadata_dir: Path) -> tuple[dict[str, int] | None, list]:
     except SnapshotError as exc:
         raise BootstrapError(f"{path} is damaged: {exc}") from None
     return ({r.name: r.feature_level for r in records if isinstance(r, FeatureLevelRecord)},
-            [r for r in records if isinstance(r, UserScramCredentialRecord)])
+            [r for r in records if not isinstance(r, FeatureLevelRecord)])
 
 
 _ADD_SCRAM = re.compile(r"(SCRAM-SHA-(?:256|512))=\[(.*)\]", re.S)
