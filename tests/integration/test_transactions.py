@@ -104,7 +104,8 @@ def test_bad_transactional_requests_get_kafkas_errors_and_change_nothing(broker,
 
 
 def test_a_producer_that_vanishes_mid_transaction_is_aborted_at_its_timeout_and_the_lso_moves(tmp_path):
-    """A producer begins a transaction, writes and disappears (transaction.timeout.ms 2000): the coordinator
+    """A producer begins a transaction, writes and disappears (transaction.timeout.ms 5000, the issue's figure):
+    the coordinator
     aborts it (checked every transaction.abort.timed.out.transaction.cleanup.interval.ms) with an epoch bump, the
     ABORT marker reaches the partition, and the last stable offset moves to the end; the producer's old epoch is
     fenced."""
@@ -117,7 +118,7 @@ def test_a_producer_that_vanishes_mid_transaction_is_aborted_at_its_timeout_and_
         topic, txn_id = "vanished", "vanishing-producer"
         _create(f"127.0.0.1:{b.port}", topic, partitions=1)
         wire_coordinator(w, txn_id)
-        code, pid, epoch = wire_init(w, txn_id, timeout_ms=2000)
+        code, pid, epoch = wire_init(w, txn_id, timeout_ms=5000)
         assert code == 0
         add = w.call(24, 3, AddPartitionsToTxnRequest(
             v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
@@ -132,7 +133,7 @@ def test_a_producer_that_vanishes_mid_transaction_is_aborted_at_its_timeout_and_
 
         assert (latest(0), latest(1)) == (3, 0)  # open: read_committed stops before it
         started = time.monotonic()
-        wait_until(lambda: latest(1) == 4, 15, 0.1, "the timed-out transaction aborted")
+        wait_until(lambda: latest(1) == 4, 30, 0.1, "the timed-out transaction aborted")
         aborted_after = time.monotonic() - started
         assert latest(0) == 4  # the ABORT marker
         batches = list(b.broker.replicas.get(topic, 0).log.iter_batches(0))
@@ -145,7 +146,7 @@ def test_a_producer_that_vanishes_mid_transaction_is_aborted_at_its_timeout_and_
         end = w.call(26, 3, EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
                                           committed=True))
         assert end.error_code == ErrorCode.PRODUCER_FENCED
-        print(f"\naborted {aborted_after:.1f} s after the write (timeout 2 s, checked every 0.5 s)")
+        print(f"\nLSO moved {aborted_after:.1f} s after the write (timeout 5 s, checked every 0.5 s)")
 
 
 def test_the_admin_client_lists_and_describes_transactions(broker, topic_name):
