@@ -105,8 +105,8 @@ def test_bad_transactional_requests_get_kafkas_errors_and_change_nothing(broker,
 
 def test_a_producer_that_vanishes_mid_transaction_is_aborted_at_its_timeout_and_the_lso_moves(tmp_path):
     """A producer begins a transaction, writes and disappears (transaction.timeout.ms 5000, the issue's figure):
-    the coordinator
-    aborts it (checked every transaction.abort.timed.out.transaction.cleanup.interval.ms) with an epoch bump, the
+    the coordinator aborts it (checked every transaction.abort.timed.out.transaction.cleanup.interval.ms) with an
+    epoch bump, the
     ABORT marker reaches the partition, and the last stable offset moves to the end; the producer's old epoch is
     fenced."""
     from broker import EmbeddedBroker
