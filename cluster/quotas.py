@@ -212,3 +212,102 @@ class ClientQuotaManager:
             if values is not None and self.key in values:
                 return values[self.key]
         return None
+
+
+# ---- controller mutations (KIP-599): a token bucket per user/client-id on the active controller ---------------
+
+class ThrottlingQuotaExceeded(Exception):
+    """ThrottlingQuotaExceededException: a strict controller mutation quota is exhausted (THROTTLING_QUOTA_EXCEEDED)."""
+
+    def __init__(self, throttle_ms: int) -> None:
+        super().__init__("The throttling quota has been exceeded.")
+        self.throttle_ms = throttle_ms
+
+
+class TokenBucket:
+    """Kafka's TokenBucket stat: ``quota`` tokens a second refill a bucket of ``samples × window`` seconds' worth;
+    a mutation takes its partitions' worth and may drive the bucket below zero once."""
+
+    def __init__(self) -> None:
+        self.tokens = 0.0
+        self.last_update_ms = 0
+
+    def measure(self, quota: float, burst: float, now_ms: int) -> float:
+        self._refill(quota, burst, now_ms)
+        return self.tokens
+
+    def record(self, quota: float, burst: float, value: float, now_ms: int) -> None:
+        self._refill(quota, burst, now_ms)
+        self.tokens = min(burst, self.tokens - value)
+
+    def _refill(self, quota: float, burst: float, now_ms: int) -> None:
+        self.tokens = min(burst, self.tokens + quota * (now_ms - self.last_update_ms) / 1000.0)
+        self.last_update_ms = now_ms
+
+
+class ControllerMutationQuota:
+    """One request's quota (Strict/Permissive/UnboundedControllerMutationQuota): ``record(permits, now_ms)`` as
+    ReplicationControlManager's applyPartitionChangeQuota calls it per topic, then ``throttle_time(now_ms)`` for
+    the answer. ``bucket`` None: no quota applies (unbounded)."""
+
+    def __init__(self, bucket: TokenBucket | None = None, quota: float = 0.0, burst: float = 0.0,
+                 strict: bool = True) -> None:
+        self.bucket, self.quota, self.burst, self.strict = bucket, quota, burst, strict
+        self._throttle_ms = 0
+        self._recorded_ms = 0
+
+    @property
+    def is_exceeded(self) -> bool:
+        return self.strict and self._throttle_ms > 0
+
+    def record(self, permits: float, now_ms: int) -> None:
+        """Strict: refused (ThrottlingQuotaExceeded) while the bucket is below zero, else taken even below it.
+        Permissive (requests older than the strict version): always taken; the throttle time is noted."""
+        if self.bucket is None:
+            return
+        if self.strict:
+            tokens = self.bucket.measure(self.quota, self.burst, now_ms)
+            if tokens < 0:
+                self._violated(tokens, now_ms)
+                raise ThrottlingQuotaExceeded(self._throttle_ms)
+            self.bucket.record(self.quota, self.burst, permits, now_ms)
+        else:
+            self.bucket.record(self.quota, self.burst, permits, now_ms)
+            tokens = self.bucket.measure(self.quota, self.burst, now_ms)
+            if tokens < 0:
+                self._violated(tokens, now_ms)
+
+    def _violated(self, tokens: float, now_ms: int) -> None:
+        # ControllerMutationQuotaManager.throttleTimeMs: the time for the bucket to refill to zero
+        self._throttle_ms = round(-tokens / self.quota * 1000)
+        self._recorded_ms = now_ms
+
+    def throttle_time(self, now_ms: int) -> int:
+        """The throttle noted, less the time since it was noted (the request may have waited meanwhile)."""
+        return max(0, self._throttle_ms - (now_ms - self._recorded_ms))
+
+
+class ControllerMutationQuotaManager:
+    """``controller_mutation_rate`` (partitions created or deleted per second) of each user/client-id, enforced on
+    the active controller for CreateTopics (strict from v6), CreatePartitions (v3) and DeleteTopics (v5), as
+    Kafka's ControllerApis does. The buckets are shared per quota level, as ClientQuotaManager's sensors."""
+
+    STRICT_SINCE = {19: 6, 20: 5, 37: 3}  # API key -> first strict version
+
+    def __init__(self, window_num: int = 11, window_size_s: int = 1) -> None:
+        self.window_num, self.window_size_s = window_num, window_size_s
+        self._quotas: Mapping[QuotaEntity, Mapping[str, float]] = {}
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+
+    def update(self, quotas: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
+        self._quotas = quotas
+
+    def quota_for(self, api_key: int, version: int, user: str, client_id: str) -> ControllerMutationQuota:
+        bound, tags = quota_for(self._quotas, CONTROLLER_MUTATION_RATE, user, client_id)
+        if bound is None:
+            return ControllerMutationQuota()
+        bucket = self._buckets.get(tags)
+        if bucket is None:
+            bucket = self._buckets[tags] = TokenBucket()
+        burst = self.window_num * self.window_size_s * bound
+        return ControllerMutationQuota(bucket, bound, burst, version >= self.STRICT_SINCE.get(api_key, 0))
