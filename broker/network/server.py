@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import weakref
 from typing import TYPE_CHECKING
 
 from broker.clock import SYSTEM_CLOCK, Clock
@@ -65,7 +66,7 @@ class NetworkServer:
             # seen by the idle sweeper, so the handshake has its own bound (connections.max.idle.ms, at most 10 s)
             extra = {"ssl": context, "ssl_handshake_timeout": min(self.idle_ms / 1000.0, 10.0)} if context else {}
             server = await loop.create_server(
-                lambda name=lst.name: KafkaConnection(self, name),
+                lambda name=lst.name: self._new_connection(name, tls=context is not None),
                 host=lst.host or None, port=lst.port, reuse_address=True, start_serving=False, **extra,
             )
             self._servers.append(server)
@@ -88,11 +89,27 @@ class NetworkServer:
             await old.wait_closed()
             bound = self.bound[lst.name]
             self._servers[i] = await loop.create_server(
-                lambda name=lst.name: KafkaConnection(self, name), host=lst.host or None, port=bound.port,
+                lambda name=lst.name: self._new_connection(name, tls=True), host=lst.host or None, port=bound.port,
                 reuse_address=True, start_serving=serving, ssl=context,
                 ssl_handshake_timeout=min(self.idle_ms / 1000.0, 10.0))
             done.append(lst.name)
         return done
+
+    def _new_connection(self, listener: str, tls: bool) -> "KafkaConnection":
+        """The protocol of an accepted socket. On TLS it hears of the connection only once the handshake is done:
+        one that fails or times out (plaintext on a TLS port, no or half a ClientHello, a foreign CA) never
+        reaches ``connection_made``, so it is counted and logged when its protocol object goes (at once on uvloop;
+        on the asyncio loop its exception's reference cycle waits for the garbage collector)."""
+        connection = KafkaConnection(self, listener)
+        if tls:
+            weakref.finalize(connection, self._tls_connection_gone, listener, connection.made)
+        return connection
+
+    def _tls_connection_gone(self, listener: str, made: list) -> None:
+        if not made[0]:
+            # Kafka counts a failed SSL handshake as a failed authentication (Selector, SslAuthenticationException)
+            self.metrics.auth_failures.labels(listener).inc()
+            log.info("a TLS handshake on listener %s failed or timed out; the connection is closed", listener)
 
     async def start_serving(self, only: frozenset[str] | None = None) -> None:
         """Accept on every bound listener (``only``: just those names; a later call starts the others)."""
@@ -197,6 +214,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.listener = listener
         self.conn = ServerConnection(server.max_frame)
         self.conn_id = f"{listener}-{next(server._conn_ids)}"
+        self.made = [False]  # set by connection_made; on TLS, read when the object goes (a failed handshake)
         self.transport: asyncio.Transport = None  # type: ignore[assignment]
         self.peer = None
         self.peer_host = "unknown"
@@ -226,6 +244,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport) -> None:  # uvloop transports are not asyncio.Transport subclasses
         server = self.server
+        self.made[0] = True
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
         if isinstance(self.peer, tuple) and len(self.peer) >= 2:

@@ -17,6 +17,7 @@ import uuid
 import pytest
 
 from broker import EmbeddedBroker
+from broker.testing.embedded_cluster import wait_until
 from tests.integration.test_sasl import PLAIN_JAAS, SCRAM_JAAS, create_scram_users
 from broker.testing.certificates import STORE_PASSWORD, CertificateAuthority
 
@@ -205,8 +206,15 @@ def test_a_client_of_a_foreign_ca_and_one_without_a_certificate_are_refused(tls)
     assert round_trip(ssl_conf(tls), new_topic(), 3) == [b"v0", b"v1", b"v2"]
 
 
-def test_plaintext_on_a_tls_port_and_half_a_client_hello_are_closed(tls):
+def failed_authentications(b, listener: str) -> float:
+    return b.broker.metrics.auth_failures.labels(listener)._value.get()
+
+
+def test_plaintext_on_a_tls_port_and_half_a_client_hello_are_closed_and_counted(tls):
+    """Neither reaches the connection's code (asyncio hears of a TLS connection after its handshake): each is
+    closed, counted as a failed authentication as Kafka counts a failed SSL handshake, and logged."""
     port = tls.broker.bound_port("SSL")
+    before = failed_authentications(tls, "SSL")
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:  # a Kafka request, in clear
         s.sendall(b"\x00\x00\x00\x0c\x00\x12\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00")
         assert s.recv(1024) == b""
@@ -215,6 +223,7 @@ def test_plaintext_on_a_tls_port_and_half_a_client_hello_are_closed(tls):
         started = time.monotonic()
         assert s.recv(1024) == b""
         assert time.monotonic() - started < 9
+    wait_until(lambda: failed_authentications(tls, "SSL") >= before + 2, 10, 0.05, "both counted")
     assert round_trip(sasl_ssl_conf(tls), new_topic(), 3) == [b"v0", b"v1", b"v2"]
 
 
