@@ -74,9 +74,10 @@ def has_unknown_codes(*codes: int) -> bool:
     return any(code == 0 for code in codes)
 
 
-def new_acl_id(rng: Randomness, existing: Mapping[bytes, object], taken: Iterable[bytes] = ()) -> bytes:
-    """AclControlManager.newAclId: Uuid.randomUuid until unused."""
-    taken = set(taken)
+def new_acl_id(rng: Randomness, existing: Mapping[bytes, object], taken: set[bytes] | frozenset = frozenset()
+               ) -> bytes:
+    """AclControlManager.newAclId: Uuid.randomUuid until unused (neither in ``existing`` nor in ``taken``, the ids
+    given earlier in the same decision)."""
     while True:
         acl_id = random_topic_id(rng)
         if acl_id not in existing and acl_id not in taken:
@@ -92,6 +93,7 @@ def create_acls(acls: Mapping[bytes, StandardAcl], creations: list[StandardAcl],
     results: list[AclError | None] = []
     existing = set(acls.values())
     records: list[AccessControlEntryRecord] = []
+    new_ids: set[bytes] = set()
     for acl in creations:
         try:
             validate_create(acl)  # AclApis, before the controller
@@ -101,8 +103,10 @@ def create_acls(acls: Mapping[bytes, StandardAcl], creations: list[StandardAcl],
             continue
         if acl not in existing:
             existing.add(acl)
+            acl_id = new_acl_id(rng, acls, new_ids)
+            new_ids.add(acl_id)
             records.append(AccessControlEntryRecord(
-                id=new_acl_id(rng, acls, (r.id for r in records)), resource_type=int(acl.resource_type),
+                id=acl_id, resource_type=int(acl.resource_type),
                 resource_name=acl.resource_name, pattern_type=int(acl.pattern_type), principal=acl.principal,
                 host=acl.host, operation=int(acl.operation), permission_type=int(acl.permission_type)))
         results.append(None)
