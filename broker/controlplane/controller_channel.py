@@ -72,6 +72,14 @@ class ControllerChannel(Protocol):
     async def handle_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse: ...  # on the active controller
 
 
+def principal_data(principal: str | None) -> DefaultPrincipalData:
+    """The connection's principal as the Envelope carries it (DefaultKafkaPrincipalBuilder.serialize)."""
+    if not principal or ":" not in principal:
+        return ANONYMOUS
+    kind, name = principal.split(":", 1)
+    return DefaultPrincipalData(type=kind, name=name, token_authenticated=False)
+
+
 def envelope_for(ctx: Any, request: Message) -> EnvelopeRequest:
     """The request as Kafka's ForwardingManager wraps it: header + body, principal, client address."""
     spec = ctx.request.spec
@@ -81,8 +89,8 @@ def envelope_for(ctx: Any, request: Message) -> EnvelopeRequest:
         address = ipaddress.ip_address(ctx.client_host).packed
     except ValueError:
         address = b""
-    return EnvelopeRequest(request_data=data, request_principal=ANONYMOUS.encode(PRINCIPAL_DATA_VERSION),
-                           client_host_address=address)
+    principal = principal_data(getattr(ctx, "principal", None)).encode(PRINCIPAL_DATA_VERSION)
+    return EnvelopeRequest(request_data=data, request_principal=principal, client_host_address=address)
 
 
 class QuorumControllerChannel:
@@ -157,6 +165,9 @@ class QuorumControllerChannel:
             if handler is None or not handler.versions[0] <= inner.api_version <= handler.versions[1]:
                 return EnvelopeResponse(error_code=ErrorCode.INVALID_REQUEST)
             body = inner.decode_body()
+            validate = getattr(handler.module, "validate_request", None)
+            if validate is not None:  # the request class's own checks as Kafka parses it (CreateAclsRequest)
+                validate(body)
             principal = DefaultPrincipalData.decode(envelope.request_principal, PRINCIPAL_DATA_VERSION)
         except Exception as exc:  # noqa: BLE001 - a bad envelope is the sender's error, never ours
             log.warning("rejecting an envelope that does not decode: %s", exc)

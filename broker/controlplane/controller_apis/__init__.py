@@ -7,6 +7,8 @@ requests forwarded whole in an Envelope, and the broker's own controller RPCs.
 
 from broker.controlplane.controller_apis import k19_create_topics
 from broker.controlplane.controller_apis import k20_delete_topics
+from broker.controlplane.controller_apis import k30_create_acls
+from broker.controlplane.controller_apis import k31_delete_acls
 from broker.controlplane.controller_apis import k33_alter_configs
 from broker.controlplane.controller_apis import k37_create_partitions
 from broker.controlplane.controller_apis import k43_elect_leaders
@@ -26,6 +28,8 @@ from broker.network.registry import build_table
 CONTROLLER_HANDLERS = build_table([
     k19_create_topics,
     k20_delete_topics,
+    k30_create_acls,
+    k31_delete_acls,
     k33_alter_configs,
     k37_create_partitions,
     k43_elect_leaders,
