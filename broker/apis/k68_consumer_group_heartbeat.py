@@ -14,11 +14,16 @@ GROUP_MAX_SIZE_REACHED (group.consumer.max.size), GROUP_ID_NOT_FOUND for a class
 cannot be upgraded; UNSUPPORTED_VERSION when group.coordinator.rebalance.protocols
 leaves out ``consumer``. The session (group.consumer.session.timeout.ms) and the rebalance timeout of a
 member revoking partitions fence it when they expire.
+Authorization (KafkaApis.handleConsumerGroupHeartbeat, Kafka 4.0+ with KAFKA-18813): after the protocol check,
+GROUP READ, else GROUP_AUTHORIZATION_FAILED; then, when subscribed topic names are given, TOPIC DESCRIBE on each
+of them, else TOPIC_AUTHORIZATION_FAILED (no message, the member is left as it was). Not done: Kafka also drops
+the topics a regex resolves to that the member refreshing the regex may not describe.
 """
 
 from __future__ import annotations
 
 from broker.groups.group_service import req_ctx
+from cluster.acls import AclOperation, ResourceType
 from cluster.groups.group_classic import GroupError
 from cluster.groups.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
@@ -34,6 +39,12 @@ async def handle(ctx, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartb
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
                                               error_message="The consumer group protocol is disabled "
                                                             "(group.coordinator.rebalance.protocols).")
+    if req.group_id is not None and not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if req.subscribed_topic_names:
+        wanted = set(req.subscribed_topic_names)
+        if len(ctx.filter_authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, wanted)) < len(wanted):
+            return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if not req.group_id:
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.INVALID_REQUEST,
                                               error_message="GroupId can't be empty.")
