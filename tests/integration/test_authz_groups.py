@@ -519,3 +519,24 @@ def test_confluent_admin_describe_broker_configs_without_describe_configs(node):
 def test_rows_cover_every_api_key_of_the_brief():
     assert set(ROWS) == {8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 32, 33, 36, 38, 39, 40, 41, 42, 44, 47, 48, 50,
                          60, 68, 69, 71, 72, 74}
+
+
+def test_without_an_authorizer_every_check_answers_yes(tmp_path):
+    """The same handlers on a node without ``authorizer.class.name``: nothing is refused or filtered, and the
+    authorized-operations fields carry every operation of the resource type, as Kafka's ``authorizer.forall``."""
+    from broker.network import blocking_request
+    from broker.testing.embedded import EmbeddedBroker
+
+    with EmbeddedBroker(tmp_path) as b:
+        def call(body, version):
+            return blocking_request.request(b.port, body, version, timeout=10)
+
+        commit = call(commit_request("open-g", "open-unknown"), 9)
+        assert partition_errors(commit) == {"open-unknown": [E.UNKNOWN_TOPIC_OR_PARTITION]}
+        assert call(FindCoordinatorRequest(key_type=0, coordinator_keys=["open-g"]), 4).coordinators[0].error_code == 0
+        described = call(DescribeGroupsRequest(groups=["open-g"], include_authorized_operations=True), 5).groups[0]
+        assert (described.error_code, described.authorized_operations) == (0, bits(GROUP_OPS))
+        cluster = call(DescribeClusterRequest(include_cluster_authorized_operations=True), 1)
+        assert cluster.cluster_authorized_operations == bits(CLUSTER_OPS)
+        assert call(DescribeClientQuotasRequest(components=[], strict=False), 1).error_code == 0
+        assert call(ListConfigResourcesRequest(resource_types=[]), 1).error_code == 0
