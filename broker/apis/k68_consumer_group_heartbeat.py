@@ -16,11 +16,15 @@ leaves out ``consumer``. The session (group.consumer.session.timeout.ms) and the
 member revoking partitions fence it when they expire.
 Authorization (KafkaApis.handleConsumerGroupHeartbeat, Kafka 4.0+ with KAFKA-18813): after the protocol check,
 GROUP READ, else GROUP_AUTHORIZATION_FAILED; then, when subscribed topic names are given, TOPIC DESCRIBE on each
-of them, else TOPIC_AUTHORIZATION_FAILED (no message, the member is left as it was). Not done: Kafka also drops
-the topics a regex resolves to that the member refreshing the regex may not describe.
+of them, else TOPIC_AUTHORIZATION_FAILED (no message, the member is left as it was). With an authorizer the
+coordinator is also given the heartbeating member's TOPIC DESCRIBE filter: a regex refreshed by this heartbeat
+(new, or the metadata image changed) resolves only to the topics that member may describe, as Kafka's
+GroupMetadataManager.refreshRegularExpressions.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from broker.groups.group_service import req_ctx
 from cluster.acls import AclOperation, ResourceType
@@ -49,7 +53,11 @@ async def handle(ctx, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartb
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.INVALID_REQUEST,
                                               error_message="GroupId can't be empty.")
     try:
-        res = await ctx.groups.run(req.group_id, GroupCoordinatorShard.consumer_group_heartbeat, req_ctx(ctx), req)
+        rctx = req_ctx(ctx)
+        if ctx.handles.authorizer is not None:
+            rctx = dataclasses.replace(rctx, topic_filter=lambda names: frozenset(
+                ctx.filter_authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names, log_if_denied=False)))
+        res = await ctx.groups.run(req.group_id, GroupCoordinatorShard.consumer_group_heartbeat, rctx, req)
         if res.error is not None:
             raise res.error
         return res.response

@@ -131,6 +131,7 @@ ACLS = [
     acl("cgh", RT.GROUP, "cg-g", Op.READ), acl("cgh", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
     acl("cgd", RT.GROUP, "cg-g", Op.DESCRIBE), acl("cgd", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
     acl("cgd_group_only", RT.GROUP, "cg-g", Op.DESCRIBE),
+    acl("cgr", RT.GROUP, "cgr-g", Op.READ), acl("cgr", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
     # real clients
     topic_read("consumer", TOPIC_REAL), acl("consumer", RT.GROUP, "real-g", Op.READ),
     topic_read("consumer_nogroup", TOPIC_REAL),
@@ -337,6 +338,29 @@ def test_consumer_group_heartbeat_and_describe(node):
         "cg-g", E.TOPIC_AUTHORIZATION_FAILED, [], "")
     assert hidden.error_message == "The group has described topic(s) that the client is not authorized to describe."
     assert heartbeat(node, "cgh", [TOPIC_A], epoch=-1).error_code == 0  # leaves
+
+
+def test_consumer_group_regex_resolves_to_describable_topics_only(node):
+    """A regex subscription matching TOPIC_A and TOPIC_B, from a member that may describe only TOPIC_A: the
+    coordinator's regex refresh keeps TOPIC_A (GroupMetadataManager.refreshRegularExpressions, KAFKA-18813)."""
+    from protocol.generated.messages import MetadataRequest
+    from protocol.generated.messages.metadata_request import MetadataRequestTopic
+
+    meta = node.call(SUPER_USER, MetadataRequest(topics=[MetadataRequestTopic(name=TOPIC_A),
+                                                         MetadataRequestTopic(name=TOPIC_B)]), 12)
+    ids = {t.topic_id: t.name for t in meta.topics}
+    member = "cgr-member-000000000001"
+    joined = node.call("cgr", ConsumerGroupHeartbeatRequest(
+        group_id="cgr-g", member_id=member, member_epoch=0, rebalance_timeout_ms=10_000,
+        subscribed_topic_regex="authz-[ab]", topic_partitions=[]), 1)
+    assert joined.error_code == 0
+    assert {(ids[t.topic_id], tuple(t.partitions)) for t in joined.assignment.topic_partitions} == {
+        (TOPIC_A, (0, 1))}
+    described = node.call(SUPER_USER, ConsumerGroupDescribeRequest(group_ids=["cgr-g"]), 0).groups[0]
+    assert [m.subscribed_topic_regex for m in described.members] == ["authz-[ab]"]
+    assert {tp.topic_name for m in described.members for tp in m.target_assignment.topic_partitions} == {TOPIC_A}
+    assert node.call("cgr", ConsumerGroupHeartbeatRequest(group_id="cgr-g", member_id=member, member_epoch=-1),
+                     1).error_code == 0
 
 
 # ---- configs -----------------------------------------------------------------------------------------------
