@@ -10,11 +10,15 @@ metadata longer than offset.metadata.max.bytes OFFSET_METADATA_TOO_LARGE; the me
 leader epoch are stored and returned by OffsetFetch unchanged; v2-4 retention_time_ms sets an
 explicit expiry (OffsetCommitValue v1), otherwise offsets.retention.minutes applies once the group
 is empty. A commit from a classic member keeps its session alive.
+Authorization (KafkaApis.handleOffsetCommitRequest): GROUP READ on the group, else every partition answers
+GROUP_AUTHORIZATION_FAILED; then TOPIC READ per topic (after v10 ids are resolved to names, before the
+unknown-topic check): TOPIC_AUTHORIZATION_FAILED for each partition of a topic without it.
 """
 
 from __future__ import annotations
 
 from broker.groups.group_service import req_ctx
+from cluster.acls import AclOperation, ResourceType
 from cluster.groups.group_classic import GroupError
 from cluster.groups.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
@@ -36,16 +40,24 @@ def _error_response(req: OffsetCommitRequest, code: int) -> OffsetCommitResponse
         for t in req.topics])
 
 
-async def handle(ctx, req: OffsetCommitRequest) -> OffsetCommitResponse:
+def _split(ctx, req: OffsetCommitRequest) -> tuple[dict[int, OffsetCommitResponseTopic], list]:
+    """The topics answered here (by position: not authorized, unknown, unknown partitions) and the rest to commit,
+    as (position, topic named by its name)."""
     image = ctx.image
-    if ctx.version >= 5:
-        req.retention_time_ms = -1  # only v2-4 carry retention_time_ms; later versions use offsets.retention.minutes
-    if req.group_id is None:
-        return _error_response(req, ErrorCode.INVALID_GROUP_ID)
+    found = [image.topics_by_id.get(t.topic_id) if ctx.version >= 10 else image.topic(t.name) for t in req.topics]
+    names = [t.name if ctx.version >= 10 and t is not None else r.name for t, r in zip(found, req.topics)]
+    readable = ctx.filter_authorized(AclOperation.READ, ResourceType.TOPIC,
+                                     [n for t, n in zip(found, names) if ctx.version < 10 or t is not None])
     answered: dict[int, OffsetCommitResponseTopic] = {}
     valid = []
     for i, t in enumerate(req.topics):
-        topic = image.topics_by_id.get(t.topic_id) if ctx.version >= 10 else image.topic(t.name)
+        topic = found[i]
+        if (ctx.version < 10 or topic is not None) and names[i] not in readable:
+            answered[i] = OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
+                OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                              error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for p in t.partitions])
+            continue
         if topic is None:
             code = ErrorCode.UNKNOWN_TOPIC_ID if ctx.version >= 10 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             answered[i] = OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
@@ -60,6 +72,17 @@ async def handle(ctx, req: OffsetCommitRequest) -> OffsetCommitResponse:
                                               error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in bad])
         if good:
             valid.append((i, OffsetCommitRequestTopic(name=topic.name, topic_id=t.topic_id, partitions=good)))
+    return answered, valid
+
+
+async def handle(ctx, req: OffsetCommitRequest) -> OffsetCommitResponse:
+    if ctx.version >= 5:
+        req.retention_time_ms = -1  # only v2-4 carry retention_time_ms; later versions use offsets.retention.minutes
+    if req.group_id is None:
+        return _error_response(req, ErrorCode.INVALID_GROUP_ID)
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return _error_response(req, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    answered, valid = _split(ctx, req)
     out = OffsetCommitResponse(topics=[])
     committed: dict[int, OffsetCommitResponseTopic] = {}
     if valid or not req.topics:

@@ -7,13 +7,17 @@ request's listener; COORDINATOR_NOT_AVAILABLE while the topic cannot be created 
 replication factor) or the partition has no live leader. Other key types (share groups) INVALID_REQUEST.
 Advertising this API matters beyond groups: librdkafka only compresses with LZ4 when FindCoordinator
 is advertised.
+Authorization (KafkaApis.getCoordinator, per key, before anything else): GROUP DESCRIBE on a GROUP key, else
+GROUP_AUTHORIZATION_FAILED; TRANSACTIONAL_ID DESCRIBE on a TRANSACTION key, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; the coordinator then is Node.noNode (-1, "", -1).
 """
 
 from __future__ import annotations
 
 from broker.transactions.txn_service import TxnServiceError
+from cluster.acls import AclOperation, ResourceType
 from cluster.groups.group_classic import GroupError
-from protocol.errors import ErrorCode
+from protocol.errors import MESSAGES, ErrorCode
 from protocol.generated.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.generated.messages.find_coordinator_response import Coordinator
 from protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
@@ -29,7 +33,21 @@ def _not_available(key: str) -> Coordinator:
                        error_message="The coordinator is not available.")
 
 
+def _denied(ctx, key: str, key_type: int) -> int:
+    """The authorization error of a key (0: allowed)."""
+    if key_type == GROUP and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if key_type == TRANSACTION and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return 0
+
+
 async def _coordinator(ctx, key: str, key_type: int) -> Coordinator:
+    denied = _denied(ctx, key, key_type)
+    if denied:
+        # v4+ carries no message for it; v0-3 are answered with the error's own message (getErrorResponse)
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=denied,
+                           error_message=MESSAGES[ErrorCode(denied)] if ctx.version < 4 else None)
     if key_type == GROUP:
         service, topic_name = ctx.groups, GROUP_METADATA_TOPIC
     elif key_type == TRANSACTION:

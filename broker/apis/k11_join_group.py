@@ -9,11 +9,14 @@ group.initial.rebalance.delay.ms); the leader gets every member's metadata; stat
 group.max.size; a consumer-protocol group answers classic members through the migration path.
 Version notes: v0 has no rebalance timeout (the session timeout is used); v7 nullable protocol
 name/type; v8 reason; v9 skip_assignment for a static leader rejoining a stable group.
+Authorization (KafkaApis.handleJoinGroupRequest): GROUP READ before the coordinator validates anything, else
+GROUP_AUTHORIZATION_FAILED (JoinGroupRequest.getErrorResponse: generation -1, empty member id and leader).
 """
 
 from __future__ import annotations
 
 from broker.groups.group_service import req_ctx
+from cluster.acls import AclOperation, ResourceType
 from cluster.groups.group_classic import GroupError
 from cluster.groups.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
@@ -39,6 +42,9 @@ async def handle(ctx, req: JoinGroupRequest) -> JoinGroupResponse:
     groups = ctx.groups
     if ctx.version == 0:
         req.rebalance_timeout_ms = req.session_timeout_ms
+    if req.group_id is not None and not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return _finish(JoinGroupResponse(generation_id=-1, member_id="", leader="", protocol_name="", members=[],
+                                         error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED), ctx.version)
     if not req.group_id:
         return _finish(JoinGroupResponse(member_id=req.member_id, error_code=ErrorCode.INVALID_GROUP_ID), ctx.version)
     cfg = groups.config

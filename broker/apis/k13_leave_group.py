@@ -4,11 +4,14 @@ Behaviour (GroupMetadataManager.classicGroupLeave): v0-2 name one member (member
 members with per-member errors (KIP-345: static members removed by group.instance.id with an empty
 member id, as the admin client does); v5 reasons are logged. The group rebalances without the
 members that left. An unknown group answers UNKNOWN_MEMBER_ID per member.
+Authorization (KafkaApis.handleLeaveGroupRequest): GROUP READ, else a top-level GROUP_AUTHORIZATION_FAILED and
+no members (LeaveGroupRequest.getErrorResponse).
 """
 
 from __future__ import annotations
 
 from broker.groups.group_service import req_ctx
+from cluster.acls import AclOperation, ResourceType
 from cluster.groups.group_classic import GroupError
 from cluster.groups.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
@@ -21,6 +24,8 @@ VERSIONS = (0, 5)
 
 
 async def handle(ctx, req: LeaveGroupRequest) -> LeaveGroupResponse:
+    if req.group_id is not None and not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[])
     if ctx.version < 3:
         req.members = [MemberIdentity(member_id=req.member_id)]
     if not req.group_id:

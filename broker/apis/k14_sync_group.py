@@ -7,11 +7,14 @@ custom assignors all work); followers that sync before the leader wait; REBALANC
 a new rebalance is preparing; ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
 INCONSISTENT_GROUP_PROTOCOL (v5 protocol type/name) where Kafka returns them; members that do not
 sync within the rebalance timeout are removed and the group rebalances.
+Authorization (KafkaApis.handleSyncGroupRequest): after the v5+ check that protocol type and name are present
+(INCONSISTENT_GROUP_PROTOCOL), GROUP READ, else GROUP_AUTHORIZATION_FAILED with an empty assignment.
 """
 
 from __future__ import annotations
 
 from broker.groups.group_service import req_ctx
+from cluster.acls import AclOperation, ResourceType
 from cluster.groups.group_classic import GroupError
 from cluster.groups.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
@@ -22,6 +25,11 @@ VERSIONS = (0, 5)
 
 
 async def handle(ctx, req: SyncGroupRequest) -> SyncGroupResponse:
+    if ctx.version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+        # SyncGroupRequest.areMandatoryProtocolTypeAndNamePresent, checked before authorization
+        return SyncGroupResponse(error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
+    if req.group_id is not None and not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, assignment=b"")
     if not req.group_id:
         return SyncGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID)
     try:

@@ -8,13 +8,18 @@ since none are set; another broker id INVALID_REQUEST. BROKER_LOGGER lists logge
 CLIENT_METRICS resources list the subscription's configured entries (source CLIENT_METRICS_CONFIG, no
 defaults or synonyms, as Kafka's ConfigHelper); an empty name is INVALID_REQUEST.
 Not implemented: GROUP resources (INVALID_REQUEST).
+Authorization (ConfigHelper.handleDescribeConfigsRequest): DESCRIBE_CONFIGS per resource, on the CLUSTER for
+BROKER, BROKER_LOGGER and CLIENT_METRICS (else CLUSTER_AUTHORIZATION_FAILED), on the TOPIC (else
+TOPIC_AUTHORIZATION_FAILED) and on the GROUP (else GROUP_AUTHORIZATION_FAILED); denied resources answer the
+error with its message and no configs, after the described ones.
 """
 
 from __future__ import annotations
 
 from broker.config.config_describe import broker_entries, logger_entries, topic_entries
+from cluster.acls import AclOperation, ResourceType
 from cluster.controller import validate_topic_name
-from protocol.errors import ErrorCode
+from protocol.errors import MESSAGES, ErrorCode
 from protocol.generated.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from protocol.generated.messages.describe_configs_response import (
     DescribeConfigsResourceResult, DescribeConfigsResult,
@@ -23,13 +28,31 @@ from protocol.generated.messages.describe_configs_response import (
 API_KEY = 32
 VERSIONS = (1, 4)
 
-TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 CLIENT_METRICS_CONFIG = 7  # DescribeConfigsResponse.ConfigSource.CLIENT_METRICS_CONFIG
 
 
+def denied(ctx, resource_type: int, name: str) -> int:
+    """The authorization error of describing one resource's configs (0: allowed)."""
+    if resource_type in (BROKER, BROKER_LOGGER, CLIENT_METRICS):
+        return 0 if ctx.authorize_cluster(AclOperation.DESCRIBE_CONFIGS) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if resource_type == TOPIC:
+        return 0 if ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name) \
+            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if resource_type == GROUP:
+        return 0 if ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.GROUP, name) \
+            else ErrorCode.GROUP_AUTHORIZATION_FAILED
+    return 0  # an unknown type: answered INVALID_REQUEST below
+
+
 async def handle(ctx, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
-    results = []
+    results, refused = [], []
     for r in req.resources:
+        code = denied(ctx, r.resource_type, r.resource_name)
+        if code:
+            refused.append(DescribeConfigsResult(error_code=code, error_message=MESSAGES[ErrorCode(code)], configs=[],
+                                                 resource_type=r.resource_type, resource_name=r.resource_name))
+            continue
         res = DescribeConfigsResult(error_code=0, resource_type=r.resource_type, resource_name=r.resource_name)
         results.append(res)
         keys = r.configuration_keys or None
@@ -76,4 +99,4 @@ async def handle(ctx, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
         else:
             res.error_code = ErrorCode.INVALID_REQUEST
             res.error_message = f"Unsupported resource type {r.resource_type}"
-    return DescribeConfigsResponse(results=results)
+    return DescribeConfigsResponse(results=results + refused)

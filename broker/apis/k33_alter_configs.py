@@ -5,6 +5,8 @@ controller (broker/controlplane/controller_apis/k33_alter_configs.py), as Kafka'
 Behaviour there: a TOPIC resource's overrides are replaced by exactly the given set (keys not named are
 removed), validated like IncrementalAlterConfigs; per-resource errors; validate_only.
 BROKER_LOGGER is not allowed here (INVALID_REQUEST), dynamic BROKER configs are not implemented.
+Authorization: none on this broker (ConfigAdminManager.preprocess of an AlterConfigsRequest asks nothing); the
+forwarded resources are authorized by the controller (ControllerApis.handleLegacyAlterConfigs).
 """
 
 from __future__ import annotations

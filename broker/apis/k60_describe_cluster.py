@@ -3,12 +3,15 @@
 Behaviour: cluster id, controller id and the registered brokers (fenced ones only with
 include_fenced_brokers, v2); endpoint_type 1 (brokers) is served on the broker listener; asking a
 broker listener for controllers (2) is UNSUPPORTED_ENDPOINT_TYPE, as Kafka does.
-Authorized operations: -2147483648 (no authorizer).
+Authorization (AuthHelper.computeDescribeClusterResponse): no check to answer; with
+include_cluster_authorized_operations, cluster_authorized_operations is the CLUSTER operations the principal may
+do when it may DESCRIBE the cluster, else 0 (-2147483648 when not asked).
 """
 
 from __future__ import annotations
 
 from broker.apis.k03_metadata import controller_id_for
+from cluster.acls import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.generated.messages import DescribeClusterRequest, DescribeClusterResponse
 from protocol.generated.messages.describe_cluster_response import DescribeClusterBroker
@@ -23,6 +26,10 @@ async def handle(ctx, req: DescribeClusterRequest) -> DescribeClusterResponse:
         return DescribeClusterResponse(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                                        error_message="The broker only handles broker endpoint types",
                                        endpoint_type=req.endpoint_type, cluster_id=ctx.cluster_id or "")
+    operations = -2147483648  # the schema's default: not asked
+    if req.include_cluster_authorized_operations:
+        operations = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME) \
+            if ctx.authorize_cluster(AclOperation.DESCRIBE) else 0
     brokers, live = [], []
     for b in ctx.image.brokers.values():
         ep = b.endpoint(ctx.listener)
@@ -33,4 +40,5 @@ async def handle(ctx, req: DescribeClusterRequest) -> DescribeClusterResponse:
         if not b.fenced:
             live.append(b)
     return DescribeClusterResponse(error_code=0, endpoint_type=BROKERS, cluster_id=ctx.cluster_id or "",
-                                   controller_id=controller_id_for(live, ctx.node_id), brokers=brokers)
+                                   controller_id=controller_id_for(live, ctx.node_id), brokers=brokers,
+                                   cluster_authorized_operations=operations)

@@ -4,10 +4,13 @@ Behaviour (Kafka 4.1's KafkaApis.handleListConfigResources): v0 lists the CLIENT
 lists the requested resource types (an empty list: every supported type): GROUP (groups with dynamic
 configs: none, since odradek does not take GROUP configs), CLIENT_METRICS, BROKER_LOGGER and BROKER (the
 registered brokers) and TOPIC (every topic). A type outside those: UNSUPPORTED_VERSION, as Kafka.
+Authorization (KafkaApis.handleListConfigResources, as handleListClientMetricsResources before it): CLUSTER
+DESCRIBE_CONFIGS, else CLUSTER_AUTHORIZATION_FAILED and no resources.
 """
 
 from __future__ import annotations
 
+from cluster.acls import AclOperation
 from protocol.errors import ErrorCode
 from protocol.generated.messages import ListConfigResourcesRequest, ListConfigResourcesResponse
 from protocol.generated.messages.list_config_resources_response import ConfigResource
@@ -21,6 +24,8 @@ SUPPORTED = (GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC)  # Kafka's lis
 
 
 async def handle(ctx, req: ListConfigResourcesRequest) -> ListConfigResourcesResponse:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE_CONFIGS):
+        return ListConfigResourcesResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, config_resources=[])
     supported = SUPPORTED_V0 if ctx.version == 0 else SUPPORTED
     requested = list(req.resource_types or ()) or list(supported)
     if any(t not in supported for t in requested):

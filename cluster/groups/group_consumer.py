@@ -462,6 +462,11 @@ class ConsumerGroupManager:
         self._complete = complete
         self._resume_classic_group = resume_classic_group
         self.assignors = {name: cls() for name, cls in ASSIGNORS.items()}  # tests may add a mock assignor
+        # group id -> regex -> (image offset, topics): a regex's topics as the member that last refreshed it may
+        # see them (GroupMetadataManager.refreshRegularExpressions with an authorizer); a regex not here resolves to
+        # the image's matching topics. Kept by the coordinator, not in records (Kafka writes
+        # ConsumerGroupRegularExpression records): after a reload the next filtered heartbeat refreshes it.
+        self.regex_topics: dict[str, dict[str, tuple[Any, frozenset[str]]]] = {}
 
     # ---- metadata -------------------------------------------------------------------------------
     def _image_topics(self):
@@ -472,24 +477,46 @@ class ConsumerGroupManager:
         image = self._image()
         return None if image is None else getattr(image, "offset", id(image))
 
-    def member_topics(self, m: ConsumerGroupMember) -> set[str]:
+    def resolve_regex(self, regex: str) -> frozenset[str]:
+        """The image's non-internal topics a regex matches (none for an invalid regex)."""
+        try:
+            pattern = re.compile(regex)
+        except re.error:
+            return frozenset()
+        return frozenset(t for t in self._image_topics() if t not in INTERNAL_TOPICS and pattern.fullmatch(t))
+
+    def member_topics(self, m: ConsumerGroupMember, group: ConsumerGroup | None = None) -> set[str]:
         topics = set(m.subscribed_topic_names)
-        if m.subscribed_topic_regex:
-            try:
-                pattern = re.compile(m.subscribed_topic_regex)
-            except re.error:
-                return topics
-            topics |= {t for t in self._image_topics() if t not in INTERNAL_TOPICS and pattern.fullmatch(t)}
+        regex = m.subscribed_topic_regex
+        if regex:
+            refreshed = self.regex_topics.get(group.group_id, {}).get(regex) if group is not None else None
+            topics |= refreshed[1] if refreshed is not None else self.resolve_regex(regex)
         return topics
+
+    def refresh_regexes(self, group: ConsumerGroup, updated: ConsumerGroupMember, topic_filter) -> None:
+        """Kafka's regex refresh with an authorizer: every regex of the group not yet resolved at the current
+        image is resolved again and keeps only the topics the heartbeating member may see (``topic_filter``)."""
+        key = self._image_key()
+        regexes = {m.subscribed_topic_regex for m in group.members.values() if m.member_id != updated.member_id}
+        regexes = (regexes | {updated.subscribed_topic_regex}) - {None, ""}
+        known = self.regex_topics.setdefault(group.group_id, {})
+        for regex in regexes:
+            refreshed = known.get(regex)
+            if refreshed is None or refreshed[0] != key:
+                known[regex] = (key, frozenset(topic_filter(self.resolve_regex(regex))))
+        for regex in set(known) - regexes:
+            del known[regex]
+        if not known:
+            del self.regex_topics[group.group_id]
 
     def subscribed_topic_names(self, group: ConsumerGroup, old=None, new=None, removed=()) -> Counter:
         c: Counter = Counter()
         for mid, m in group.members.items():
             if mid in removed or (old is not None and mid == old.member_id):
                 continue
-            c.update(self.member_topics(m))
+            c.update(self.member_topics(m, group))
         if new is not None:
-            c.update(self.member_topics(new))
+            c.update(self.member_topics(new, group))
         return c
 
     def compute_subscription_metadata(self, names) -> dict[str, tuple[bytes, int]]:
@@ -575,6 +602,7 @@ class ConsumerGroupManager:
                 g = self._persisted_group(gid, False)
                 if g is not None:
                     self._remove_group(gid)
+                    self.regex_topics.pop(gid, None)
         elif isinstance(key, ConsumerGroupPartitionMetadataKey):
             g = self._persisted_group(gid, value is not None)
             if g is not None:
@@ -679,6 +707,7 @@ class ConsumerGroupManager:
             # tombstones written, not replayed: the group is simply dropped
             self._emit(self.group_tombstones(g), replay=False)
             self._remove_group(group_id)
+            self.regex_topics.pop(group_id, None)
 
     # ---- ConsumerGroupHeartbeat -----------------------------------------------------------------
     def heartbeat(self, ctx, req) -> ConsumerGroupHeartbeatResponse:
@@ -822,6 +851,8 @@ class ConsumerGroupManager:
         regex = getattr(req, "subscribed_topic_regex", None)
         if regex is not None:
             updated.subscribed_topic_regex = regex or None
+        if ctx.topic_filter is not None:
+            self.refresh_regexes(group, updated, ctx.topic_filter)
         updated = self._update_and_assign(group, member, updated, records, owned)
         self.schedule_session_timeout(gid, updated.member_id)
         resp = ConsumerGroupHeartbeatResponse(member_id=updated.member_id, member_epoch=updated.member_epoch,
@@ -890,7 +921,7 @@ class ConsumerGroupManager:
             assignment = group.target_assignment.get(mid, {})
             if mid == updated.member_id and prev is not None and prev != mid:
                 assignment = group.target_assignment.get(prev, {})
-            topic_ids = {meta[n][0] for n in self.member_topics(m) if n in meta}
+            topic_ids = {meta[n][0] for n in self.member_topics(m, group) if n in meta}
             specs[mid] = MemberSpec(topic_ids, {t: set(ps) for t, ps in assignment.items()}, m.instance_id, m.rack_id)
         counts = {tid: n for tid, n in meta.values()}
         try:

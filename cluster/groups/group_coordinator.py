@@ -74,6 +74,9 @@ class ReqCtx:
     client_id: str = ""
     client_host: str = ""
     api_version: int = 0
+    # the topics among those given that the requester may see (its DESCRIBE ACLs: Kafka drops the others from
+    # the topics a regex subscription resolves to, as the member refreshing the regex sees them); None: all
+    topic_filter: Callable[[frozenset], frozenset] | None = dataclasses.field(default=None, compare=False)
 
 
 @dataclasses.dataclass

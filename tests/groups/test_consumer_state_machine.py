@@ -497,3 +497,35 @@ def test_migration_policy_disabled_keeps_the_classic_group():
             ctx.hb(group_id=GID, member_id="m2", member_epoch=0, rebalance_timeout_ms=5000,
                    subscribed_topic_names=["foo"], topic_partitions=[])
         assert e.value.code == E.GROUP_ID_NOT_FOUND and ctx.group(GID).type == "classic"
+
+
+def test_regex_refresh_keeps_the_topics_the_refreshing_member_may_see():
+    """KAFKA-18813 (GroupMetadataManager.refreshRegularExpressions with an authorizer): a heartbeat carrying a
+    topic filter resolves the group's regexes to the topics it lets through; a new metadata image refreshes
+    them with the next such heartbeat; without a filter a regex resolves to every matching topic."""
+    ctx = CCtx(image((FOO, "foo", 1), (BAR, "bar", 1)))
+    hidden = {"bar"}
+
+    def hb(**fields):
+        rctx = ReqCtx("client", "/127.0.0.1", 1, topic_filter=lambda names: frozenset(names - hidden))
+        res = ctx.shard.consumer_group_heartbeat(rctx, ConsumerGroupHeartbeatRequest(**fields), ctx.time)
+        ctx._resolve(res)
+        assert res.error is None
+        return res.response
+
+    joined = hb(group_id=GID, member_id="m1", member_epoch=0, rebalance_timeout_ms=5000, topic_partitions=[],
+                subscribed_topic_regex="foo|bar|zar")
+    assert set(ctx.group(GID).subscription_metadata) == {"foo"}
+    assert ctx.shard.consumer.regex_topics[GID]["foo|bar|zar"][1] == {"foo"}
+    ctx.image = MetadataImage(offset=2, topics_by_name={**ctx.image.topics_by_name, "zar": TopicInfo(
+        "zar", ZAR, {0: PartitionInfo(0, (1,), (1,), 1, 0, 0)})},
+        topics_by_id={**ctx.image.topics_by_id, ZAR: None})
+    hidden = set()
+    hb(group_id=GID, member_id="m1", member_epoch=joined.member_epoch)
+    assert set(ctx.group(GID).subscription_metadata) == {"foo", "bar", "zar"}
+    # at the same image the resolution is not refreshed again, whoever heartbeats (Kafka refreshes a regex only
+    # once it is stale): a member that may see only foo joins and the regex keeps all three topics
+    hidden = {"bar", "zar"}
+    hb(group_id=GID, member_id="m2", member_epoch=0, rebalance_timeout_ms=5000, topic_partitions=[],
+       subscribed_topic_names=["foo"])
+    assert ctx.shard.consumer.regex_topics[GID]["foo|bar|zar"][1] == {"foo", "bar", "zar"}
