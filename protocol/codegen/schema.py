@@ -178,7 +178,8 @@ class Message:
     """A message as served: each version comes from the schema file that defines it.
 
     ``message-4.1/`` wins for the versions it lists; ``message/`` supplies versions below its minimum
-    (the ones KIP-896 removed) so the codec still covers every version Kafka ever defined.
+    (the ones KIP-896 removed) so the codec still covers every version Kafka ever released (not a never-stable
+    latestVersionUnstable one a newer file dropped: the share APIs' early-access v0).
     """
 
     name: str
