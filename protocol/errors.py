@@ -1,6 +1,6 @@
 """Kafka's error codes and the codec's own exception types.
 
-The code table is Kafka's ``org.apache.kafka.common.protocol.Errors`` (apache/kafka trunk 1eb7644):
+The code table is Kafka's ``org.apache.kafka.common.protocol.Errors`` (apache/kafka trunk 1eb7644, plus 4.1's 133):
 code, name, and whether the client treats it as retriable (the exception extends RetriableException).
 """
 
@@ -141,6 +141,7 @@ class ErrorCode(enum.IntEnum):
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
     INVALID_REGULAR_EXPRESSION = 128
+    SHARE_SESSION_LIMIT_REACHED = 133  # Kafka 4.1+ (KIP-932); 129-132 (rebootstrap, streams) are not here yet
 
 
 RETRIABLE: frozenset[ErrorCode] = frozenset({
@@ -175,6 +176,7 @@ RETRIABLE: frozenset[ErrorCode] = frozenset({
     ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
     ErrorCode.SHARE_SESSION_NOT_FOUND,
     ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+    ErrorCode.SHARE_SESSION_LIMIT_REACHED,
 })
 
 MESSAGES: dict[ErrorCode, str] = {
@@ -307,6 +309,7 @@ MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.DUPLICATE_VOTER: 'The voter is already part of the set of voters.',
     ErrorCode.VOTER_NOT_FOUND: 'The voter is not part of the set of voters.',
     ErrorCode.INVALID_REGULAR_EXPRESSION: 'The regular expression is not valid.',
+    ErrorCode.SHARE_SESSION_LIMIT_REACHED: 'The limit of share sessions has been reached.',
 }
 
 

@@ -1063,6 +1063,8 @@ class GroupCoordinatorShard:
                     self.remove_group(key.group)
             elif offset >= 0:  # during operation classic groups are already up to date
                 self._replay_group_metadata(key.group, value)
+        elif record.is_share_group:
+            return  # share groups are not served yet (no ShareGroupHeartbeat): their records stay in the log only
         else:
             self.consumer.replay(record)
 

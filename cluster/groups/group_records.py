@@ -3,11 +3,13 @@ consumer protocol.
 
 A record's key is ``int16 version`` + the key struct, its value ``int16 version`` + the value struct,
 and a tombstone has a null value (GroupCoordinatorRecordSerde). The key version names the record
-type (0/1 OffsetCommit, 2 GroupMetadata, 3-8 the ConsumerGroup* records), so Kafka's own tooling
-(kafka-console-consumer with the offsets formatter, kafka-dump-log --offsets-decoder) can read what
-odradek writes. Value versions follow GroupCoordinatorRecordHelpers: OffsetCommitValue v3 (v1 when
-an expire timestamp is set, i.e. a v2-v4 OffsetCommit with a retention time), GroupMetadataValue v3,
-the consumer group values v0.
+type (0/1 OffsetCommit, 2 GroupMetadata, 3-8 the ConsumerGroup* records, 10-15 the ShareGroup* records
+of Kafka 4.2), so Kafka's own tooling (kafka-console-consumer with the offsets formatter, kafka-dump-log
+--offsets-decoder) can read what odradek writes. Value versions follow GroupCoordinatorRecordHelpers:
+OffsetCommitValue v3 (v1 when an expire timestamp is set, i.e. a v2-v4 OffsetCommit with a retention
+time), GroupMetadataValue v3, the consumer and share group values v0. The share group keys are Kafka 4.x
+``coordinator-key`` schemas: the record type is their ``apiKey`` and the key struct itself is version 0
+(the same bytes as the older schemas' "version = record type" form the other keys keep).
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ from protocol.generated.coordinator import (
     ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue,
     ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, GroupMetadataKey,
-    GroupMetadataValue, OffsetCommitKey, OffsetCommitValue,
+    GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupCurrentMemberAssignmentValue, ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey, ShareGroupMetadataValue, ShareGroupStatePartitionMetadataKey,
+    ShareGroupStatePartitionMetadataValue, ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue,
+    ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMetadataValue,
 )
 
 
@@ -37,8 +43,30 @@ RECORD_TYPES: dict[int, tuple[type, type, int]] = {
     6: (ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, 0),
     7: (ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue, 0),
     8: (ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue, 0),
+    # 9 was ShareGroupPartitionMetadata, removed before share groups were released (Kafka 4.1)
+    10: (ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue, 0),
+    11: (ShareGroupMetadataKey, ShareGroupMetadataValue, 0),
+    12: (ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMetadataValue, 0),
+    13: (ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue, 0),
+    14: (ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue, 0),
+    15: (ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue, 0),
 }
-_KEY_VERSION = {OffsetCommitKey: 1, **{cls: v for v, (cls, _, _) in RECORD_TYPES.items() if v >= 2}}
+SHARE_GROUP_RECORD_TYPES = frozenset(range(10, 16))
+# key class -> (record type, value version written); OffsetCommitKey writes type 1 (type 0 is read only)
+_KEY_TYPE: dict[type, tuple[int, int]] = {cls: (v, vv) for v, (cls, _, vv) in RECORD_TYPES.items() if v != 0}
+
+
+def register_key_types(table: dict[int, tuple[type, type, int]]) -> None:
+    """Let :class:`CoordinatorRecord` encode another coordinator's records (``__share_group_state``'s)."""
+    for v, (cls, _, vv) in table.items():
+        _KEY_TYPE[cls] = (v, vv)
+
+
+def _key_struct_version(key_cls: type, record_type: int) -> int:
+    """The version the key struct is encoded at: the record type for the older schemas (``"validVersions": "3"``),
+    0 for Kafka 4.x ``coordinator-key`` schemas (``"apiKey": 11, "validVersions": "0"``)."""
+    lo, hi = key_cls.VALID_VERSIONS
+    return record_type if lo <= record_type <= hi else lo
 
 
 @dataclasses.dataclass
@@ -51,28 +79,35 @@ class CoordinatorRecord:
 
     @property
     def key_version(self) -> int:
-        return _KEY_VERSION[type(self.key)]
+        return _KEY_TYPE[type(self.key)][0]
+
+    @property
+    def is_share_group(self) -> bool:
+        """A ShareGroup* record (types 10-15, KIP-932)."""
+        return self.key_version in SHARE_GROUP_RECORD_TYPES
 
     def encode(self) -> tuple[bytes, bytes | None]:
         kv = self.key_version
-        key = struct.pack(">h", kv) + self.key.encode(kv)
+        key = struct.pack(">h", kv) + self.key.encode(_key_struct_version(type(self.key), kv))
         if self.value is None:
             return key, None
-        vv = self.value_version if self.value_version is not None else RECORD_TYPES[kv][2]
+        vv = self.value_version if self.value_version is not None else _KEY_TYPE[type(self.key)][1]
         return key, struct.pack(">h", vv) + self.value.encode(vv)
 
 
 class UnknownRecordType(Exception):
-    """A record type this coordinator does not know (share groups, a newer Kafka): skipped on load."""
+    """A record type this coordinator does not know (streams groups, a newer Kafka): skipped on load."""
 
 
-def decode_record(key: bytes, value: bytes | None) -> CoordinatorRecord:
+def decode_record(key: bytes, value: bytes | None,
+                  table: dict[int, tuple[type, type, int]] = RECORD_TYPES) -> CoordinatorRecord:
+    """A ``__consumer_offsets`` record (or, given its table, another coordinator's)."""
     (kv,) = struct.unpack_from(">h", key, 0)
-    spec = RECORD_TYPES.get(kv)
+    spec = table.get(kv)
     if spec is None:
-        raise UnknownRecordType(f"unknown __consumer_offsets record key version {kv}")
+        raise UnknownRecordType(f"unknown coordinator record key version {kv}")
     key_cls, value_cls, _ = spec
-    k = key_cls.decode(memoryview(key)[2:], kv)
+    k = key_cls.decode(memoryview(key)[2:], _key_struct_version(key_cls, kv))
     if value is None:
         return CoordinatorRecord(k, None)
     (vv,) = struct.unpack_from(">h", value, 0)

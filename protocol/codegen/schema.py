@@ -178,7 +178,8 @@ class Message:
     """A message as served: each version comes from the schema file that defines it.
 
     ``message-4.1/`` wins for the versions it lists; ``message/`` supplies versions below its minimum
-    (the ones KIP-896 removed) so the codec still covers every version Kafka ever defined.
+    (the ones KIP-896 removed) so the codec still covers every version Kafka ever released (not a never-stable
+    latestVersionUnstable one a newer file dropped: the share APIs' early-access v0).
     """
 
     name: str
@@ -215,19 +216,23 @@ def combine(old: Schema | None, new: Schema | None) -> Message:
             per_version[v] = new
     if old is not None:
         for v in range(old.valid.low, old.valid.high + 1):
+            if new is not None and old.latest_unstable and v == old.valid.high:
+                continue  # never released: the share APIs' early-access v0, which Kafka 4.1 removed
             if new is None or v < new.valid.low:
                 per_version[v] = old
     return Message(primary.name, primary.kind, primary.api_key, per_version, primary, primary.valid)
 
 
 KAFKA_4_0_DIR = Path(__file__).parent / "kafka-4.0"  # Kafka 4.0 schemas the shared spec lacks (its README)
+KAFKA_4_2_DIR = Path(__file__).parent / "kafka-4.2"  # Kafka 4.2's share-group schemas and records (its README)
 
 
 def load_all(spec_dir: Path) -> dict[str, list[Message]]:
     """Every schema folder, as Messages grouped by folder ('message', 'metadata', ...).
 
     message/ and message-4.1/ are merged by (api key, kind): 4.1 renamed key 74 (ListClientMetricsResources ->
-    ListConfigResources) and covers all its versions, so the old file simply goes unused.
+    ListConfigResources) and covers all its versions, so the old file simply goes unused. kafka-4.0/ and then
+    kafka-4.2/ are read after message-4.1/ the same way; kafka-4.2/coordinator/ adds the share-group records.
     """
     out: dict[str, list[Message]] = {}
     old = {}
@@ -235,7 +240,7 @@ def load_all(spec_dir: Path) -> dict[str, list[Message]]:
         s = load_schema(p)
         old[(s.api_key, s.kind, s.name if s.api_key is None else "")] = s
     new = {}
-    for folder in (spec_dir / "message-4.1", KAFKA_4_0_DIR):  # the later folder wins
+    for folder in (spec_dir / "message-4.1", KAFKA_4_0_DIR, KAFKA_4_2_DIR):  # the later folder wins
         for p in sorted(folder.glob("*.json")):
             s = load_schema(p)
             new[(s.api_key, s.kind, s.name if s.api_key is None else "")] = s
@@ -244,5 +249,8 @@ def load_all(spec_dir: Path) -> dict[str, list[Message]]:
         msgs.append(combine(old.get(key), new.get(key)))
     out["message"] = msgs
     for folder in ("metadata", "coordinator", "raft", "storage"):
-        out[folder] = [combine(load_schema(p), None) for p in sorted((spec_dir / folder).glob("*.json"))]
+        paths = sorted((spec_dir / folder).glob("*.json"))
+        if folder == "coordinator":
+            paths = sorted(paths + list((KAFKA_4_2_DIR / "coordinator").glob("*.json")), key=lambda p: p.name)
+        out[folder] = [combine(load_schema(p), None) for p in paths]
     return out

@@ -182,6 +182,12 @@ from protocol.generated.messages.delete_share_group_state_request import DeleteS
 from protocol.generated.messages.delete_share_group_state_response import DeleteShareGroupStateResponse
 from protocol.generated.messages.read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest
 from protocol.generated.messages.read_share_group_state_summary_response import ReadShareGroupStateSummaryResponse
+from protocol.generated.messages.describe_share_group_offsets_request import DescribeShareGroupOffsetsRequest
+from protocol.generated.messages.describe_share_group_offsets_response import DescribeShareGroupOffsetsResponse
+from protocol.generated.messages.alter_share_group_offsets_request import AlterShareGroupOffsetsRequest
+from protocol.generated.messages.alter_share_group_offsets_response import AlterShareGroupOffsetsResponse
+from protocol.generated.messages.delete_share_group_offsets_request import DeleteShareGroupOffsetsRequest
+from protocol.generated.messages.delete_share_group_offsets_response import DeleteShareGroupOffsetsResponse
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,18 +300,21 @@ APIS: dict[int, ApiSpec] = {
     73: ApiSpec(73, 'AssignReplicasToDirs', AssignReplicasToDirsRequest, AssignReplicasToDirsResponse, 0, 0, 0, 0, 0, 0, ('controller',)),
     74: ApiSpec(74, 'ListConfigResources', ListConfigResourcesRequest, ListConfigResourcesResponse, 0, 1, 0, 1, 1, 0, ('broker',)),
     75: ApiSpec(75, 'DescribeTopicPartitions', DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0, 0, 0, 0, 0, ('broker',)),
-    76: ApiSpec(76, 'ShareGroupHeartbeat', ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, 0, 0, 0, 0, -1, 0, ('broker',)),
-    77: ApiSpec(77, 'ShareGroupDescribe', ShareGroupDescribeRequest, ShareGroupDescribeResponse, 0, 0, 0, 0, -1, 0, ('broker',)),
-    78: ApiSpec(78, 'ShareFetch', ShareFetchRequest, ShareFetchResponse, 0, 0, 0, 0, -1, 0, ('broker',)),
-    79: ApiSpec(79, 'ShareAcknowledge', ShareAcknowledgeRequest, ShareAcknowledgeResponse, 0, 0, 0, 0, -1, 0, ('broker',)),
+    76: ApiSpec(76, 'ShareGroupHeartbeat', ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, 1, 1, 1, 1, 1, 1, ('broker',)),
+    77: ApiSpec(77, 'ShareGroupDescribe', ShareGroupDescribeRequest, ShareGroupDescribeResponse, 1, 1, 1, 1, 1, 1, ('broker',)),
+    78: ApiSpec(78, 'ShareFetch', ShareFetchRequest, ShareFetchResponse, 1, 2, 1, 2, 2, 0, ('broker',)),
+    79: ApiSpec(79, 'ShareAcknowledge', ShareAcknowledgeRequest, ShareAcknowledgeResponse, 1, 2, 1, 2, 2, 0, ('broker',)),
     80: ApiSpec(80, 'AddRaftVoter', AddRaftVoterRequest, AddRaftVoterResponse, 0, 0, 0, 0, 0, 0, ('controller', 'broker')),
     81: ApiSpec(81, 'RemoveRaftVoter', RemoveRaftVoterRequest, RemoveRaftVoterResponse, 0, 0, 0, 0, 0, 0, ('controller', 'broker')),
     82: ApiSpec(82, 'UpdateRaftVoter', UpdateRaftVoterRequest, UpdateRaftVoterResponse, 0, 0, 0, 0, 0, 0, ('controller',)),
-    83: ApiSpec(83, 'InitializeShareGroupState', InitializeShareGroupStateRequest, InitializeShareGroupStateResponse, 0, 0, 0, 0, -1, 0, ('broker',)),
-    84: ApiSpec(84, 'ReadShareGroupState', ReadShareGroupStateRequest, ReadShareGroupStateResponse, 0, 0, 0, 0, -1, 0, ('broker',)),
-    85: ApiSpec(85, 'WriteShareGroupState', WriteShareGroupStateRequest, WriteShareGroupStateResponse, 0, 0, 0, 0, -1, 0, ('broker',)),
-    86: ApiSpec(86, 'DeleteShareGroupState', DeleteShareGroupStateRequest, DeleteShareGroupStateResponse, 0, 0, 0, 0, -1, 0, ('broker',)),
-    87: ApiSpec(87, 'ReadShareGroupStateSummary', ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse, 0, 0, 0, 0, -1, 0, ('broker',)),
+    83: ApiSpec(83, 'InitializeShareGroupState', InitializeShareGroupStateRequest, InitializeShareGroupStateResponse, 0, 0, 0, 0, 0, 0, ('broker',)),
+    84: ApiSpec(84, 'ReadShareGroupState', ReadShareGroupStateRequest, ReadShareGroupStateResponse, 0, 0, 0, 0, 0, 0, ('broker',)),
+    85: ApiSpec(85, 'WriteShareGroupState', WriteShareGroupStateRequest, WriteShareGroupStateResponse, 0, 1, 0, 1, 1, 0, ('broker',)),
+    86: ApiSpec(86, 'DeleteShareGroupState', DeleteShareGroupStateRequest, DeleteShareGroupStateResponse, 0, 0, 0, 0, 0, 0, ('broker',)),
+    87: ApiSpec(87, 'ReadShareGroupStateSummary', ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse, 0, 1, 0, 1, 1, 0, ('broker',)),
+    90: ApiSpec(90, 'DescribeShareGroupOffsets', DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, 0, 1, 0, 1, 1, 0, ('broker',)),
+    91: ApiSpec(91, 'AlterShareGroupOffsets', AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, 0, 0, 0, 0, 0, 0, ('broker',)),
+    92: ApiSpec(92, 'DeleteShareGroupOffsets', DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, 0, 0, 0, 0, 0, 0, ('broker',)),
 }
 
 BY_NAME: dict[str, ApiSpec] = {spec.name: spec for spec in APIS.values()}

@@ -368,6 +368,36 @@ def test_consumer_group_states_and_replay_round_trip():
     assert fresh.group_state() is ConsumerGroupState.RECONCILING
 
 
+def test_share_group_records_are_read_but_not_replayed():
+    """A __consumer_offsets partition Kafka 4.2 wrote with share groups in it (types 10-15) loads: the share
+    records decode and are skipped (no share coordinator yet), the consumer group beside them is rebuilt whole."""
+    from cluster.groups.group_records import CoordinatorRecord, decode_record
+    from protocol.generated import coordinator as C
+
+    ctx = CCtx(image((FOO, "foo", 6)))
+    ctx.assignor.prepared = {"m1": {FOO: {0, 1, 2, 3, 4, 5}}}
+    r1 = ctx.hb(group_id=GID, member_id="m1", member_epoch=0, rebalance_timeout_ms=5000,
+                subscribed_topic_names=["foo"], topic_partitions=[])
+    share = [
+        CoordinatorRecord(C.ShareGroupMetadataKey(group_id="sg"), C.ShareGroupMetadataValue(epoch=1, metadata_hash=5)),
+        CoordinatorRecord(C.ShareGroupMemberMetadataKey(group_id="sg", member_id="s1"),
+                          C.ShareGroupMemberMetadataValue(rack_id=None, client_id="c", client_host="/h",
+                                                          subscribed_topic_names=["foo"])),
+        CoordinatorRecord(C.ShareGroupTargetAssignmentMetadataKey(group_id=GID),
+                          C.ShareGroupTargetAssignmentMetadataValue(assignment_epoch=99)),
+        CoordinatorRecord(C.ShareGroupStatePartitionMetadataKey(group_id="sg"), None),
+    ]
+    fresh = CCtx(image((FOO, "foo", 6)))
+    for offset, rec in enumerate(share[:2] + r1.records + share[2:]):
+        loaded = decode_record(*rec.encode())
+        assert loaded.is_share_group == (rec in share)
+        fresh.shard.replay(loaded, offset)
+    assert "sg" not in fresh.shard.groups
+    a, b = ctx.group(GID), fresh.group(GID)
+    assert (a.group_epoch, a.assignment_epoch, a.members, a.target_assignment) == (
+        b.group_epoch, b.assignment_epoch, b.members, b.target_assignment)
+
+
 def test_consumer_group_heartbeat_with_empty_and_stable_classic_group():
     """testConsumerGroupHeartbeatWithEmptyClassicGroup, testConsumerGroupHeartbeatWithStableClassicGroup,
     testConsumerGroupHeartbeatWithNonEmptyClassicGroup (the upgrade needs the consumer embedded protocol)"""

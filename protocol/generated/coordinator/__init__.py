@@ -16,6 +16,22 @@ from protocol.generated.coordinator.group_metadata_key import GroupMetadataKey
 from protocol.generated.coordinator.group_metadata_value import GroupMetadataValue
 from protocol.generated.coordinator.offset_commit_key import OffsetCommitKey
 from protocol.generated.coordinator.offset_commit_value import OffsetCommitValue
+from protocol.generated.coordinator.share_group_current_member_assignment_key import ShareGroupCurrentMemberAssignmentKey
+from protocol.generated.coordinator.share_group_current_member_assignment_value import ShareGroupCurrentMemberAssignmentValue
+from protocol.generated.coordinator.share_group_member_metadata_key import ShareGroupMemberMetadataKey
+from protocol.generated.coordinator.share_group_member_metadata_value import ShareGroupMemberMetadataValue
+from protocol.generated.coordinator.share_group_metadata_key import ShareGroupMetadataKey
+from protocol.generated.coordinator.share_group_metadata_value import ShareGroupMetadataValue
+from protocol.generated.coordinator.share_group_state_partition_metadata_key import ShareGroupStatePartitionMetadataKey
+from protocol.generated.coordinator.share_group_state_partition_metadata_value import ShareGroupStatePartitionMetadataValue
+from protocol.generated.coordinator.share_group_target_assignment_member_key import ShareGroupTargetAssignmentMemberKey
+from protocol.generated.coordinator.share_group_target_assignment_member_value import ShareGroupTargetAssignmentMemberValue
+from protocol.generated.coordinator.share_group_target_assignment_metadata_key import ShareGroupTargetAssignmentMetadataKey
+from protocol.generated.coordinator.share_group_target_assignment_metadata_value import ShareGroupTargetAssignmentMetadataValue
+from protocol.generated.coordinator.share_snapshot_key import ShareSnapshotKey
+from protocol.generated.coordinator.share_snapshot_value import ShareSnapshotValue
+from protocol.generated.coordinator.share_update_key import ShareUpdateKey
+from protocol.generated.coordinator.share_update_value import ShareUpdateValue
 from protocol.generated.coordinator.transaction_log_key import TransactionLogKey
 from protocol.generated.coordinator.transaction_log_value import TransactionLogValue
 
@@ -36,6 +52,22 @@ __all__ = [
     'GroupMetadataValue',
     'OffsetCommitKey',
     'OffsetCommitValue',
+    'ShareGroupCurrentMemberAssignmentKey',
+    'ShareGroupCurrentMemberAssignmentValue',
+    'ShareGroupMemberMetadataKey',
+    'ShareGroupMemberMetadataValue',
+    'ShareGroupMetadataKey',
+    'ShareGroupMetadataValue',
+    'ShareGroupStatePartitionMetadataKey',
+    'ShareGroupStatePartitionMetadataValue',
+    'ShareGroupTargetAssignmentMemberKey',
+    'ShareGroupTargetAssignmentMemberValue',
+    'ShareGroupTargetAssignmentMetadataKey',
+    'ShareGroupTargetAssignmentMetadataValue',
+    'ShareSnapshotKey',
+    'ShareSnapshotValue',
+    'ShareUpdateKey',
+    'ShareUpdateValue',
     'TransactionLogKey',
     'TransactionLogValue',
 ]

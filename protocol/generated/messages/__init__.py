@@ -176,6 +176,12 @@ from protocol.generated.messages.delete_share_group_state_request import DeleteS
 from protocol.generated.messages.delete_share_group_state_response import DeleteShareGroupStateResponse
 from protocol.generated.messages.read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest
 from protocol.generated.messages.read_share_group_state_summary_response import ReadShareGroupStateSummaryResponse
+from protocol.generated.messages.describe_share_group_offsets_request import DescribeShareGroupOffsetsRequest
+from protocol.generated.messages.describe_share_group_offsets_response import DescribeShareGroupOffsetsResponse
+from protocol.generated.messages.alter_share_group_offsets_request import AlterShareGroupOffsetsRequest
+from protocol.generated.messages.alter_share_group_offsets_response import AlterShareGroupOffsetsResponse
+from protocol.generated.messages.delete_share_group_offsets_request import DeleteShareGroupOffsetsRequest
+from protocol.generated.messages.delete_share_group_offsets_response import DeleteShareGroupOffsetsResponse
 from protocol.generated.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from protocol.generated.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
 from protocol.generated.messages.default_principal_data import DefaultPrincipalData
@@ -364,6 +370,12 @@ __all__ = [
     'DeleteShareGroupStateResponse',
     'ReadShareGroupStateSummaryRequest',
     'ReadShareGroupStateSummaryResponse',
+    'DescribeShareGroupOffsetsRequest',
+    'DescribeShareGroupOffsetsResponse',
+    'AlterShareGroupOffsetsRequest',
+    'AlterShareGroupOffsetsResponse',
+    'DeleteShareGroupOffsetsRequest',
+    'DeleteShareGroupOffsetsResponse',
     'ConsumerProtocolAssignment',
     'ConsumerProtocolSubscription',
     'DefaultPrincipalData',

@@ -34,7 +34,7 @@ class ReadShareGroupStateSummaryRequest(Message):
     __slots__ = ('group_id', 'topics', 'unknown_tagged_fields')
     NAME = 'ReadShareGroupStateSummaryRequest'
     API_KEY = 87
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 1)
 
     def __init__(self, group_id='', topics=_UNSET, unknown_tagged_fields=None):
         self.group_id = group_id
@@ -210,5 +210,5 @@ def _enc_ReadShareGroupStateSummaryRequest_v0(m, buf, parts):
         buf.append(0)
 
 
-ReadShareGroupStateSummaryRequest._ENCODERS = {0: _enc_ReadShareGroupStateSummaryRequest_v0}
-ReadShareGroupStateSummaryRequest._DECODERS = {0: _dec_ReadShareGroupStateSummaryRequest_v0}
+ReadShareGroupStateSummaryRequest._ENCODERS = {0: _enc_ReadShareGroupStateSummaryRequest_v0, 1: _enc_ReadShareGroupStateSummaryRequest_v0}
+ReadShareGroupStateSummaryRequest._DECODERS = {0: _dec_ReadShareGroupStateSummaryRequest_v0, 1: _dec_ReadShareGroupStateSummaryRequest_v0}

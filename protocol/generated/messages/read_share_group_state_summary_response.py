@@ -11,17 +11,20 @@ from protocol.primitives import read_uvarint, short, uvarint, write_tag_items, w
 BYTES_TYPES = (bytes, bytearray, memoryview)
 _S_U = _Struct('>16s')
 _S_ih = _Struct('>ih')
-_S_iq = _Struct('>iq')
+_S_iiq = _Struct('>iiq')
+_S_iiqi = _Struct('>iiqi')
 
 class PartitionResult(Struct):
-    __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', 'unknown_tagged_fields')
+    __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'leader_epoch', 'start_offset', 'delivery_complete_count', 'unknown_tagged_fields')
 
-    def __init__(self, partition=0, error_code=0, error_message=None, state_epoch=0, start_offset=0, unknown_tagged_fields=None):
+    def __init__(self, partition=0, error_code=0, error_message=None, state_epoch=0, leader_epoch=0, start_offset=0, delivery_complete_count=-1, unknown_tagged_fields=None):
         self.partition = partition
         self.error_code = error_code
         self.error_message = error_message
         self.state_epoch = state_epoch
+        self.leader_epoch = leader_epoch
         self.start_offset = start_offset
+        self.delivery_complete_count = delivery_complete_count
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
@@ -38,7 +41,7 @@ class ReadShareGroupStateSummaryResponse(Message):
     __slots__ = ('results', 'unknown_tagged_fields')
     NAME = 'ReadShareGroupStateSummaryResponse'
     API_KEY = 87
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 1)
 
     def __init__(self, results=_UNSET, unknown_tagged_fields=None):
         self.results = [] if results is _UNSET else results
@@ -66,8 +69,8 @@ def _dec_PartitionResult_v0(mv, pos):
             raise short('ErrorMessage')
         v_error_message = str(mv[pos:pos + v_error_message_n], 'utf-8')
         pos += v_error_message_n
-    v_state_epoch, v_start_offset = _S_iq.unpack_from(mv, pos)
-    pos += 12
+    v_state_epoch, v_leader_epoch, v_start_offset = _S_iiq.unpack_from(mv, pos)
+    pos += 16
     unknown = None
     if mv[pos] == 0:
         pos += 1
@@ -83,7 +86,7 @@ def _dec_PartitionResult_v0(mv, pos):
                 unknown = []
             unknown.append((tag, bytes(mv[pos:stop])))
             pos = stop
-    return PartitionResult(v_partition, v_error_code, v_error_message, v_state_epoch, v_start_offset, unknown), pos
+    return PartitionResult(v_partition, v_error_code, v_error_message, v_state_epoch, v_leader_epoch, v_start_offset, -1, unknown), pos
 
 def _enc_PartitionResult_v0(m, buf, parts):
     buf += _S_ih.pack(m.partition, m.error_code)
@@ -98,7 +101,7 @@ def _enc_PartitionResult_v0(m, buf, parts):
         else:
             buf += uvarint(n2)
         buf += s1
-    buf += _S_iq.pack(m.state_epoch, m.start_offset)
+    buf += _S_iiq.pack(m.state_epoch, m.leader_epoch, m.start_offset)
     if m.unknown_tagged_fields:
         write_unknown_tags(buf, m.unknown_tagged_fields)
     else:
@@ -215,6 +218,175 @@ def _enc_ReadShareGroupStateSummaryResponse_v0(m, buf, parts):
     else:
         buf.append(0)
 
+def _dec_PartitionResult_v1(mv, pos):
+    end = len(mv)
+    v_partition, v_error_code = _S_ih.unpack_from(mv, pos)
+    pos += 6
+    v_error_message_n = mv[pos]
+    if v_error_message_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_error_message_n, pos = read_uvarint(mv, pos)
+    v_error_message_n -= 1
+    if v_error_message_n < 0:
+        v_error_message = None
+    else:
+        if v_error_message_n > end - pos:
+            raise short('ErrorMessage')
+        v_error_message = str(mv[pos:pos + v_error_message_n], 'utf-8')
+        pos += v_error_message_n
+    v_state_epoch, v_leader_epoch, v_start_offset, v_delivery_complete_count = _S_iiqi.unpack_from(mv, pos)
+    pos += 20
+    unknown = None
+    if mv[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(mv, pos)
+        for _ in range(ntags):
+            tag, pos = read_uvarint(mv, pos)
+            size, pos = read_uvarint(mv, pos)
+            if size > end - pos:
+                raise short('tagged field')
+            stop = pos + size
+            if unknown is None:
+                unknown = []
+            unknown.append((tag, bytes(mv[pos:stop])))
+            pos = stop
+    return PartitionResult(v_partition, v_error_code, v_error_message, v_state_epoch, v_leader_epoch, v_start_offset, v_delivery_complete_count, unknown), pos
 
-ReadShareGroupStateSummaryResponse._ENCODERS = {0: _enc_ReadShareGroupStateSummaryResponse_v0}
-ReadShareGroupStateSummaryResponse._DECODERS = {0: _dec_ReadShareGroupStateSummaryResponse_v0}
+def _enc_PartitionResult_v1(m, buf, parts):
+    buf += _S_ih.pack(m.partition, m.error_code)
+    s1 = m.error_message
+    if s1 is None:
+        buf.append(0)
+    else:
+        s1 = s1.encode()
+        n2 = len(s1) + 1
+        if n2 < 128:
+            buf.append(n2)
+        else:
+            buf += uvarint(n2)
+        buf += s1
+    buf += _S_iiqi.pack(m.state_epoch, m.leader_epoch, m.start_offset, m.delivery_complete_count)
+    if m.unknown_tagged_fields:
+        write_unknown_tags(buf, m.unknown_tagged_fields)
+    else:
+        buf.append(0)
+
+def _dec_ReadStateSummaryResult_v1(mv, pos):
+    end = len(mv)
+    v_topic_id, = _S_U.unpack_from(mv, pos)
+    pos += 16
+    v_partitions_n = mv[pos]
+    if v_partitions_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_partitions_n, pos = read_uvarint(mv, pos)
+    v_partitions_n -= 1
+    if v_partitions_n < 0:
+        raise DecodeError('null array in non-nullable field Partitions')
+    else:
+        if v_partitions_n > end - pos:
+            raise short('Partitions')
+        v_partitions = []
+        for _ in range(v_partitions_n):
+            v_partitions_e, pos = _dec_PartitionResult_v1(mv, pos)
+            v_partitions.append(v_partitions_e)
+    unknown = None
+    if mv[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(mv, pos)
+        for _ in range(ntags):
+            tag, pos = read_uvarint(mv, pos)
+            size, pos = read_uvarint(mv, pos)
+            if size > end - pos:
+                raise short('tagged field')
+            stop = pos + size
+            if unknown is None:
+                unknown = []
+            unknown.append((tag, bytes(mv[pos:stop])))
+            pos = stop
+    return ReadStateSummaryResult(v_topic_id, v_partitions, unknown), pos
+
+def _enc_ReadStateSummaryResult_v1(m, buf, parts):
+    buf += _S_U.pack(m.topic_id)
+    a1 = m.partitions
+    if a1 is None:
+        raise ValueError('null array in non-nullable field Partitions')
+    else:
+        n2 = len(a1) + 1
+        if n2 < 128:
+            buf.append(n2)
+        else:
+            buf += uvarint(n2)
+        for e3 in a1:
+            _enc_PartitionResult_v1(e3, buf, parts)
+    if m.unknown_tagged_fields:
+        write_unknown_tags(buf, m.unknown_tagged_fields)
+    else:
+        buf.append(0)
+
+def _dec_ReadShareGroupStateSummaryResponse_v1(mv, pos):
+    end = len(mv)
+    v_results_n = mv[pos]
+    if v_results_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_results_n = (v_results_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_results_n, pos = read_uvarint(mv, pos)
+    v_results_n -= 1
+    if v_results_n < 0:
+        raise DecodeError('null array in non-nullable field Results')
+    else:
+        if v_results_n > end - pos:
+            raise short('Results')
+        v_results = []
+        for _ in range(v_results_n):
+            v_results_e, pos = _dec_ReadStateSummaryResult_v1(mv, pos)
+            v_results.append(v_results_e)
+    unknown = None
+    if mv[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(mv, pos)
+        for _ in range(ntags):
+            tag, pos = read_uvarint(mv, pos)
+            size, pos = read_uvarint(mv, pos)
+            if size > end - pos:
+                raise short('tagged field')
+            stop = pos + size
+            if unknown is None:
+                unknown = []
+            unknown.append((tag, bytes(mv[pos:stop])))
+            pos = stop
+    return ReadShareGroupStateSummaryResponse(v_results, unknown), pos
+
+def _enc_ReadShareGroupStateSummaryResponse_v1(m, buf, parts):
+    a1 = m.results
+    if a1 is None:
+        raise ValueError('null array in non-nullable field Results')
+    else:
+        n2 = len(a1) + 1
+        if n2 < 128:
+            buf.append(n2)
+        else:
+            buf += uvarint(n2)
+        for e3 in a1:
+            _enc_ReadStateSummaryResult_v1(e3, buf, parts)
+    if m.unknown_tagged_fields:
+        write_unknown_tags(buf, m.unknown_tagged_fields)
+    else:
+        buf.append(0)
+
+
+ReadShareGroupStateSummaryResponse._ENCODERS = {0: _enc_ReadShareGroupStateSummaryResponse_v0, 1: _enc_ReadShareGroupStateSummaryResponse_v1}
+ReadShareGroupStateSummaryResponse._DECODERS = {0: _dec_ReadShareGroupStateSummaryResponse_v0, 1: _dec_ReadShareGroupStateSummaryResponse_v1}

@@ -11,6 +11,7 @@ from protocol.primitives import read_uvarint, short, uvarint, write_tag_items, w
 BYTES_TYPES = (bytes, bytearray, memoryview)
 _S_U = _Struct('>16s')
 _S_i = _Struct('>i')
+_S_iB = _Struct('>i?')
 _S_qq = _Struct('>qq')
 
 class AcknowledgementBatch(Struct):
@@ -42,21 +43,22 @@ class AcknowledgeTopic(Struct):
 
 
 class ShareAcknowledgeRequest(Message):
-    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'topics', 'unknown_tagged_fields')
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'is_renew_ack', 'topics', 'unknown_tagged_fields')
     NAME = 'ShareAcknowledgeRequest'
     API_KEY = 79
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
 
-    def __init__(self, group_id=None, member_id='', share_session_epoch=0, topics=_UNSET, unknown_tagged_fields=None):
+    def __init__(self, group_id=None, member_id='', share_session_epoch=0, is_renew_ack=False, topics=_UNSET, unknown_tagged_fields=None):
         self.group_id = group_id
         self.member_id = member_id
         self.share_session_epoch = share_session_epoch
+        self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is _UNSET else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 
-def _dec_AcknowledgementBatch_v0(mv, pos):
+def _dec_AcknowledgementBatch_v1(mv, pos):
     end = len(mv)
     v_first_offset, v_last_offset = _S_qq.unpack_from(mv, pos)
     pos += 16
@@ -93,7 +95,7 @@ def _dec_AcknowledgementBatch_v0(mv, pos):
             pos = stop
     return AcknowledgementBatch(v_first_offset, v_last_offset, v_acknowledge_types, unknown), pos
 
-def _enc_AcknowledgementBatch_v0(m, buf, parts):
+def _enc_AcknowledgementBatch_v1(m, buf, parts):
     buf += _S_qq.pack(m.first_offset, m.last_offset)
     a1 = m.acknowledge_types
     if a1 is None:
@@ -110,7 +112,7 @@ def _enc_AcknowledgementBatch_v0(m, buf, parts):
     else:
         buf.append(0)
 
-def _dec_AcknowledgePartition_v0(mv, pos):
+def _dec_AcknowledgePartition_v1(mv, pos):
     end = len(mv)
     v_partition_index, = _S_i.unpack_from(mv, pos)
     pos += 4
@@ -130,7 +132,7 @@ def _dec_AcknowledgePartition_v0(mv, pos):
             raise short('AcknowledgementBatches')
         v_acknowledgement_batches = []
         for _ in range(v_acknowledgement_batches_n):
-            v_acknowledgement_batches_e, pos = _dec_AcknowledgementBatch_v0(mv, pos)
+            v_acknowledgement_batches_e, pos = _dec_AcknowledgementBatch_v1(mv, pos)
             v_acknowledgement_batches.append(v_acknowledgement_batches_e)
     unknown = None
     if mv[pos] == 0:
@@ -149,7 +151,7 @@ def _dec_AcknowledgePartition_v0(mv, pos):
             pos = stop
     return AcknowledgePartition(v_partition_index, v_acknowledgement_batches, unknown), pos
 
-def _enc_AcknowledgePartition_v0(m, buf, parts):
+def _enc_AcknowledgePartition_v1(m, buf, parts):
     buf += _S_i.pack(m.partition_index)
     a1 = m.acknowledgement_batches
     if a1 is None:
@@ -161,13 +163,13 @@ def _enc_AcknowledgePartition_v0(m, buf, parts):
         else:
             buf += uvarint(n2)
         for e3 in a1:
-            _enc_AcknowledgementBatch_v0(e3, buf, parts)
+            _enc_AcknowledgementBatch_v1(e3, buf, parts)
     if m.unknown_tagged_fields:
         write_unknown_tags(buf, m.unknown_tagged_fields)
     else:
         buf.append(0)
 
-def _dec_AcknowledgeTopic_v0(mv, pos):
+def _dec_AcknowledgeTopic_v1(mv, pos):
     end = len(mv)
     v_topic_id, = _S_U.unpack_from(mv, pos)
     pos += 16
@@ -187,7 +189,7 @@ def _dec_AcknowledgeTopic_v0(mv, pos):
             raise short('Partitions')
         v_partitions = []
         for _ in range(v_partitions_n):
-            v_partitions_e, pos = _dec_AcknowledgePartition_v0(mv, pos)
+            v_partitions_e, pos = _dec_AcknowledgePartition_v1(mv, pos)
             v_partitions.append(v_partitions_e)
     unknown = None
     if mv[pos] == 0:
@@ -206,7 +208,7 @@ def _dec_AcknowledgeTopic_v0(mv, pos):
             pos = stop
     return AcknowledgeTopic(v_topic_id, v_partitions, unknown), pos
 
-def _enc_AcknowledgeTopic_v0(m, buf, parts):
+def _enc_AcknowledgeTopic_v1(m, buf, parts):
     buf += _S_U.pack(m.topic_id)
     a1 = m.partitions
     if a1 is None:
@@ -218,13 +220,13 @@ def _enc_AcknowledgeTopic_v0(m, buf, parts):
         else:
             buf += uvarint(n2)
         for e3 in a1:
-            _enc_AcknowledgePartition_v0(e3, buf, parts)
+            _enc_AcknowledgePartition_v1(e3, buf, parts)
     if m.unknown_tagged_fields:
         write_unknown_tags(buf, m.unknown_tagged_fields)
     else:
         buf.append(0)
 
-def _dec_ShareAcknowledgeRequest_v0(mv, pos):
+def _dec_ShareAcknowledgeRequest_v1(mv, pos):
     end = len(mv)
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
@@ -276,7 +278,7 @@ def _dec_ShareAcknowledgeRequest_v0(mv, pos):
             raise short('Topics')
         v_topics = []
         for _ in range(v_topics_n):
-            v_topics_e, pos = _dec_AcknowledgeTopic_v0(mv, pos)
+            v_topics_e, pos = _dec_AcknowledgeTopic_v1(mv, pos)
             v_topics.append(v_topics_e)
     unknown = None
     if mv[pos] == 0:
@@ -293,9 +295,9 @@ def _dec_ShareAcknowledgeRequest_v0(mv, pos):
                 unknown = []
             unknown.append((tag, bytes(mv[pos:stop])))
             pos = stop
-    return ShareAcknowledgeRequest(v_group_id, v_member_id, v_share_session_epoch, v_topics, unknown), pos
+    return ShareAcknowledgeRequest(v_group_id, v_member_id, v_share_session_epoch, False, v_topics, unknown), pos
 
-def _enc_ShareAcknowledgeRequest_v0(m, buf, parts):
+def _enc_ShareAcknowledgeRequest_v1(m, buf, parts):
     s1 = m.group_id
     if s1 is None:
         buf.append(0)
@@ -329,12 +331,123 @@ def _enc_ShareAcknowledgeRequest_v0(m, buf, parts):
         else:
             buf += uvarint(n6)
         for e7 in a5:
-            _enc_AcknowledgeTopic_v0(e7, buf, parts)
+            _enc_AcknowledgeTopic_v1(e7, buf, parts)
+    if m.unknown_tagged_fields:
+        write_unknown_tags(buf, m.unknown_tagged_fields)
+    else:
+        buf.append(0)
+
+def _dec_ShareAcknowledgeRequest_v2(mv, pos):
+    end = len(mv)
+    v_group_id_n = mv[pos]
+    if v_group_id_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_group_id_n, pos = read_uvarint(mv, pos)
+    v_group_id_n -= 1
+    if v_group_id_n < 0:
+        v_group_id = None
+    else:
+        if v_group_id_n > end - pos:
+            raise short('GroupId')
+        v_group_id = str(mv[pos:pos + v_group_id_n], 'utf-8')
+        pos += v_group_id_n
+    v_member_id_n = mv[pos]
+    if v_member_id_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_member_id_n, pos = read_uvarint(mv, pos)
+    v_member_id_n -= 1
+    if v_member_id_n < 0:
+        v_member_id = None
+    else:
+        if v_member_id_n > end - pos:
+            raise short('MemberId')
+        v_member_id = str(mv[pos:pos + v_member_id_n], 'utf-8')
+        pos += v_member_id_n
+    v_share_session_epoch, v_is_renew_ack = _S_iB.unpack_from(mv, pos)
+    pos += 5
+    v_topics_n = mv[pos]
+    if v_topics_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_topics_n, pos = read_uvarint(mv, pos)
+    v_topics_n -= 1
+    if v_topics_n < 0:
+        raise DecodeError('null array in non-nullable field Topics')
+    else:
+        if v_topics_n > end - pos:
+            raise short('Topics')
+        v_topics = []
+        for _ in range(v_topics_n):
+            v_topics_e, pos = _dec_AcknowledgeTopic_v1(mv, pos)
+            v_topics.append(v_topics_e)
+    unknown = None
+    if mv[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(mv, pos)
+        for _ in range(ntags):
+            tag, pos = read_uvarint(mv, pos)
+            size, pos = read_uvarint(mv, pos)
+            if size > end - pos:
+                raise short('tagged field')
+            stop = pos + size
+            if unknown is None:
+                unknown = []
+            unknown.append((tag, bytes(mv[pos:stop])))
+            pos = stop
+    return ShareAcknowledgeRequest(v_group_id, v_member_id, v_share_session_epoch, v_is_renew_ack, v_topics, unknown), pos
+
+def _enc_ShareAcknowledgeRequest_v2(m, buf, parts):
+    s1 = m.group_id
+    if s1 is None:
+        buf.append(0)
+    else:
+        s1 = s1.encode()
+        n2 = len(s1) + 1
+        if n2 < 128:
+            buf.append(n2)
+        else:
+            buf += uvarint(n2)
+        buf += s1
+    s3 = m.member_id
+    if s3 is None:
+        buf.append(0)
+    else:
+        s3 = s3.encode()
+        n4 = len(s3) + 1
+        if n4 < 128:
+            buf.append(n4)
+        else:
+            buf += uvarint(n4)
+        buf += s3
+    buf += _S_iB.pack(m.share_session_epoch, m.is_renew_ack)
+    a5 = m.topics
+    if a5 is None:
+        raise ValueError('null array in non-nullable field Topics')
+    else:
+        n6 = len(a5) + 1
+        if n6 < 128:
+            buf.append(n6)
+        else:
+            buf += uvarint(n6)
+        for e7 in a5:
+            _enc_AcknowledgeTopic_v1(e7, buf, parts)
     if m.unknown_tagged_fields:
         write_unknown_tags(buf, m.unknown_tagged_fields)
     else:
         buf.append(0)
 
 
-ShareAcknowledgeRequest._ENCODERS = {0: _enc_ShareAcknowledgeRequest_v0}
-ShareAcknowledgeRequest._DECODERS = {0: _dec_ShareAcknowledgeRequest_v0}
+ShareAcknowledgeRequest._ENCODERS = {1: _enc_ShareAcknowledgeRequest_v1, 2: _enc_ShareAcknowledgeRequest_v2}
+ShareAcknowledgeRequest._DECODERS = {1: _dec_ShareAcknowledgeRequest_v1, 2: _dec_ShareAcknowledgeRequest_v2}

@@ -55,15 +55,16 @@ class ShareAcknowledgeTopicResponse(Struct):
 
 
 class ShareAcknowledgeResponse(Message):
-    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints', 'unknown_tagged_fields')
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints', 'unknown_tagged_fields')
     NAME = 'ShareAcknowledgeResponse'
     API_KEY = 79
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 2)
 
-    def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, responses=_UNSET, node_endpoints=_UNSET, unknown_tagged_fields=None):
+    def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, acquisition_lock_timeout_ms=0, responses=_UNSET, node_endpoints=_UNSET, unknown_tagged_fields=None):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is _UNSET else responses
         self.node_endpoints = [] if node_endpoints is _UNSET else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -368,7 +369,7 @@ def _dec_ShareAcknowledgeResponse_v0(mv, pos):
                 unknown = []
             unknown.append((tag, bytes(mv[pos:stop])))
             pos = stop
-    return ShareAcknowledgeResponse(v_throttle_time_ms, v_error_code, v_error_message, v_responses, v_node_endpoints, unknown), pos
+    return ShareAcknowledgeResponse(v_throttle_time_ms, v_error_code, v_error_message, 0, v_responses, v_node_endpoints, unknown), pos
 
 def _enc_ShareAcknowledgeResponse_v0(m, buf, parts):
     buf += _S_ih.pack(m.throttle_time_ms, m.error_code)
@@ -410,6 +411,122 @@ def _enc_ShareAcknowledgeResponse_v0(m, buf, parts):
     else:
         buf.append(0)
 
+def _dec_ShareAcknowledgeResponse_v2(mv, pos):
+    end = len(mv)
+    v_throttle_time_ms, v_error_code = _S_ih.unpack_from(mv, pos)
+    pos += 6
+    v_error_message_n = mv[pos]
+    if v_error_message_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_error_message_n = (v_error_message_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_error_message_n, pos = read_uvarint(mv, pos)
+    v_error_message_n -= 1
+    if v_error_message_n < 0:
+        v_error_message = None
+    else:
+        if v_error_message_n > end - pos:
+            raise short('ErrorMessage')
+        v_error_message = str(mv[pos:pos + v_error_message_n], 'utf-8')
+        pos += v_error_message_n
+    v_acquisition_lock_timeout_ms, = _S_i.unpack_from(mv, pos)
+    pos += 4
+    v_responses_n = mv[pos]
+    if v_responses_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_responses_n = (v_responses_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_responses_n, pos = read_uvarint(mv, pos)
+    v_responses_n -= 1
+    if v_responses_n < 0:
+        raise DecodeError('null array in non-nullable field Responses')
+    else:
+        if v_responses_n > end - pos:
+            raise short('Responses')
+        v_responses = []
+        for _ in range(v_responses_n):
+            v_responses_e, pos = _dec_ShareAcknowledgeTopicResponse_v0(mv, pos)
+            v_responses.append(v_responses_e)
+    v_node_endpoints_n = mv[pos]
+    if v_node_endpoints_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_node_endpoints_n = (v_node_endpoints_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_node_endpoints_n, pos = read_uvarint(mv, pos)
+    v_node_endpoints_n -= 1
+    if v_node_endpoints_n < 0:
+        raise DecodeError('null array in non-nullable field NodeEndpoints')
+    else:
+        if v_node_endpoints_n > end - pos:
+            raise short('NodeEndpoints')
+        v_node_endpoints = []
+        for _ in range(v_node_endpoints_n):
+            v_node_endpoints_e, pos = _dec_NodeEndpoint_v0(mv, pos)
+            v_node_endpoints.append(v_node_endpoints_e)
+    unknown = None
+    if mv[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(mv, pos)
+        for _ in range(ntags):
+            tag, pos = read_uvarint(mv, pos)
+            size, pos = read_uvarint(mv, pos)
+            if size > end - pos:
+                raise short('tagged field')
+            stop = pos + size
+            if unknown is None:
+                unknown = []
+            unknown.append((tag, bytes(mv[pos:stop])))
+            pos = stop
+    return ShareAcknowledgeResponse(v_throttle_time_ms, v_error_code, v_error_message, v_acquisition_lock_timeout_ms, v_responses, v_node_endpoints, unknown), pos
 
-ShareAcknowledgeResponse._ENCODERS = {0: _enc_ShareAcknowledgeResponse_v0}
-ShareAcknowledgeResponse._DECODERS = {0: _dec_ShareAcknowledgeResponse_v0}
+def _enc_ShareAcknowledgeResponse_v2(m, buf, parts):
+    buf += _S_ih.pack(m.throttle_time_ms, m.error_code)
+    s1 = m.error_message
+    if s1 is None:
+        buf.append(0)
+    else:
+        s1 = s1.encode()
+        n2 = len(s1) + 1
+        if n2 < 128:
+            buf.append(n2)
+        else:
+            buf += uvarint(n2)
+        buf += s1
+    buf += _S_i.pack(m.acquisition_lock_timeout_ms)
+    a3 = m.responses
+    if a3 is None:
+        raise ValueError('null array in non-nullable field Responses')
+    else:
+        n4 = len(a3) + 1
+        if n4 < 128:
+            buf.append(n4)
+        else:
+            buf += uvarint(n4)
+        for e5 in a3:
+            _enc_ShareAcknowledgeTopicResponse_v0(e5, buf, parts)
+    a6 = m.node_endpoints
+    if a6 is None:
+        raise ValueError('null array in non-nullable field NodeEndpoints')
+    else:
+        n7 = len(a6) + 1
+        if n7 < 128:
+            buf.append(n7)
+        else:
+            buf += uvarint(n7)
+        for e8 in a6:
+            _enc_NodeEndpoint_v0(e8, buf, parts)
+    if m.unknown_tagged_fields:
+        write_unknown_tags(buf, m.unknown_tagged_fields)
+    else:
+        buf.append(0)
+
+
+ShareAcknowledgeResponse._ENCODERS = {0: _enc_ShareAcknowledgeResponse_v0, 1: _enc_ShareAcknowledgeResponse_v0, 2: _enc_ShareAcknowledgeResponse_v2}
+ShareAcknowledgeResponse._DECODERS = {0: _dec_ShareAcknowledgeResponse_v0, 1: _dec_ShareAcknowledgeResponse_v0, 2: _dec_ShareAcknowledgeResponse_v2}

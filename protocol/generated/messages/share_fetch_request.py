@@ -10,8 +10,9 @@ from protocol.primitives import read_uvarint, short, uvarint, write_tag_items, w
 
 BYTES_TYPES = (bytes, bytearray, memoryview)
 _S_U = _Struct('>16s')
-_S_ii = _Struct('>ii')
-_S_iiii = _Struct('>iiii')
+_S_i = _Struct('>i')
+_S_iiiiii = _Struct('>iiiiii')
+_S_iiiiiibB = _Struct('>iiiiiib?')
 _S_qq = _Struct('>qq')
 
 class ForgottenTopic(Struct):
@@ -53,25 +54,29 @@ class FetchTopic(Struct):
 
 
 class ShareFetchRequest(Message):
-    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'topics', 'forgotten_topics_data', 'unknown_tagged_fields')
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'max_records', 'batch_size', 'share_acquire_mode', 'is_renew_ack', 'topics', 'forgotten_topics_data', 'unknown_tagged_fields')
     NAME = 'ShareFetchRequest'
     API_KEY = 78
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
 
-    def __init__(self, group_id=None, member_id='', share_session_epoch=0, max_wait_ms=0, min_bytes=0, max_bytes=2147483647, topics=_UNSET, forgotten_topics_data=_UNSET, unknown_tagged_fields=None):
+    def __init__(self, group_id=None, member_id='', share_session_epoch=0, max_wait_ms=0, min_bytes=0, max_bytes=2147483647, max_records=0, batch_size=0, share_acquire_mode=0, is_renew_ack=False, topics=_UNSET, forgotten_topics_data=_UNSET, unknown_tagged_fields=None):
         self.group_id = group_id
         self.member_id = member_id
         self.share_session_epoch = share_session_epoch
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
+        self.max_records = max_records
+        self.batch_size = batch_size
+        self.share_acquire_mode = share_acquire_mode
+        self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is _UNSET else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is _UNSET else forgotten_topics_data
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 
-def _dec_AcknowledgementBatch_v0(mv, pos):
+def _dec_AcknowledgementBatch_v1(mv, pos):
     end = len(mv)
     v_first_offset, v_last_offset = _S_qq.unpack_from(mv, pos)
     pos += 16
@@ -108,7 +113,7 @@ def _dec_AcknowledgementBatch_v0(mv, pos):
             pos = stop
     return AcknowledgementBatch(v_first_offset, v_last_offset, v_acknowledge_types, unknown), pos
 
-def _enc_AcknowledgementBatch_v0(m, buf, parts):
+def _enc_AcknowledgementBatch_v1(m, buf, parts):
     buf += _S_qq.pack(m.first_offset, m.last_offset)
     a1 = m.acknowledge_types
     if a1 is None:
@@ -125,10 +130,10 @@ def _enc_AcknowledgementBatch_v0(m, buf, parts):
     else:
         buf.append(0)
 
-def _dec_FetchPartition_v0(mv, pos):
+def _dec_FetchPartition_v1(mv, pos):
     end = len(mv)
-    v_partition_index, v_partition_max_bytes = _S_ii.unpack_from(mv, pos)
-    pos += 8
+    v_partition_index, = _S_i.unpack_from(mv, pos)
+    pos += 4
     v_acknowledgement_batches_n = mv[pos]
     if v_acknowledgement_batches_n < 128:
         pos += 1
@@ -145,7 +150,7 @@ def _dec_FetchPartition_v0(mv, pos):
             raise short('AcknowledgementBatches')
         v_acknowledgement_batches = []
         for _ in range(v_acknowledgement_batches_n):
-            v_acknowledgement_batches_e, pos = _dec_AcknowledgementBatch_v0(mv, pos)
+            v_acknowledgement_batches_e, pos = _dec_AcknowledgementBatch_v1(mv, pos)
             v_acknowledgement_batches.append(v_acknowledgement_batches_e)
     unknown = None
     if mv[pos] == 0:
@@ -162,10 +167,10 @@ def _dec_FetchPartition_v0(mv, pos):
                 unknown = []
             unknown.append((tag, bytes(mv[pos:stop])))
             pos = stop
-    return FetchPartition(v_partition_index, v_partition_max_bytes, v_acknowledgement_batches, unknown), pos
+    return FetchPartition(v_partition_index, 0, v_acknowledgement_batches, unknown), pos
 
-def _enc_FetchPartition_v0(m, buf, parts):
-    buf += _S_ii.pack(m.partition_index, m.partition_max_bytes)
+def _enc_FetchPartition_v1(m, buf, parts):
+    buf += _S_i.pack(m.partition_index)
     a1 = m.acknowledgement_batches
     if a1 is None:
         raise ValueError('null array in non-nullable field AcknowledgementBatches')
@@ -176,13 +181,13 @@ def _enc_FetchPartition_v0(m, buf, parts):
         else:
             buf += uvarint(n2)
         for e3 in a1:
-            _enc_AcknowledgementBatch_v0(e3, buf, parts)
+            _enc_AcknowledgementBatch_v1(e3, buf, parts)
     if m.unknown_tagged_fields:
         write_unknown_tags(buf, m.unknown_tagged_fields)
     else:
         buf.append(0)
 
-def _dec_FetchTopic_v0(mv, pos):
+def _dec_FetchTopic_v1(mv, pos):
     end = len(mv)
     v_topic_id, = _S_U.unpack_from(mv, pos)
     pos += 16
@@ -202,7 +207,7 @@ def _dec_FetchTopic_v0(mv, pos):
             raise short('Partitions')
         v_partitions = []
         for _ in range(v_partitions_n):
-            v_partitions_e, pos = _dec_FetchPartition_v0(mv, pos)
+            v_partitions_e, pos = _dec_FetchPartition_v1(mv, pos)
             v_partitions.append(v_partitions_e)
     unknown = None
     if mv[pos] == 0:
@@ -221,7 +226,7 @@ def _dec_FetchTopic_v0(mv, pos):
             pos = stop
     return FetchTopic(v_topic_id, v_partitions, unknown), pos
 
-def _enc_FetchTopic_v0(m, buf, parts):
+def _enc_FetchTopic_v1(m, buf, parts):
     buf += _S_U.pack(m.topic_id)
     a1 = m.partitions
     if a1 is None:
@@ -233,13 +238,13 @@ def _enc_FetchTopic_v0(m, buf, parts):
         else:
             buf += uvarint(n2)
         for e3 in a1:
-            _enc_FetchPartition_v0(e3, buf, parts)
+            _enc_FetchPartition_v1(e3, buf, parts)
     if m.unknown_tagged_fields:
         write_unknown_tags(buf, m.unknown_tagged_fields)
     else:
         buf.append(0)
 
-def _dec_ForgottenTopic_v0(mv, pos):
+def _dec_ForgottenTopic_v1(mv, pos):
     end = len(mv)
     v_topic_id, = _S_U.unpack_from(mv, pos)
     pos += 16
@@ -276,7 +281,7 @@ def _dec_ForgottenTopic_v0(mv, pos):
             pos = stop
     return ForgottenTopic(v_topic_id, v_partitions, unknown), pos
 
-def _enc_ForgottenTopic_v0(m, buf, parts):
+def _enc_ForgottenTopic_v1(m, buf, parts):
     buf += _S_U.pack(m.topic_id)
     a1 = m.partitions
     if a1 is None:
@@ -293,7 +298,7 @@ def _enc_ForgottenTopic_v0(m, buf, parts):
     else:
         buf.append(0)
 
-def _dec_ShareFetchRequest_v0(mv, pos):
+def _dec_ShareFetchRequest_v1(mv, pos):
     end = len(mv)
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
@@ -327,8 +332,8 @@ def _dec_ShareFetchRequest_v0(mv, pos):
             raise short('MemberId')
         v_member_id = str(mv[pos:pos + v_member_id_n], 'utf-8')
         pos += v_member_id_n
-    v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes = _S_iiii.unpack_from(mv, pos)
-    pos += 16
+    v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size = _S_iiiiii.unpack_from(mv, pos)
+    pos += 24
     v_topics_n = mv[pos]
     if v_topics_n < 128:
         pos += 1
@@ -345,7 +350,7 @@ def _dec_ShareFetchRequest_v0(mv, pos):
             raise short('Topics')
         v_topics = []
         for _ in range(v_topics_n):
-            v_topics_e, pos = _dec_FetchTopic_v0(mv, pos)
+            v_topics_e, pos = _dec_FetchTopic_v1(mv, pos)
             v_topics.append(v_topics_e)
     v_forgotten_topics_data_n = mv[pos]
     if v_forgotten_topics_data_n < 128:
@@ -363,7 +368,7 @@ def _dec_ShareFetchRequest_v0(mv, pos):
             raise short('ForgottenTopicsData')
         v_forgotten_topics_data = []
         for _ in range(v_forgotten_topics_data_n):
-            v_forgotten_topics_data_e, pos = _dec_ForgottenTopic_v0(mv, pos)
+            v_forgotten_topics_data_e, pos = _dec_ForgottenTopic_v1(mv, pos)
             v_forgotten_topics_data.append(v_forgotten_topics_data_e)
     unknown = None
     if mv[pos] == 0:
@@ -380,9 +385,9 @@ def _dec_ShareFetchRequest_v0(mv, pos):
                 unknown = []
             unknown.append((tag, bytes(mv[pos:stop])))
             pos = stop
-    return ShareFetchRequest(v_group_id, v_member_id, v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_topics, v_forgotten_topics_data, unknown), pos
+    return ShareFetchRequest(v_group_id, v_member_id, v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size, 0, False, v_topics, v_forgotten_topics_data, unknown), pos
 
-def _enc_ShareFetchRequest_v0(m, buf, parts):
+def _enc_ShareFetchRequest_v1(m, buf, parts):
     s1 = m.group_id
     if s1 is None:
         buf.append(0)
@@ -405,7 +410,7 @@ def _enc_ShareFetchRequest_v0(m, buf, parts):
         else:
             buf += uvarint(n4)
         buf += s3
-    buf += _S_iiii.pack(m.share_session_epoch, m.max_wait_ms, m.min_bytes, m.max_bytes)
+    buf += _S_iiiiii.pack(m.share_session_epoch, m.max_wait_ms, m.min_bytes, m.max_bytes, m.max_records, m.batch_size)
     a5 = m.topics
     if a5 is None:
         raise ValueError('null array in non-nullable field Topics')
@@ -416,7 +421,7 @@ def _enc_ShareFetchRequest_v0(m, buf, parts):
         else:
             buf += uvarint(n6)
         for e7 in a5:
-            _enc_FetchTopic_v0(e7, buf, parts)
+            _enc_FetchTopic_v1(e7, buf, parts)
     a8 = m.forgotten_topics_data
     if a8 is None:
         raise ValueError('null array in non-nullable field ForgottenTopicsData')
@@ -427,12 +432,152 @@ def _enc_ShareFetchRequest_v0(m, buf, parts):
         else:
             buf += uvarint(n9)
         for e10 in a8:
-            _enc_ForgottenTopic_v0(e10, buf, parts)
+            _enc_ForgottenTopic_v1(e10, buf, parts)
+    if m.unknown_tagged_fields:
+        write_unknown_tags(buf, m.unknown_tagged_fields)
+    else:
+        buf.append(0)
+
+def _dec_ShareFetchRequest_v2(mv, pos):
+    end = len(mv)
+    v_group_id_n = mv[pos]
+    if v_group_id_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_group_id_n, pos = read_uvarint(mv, pos)
+    v_group_id_n -= 1
+    if v_group_id_n < 0:
+        v_group_id = None
+    else:
+        if v_group_id_n > end - pos:
+            raise short('GroupId')
+        v_group_id = str(mv[pos:pos + v_group_id_n], 'utf-8')
+        pos += v_group_id_n
+    v_member_id_n = mv[pos]
+    if v_member_id_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_member_id_n = (v_member_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_member_id_n, pos = read_uvarint(mv, pos)
+    v_member_id_n -= 1
+    if v_member_id_n < 0:
+        v_member_id = None
+    else:
+        if v_member_id_n > end - pos:
+            raise short('MemberId')
+        v_member_id = str(mv[pos:pos + v_member_id_n], 'utf-8')
+        pos += v_member_id_n
+    v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size, v_share_acquire_mode, v_is_renew_ack = _S_iiiiiibB.unpack_from(mv, pos)
+    pos += 26
+    v_topics_n = mv[pos]
+    if v_topics_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_topics_n, pos = read_uvarint(mv, pos)
+    v_topics_n -= 1
+    if v_topics_n < 0:
+        raise DecodeError('null array in non-nullable field Topics')
+    else:
+        if v_topics_n > end - pos:
+            raise short('Topics')
+        v_topics = []
+        for _ in range(v_topics_n):
+            v_topics_e, pos = _dec_FetchTopic_v1(mv, pos)
+            v_topics.append(v_topics_e)
+    v_forgotten_topics_data_n = mv[pos]
+    if v_forgotten_topics_data_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_forgotten_topics_data_n = (v_forgotten_topics_data_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_forgotten_topics_data_n, pos = read_uvarint(mv, pos)
+    v_forgotten_topics_data_n -= 1
+    if v_forgotten_topics_data_n < 0:
+        raise DecodeError('null array in non-nullable field ForgottenTopicsData')
+    else:
+        if v_forgotten_topics_data_n > end - pos:
+            raise short('ForgottenTopicsData')
+        v_forgotten_topics_data = []
+        for _ in range(v_forgotten_topics_data_n):
+            v_forgotten_topics_data_e, pos = _dec_ForgottenTopic_v1(mv, pos)
+            v_forgotten_topics_data.append(v_forgotten_topics_data_e)
+    unknown = None
+    if mv[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(mv, pos)
+        for _ in range(ntags):
+            tag, pos = read_uvarint(mv, pos)
+            size, pos = read_uvarint(mv, pos)
+            if size > end - pos:
+                raise short('tagged field')
+            stop = pos + size
+            if unknown is None:
+                unknown = []
+            unknown.append((tag, bytes(mv[pos:stop])))
+            pos = stop
+    return ShareFetchRequest(v_group_id, v_member_id, v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size, v_share_acquire_mode, v_is_renew_ack, v_topics, v_forgotten_topics_data, unknown), pos
+
+def _enc_ShareFetchRequest_v2(m, buf, parts):
+    s1 = m.group_id
+    if s1 is None:
+        buf.append(0)
+    else:
+        s1 = s1.encode()
+        n2 = len(s1) + 1
+        if n2 < 128:
+            buf.append(n2)
+        else:
+            buf += uvarint(n2)
+        buf += s1
+    s3 = m.member_id
+    if s3 is None:
+        buf.append(0)
+    else:
+        s3 = s3.encode()
+        n4 = len(s3) + 1
+        if n4 < 128:
+            buf.append(n4)
+        else:
+            buf += uvarint(n4)
+        buf += s3
+    buf += _S_iiiiiibB.pack(m.share_session_epoch, m.max_wait_ms, m.min_bytes, m.max_bytes, m.max_records, m.batch_size, m.share_acquire_mode, m.is_renew_ack)
+    a5 = m.topics
+    if a5 is None:
+        raise ValueError('null array in non-nullable field Topics')
+    else:
+        n6 = len(a5) + 1
+        if n6 < 128:
+            buf.append(n6)
+        else:
+            buf += uvarint(n6)
+        for e7 in a5:
+            _enc_FetchTopic_v1(e7, buf, parts)
+    a8 = m.forgotten_topics_data
+    if a8 is None:
+        raise ValueError('null array in non-nullable field ForgottenTopicsData')
+    else:
+        n9 = len(a8) + 1
+        if n9 < 128:
+            buf.append(n9)
+        else:
+            buf += uvarint(n9)
+        for e10 in a8:
+            _enc_ForgottenTopic_v1(e10, buf, parts)
     if m.unknown_tagged_fields:
         write_unknown_tags(buf, m.unknown_tagged_fields)
     else:
         buf.append(0)
 
 
-ShareFetchRequest._ENCODERS = {0: _enc_ShareFetchRequest_v0}
-ShareFetchRequest._DECODERS = {0: _dec_ShareFetchRequest_v0}
+ShareFetchRequest._ENCODERS = {1: _enc_ShareFetchRequest_v1, 2: _enc_ShareFetchRequest_v2}
+ShareFetchRequest._DECODERS = {1: _dec_ShareFetchRequest_v1, 2: _dec_ShareFetchRequest_v2}

@@ -15,7 +15,7 @@ class ShareGroupDescribeRequest(Message):
     __slots__ = ('group_ids', 'include_authorized_operations', 'unknown_tagged_fields')
     NAME = 'ShareGroupDescribeRequest'
     API_KEY = 77
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 1)
 
     def __init__(self, group_ids=_UNSET, include_authorized_operations=False, unknown_tagged_fields=None):
         self.group_ids = [] if group_ids is _UNSET else group_ids
@@ -24,7 +24,7 @@ class ShareGroupDescribeRequest(Message):
 
 
 
-def _dec_ShareGroupDescribeRequest_v0(mv, pos):
+def _dec_ShareGroupDescribeRequest_v1(mv, pos):
     end = len(mv)
     v_group_ids_n = mv[pos]
     if v_group_ids_n < 128:
@@ -78,7 +78,7 @@ def _dec_ShareGroupDescribeRequest_v0(mv, pos):
             pos = stop
     return ShareGroupDescribeRequest(v_group_ids, v_include_authorized_operations, unknown), pos
 
-def _enc_ShareGroupDescribeRequest_v0(m, buf, parts):
+def _enc_ShareGroupDescribeRequest_v1(m, buf, parts):
     a1 = m.group_ids
     if a1 is None:
         raise ValueError('null array in non-nullable field GroupIds')
@@ -107,5 +107,5 @@ def _enc_ShareGroupDescribeRequest_v0(m, buf, parts):
         buf.append(0)
 
 
-ShareGroupDescribeRequest._ENCODERS = {0: _enc_ShareGroupDescribeRequest_v0}
-ShareGroupDescribeRequest._DECODERS = {0: _dec_ShareGroupDescribeRequest_v0}
+ShareGroupDescribeRequest._ENCODERS = {1: _enc_ShareGroupDescribeRequest_v1}
+ShareGroupDescribeRequest._DECODERS = {1: _dec_ShareGroupDescribeRequest_v1}

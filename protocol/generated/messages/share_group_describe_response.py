@@ -66,7 +66,7 @@ class ShareGroupDescribeResponse(Message):
     __slots__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields')
     NAME = 'ShareGroupDescribeResponse'
     API_KEY = 77
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 1)
 
     def __init__(self, throttle_time_ms=0, groups=_UNSET, unknown_tagged_fields=None):
         self.throttle_time_ms = throttle_time_ms
@@ -631,5 +631,5 @@ def _enc_ShareGroupDescribeResponse_v0(m, buf, parts):
         buf.append(0)
 
 
-ShareGroupDescribeResponse._ENCODERS = {0: _enc_ShareGroupDescribeResponse_v0}
-ShareGroupDescribeResponse._DECODERS = {0: _dec_ShareGroupDescribeResponse_v0}
+ShareGroupDescribeResponse._ENCODERS = {0: _enc_ShareGroupDescribeResponse_v0, 1: _enc_ShareGroupDescribeResponse_v0}
+ShareGroupDescribeResponse._DECODERS = {0: _dec_ShareGroupDescribeResponse_v0, 1: _dec_ShareGroupDescribeResponse_v0}

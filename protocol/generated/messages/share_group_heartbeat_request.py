@@ -15,7 +15,7 @@ class ShareGroupHeartbeatRequest(Message):
     __slots__ = ('group_id', 'member_id', 'member_epoch', 'rack_id', 'subscribed_topic_names', 'unknown_tagged_fields')
     NAME = 'ShareGroupHeartbeatRequest'
     API_KEY = 76
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 1)
 
     def __init__(self, group_id='', member_id='', member_epoch=0, rack_id=None, subscribed_topic_names=None, unknown_tagged_fields=None):
         self.group_id = group_id
@@ -27,7 +27,7 @@ class ShareGroupHeartbeatRequest(Message):
 
 
 
-def _dec_ShareGroupHeartbeatRequest_v0(mv, pos):
+def _dec_ShareGroupHeartbeatRequest_v1(mv, pos):
     end = len(mv)
     v_group_id_n = mv[pos]
     if v_group_id_n < 128:
@@ -129,7 +129,7 @@ def _dec_ShareGroupHeartbeatRequest_v0(mv, pos):
             pos = stop
     return ShareGroupHeartbeatRequest(v_group_id, v_member_id, v_member_epoch, v_rack_id, v_subscribed_topic_names, unknown), pos
 
-def _enc_ShareGroupHeartbeatRequest_v0(m, buf, parts):
+def _enc_ShareGroupHeartbeatRequest_v1(m, buf, parts):
     s1 = m.group_id
     if s1 is None:
         raise ValueError('null in non-nullable field GroupId')
@@ -191,5 +191,5 @@ def _enc_ShareGroupHeartbeatRequest_v0(m, buf, parts):
         buf.append(0)
 
 
-ShareGroupHeartbeatRequest._ENCODERS = {0: _enc_ShareGroupHeartbeatRequest_v0}
-ShareGroupHeartbeatRequest._DECODERS = {0: _dec_ShareGroupHeartbeatRequest_v0}
+ShareGroupHeartbeatRequest._ENCODERS = {1: _enc_ShareGroupHeartbeatRequest_v1}
+ShareGroupHeartbeatRequest._DECODERS = {1: _dec_ShareGroupHeartbeatRequest_v1}

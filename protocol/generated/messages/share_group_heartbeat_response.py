@@ -34,7 +34,7 @@ class ShareGroupHeartbeatResponse(Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment', 'unknown_tagged_fields')
     NAME = 'ShareGroupHeartbeatResponse'
     API_KEY = 76
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 1)
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None, unknown_tagged_fields=None):
         self.throttle_time_ms = throttle_time_ms
@@ -253,5 +253,5 @@ def _enc_ShareGroupHeartbeatResponse_v0(m, buf, parts):
         buf.append(0)
 
 
-ShareGroupHeartbeatResponse._ENCODERS = {0: _enc_ShareGroupHeartbeatResponse_v0}
-ShareGroupHeartbeatResponse._DECODERS = {0: _dec_ShareGroupHeartbeatResponse_v0}
+ShareGroupHeartbeatResponse._ENCODERS = {0: _enc_ShareGroupHeartbeatResponse_v0, 1: _enc_ShareGroupHeartbeatResponse_v0}
+ShareGroupHeartbeatResponse._DECODERS = {0: _dec_ShareGroupHeartbeatResponse_v0, 1: _dec_ShareGroupHeartbeatResponse_v0}

@@ -11,6 +11,7 @@ from protocol.primitives import read_uvarint, short, uvarint, write_tag_items, w
 BYTES_TYPES = (bytes, bytearray, memoryview)
 _S_U = _Struct('>16s')
 _S_iiiq = _Struct('>iiiq')
+_S_iiiqi = _Struct('>iiiqi')
 _S_qqbh = _Struct('>qqbh')
 
 class StateBatch(Struct):
@@ -25,13 +26,14 @@ class StateBatch(Struct):
 
 
 class PartitionData(Struct):
-    __slots__ = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'state_batches', 'unknown_tagged_fields')
+    __slots__ = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'delivery_complete_count', 'state_batches', 'unknown_tagged_fields')
 
-    def __init__(self, partition=0, state_epoch=0, leader_epoch=0, start_offset=0, state_batches=_UNSET, unknown_tagged_fields=None):
+    def __init__(self, partition=0, state_epoch=0, leader_epoch=0, start_offset=0, delivery_complete_count=-1, state_batches=_UNSET, unknown_tagged_fields=None):
         self.partition = partition
         self.state_epoch = state_epoch
         self.leader_epoch = leader_epoch
         self.start_offset = start_offset
+        self.delivery_complete_count = delivery_complete_count
         self.state_batches = [] if state_batches is _UNSET else state_batches
         self.unknown_tagged_fields = unknown_tagged_fields
 
@@ -49,7 +51,7 @@ class WriteShareGroupStateRequest(Message):
     __slots__ = ('group_id', 'topics', 'unknown_tagged_fields')
     NAME = 'WriteShareGroupStateRequest'
     API_KEY = 85
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 1)
 
     def __init__(self, group_id='', topics=_UNSET, unknown_tagged_fields=None):
         self.group_id = group_id
@@ -123,7 +125,7 @@ def _dec_PartitionData_v0(mv, pos):
                 unknown = []
             unknown.append((tag, bytes(mv[pos:stop])))
             pos = stop
-    return PartitionData(v_partition, v_state_epoch, v_leader_epoch, v_start_offset, v_state_batches, unknown), pos
+    return PartitionData(v_partition, v_state_epoch, v_leader_epoch, v_start_offset, -1, v_state_batches, unknown), pos
 
 def _enc_PartitionData_v0(m, buf, parts):
     buf += _S_iiiq.pack(m.partition, m.state_epoch, m.leader_epoch, m.start_offset)
@@ -281,6 +283,201 @@ def _enc_WriteShareGroupStateRequest_v0(m, buf, parts):
     else:
         buf.append(0)
 
+def _dec_PartitionData_v1(mv, pos):
+    end = len(mv)
+    v_partition, v_state_epoch, v_leader_epoch, v_start_offset, v_delivery_complete_count = _S_iiiqi.unpack_from(mv, pos)
+    pos += 24
+    v_state_batches_n = mv[pos]
+    if v_state_batches_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_state_batches_n = (v_state_batches_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_state_batches_n, pos = read_uvarint(mv, pos)
+    v_state_batches_n -= 1
+    if v_state_batches_n < 0:
+        raise DecodeError('null array in non-nullable field StateBatches')
+    else:
+        if v_state_batches_n > end - pos:
+            raise short('StateBatches')
+        v_state_batches = []
+        for _ in range(v_state_batches_n):
+            v_state_batches_e, pos = _dec_StateBatch_v0(mv, pos)
+            v_state_batches.append(v_state_batches_e)
+    unknown = None
+    if mv[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(mv, pos)
+        for _ in range(ntags):
+            tag, pos = read_uvarint(mv, pos)
+            size, pos = read_uvarint(mv, pos)
+            if size > end - pos:
+                raise short('tagged field')
+            stop = pos + size
+            if unknown is None:
+                unknown = []
+            unknown.append((tag, bytes(mv[pos:stop])))
+            pos = stop
+    return PartitionData(v_partition, v_state_epoch, v_leader_epoch, v_start_offset, v_delivery_complete_count, v_state_batches, unknown), pos
 
-WriteShareGroupStateRequest._ENCODERS = {0: _enc_WriteShareGroupStateRequest_v0}
-WriteShareGroupStateRequest._DECODERS = {0: _dec_WriteShareGroupStateRequest_v0}
+def _enc_PartitionData_v1(m, buf, parts):
+    buf += _S_iiiqi.pack(m.partition, m.state_epoch, m.leader_epoch, m.start_offset, m.delivery_complete_count)
+    a1 = m.state_batches
+    if a1 is None:
+        raise ValueError('null array in non-nullable field StateBatches')
+    else:
+        n2 = len(a1) + 1
+        if n2 < 128:
+            buf.append(n2)
+        else:
+            buf += uvarint(n2)
+        for e3 in a1:
+            _enc_StateBatch_v0(e3, buf, parts)
+    if m.unknown_tagged_fields:
+        write_unknown_tags(buf, m.unknown_tagged_fields)
+    else:
+        buf.append(0)
+
+def _dec_WriteStateData_v1(mv, pos):
+    end = len(mv)
+    v_topic_id, = _S_U.unpack_from(mv, pos)
+    pos += 16
+    v_partitions_n = mv[pos]
+    if v_partitions_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_partitions_n = (v_partitions_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_partitions_n, pos = read_uvarint(mv, pos)
+    v_partitions_n -= 1
+    if v_partitions_n < 0:
+        raise DecodeError('null array in non-nullable field Partitions')
+    else:
+        if v_partitions_n > end - pos:
+            raise short('Partitions')
+        v_partitions = []
+        for _ in range(v_partitions_n):
+            v_partitions_e, pos = _dec_PartitionData_v1(mv, pos)
+            v_partitions.append(v_partitions_e)
+    unknown = None
+    if mv[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(mv, pos)
+        for _ in range(ntags):
+            tag, pos = read_uvarint(mv, pos)
+            size, pos = read_uvarint(mv, pos)
+            if size > end - pos:
+                raise short('tagged field')
+            stop = pos + size
+            if unknown is None:
+                unknown = []
+            unknown.append((tag, bytes(mv[pos:stop])))
+            pos = stop
+    return WriteStateData(v_topic_id, v_partitions, unknown), pos
+
+def _enc_WriteStateData_v1(m, buf, parts):
+    buf += _S_U.pack(m.topic_id)
+    a1 = m.partitions
+    if a1 is None:
+        raise ValueError('null array in non-nullable field Partitions')
+    else:
+        n2 = len(a1) + 1
+        if n2 < 128:
+            buf.append(n2)
+        else:
+            buf += uvarint(n2)
+        for e3 in a1:
+            _enc_PartitionData_v1(e3, buf, parts)
+    if m.unknown_tagged_fields:
+        write_unknown_tags(buf, m.unknown_tagged_fields)
+    else:
+        buf.append(0)
+
+def _dec_WriteShareGroupStateRequest_v1(mv, pos):
+    end = len(mv)
+    v_group_id_n = mv[pos]
+    if v_group_id_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_group_id_n = (v_group_id_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_group_id_n, pos = read_uvarint(mv, pos)
+    v_group_id_n -= 1
+    if v_group_id_n < 0:
+        raise DecodeError('null in non-nullable field GroupId')
+    else:
+        if v_group_id_n > end - pos:
+            raise short('GroupId')
+        v_group_id = str(mv[pos:pos + v_group_id_n], 'utf-8')
+        pos += v_group_id_n
+    v_topics_n = mv[pos]
+    if v_topics_n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:  # two bytes: lengths up to 16 KiB (record batches), no call
+        v_topics_n = (v_topics_n & 0x7F) | (mv[pos + 1] << 7)
+        pos += 2
+    else:
+        v_topics_n, pos = read_uvarint(mv, pos)
+    v_topics_n -= 1
+    if v_topics_n < 0:
+        raise DecodeError('null array in non-nullable field Topics')
+    else:
+        if v_topics_n > end - pos:
+            raise short('Topics')
+        v_topics = []
+        for _ in range(v_topics_n):
+            v_topics_e, pos = _dec_WriteStateData_v1(mv, pos)
+            v_topics.append(v_topics_e)
+    unknown = None
+    if mv[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(mv, pos)
+        for _ in range(ntags):
+            tag, pos = read_uvarint(mv, pos)
+            size, pos = read_uvarint(mv, pos)
+            if size > end - pos:
+                raise short('tagged field')
+            stop = pos + size
+            if unknown is None:
+                unknown = []
+            unknown.append((tag, bytes(mv[pos:stop])))
+            pos = stop
+    return WriteShareGroupStateRequest(v_group_id, v_topics, unknown), pos
+
+def _enc_WriteShareGroupStateRequest_v1(m, buf, parts):
+    s1 = m.group_id
+    if s1 is None:
+        raise ValueError('null in non-nullable field GroupId')
+    else:
+        s1 = s1.encode()
+        n2 = len(s1) + 1
+        if n2 < 128:
+            buf.append(n2)
+        else:
+            buf += uvarint(n2)
+        buf += s1
+    a3 = m.topics
+    if a3 is None:
+        raise ValueError('null array in non-nullable field Topics')
+    else:
+        n4 = len(a3) + 1
+        if n4 < 128:
+            buf.append(n4)
+        else:
+            buf += uvarint(n4)
+        for e5 in a3:
+            _enc_WriteStateData_v1(e5, buf, parts)
+    if m.unknown_tagged_fields:
+        write_unknown_tags(buf, m.unknown_tagged_fields)
+    else:
+        buf.append(0)
+
+
+WriteShareGroupStateRequest._ENCODERS = {0: _enc_WriteShareGroupStateRequest_v0, 1: _enc_WriteShareGroupStateRequest_v1}
+WriteShareGroupStateRequest._DECODERS = {0: _dec_WriteShareGroupStateRequest_v0, 1: _dec_WriteShareGroupStateRequest_v1}

@@ -35,7 +35,7 @@ class WriteShareGroupStateResponse(Message):
     __slots__ = ('results', 'unknown_tagged_fields')
     NAME = 'WriteShareGroupStateResponse'
     API_KEY = 85
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 1)
 
     def __init__(self, results=_UNSET, unknown_tagged_fields=None):
         self.results = [] if results is _UNSET else results
@@ -210,5 +210,5 @@ def _enc_WriteShareGroupStateResponse_v0(m, buf, parts):
         buf.append(0)
 
 
-WriteShareGroupStateResponse._ENCODERS = {0: _enc_WriteShareGroupStateResponse_v0}
-WriteShareGroupStateResponse._DECODERS = {0: _dec_WriteShareGroupStateResponse_v0}
+WriteShareGroupStateResponse._ENCODERS = {0: _enc_WriteShareGroupStateResponse_v0, 1: _enc_WriteShareGroupStateResponse_v0}
+WriteShareGroupStateResponse._DECODERS = {0: _dec_WriteShareGroupStateResponse_v0, 1: _dec_WriteShareGroupStateResponse_v0}
