@@ -129,12 +129,13 @@ def _wait(what: str, probe, timeout: float = 30.0):
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
+    """The module's node (one per xdist worker): every test uses its own users, ids and topics' state."""
     with AuthzNode(tmp_path_factory.mktemp("authz-data"), USERS, ACLS) as n:
         def created():  # auto-created by the super user's Metadata (the broker's own CreateTopics)
             r = n.call(SUPER_USER, MetadataRequest(topics=[MetadataRequestTopic(name=t) for t in TOPICS]), 12)
             return all(t.error_code == 0 and t.partitions and t.partitions[0].leader_id == 1 for t in r.topics)
         _wait("the topics", created)
-        for topic in (ORDERS, SECRET):
+        for topic in (ORDERS, SECRET, PUBLIC, PFX_TOPIC):  # something to fetch, whichever test runs first
             _wait("a record appended", lambda topic=topic: produce(n, SUPER_USER, topic).error_code == 0)
         _wait("the transaction coordinator",
               lambda: n.call(SUPER_USER, FindCoordinatorRequest(key="tx-x", key_type=1), 3).error_code == 0)
@@ -611,7 +612,7 @@ def test_describe_and_list_transactions(node):
             return {s.transactional_id for s in r.transaction_states}
         assert listed("nobody") == set()
         assert listed("txn_viewer") == {"tx-desc"}
-        assert listed(SUPER_USER) >= {"tx-desc", "tx-init"}
+        assert "tx-desc" in listed(SUPER_USER)
     finally:
         end_txn(node, SUPER_USER, "tx-desc", pid, epoch)
 
