@@ -2,7 +2,7 @@
 
 Behaviour (KafkaApis.handleTopicMetadataRequest, KRaft):
 * brokers: every registered, unfenced broker at its endpoint for the request's listener;
-* topics: all (null list; v0's empty list also means all) or the named / id'd ones (v10+ ids);
+* topics: all (null list; v0's empty list also means all) or the named / id'd ones (v10+ ids), each once;
   unknown names are UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID, illegal names
   INVALID_TOPIC_EXCEPTION;
 * auto-creation when ``auto.create.topics.enable`` and (v4+) ``allow_auto_topic_creation``: the topic is
@@ -225,9 +225,14 @@ async def _named_topics(ctx, req: MetadataRequest, image: MetadataImage, live: f
     """The named (or id'd) topics' entries, in Kafka's order when an authorizer denies some (see the docstring)."""
     version = ctx.version
     auto = bool(ctx.config.get("auto.create.topics.enable")) and (version < 4 or req.allow_auto_topic_creation)
-    # which names the request's topics resolve to (None: an unknown id)
+    # which names the request's topics resolve to (None: an unknown id); each name or id once (Kafka's sets)
     resolved = []
+    seen = set()
     for rt in req.topics:
+        key = rt.name if rt.name is not None else rt.topic_id
+        if key in seen:
+            continue
+        seen.add(key)
         if rt.name is None:
             t = image.topics_by_id.get(rt.topic_id)
             resolved.append((rt, t.name if t is not None else None))
