@@ -250,9 +250,10 @@ def test_produce_transactional_id_write(node):
     records = batch(pid=12345, epoch=0, seq=0, transactional=True)
     p = produce(node, "writer", ORDERS, txn_id="tx-p", records=records)
     assert (p.error_code, p.error_message, p.base_offset) == (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1)
-    # with WRITE on the id the request gets past authorization to the transaction checks (not in a transaction)
+    # with WRITE on the id and the topic the request gets past authorization to KIP-890's verification: the
+    # coordinator knows no producer 12345 for tx-p
     p = produce(node, "txn", ORDERS, txn_id="tx-p", records=records)
-    assert p.error_code not in (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, E.TOPIC_AUTHORIZATION_FAILED, 0)
+    assert E(p.error_code).name == "INVALID_PRODUCER_ID_MAPPING"
 
 
 def test_produce_idempotent_needs_only_topic_write(node):
