@@ -17,6 +17,7 @@ from broker.network import blocking_request
 from broker.quorum.bootstrap_metadata import write_bootstrap
 from broker.security.node_links import LinkSecurity
 from broker.testing.embedded import EmbeddedBroker
+from tests.kafka_wire import KafkaWire
 from cluster.acls import (
     CLUSTER_NAME, AclOperation, AclPermissionType, PatternType, ResourceType,
 )
@@ -92,3 +93,15 @@ class AuthzNode:
         security = LinkSecurity(mechanism="PLAIN", username=user, password=password_of(user))
         return blocking_request.request(self.port, body, version, timeout=timeout, client_id=client_id,
                                         security=security)
+
+    def wire(self, user: str, client_id: str = "authz-test", timeout: float = 10.0) -> KafkaWire:
+        """A raw connection (tests/kafka_wire.py) authenticated as ``user``, for several requests in order: what a
+        request without a response (acks=0 Produce) did to the connection shows in the next one's answer."""
+        w = KafkaWire(self.port, client_id, timeout)
+        try:
+            blocking_request.authenticate(w.sock, LinkSecurity(mechanism="PLAIN", username=user,
+                                                               password=password_of(user)), client_id)
+        except BaseException:
+            w.sock.close()
+            raise
+        return w

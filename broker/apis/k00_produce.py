@@ -40,6 +40,12 @@ Behaviour (KafkaApis.handleProduceRequest, ReplicaManager.appendRecords, LogVali
   ``add.partitions.to.txn.retry.backoff.max.ms`` before the producer is told (KAFKA-18654). A transactional batch
   with an epoch below the producer's at the partition (a delayed request of an ended transaction) is refused
   INVALID_PRODUCER_EPOCH before any question (KAFKA-18042).
+* authorization (KafkaApis.handleProduceRequest, with an authorizer): transactional records need WRITE on the
+  TRANSACTIONAL_ID, else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED (the
+  request's error response: for acks=0 none, and the connection is closed); then per partition, after an unknown
+  v13+ topic id (UNKNOWN_TOPIC_ID), WRITE on the TOPIC (one question per topic, its partitions as the reference
+  count) or TOPIC_AUTHORIZATION_FAILED, before the topic's existence is looked at. Idempotent records need nothing
+  more (KIP-679 moved IDEMPOTENT_WRITE to InitProducerId).
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ import asyncio
 import logging
 
 from broker.errors import CloseConnection
+from cluster.acls import AclOperation, ResourceType
 from broker.replication.replica_manager import Partition
 from broker.apis.log_validator import check_request_records, compression_level, needs_record_pass, record_pass
 from broker.timeouts import wait_for
@@ -89,7 +96,8 @@ def _transactional_producers(req: ProduceRequest) -> set[tuple[int, int]]:
 
 
 def _every_partition(req: ProduceRequest, version: int, code: int) -> ProduceResponse:
-    """One error for every partition of the request (KafkaApis' sendErrorResponseMaybeThrottle)."""
+    """One error for every partition of the request (KafkaApis' sendErrorResponseMaybeThrottle; no message: the
+    error's default one is not sent, ApiError.fromThrowable)."""
     return ProduceResponse(responses=[
         TopicProduceResponse(name=td.name if version < 13 else "", topic_id=td.topic_id,
                              partition_responses=[_error(pd.index, code) for pd in td.partition_data])
@@ -102,7 +110,10 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
     ctx.throttle("produce", ctx.request.size)
     version = ctx.version
     txn_producers = _transactional_producers(req)
-    if txn_producers and req.transactional_id is None:
+    if txn_producers and (req.transactional_id is None or not ctx.authorize(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)):
+        if req.acks == 0:  # ProduceRequest.getErrorResponse is null: sendErrorOrCloseConnection closes
+            raise CloseConnection("acks=0 produce without TRANSACTIONAL_ID authorization; closing the connection")
         return _every_partition(req, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if len(txn_producers) > 1:  # InvalidPidMappingException: "more than one producer ID"
         return _every_partition(req, version, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
@@ -112,22 +123,33 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
     image = ctx.image
     replicas = ctx.replicas
     topics_out: list[TopicProduceResponse] = []
+    if version >= 13:
+        by_id = image.topics_by_id
+        names = [(t.name if t is not None else None) for t in (by_id.get(td.topic_id) for td in req.topic_data)]
+    else:
+        names = [td.name for td in req.topic_data]
+    # filterByAuthorized over the topic entries whose name is known (a v13 id unknown here is UNKNOWN_TOPIC_ID);
+    # None: no authorizer, every topic writable (the hot path asks nothing)
+    writable = None if ctx.handles.authorizer is None else ctx.filter_authorized(
+        AclOperation.WRITE, ResourceType.TOPIC, [n for n in names if n is not None])
     # take every partition's append ticket before the first await: arrival order is append order
     work = []
-    for td in req.topic_data:
-        if version >= 13:
-            topic = image.topics_by_id.get(td.topic_id)
-        else:
-            topic = image.topic(td.name)
+    for td, name in zip(req.topic_data, names):
+        topic = image.topic(name) if name is not None else None
         out = TopicProduceResponse(name=td.name if version < 13 else "", topic_id=td.topic_id)
         topics_out.append(out)
         for pd in td.partition_data:
             if version < MIN_SERVED:
                 out.partition_responses.append(_error(pd.index, ErrorCode.UNSUPPORTED_VERSION))
                 continue
+            if name is None:
+                out.partition_responses.append(_error(pd.index, ErrorCode.UNKNOWN_TOPIC_ID))
+                continue
+            if writable is not None and name not in writable:
+                out.partition_responses.append(_error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if topic is None:
-                code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                out.partition_responses.append(_error(pd.index, code))
+                out.partition_responses.append(_error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             part = replicas.get(topic.name, pd.index)
             if part is None:

@@ -36,6 +36,12 @@ Behaviour (KafkaApis.handleFetchRequest, ReplicaManager.fetchMessages/readFromLo
   thinks answers ``diverging_epoch`` (the follower truncates), and the fetch records the follower's position
   for every partition it reads (the high watermark may move): in an incremental fetch, every partition of
   the session, at the offset the session holds.
+* authorization (KafkaApis.handleFetchRequest, with an authorizer; asked once per request over every partition the
+  fetch context reads, a session's included): a follower's fetch needs CLUSTER_ACTION on the cluster, else every
+  partition answers TOPIC_AUTHORIZATION_FAILED; a consumer's needs READ on each topic (one question per topic,
+  its partitions as the reference count), else TOPIC_AUTHORIZATION_FAILED for its partitions, after an unknown
+  v13+ topic id (UNKNOWN_TOPIC_ID) and before the topic's existence is looked at. A denied partition is never
+  skipped as quiet in an incremental fetch.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ import asyncio
 from typing import Generator
 
 from broker.security.throttling import user_of
+from cluster.acls import AclOperation, ResourceType
 from broker.loop_turns import ITEMS_PER_TURN, in_turns, turn_after
 from broker.replication.fetch_session.contexts import NO_SESSIONS
 from broker.replication.fetch_session.metadata import PartitionFetch, TopicIdPartition
@@ -92,13 +99,15 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
     deadline = ctx.clock.monotonic() + max(0, req.max_wait_ms) / 1000.0
     # a session of thousands of partitions: each step over all of them is followed by a turn of the loop
     await turn_after(len(fetch_data) + len(to_forget))
+    denied = _denied(ctx, fetch_context, replica_id >= 0)
     keys = fetch_context.long_poll_keys(image, lambda tps: _partition_keys(image, tps, version))
     await turn_after(len(keys))
     while True:
-        parts = fetch_context.partitions(_still_quiet(ctx.replicas, replica_id, replica_epoch, ctx.clock.now_ms()))
+        parts = fetch_context.partitions(_still_quiet(ctx.replicas, replica_id, replica_epoch, ctx.clock.now_ms(),
+                                                      denied))
         await turn_after(len(parts))
         updates, total, errors, served, quiet = await in_turns(
-            _read_all(ctx, req, version, parts, replica_id, replica_epoch))
+            _read_all(ctx, req, version, parts, replica_id, replica_epoch, denied))
         remaining = deadline - ctx.clock.monotonic()
         if total < req.min_bytes and not errors and remaining > 0 and keys:
             if await _woken(ctx.replicas.fetch_waiters, keys, remaining):
@@ -120,6 +129,25 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
                              responses=_topic_responses(result.partitions, version))
 
 
+class _Everything:
+    """Every topic: a follower's fetch without CLUSTER_ACTION."""
+
+    def __contains__(self, name) -> bool:
+        return True
+
+
+def _denied(ctx, fetch_context, from_follower: bool):
+    """The topic names this fetch may not read (KafkaApis: CLUSTER_ACTION for a follower, READ per topic for a
+    consumer), asked once over every partition the context reads; None without an authorizer (nothing asked)."""
+    if ctx.handles.authorizer is None:
+        return None
+    if from_follower:
+        return None if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION) else _Everything()
+    names = [tp.topic for tp, _ in fetch_context.partitions() if tp.topic is not None]
+    readable = ctx.filter_authorized(AclOperation.READ, ResourceType.TOPIC, names)
+    return frozenset(names) - readable or None
+
+
 async def _woken(waiters, keys: list[tuple[str, int]], timeout: float) -> bool:
     """Park until an append to one of ``keys`` (True) or ``timeout`` seconds (False)."""
     waiter = waiters.register(keys)
@@ -132,15 +160,17 @@ async def _woken(waiters, keys: list[tuple[str, int]], timeout: float) -> bool:
         waiters.unregister(keys, waiter)
 
 
-def _still_quiet(replicas, replica_id: int, replica_epoch: int, now_ms: int):
+def _still_quiet(replicas, replica_id: int, replica_epoch: int, now_ms: int, denied=None):
     """A session's check of a partition marked quiet (``CachedPartition.quiet``): the same partition, leadership
     and stamp, so reading it would answer nothing new; a follower's fetch of it is recorded as caught up, as
-    the read would have."""
+    the read would have. A partition this fetch may not read is not quiet: it answers its error."""
     hosted = replicas.partitions
 
     def still_quiet(mark) -> bool:
         part, info, stamp = mark
         if hosted.get((part.topic, part.index)) is not part or part.info is not info or part.log.end_state() != stamp:
+            return False
+        if denied is not None and part.topic in denied:
             return False
         return replica_id < 0 or replicas.record_quiet_follower_fetch(part, replica_id, replica_epoch, stamp[0], now_ms)
     return still_quiet
@@ -182,10 +212,12 @@ def _replica(req: FetchRequest, version: int) -> tuple[int, int]:
 
 
 def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPartition, PartitionFetch]],
-              replica_id: int, replica_epoch: int) -> Generator[None, None, tuple[dict, int, bool, dict, dict]]:
+              replica_id: int, replica_epoch: int, denied=None
+              ) -> Generator[None, None, tuple[dict, int, bool, dict, dict]]:
     """Read every partition, in turns (broker/loop_turns.py): returns (response data per
     partition in order, bytes read, whether an error or a preferred read replica answers at once, bytes per topic
-    name, quiet marks of the partitions read empty at the end)."""
+    name, quiet marks of the partitions read empty at the end). ``denied``: topic names answered
+    TOPIC_AUTHORIZATION_FAILED (None: none)."""
     image = ctx.image
     from_follower = replica_id >= 0
     # Kafka's clientMetadata: a consumer from v11 on may read from a follower and be sent to one
@@ -211,6 +243,10 @@ def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPar
                            log_start_offset=-1, preferred_read_replica=-1, records=b"",
                            aborted_transactions=None)
         out[tp] = pd
+        if denied is not None and (tp.topic in denied if tp.topic is not None else from_follower):
+            pd.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED  # a follower's denial names every partition
+            errors = True
+            continue
         if topic is None:
             pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             errors = True

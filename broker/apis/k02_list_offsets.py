@@ -8,10 +8,13 @@ least the target, through the time index; none found (or only past the fetchable
 Leader-epoch fencing and the usual unknown-topic / not-leader errors per partition. A new leader whose high
 watermark is still below the first offset of its epoch answers OFFSET_NOT_AVAILABLE for latest and for a
 timestamp whose offset it cannot serve yet (the followers have not told it what is committed).
+Authorization (KafkaApis.handleListOffsetRequestV1AndAbove, with an authorizer): DESCRIBE on each topic, else
+its partitions answer TOPIC_AUTHORIZATION_FAILED (offset and timestamp -1), after the authorized topics.
 """
 
 from __future__ import annotations
 
+from cluster.acls import AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaError
 from protocol.generated.messages import ListOffsetsRequest, ListOffsetsResponse
 from protocol.generated.messages.list_offsets_response import ListOffsetsPartitionResponse, ListOffsetsTopicResponse
@@ -25,8 +28,16 @@ EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4,
 async def handle(ctx, req: ListOffsetsRequest) -> ListOffsetsResponse:
     image = ctx.image
     topics = []
+    denied = []
+    describable = ctx.filter_authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, req.topics, lambda t: t.name)
     for t in req.topics:
         tr = ListOffsetsTopicResponse(name=t.name)
+        if t.name not in describable:  # partitionSeqByAuthorized: answered after the authorized topics
+            tr.partitions = [ListOffsetsPartitionResponse(
+                partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, timestamp=-1,
+                offset=-1, leader_epoch=-1) for p in t.partitions]
+            denied.append(tr)
+            continue
         topics.append(tr)
         info = image.topic(t.name)
         for p in t.partitions:
@@ -43,7 +54,7 @@ async def handle(ctx, req: ListOffsetsRequest) -> ListOffsetsResponse:
                 _lookup(part, p.timestamp, req.isolation_level if req.replica_id == -1 else None, pr)
             except KafkaError as exc:
                 pr.error_code = int(exc.code)
-    return ListOffsetsResponse(topics=topics)
+    return ListOffsetsResponse(topics=topics + denied)
 
 
 def _lookup(part, timestamp: int, isolation_level: int | None, pr: ListOffsetsPartitionResponse) -> None:

@@ -2,7 +2,7 @@
 
 Behaviour (KafkaApis.handleTopicMetadataRequest, KRaft):
 * brokers: every registered, unfenced broker at its endpoint for the request's listener;
-* topics: all (null list; v0's empty list also means all) or the named / id'd ones (v10+ ids);
+* topics: all (null list; v0's empty list also means all) or the named / id'd ones (v10+ ids), each once;
   unknown names are UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID, illegal names
   INVALID_TOPIC_EXCEPTION;
 * auto-creation when ``auto.create.topics.enable`` and (v4+) ``allow_auto_topic_creation``: the topic is
@@ -11,7 +11,17 @@ Behaviour (KafkaApis.handleTopicMetadataRequest, KRaft):
 * a partition whose log is offline on this broker (KAFKA_STORAGE_ERROR to Produce and Fetch) is answered as
   Kafka answers one whose replica is on an offline log dir: this broker among the offline replicas and, where it
   leads, no leader (LEADER_NOT_AVAILABLE);
-* authorized operations: -2147483648 (not requested / not computed: no authorizer).
+* authorization (KafkaApis.handleTopicMetadataRequest, with an authorizer): only topics the principal may DESCRIBE
+  are answered; an all-topics request leaves the others out (asked without a denial log line), a named one answers
+  them TOPIC_AUTHORIZATION_FAILED (name and zero id; asked by id: no name and the id, ids not being sensitive), with
+  no look at whether they exist. A described topic that does not exist is auto-created only with CREATE on the
+  cluster (asked without a denial log line) or on the topic, else TOPIC_AUTHORIZATION_FAILED (zero id). Kafka's
+  order: unknown ids, the answered topics, those denied CREATE, those denied DESCRIBE;
+* authorized operations (v8+, as KafkaApis computes them with or without an authorizer; -2147483648 when not asked
+  for): ``include_topic_authorized_operations`` sets each answered topic's bit field of the TOPIC operations the
+  principal may do (AuthHelper.authorizedOperations; every one without an authorizer), not the denied entries';
+  ``include_cluster_authorized_operations`` (v8-10 only; v11 dropped it for DescribeCluster) sets the CLUSTER
+  operations' bit field when the principal may DESCRIBE the cluster, else 0.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ import random
 from typing import Mapping
 
 from broker.apis.context import EncodedResponse
+from cluster.acls import CLUSTER_NAME, AclOperation, ResourceType
 from cluster.controller import validate_topic_name
 from cluster.metadata_image import MetadataImage, TopicInfo
 from protocol.errors import ErrorCode
@@ -149,41 +160,23 @@ async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
     topics: list[MetadataResponseTopic] = []
     live = live_brokers(image, ctx.node_id, ctx.replicas.loading)
     large = False
+    authorizer = ctx.handles.authorizer
     if all_topics:
+        chosen = None
+        if authorizer is not None:  # topics not describable are left out, their denials not logged
+            chosen = ctx.filter_authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, image.topics_by_name,
+                                           log_if_denied=False)
         large = sum(len(t.partitions) for t in image.topics_by_name.values()) >= LARGE_PARTITIONS
         if large:  # the images and the built entries are never changed: safe to read and share from a thread
-            topics = await asyncio.to_thread(_all_topic_responses, image, live)
+            topics = await asyncio.to_thread(_all_topic_responses, image, live, chosen)
         else:
-            topics = _all_topic_responses(image, live)
+            topics = _all_topic_responses(image, live, chosen)
     else:
-        auto = bool(ctx.config.get("auto.create.topics.enable")) and (version < 4 or req.allow_auto_topic_creation)
-        to_create = []
-        for rt in req.topics:
-            if rt.name is None:
-                t = image.topics_by_id.get(rt.topic_id)
-                if t is not None:
-                    topics.append(topic_response(t, live))
-                else:
-                    topics.append(MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
-                                                        topic_id=rt.topic_id))
-                continue
-            t = image.topic(rt.name)
-            if t is not None:
-                topics.append(topic_response(t, live))
-            elif validate_topic_name(rt.name) is not None:
-                topics.append(MetadataResponseTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=rt.name,
-                                                    topic_id=ZERO_UUID, is_internal=False))
-            elif auto and rt.name not in INTERNAL_TOPICS:
-                to_create.append(rt.name)
-                topics.append(MetadataResponseTopic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=rt.name,
-                                                    topic_id=ZERO_UUID, is_internal=False))
-            else:
-                topics.append(MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=rt.name,
-                                                    topic_id=ZERO_UUID, is_internal=False))
-        if to_create:
-            # AutoTopicCreationManager: a CreateTopics to the controller with the broker defaults (-1)
-            await ctx.controller.call(CreateTopicsRequest(topics=[
-                CreatableTopic(name=n, num_partitions=-1, replication_factor=-1) for n in dict.fromkeys(to_create)]))
+        topics = await _named_topics(ctx, req, image, live)
+    if version >= 8 and req.include_topic_authorized_operations:
+        topics = [_with_operations(t, ctx.authorized_operations(ResourceType.TOPIC, t.name))
+                  if t.error_code != ErrorCode.TOPIC_AUTHORIZATION_FAILED and t.name is not None else t
+                  for t in topics]
     offline = ctx.replicas.offline_partitions
     if offline:
         names = {name for name, _ in offline}
@@ -201,10 +194,89 @@ async def handle(ctx, req: MetadataRequest) -> MetadataResponse:
         controller_id=controller_id_for(brokers, ctx.node_id),
         topics=topics,
     )
+    if 8 <= version <= 10 and req.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = (
+            ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+            if ctx.authorize_cluster(AclOperation.DESCRIBE) else 0)
     if large:
         return EncodedResponse(await asyncio.to_thread(encode_response, ctx.request, response))
     return response
 
 
-def _all_topic_responses(image: MetadataImage, live: frozenset) -> list[MetadataResponseTopic]:
-    return [topic_response(t, live) for t in image.topics_by_name.values()]
+def _all_topic_responses(image: MetadataImage, live: frozenset, chosen=None) -> list[MetadataResponseTopic]:
+    """Every topic, or those named in ``chosen``."""
+    return [topic_response(t, live) for t in image.topics_by_name.values() if chosen is None or t.name in chosen]
+
+
+def _with_operations(entry: MetadataResponseTopic, operations: int) -> MetadataResponseTopic:
+    """A copy of ``entry`` (built entries are shared) with its topic_authorized_operations."""
+    return MetadataResponseTopic(error_code=entry.error_code, name=entry.name, topic_id=entry.topic_id,
+                                 is_internal=entry.is_internal, partitions=entry.partitions,
+                                 topic_authorized_operations=operations)
+
+
+def _denied(name: str | None, topic_id: bytes = ZERO_UUID, is_internal: bool = False) -> MetadataResponseTopic:
+    return MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=topic_id,
+                                 is_internal=is_internal)
+
+
+async def _named_topics(ctx, req: MetadataRequest, image: MetadataImage, live: frozenset
+                        ) -> list[MetadataResponseTopic]:
+    """The named (or id'd) topics' entries, in Kafka's order when an authorizer denies some (see the docstring)."""
+    version = ctx.version
+    auto = bool(ctx.config.get("auto.create.topics.enable")) and (version < 4 or req.allow_auto_topic_creation)
+    # which names the request's topics resolve to (None: an unknown id); each name or id once (Kafka's sets)
+    resolved = []
+    seen = set()
+    for rt in req.topics:
+        key = rt.name if rt.name is not None else rt.topic_id
+        if key in seen:
+            continue
+        seen.add(key)
+        if rt.name is None:
+            t = image.topics_by_id.get(rt.topic_id)
+            resolved.append((rt, t.name if t is not None else None))
+        else:
+            resolved.append((rt, rt.name))
+    describable = ctx.filter_authorized(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                        [name for _, name in resolved if name is not None])
+    creatable = None  # the missing topics that may be auto-created (None: all; CREATE on the cluster or no authorizer)
+    if auto and ctx.handles.authorizer is not None:
+        missing = {name for _, name in resolved if name is not None and name in describable
+                   and image.topic(name) is None}
+        if missing and not ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False):
+            creatable = ctx.filter_authorized(AclOperation.CREATE, ResourceType.TOPIC, missing)
+    unknown_ids: list[MetadataResponseTopic] = []
+    topics: list[MetadataResponseTopic] = []
+    denied_create: list[MetadataResponseTopic] = []
+    denied_describe: list[MetadataResponseTopic] = []
+    to_create = []
+    for rt, name in resolved:
+        if name is None:
+            unknown_ids.append(MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                                     topic_id=rt.topic_id))
+            continue
+        if name not in describable:
+            # do not disclose whether it exists; an id is not sensitive and is answered back
+            denied_describe.append(_denied(None, rt.topic_id) if rt.name is None else _denied(name))
+            continue
+        t = image.topic(name)
+        if t is not None:
+            topics.append(topic_response(t, live))
+        elif auto and creatable is not None and name not in creatable:
+            denied_create.append(_denied(name, is_internal=name in INTERNAL_TOPICS))
+        elif validate_topic_name(name) is not None:
+            topics.append(MetadataResponseTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name,
+                                                topic_id=ZERO_UUID, is_internal=False))
+        elif auto and name not in INTERNAL_TOPICS:
+            to_create.append(name)
+            topics.append(MetadataResponseTopic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name,
+                                                topic_id=ZERO_UUID, is_internal=False))
+        else:
+            topics.append(MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name,
+                                                topic_id=ZERO_UUID, is_internal=False))
+    if to_create:
+        # AutoTopicCreationManager: a CreateTopics to the controller with the broker defaults (-1)
+        await ctx.controller.call(CreateTopicsRequest(topics=[
+            CreatableTopic(name=n, num_partitions=-1, replication_factor=-1) for n in dict.fromkeys(to_create)]))
+    return unknown_ids + topics + denied_create + denied_describe

@@ -20,6 +20,10 @@ Behaviour (KafkaApis.handleWriteTxnMarkersRequest, ReplicaManager.appendRecords 
   coordinator's retry of a marker already written and succeeds (KAFKA-19999).
 Sent by transaction coordinators and by admin clients aborting a hanging transaction (kafka-python's
 ``abort_transaction``).
+
+Authorization (KafkaApis.handleWriteTxnMarkersRequest, with an authorizer): ALTER on the cluster (an admin's abort;
+a denial not logged), else CLUSTER_ACTION (a broker), else every partition of every marker answers
+CLUSTER_AUTHORIZATION_FAILED (WriteTxnMarkersRequest.getErrorResponse) and nothing is written.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import asyncio
 import logging
 
 from broker.timeouts import wait_for
+from cluster.acls import CLUSTER_NAME, AclOperation, ResourceType
 from cluster.groups.group_classic import GroupError
 from protocol.errors import ErrorCode, KafkaError
 from protocol.generated.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
@@ -47,6 +52,12 @@ log = logging.getLogger("odradek.txn_markers")
 
 
 async def handle(ctx, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    if not (ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False)
+            or ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)):
+        return WriteTxnMarkersResponse(markers=[WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
+            WritableTxnMarkerTopicResult(name=t.name, partitions=[
+                WritableTxnMarkerPartitionResult(partition_index=i, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                for i in t.partition_indexes]) for t in m.topics]) for m in req.markers])
     deadline = ctx.clock.monotonic() + int(ctx.config.get("request.timeout.ms")) / 1000
     answers = [_append_marker(ctx, marker, deadline) for marker in req.markers]
     return WriteTxnMarkersResponse(markers=list(await asyncio.gather(*answers)))

@@ -18,11 +18,17 @@ Produce); its refusal is every partition's answer (PRODUCER_FENCED as
 INVALID_PRODUCER_EPOCH, the retriable ones as COORDINATOR_NOT_AVAILABLE, as GroupCoordinatorService normalizes
 them). Only at a finalized ``transaction.version`` of 2 or more; below, UNSUPPORTED_VERSION for every partition (as
 a transactional Produce v12 is answered).
+
+Authorization (KafkaApis.handleTxnOffsetCommitRequest), before anything else: WRITE on the transactional id, else
+every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED; READ on the group, else every partition
+GROUP_AUTHORIZATION_FAILED; READ on each topic, else its partitions TOPIC_AUTHORIZATION_FAILED (before the topic's
+existence is looked at).
 """
 
 from __future__ import annotations
 
 from broker.groups.group_service import req_ctx
+from cluster.acls import AclOperation, ResourceType
 from cluster.groups.group_classic import GroupError
 from protocol.errors import ErrorCode
 from protocol.topics import GROUP_METADATA_TOPIC
@@ -54,12 +60,20 @@ async def handle(ctx, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
 
 
 async def _commit(ctx, req: TxnOffsetCommitRequest) -> list[TxnOffsetCommitResponseTopic]:
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return [_answer(t.name, t.partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for t in req.topics]
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return [_answer(t.name, t.partitions, ErrorCode.GROUP_AUTHORIZATION_FAILED) for t in req.topics]
     if not req.group_id:
         return [_answer(t.name, t.partitions, ErrorCode.INVALID_GROUP_ID) for t in req.topics]
     image = ctx.image
+    readable = ctx.filter_authorized(AclOperation.READ, ResourceType.TOPIC, req.topics, lambda t: t.name)
     answered: dict[int, TxnOffsetCommitResponseTopic] = {}
     valid: list[tuple[int, TxnOffsetCommitRequestTopic]] = []
     for i, t in enumerate(req.topics):
+        if t.name not in readable:
+            answered[i] = _answer(t.name, t.partitions, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            continue
         topic = image.topic(t.name)
         if topic is None:
             answered[i] = _answer(t.name, t.partitions, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

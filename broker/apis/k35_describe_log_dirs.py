@@ -2,13 +2,17 @@
 
 Behaviour (ReplicaManager.describeLogDirs): one result per log dir with every hosted partition (or
 the requested ones; null topics = all): size on disk, offset lag (0 for a leader: max(HW - LEO, 0)),
-is_future_key false; v4+ total and usable bytes of the file system.
+is_future_key false; v4+ total and usable bytes of the file system. Authorization (KafkaApis
+.handleDescribeLogDirsRequest, with an authorizer): DESCRIBE on the cluster, else no results and
+CLUSTER_AUTHORIZATION_FAILED (the top-level error code from v3; v1-2 have none and answer just an empty list).
 """
 
 from __future__ import annotations
 
 import os
 
+from cluster.acls import AclOperation
+from protocol.errors import ErrorCode
 from protocol.generated.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
 from protocol.generated.messages.describe_log_dirs_response import (
     DescribeLogDirsPartition,
@@ -21,6 +25,8 @@ VERSIONS = (1, 5)
 
 
 async def handle(ctx, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
     wanted = None if req.topics is None else {(t.topic, p) for t in req.topics for p in t.partitions}
     by_dir: dict[str, dict[str, list[DescribeLogDirsPartition]]] = {str(d): {} for d in ctx.config.log_dirs}
     for (topic, index), part in sorted(ctx.replicas.partitions.items()):

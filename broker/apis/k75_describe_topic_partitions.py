@@ -26,10 +26,14 @@ Behaviour:
   leading, as a replica on an offline log dir in Kafka;
 * eligible_leader_replicas / last_known_elr: [] (Kafka answers the partition's ELR arrays, empty when
   eligible leader replicas are not enabled; the metadata image carries no ELR, so they are always empty);
-* topic_authorized_operations: with no authorizer Kafka fills in every operation supported on topics
-  (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS = 3576) for every topic
-  of a normal answer, error topics included; the request has no flag to ask for it. Error responses to
-  bad input keep the schema default -2147483648.
+* authorization (DescribeTopicPartitionsRequestHandler, with an authorizer): each name, in sorted order as the page
+  is filled, needs DESCRIBE on the topic; an all-topics request leaves the others out, a named one answers them
+  TOPIC_AUTHORIZATION_FAILED (zero id, no partitions, not internal, operations not set) after the page's topics.
+  As in Kafka, the names are asked lazily: those past a full page are neither asked about nor answered;
+* topic_authorized_operations: the bit field of the TOPIC operations the principal may do (AuthHelper
+  .authorizedOperations), for every topic of a normal answer, error topics included; with no authorizer every
+  operation supported on topics (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS =
+  3576); the request has no flag to ask for it. Error responses to bad input keep the schema default -2147483648.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from __future__ import annotations
 import logging
 from typing import Container, Iterable
 
+from cluster.acls import AclOperation, ResourceType
 from cluster.controller import validate_topic_name
 from cluster.metadata_image import INTERNAL_TOPICS, MetadataImage, TopicInfo
 from protocol.errors import ErrorCode
@@ -100,8 +105,10 @@ def _partitions(image: MetadataImage, t: TopicInfo, listener: str, start: int, m
 
 def describe(image: MetadataImage, topics: Iterable[str], listener: str, start_index, limit: int,
              fetch_all: bool, node_id: int = -1, loading: bool = False,
-             offline_here: Container[tuple[str, int]] = ()) -> DescribeTopicPartitionsResponse:
-    """KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse over ``topics`` (sorted names)."""
+             offline_here: Container[tuple[str, int]] = (), operations=lambda name: TOPIC_OPERATIONS
+             ) -> DescribeTopicPartitionsResponse:
+    """KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse over ``topics`` (sorted names, pulled one at a
+    time); ``operations(name)``: the topic's authorized operations bit field."""
     remaining = limit
     result = DescribeTopicPartitionsResponse(topics=[])
     for name in topics:
@@ -115,7 +122,7 @@ def describe(image: MetadataImage, topics: Iterable[str], listener: str, start_i
                                             offline_here)
             result.topics.append(DescribeTopicPartitionsResponseTopic(
                 error_code=0, name=name, topic_id=t.topic_id, is_internal=t.is_internal, partitions=parts,
-                topic_authorized_operations=TOPIC_OPERATIONS))
+                topic_authorized_operations=operations(name)))
             if next_index != -1:
                 result.next_cursor = Cursor(topic_name=name, partition_index=next_index)
                 break
@@ -125,7 +132,7 @@ def describe(image: MetadataImage, topics: Iterable[str], listener: str, start_i
                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             result.topics.append(DescribeTopicPartitionsResponseTopic(
                 error_code=error, name=name, topic_id=ZERO_UUID, is_internal=name in INTERNAL_TOPICS,
-                partitions=[], topic_authorized_operations=TOPIC_OPERATIONS))
+                partitions=[], topic_authorized_operations=operations(name)))
     return result
 
 
@@ -168,5 +175,21 @@ async def handle(ctx, req: DescribeTopicPartitionsRequest) -> DescribeTopicParti
     cursor_index = cursor.partition_index if cursor is not None else 0
     configured = ctx.config.get(PARTITION_LIMIT_CONFIG, PARTITION_LIMIT_DEFAULT)
     limit = max(min(int(configured), req.response_partition_limit), 1)
-    return describe(image, names, ctx.listener, lambda name: cursor_index if name == cursor_topic else 0, limit,
-                    fetch_all, ctx.node_id, ctx.replicas.loading, ctx.replicas.offline_partitions)
+    denied: list[DescribeTopicPartitionsResponseTopic] = []
+
+    def describable(names: list[str]):
+        """Kafka's lazily filtered stream: a name is asked about only when the page pulls it."""
+        for name in names:
+            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                yield name
+            elif not fetch_all:
+                denied.append(DescribeTopicPartitionsResponseTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID,
+                    is_internal=False, partitions=[]))
+
+    authorized = names if ctx.handles.authorizer is None else describable(names)
+    response = describe(image, authorized, ctx.listener, lambda name: cursor_index if name == cursor_topic else 0,
+                        limit, fetch_all, ctx.node_id, ctx.replicas.loading, ctx.replicas.offline_partitions,
+                        lambda name: ctx.authorized_operations(ResourceType.TOPIC, name))
+    response.topics.extend(denied)
+    return response

@@ -23,7 +23,7 @@ def request(port: int, body, version: int, timeout: float = 5.0, host: str = "12
         if security is not None and security.ssl is not None:
             s = security.ssl.wrap_socket(raw, server_hostname=host)
         if security is not None and security.mechanism:
-            _authenticate(s, security, client_id)
+            authenticate(s, security, client_id)
         return _call(s, body, version, client_id, f"{host}:{port}")
 
 
@@ -47,7 +47,8 @@ def _call(s, body, version: int, client_id: str, where: str):
     return spec.response.decode(frame[pos:], version)
 
 
-def _authenticate(s, security, client_id: str) -> None:
+def authenticate(s, security, client_id: str) -> None:
+    """SaslHandshake v1 and SaslAuthenticate v2 on the connected socket ``s`` (ConnectionError when refused)."""
     where = "SASL"
     if _call(s, SaslHandshakeRequest(mechanism=security.mechanism), 1, client_id, where).error_code:
         raise ConnectionError(f"SASL mechanism {security.mechanism} refused")

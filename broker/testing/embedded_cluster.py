@@ -466,12 +466,13 @@ class EmbeddedCluster(ProcessCluster):
     (the nodes' own credential and the users of ``users``, default ``client``, bootstrapped as ``odradek format
     --add-scram`` does), the quorum speaks mTLS; a CA and certificates for 127.0.0.1 are made under the data dir,
     passwords live in 0600 files, never on a command line. ``c.client_config(user)`` is a confluent-kafka
-    configuration for that user.
+    configuration for that user. ``acls`` (AccessControlEntryRecords) are bootstrapped with them, for a secured
+    cluster whose ``overrides`` name an ``authorizer.class.name``; the nodes' own user is ``secure_cluster.NODE_USER``.
     """
 
     def __init__(self, brokers: int = 3, controllers: int = 0, data_dir: str | Path | None = None,
                  overrides: dict | None = None, start_timeout: float = 60.0, security: str | None = None,
-                 users: tuple[str, ...] = ("client",)) -> None:
+                 users: tuple[str, ...] = ("client",), acls: tuple = ()) -> None:
         if brokers < 1 or controllers < 0:
             raise ValueError("a cluster needs at least one broker (and a non-negative number of controllers)")
         self._tmp = None
@@ -498,7 +499,9 @@ class EmbeddedCluster(ProcessCluster):
                          fault_hook=True)
         if self._security is not None:
             for node in self.nodes.values():
-                self._security.bootstrap(node.data_dir)
+                self._security.bootstrap(node.data_dir, acls)
+        elif acls:
+            raise ValueError("acls= needs security=\"SASL_SSL\": without it every client is User:ANONYMOUS")
 
     def client_config(self, user: str = "client") -> dict:
         """A confluent-kafka (librdkafka) configuration reaching this cluster as ``user``."""

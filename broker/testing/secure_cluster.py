@@ -43,16 +43,17 @@ class SecureSetup:
                 f"listener.name.plaintext.{MECHANISM.lower()}.sasl.jaas.config": jaas,
                 "sasl.mechanism.inter.broker.protocol": MECHANISM}
 
-    def bootstrap(self, data_dir: Path) -> None:
-        """The SCRAM credentials in a voter's bootstrap.checkpoint (odradek format --add-scram), once."""
+    def bootstrap(self, data_dir: Path, records=()) -> None:
+        """The SCRAM credentials (and ``records``, e.g. ACLs) in a voter's bootstrap.checkpoint (odradek format
+        --add-scram), once."""
         from broker.quorum.bootstrap_metadata import BOOTSTRAP_FILE, parse_add_scram, write_bootstrap
         from cluster.controller import BOOTSTRAP_FEATURES
 
         if (Path(data_dir) / BOOTSTRAP_FILE).exists() or (Path(data_dir) / "meta.properties").exists():
             return
         write_bootstrap(Path(data_dir), dict(BOOTSTRAP_FEATURES), [
-            parse_add_scram(f"{MECHANISM}=[name={user},password={password}]")
-            for user, password in self.passwords.items()])
+            *(parse_add_scram(f"{MECHANISM}=[name={user},password={password}]")
+              for user, password in self.passwords.items()), *records])
 
     def client_config(self, user: str) -> dict:
         return {"security.protocol": "SASL_SSL", "ssl.ca.location": str(self.ca.pem), "sasl.mechanism": MECHANISM,

@@ -66,7 +66,8 @@ def _cluster(tmp_path, isr=(1, FOLLOWER)):
     image = types.SimpleNamespace(topics_by_id={TOPIC_ID: types.SimpleNamespace(name="t")})
     handles = types.SimpleNamespace(
         version=17, image=image, replicas=rm, clock=clock, metrics=_Metrics(), config={},
-        fetch_sessions=FetchManager(FetchSessionCache(10, 120_000, num_shards=1)))
+        fetch_sessions=FetchManager(FetchSessionCache(10, 120_000, num_shards=1)),
+        handles=types.SimpleNamespace(authorizer=None))  # no authorizer: every fetch allowed
     return handles, rm, changes, reads
 
 

@@ -77,7 +77,8 @@ def test_a_large_full_metadata_is_built_and_encoded_off_the_loop_into_the_same_b
     header = RequestHeader(MetadataRequest.API_KEY, 12, 7, "c").encode(APIS[3].request_header_version(12))
     request = parse_request(header + MetadataRequest(topics=None).encode(12))
     ctx = types.SimpleNamespace(image=image, version=12, node_id=1, listener="PLAINTEXT", cluster_id="cid",
-                                request=request, replicas=types.SimpleNamespace(loading=False, offline_partitions={}))
+                                request=request, replicas=types.SimpleNamespace(loading=False, offline_partitions={}),
+                                handles=types.SimpleNamespace(authorizer=None))
     threads = []
     real_encode = k03_metadata.encode_response
 
