@@ -20,13 +20,14 @@ import json
 import logging
 import os
 import subprocess
+import threading
 import time
 import uuid
 
 import pytest
 
 from broker.testing.certificates import CertificateAuthority
-from broker.testing.embedded_cluster import EmbeddedCluster
+from broker.testing.embedded_cluster import EmbeddedCluster, wait_until
 from tests.harness import MetricsPorts, scrape
 
 SOAK = os.environ.get("ODRADEK_SOAK") == "1"
@@ -41,6 +42,7 @@ CELLS = [("SSL", None)] + [(p, m) for p in ("SASL_PLAINTEXT", "SASL_SSL") for m 
 CELL_IDS = [p if m is None else f"{p}-{m}" for p, m in CELLS]
 LISTENER = {"SSL": "CLIENT_SSL", "SASL_PLAINTEXT": "CLIENT_SASL_PLAINTEXT", "SASL_SSL": "CLIENT_SASL_SSL"}
 N = 10  # records per cell
+log = logging.getLogger(__name__)
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +184,8 @@ def test_kafka_python_in_each_cell(secured, protocol, mechanism):
     admin = KafkaAdminClient(**conf)
     try:
         admin.create_topics([NewTopic(topic, 1, 3)])
-        assert topic in admin.list_topics()
+        # created when the controller commits it; the broker asked learns of it a moment later
+        wait_until(lambda: topic in admin.list_topics(), 20, 0.1, f"{topic} listed")
     finally:
         admin.close()
     p = KafkaProducer(**conf, acks="all")
@@ -456,12 +459,9 @@ def test_reauthentication_in_place_a_v0_client_reconnecting_and_a_principal_chan
         acked["legacy"].append(value)
     legacy.close()
     assert {k: len(v) for k, v in acked.items()} == {k: sent for k in acked}
-    for _ in range(600):  # 0.1 s each: at most 60 s
-        if len(read) >= 3 * sent:
-            break
-        m = consumer.poll(0.1)
-        if m is not None and m.error() is None:
-            read.append(m.value())
+    deadline = time.monotonic() + 60
+    while len(read) < 3 * sent and time.monotonic() < deadline:
+        read.extend(m.value() for m in consumer.consume(1000, 0.2) if m.error() is None)
     stats.clear()
     for _ in range(100):  # the figures of a statistics interval after the run; 0.1 s each
         if len(stats) == 2:
@@ -480,7 +480,162 @@ def test_reauthentication_in_place_a_v0_client_reconnecting_and_a_principal_chan
     assert "Cannot change principals during re-authentication from User.app: User.other" in switch_errors[0].str()
     after = scrape_listener(c, "REAUTH")
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    log.info("re-authentication for %d s: %d records per client, REAUTH listener counters %s", REAUTH_SECONDS,
+             sent, delta)
     assert delta["successful_reauthentication"] >= REAUTH_SECONDS * 1000 // REAUTH_MS, delta
     assert delta["failed_reauthentication"] >= 1, delta
     # the v0 client's connections were closed at their sessions' end (it reconnected: everything acknowledged)
     assert delta["expired_connections_killed"] >= 1, delta
+
+
+# ---- the five clients producing through a kill -9 of a partition leader (last: the node stays down) -----------
+
+class Worker:
+    """One client producing with acks=all in the background until ``stop``: ``acked`` is what it was told was
+    written."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.acked: list[bytes] = []
+        self.error: BaseException | None = None
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.run()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+    def values(self):
+        """This worker's values, paced (one every 10 ms at most), until stopped."""
+        for i in range(1_000_000):
+            if self.stopping.wait(0.01):
+                return
+            yield f"{self.name}-{i}".encode()
+
+
+def start_workers(c, topic: str, kafkajs_dir, kcat_bin, stop_file) -> list[Worker]:
+    class ConfluentWorker(Worker):  # SASL_SSL SCRAM-SHA-256
+        def run(self) -> None:
+            from confluent_kafka import Producer
+
+            p = Producer({**librdkafka_conf(c, "SASL_SSL", "SCRAM-SHA-256"), "acks": "all",
+                          "enable.idempotence": True, "message.timeout.ms": 60000})
+            for v in self.values():
+                p.produce(topic, v, on_delivery=lambda err, msg: err is None and self.acked.append(msg.value()))
+                p.poll(0)
+            p.flush(60)
+
+    class KafkaPythonWorker(Worker):  # SASL_PLAINTEXT PLAIN
+        def run(self) -> None:
+            from kafka import KafkaProducer
+
+            p = KafkaProducer(**kafka_python_conf(c, "SASL_PLAINTEXT", "PLAIN"), acks="all")
+            for v in self.values():
+                p.send(topic, v).add_callback(lambda _md, v=v: self.acked.append(v))
+            p.flush(60)
+            p.close()
+
+    class AiokafkaWorker(Worker):  # SSL with a client certificate
+        def run(self) -> None:
+            from aiokafka import AIOKafkaProducer
+            from aiokafka.errors import KafkaError
+
+            async def produce() -> None:
+                p = AIOKafkaProducer(**aiokafka_conf(c, "SSL", None), acks="all")
+                await p.start()
+                try:
+                    for v in self.values():
+                        try:
+                            await p.send_and_wait(topic, v)
+                            self.acked.append(v)
+                        except KafkaError:  # not acknowledged: not counted
+                            pass
+                finally:
+                    await p.stop()
+
+            asyncio.run(produce())
+
+    class KcatWorker(Worker):  # SASL_SSL SCRAM-SHA-512, 20 records per kcat run: acknowledged when it exits 0
+        def run(self) -> None:
+            args = kcat_args(librdkafka_conf(c, "SASL_SSL", "SCRAM-SHA-512"))
+            batch: list[bytes] = []
+            for v in self.values():
+                batch.append(v)
+                if len(batch) == 20:
+                    out = subprocess.run([kcat_bin, *args, "-P", "-t", topic, "-X", "acks=all"],
+                                         input=b"\n".join(batch) + b"\n", capture_output=True, timeout=120)
+                    if out.returncode == 0:
+                        self.acked.extend(batch)
+                    batch = []
+
+    class KafkaJSWorker(Worker):  # SASL_PLAINTEXT SCRAM-SHA-512, in one node process printing each acknowledgement
+        def run(self) -> None:
+            job = {"mode": "run", "connection": kafkajs_connection(c, "SASL_PLAINTEXT", "SCRAM-SHA-512"),
+                   "topic": topic, "prefix": f"{self.name}-", "stopFile": str(stop_file), "maxSeconds": 180}
+            proc = subprocess.Popen(["node", str(kafkajs_dir / "secure.js")], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=kafkajs_dir)
+            try:
+                proc.stdin.write(json.dumps(job).encode())
+                proc.stdin.close()
+                for line in proc.stdout:  # ends when the process does: at most maxSeconds
+                    self.acked.append(line.strip())
+                assert proc.wait(60) == 0, proc.stderr.read().decode(errors="replace")[-4000:]
+            finally:
+                proc.kill()
+                proc.wait()
+
+    workers = [ConfluentWorker("confluent"), KafkaPythonWorker("kafka-python"), AiokafkaWorker("aiokafka"),
+               KcatWorker("kcat"), KafkaJSWorker("kafkajs")]
+    for w in workers:
+        w.thread.start()
+    return workers
+
+
+def test_every_client_produces_through_a_kill_of_a_partition_leader(secured, kafkajs_dir, kcat_bin, tmp_path):
+    """The five clients, each over another cell, write with acks=all to a topic of 3 partitions (RF 3,
+    min.insync.replicas 2) while the leader of partition 0 is killed with SIGKILL; each goes on being acknowledged
+    after the kill, and every acknowledged record is read back."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    c = secured
+    conf = librdkafka_conf(c, "SASL_SSL", "SCRAM-SHA-512")
+    topic = new_topic("kill")
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
+    stop_file = tmp_path / "stop"
+    workers = start_workers(c, topic, kafkajs_dir, kcat_bin, stop_file)
+    try:
+        wait_until(lambda: all(len(w.acked) >= 40 or w.error for w in workers), 60, 0.1,
+                   "every client acknowledged before the kill")
+        victim = c.leader_of(topic, 0)
+        at_kill = {w.name: len(w.acked) for w in workers}
+        c.kill(victim)
+        wait_until(lambda: all(len(w.acked) >= at_kill[w.name] + 40 or w.error for w in workers), 90, 0.1,
+                   "every client acknowledged after the kill")
+    finally:
+        stop_file.touch()
+        for w in workers:
+            w.stopping.set()
+        for w in workers:
+            w.thread.join(120)
+    assert not [w for w in workers if w.thread.is_alive()]
+    assert {w.name: w.error for w in workers if w.error} == {}
+    acked = {v for w in workers for v in w.acked}
+    assert all(len(w.acked) > 0 for w in workers)
+    consumer = Consumer({**conf, "group.id": topic, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+    read: set[bytes] = set()
+    deadline = time.monotonic() + 60
+    while not acked <= read and time.monotonic() < deadline:
+        read.update(m.value() for m in consumer.consume(1000, 0.2) if m.error() is None)
+    consumer.close()
+    assert acked - read == set(), f"{len(acked - read)} acknowledged records lost"
+    log.info("through the kill of node %d: acknowledged %s (at the kill %s), all %d read back", victim,
+             {w.name: len(w.acked) for w in workers}, at_kill, len(acked))
+    wait_until(lambda: c.leader_of(topic, 0) != victim, 30, 0.2, "a new leader of partition 0")

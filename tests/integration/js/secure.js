@@ -8,8 +8,9 @@
 //   with a consumer in a group (until it has them all or 20 s pass) and lists the topic's offsets (admin).
 //   Prints {name: {read: [value], offsets: [{partition, high}]} | {error, message}}.
 // * {mode: "run", connection, topic, prefix, stopFile, maxSeconds}: sends `${prefix}${i}` one at a time with
-//   acks=-1 (round robin over the topic's partitions) until stopFile exists or maxSeconds pass; a send that fails
-//   after KafkaJS' retries is not counted. Prints {acked: [value], failed: n}.
+//   acks=-1 (round robin over the topic's partitions) until stopFile exists or maxSeconds pass, printing each
+//   acknowledged value on its own line as it is acknowledged; a send that fails after KafkaJS' retries is not
+//   printed (the count of those goes to stderr).
 'use strict'
 
 const fs = require('fs')
@@ -74,26 +75,25 @@ async function run (job) {
   await admin.disconnect()
   const producer = kafka.producer()
   await producer.connect()
-  const acked = []
   let failed = 0
   const deadline = Date.now() + job.maxSeconds * 1000
   for (let i = 0; !fs.existsSync(job.stopFile) && Date.now() < deadline; i++) {
     const value = `${job.prefix}${i}`
     try {
       await producer.send({ topic: job.topic, acks: -1, messages: [{ value, partition: i % partitions }] })
-      acked.push(value)
+      process.stdout.write(value + '\n')
     } catch (e) {
       failed++
     }
   }
   await producer.disconnect()
-  return { acked, failed }
+  process.stderr.write(`failed sends: ${failed}\n`)
 }
 
 async function main () {
   const job = await readStdin()
   if (job.mode === 'run') {
-    process.stdout.write(JSON.stringify(await run(job)))
+    await run(job)
     return
   }
   const out = {}
