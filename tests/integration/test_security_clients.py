@@ -482,10 +482,10 @@ def test_reauthentication_in_place_a_v0_client_reconnecting_and_a_principal_chan
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     log.info("re-authentication for %d s: %d records per client, REAUTH listener counters %s", REAUTH_SECONDS,
              sent, delta)
-    assert delta["successful_reauthentication"] >= REAUTH_SECONDS * 1000 // REAUTH_MS, delta
-    assert delta["failed_reauthentication"] >= 1, delta
+    assert delta.get("successful_reauthentication", 0) >= REAUTH_SECONDS * 1000 // REAUTH_MS, delta
+    assert delta.get("failed_reauthentication", 0) >= 1, delta
     # the v0 client's connections were closed at their sessions' end (it reconnected: everything acknowledged)
-    assert delta["expired_connections_killed"] >= 1, delta
+    assert delta.get("expired_connections_killed", 0) >= 1, delta
 
 
 # ---- the five clients producing through a kill -9 of a partition leader (last: the node stays down) -----------
@@ -526,7 +526,8 @@ def start_workers(c, topic: str, kafkajs_dir, kcat_bin, stop_file) -> list[Worke
             p = Producer({**librdkafka_conf(c, "SASL_SSL", "SCRAM-SHA-256"), "acks": "all",
                           "enable.idempotence": True, "message.timeout.ms": 60000})
             for v in self.values():
-                p.produce(topic, v, on_delivery=lambda err, msg: err is None and self.acked.append(msg.value()))
+                p.produce(topic, v, partition=0,
+                          on_delivery=lambda err, msg: err is None and self.acked.append(msg.value()))
                 p.poll(0)
             p.flush(60)
 
@@ -536,7 +537,7 @@ def start_workers(c, topic: str, kafkajs_dir, kcat_bin, stop_file) -> list[Worke
 
             p = KafkaProducer(**kafka_python_conf(c, "SASL_PLAINTEXT", "PLAIN"), acks="all")
             for v in self.values():
-                p.send(topic, v).add_callback(lambda _md, v=v: self.acked.append(v))
+                p.send(topic, v, partition=0).add_callback(lambda _md, v=v: self.acked.append(v))
             p.flush(60)
             p.close()
 
@@ -551,7 +552,7 @@ def start_workers(c, topic: str, kafkajs_dir, kcat_bin, stop_file) -> list[Worke
                 try:
                     for v in self.values():
                         try:
-                            await p.send_and_wait(topic, v)
+                            await p.send_and_wait(topic, v, partition=0)
                             self.acked.append(v)
                         except KafkaError:  # not acknowledged: not counted
                             pass
@@ -567,7 +568,7 @@ def start_workers(c, topic: str, kafkajs_dir, kcat_bin, stop_file) -> list[Worke
             for v in self.values():
                 batch.append(v)
                 if len(batch) == 20:
-                    out = subprocess.run([kcat_bin, *args, "-P", "-t", topic, "-X", "acks=all"],
+                    out = subprocess.run([kcat_bin, *args, "-P", "-t", topic, "-p", "0", "-X", "acks=all"],
                                          input=b"\n".join(batch) + b"\n", capture_output=True, timeout=120)
                     if out.returncode == 0:
                         self.acked.extend(batch)
@@ -597,9 +598,9 @@ def start_workers(c, topic: str, kafkajs_dir, kcat_bin, stop_file) -> list[Worke
 
 
 def test_every_client_produces_through_a_kill_of_a_partition_leader(secured, kafkajs_dir, kcat_bin, tmp_path):
-    """The five clients, each over another cell, write with acks=all to a topic of 3 partitions (RF 3,
-    min.insync.replicas 2) while the leader of partition 0 is killed with SIGKILL; each goes on being acknowledged
-    after the kill, and every acknowledged record is read back."""
+    """The five clients, each over another cell, write with acks=all to one partition (RF 3, min.insync.replicas
+    2) while its leader is killed with SIGKILL; each goes on being acknowledged after the kill (by the new leader:
+    the old one is dead), and every acknowledged record is read back."""
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -607,7 +608,7 @@ def test_every_client_produces_through_a_kill_of_a_partition_leader(secured, kaf
     conf = librdkafka_conf(c, "SASL_SSL", "SCRAM-SHA-512")
     topic = new_topic("kill")
     admin = AdminClient(conf)
-    admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
     stop_file = tmp_path / "stop"
     workers = start_workers(c, topic, kafkajs_dir, kcat_bin, stop_file)
     try:
@@ -629,7 +630,7 @@ def test_every_client_produces_through_a_kill_of_a_partition_leader(secured, kaf
     acked = {v for w in workers for v in w.acked}
     assert all(len(w.acked) > 0 for w in workers)
     consumer = Consumer({**conf, "group.id": topic, "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+    consumer.assign([TopicPartition(topic, 0, 0)])
     read: set[bytes] = set()
     deadline = time.monotonic() + 60
     while not acked <= read and time.monotonic() < deadline:
