@@ -3,9 +3,9 @@ KafkaJS produce (acks=all), consume and make an admin call over SSL with a clien
 SASL_SSL with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, on three nodes whose replication runs over SASL_SSL/SCRAM and
 whose quorum runs over mTLS; all five keep producing through a kill -9 of a partition leader and every acknowledged
 record is read back; a wrong password, an unknown user and a foreign CA each give each client its own error; on a
-listener with ``connections.max.reauth.ms=3000`` librdkafka and kafka-python re-authenticate in place (KIP-368), a
-SaslAuthenticate v0 client is disconnected at its session's end and reconnects, and a client whose credentials
-change to another user is refused on re-authentication.
+listener with ``connections.max.reauth.ms=3000`` librdkafka re-authenticates in place (KIP-368), a SaslAuthenticate
+v0 client (kafka-python speaking Kafka 2.0) is disconnected at its session's end and reconnects, and a client whose
+credentials change to another user is refused on re-authentication.
 
 One cluster for the module: its client listeners sit beside the harness' own (EmbeddedCluster(security=...):
 ``PLAINTEXT`` is SASL_SSL/SCRAM-SHA-512, the nodes' inter-broker listener; ``CONTROLLER`` mTLS):
