@@ -316,7 +316,7 @@ def test_kafka_python_refused(secured, caplog):
         caplog.clear()
         # kafka-python logs each bootstrap attempt's failure, then gives up bootstrapping
         with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(KafkaTimeoutError):
-            KafkaAdminClient(**kafka_python_conf(secured, **kw), bootstrap_timeout_ms=2000)
+            KafkaAdminClient(**kafka_python_conf(secured, **kw), bootstrap_timeout_ms=1500)
         logs[case] = caplog.text
     assert "SaslAuthenticationFailedError" in logs["wrong-password"]
     assert "SaslAuthenticationFailedError" in logs["unknown-user"]
