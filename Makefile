@@ -62,8 +62,8 @@ test: cc venv-test kcat java iproute2 docker-compose
 
 ## the long profiles, run by hand (not in CI): Raft simulation seeds, controller kills, replication faults (also
 ## under transactions, with network partitions too), exactly-once through 20 kills of a transactional app (EOS), a
-## damaged log dir of 10,000 partitions, the transaction-aware cleaner through kills, the compaction report on a
-## local Spark cluster
+## damaged log dir of 10,000 partitions, the transaction-aware cleaner through kills, 20 s of SASL re-authentication
+## on a secured cluster, the compaction report on a local Spark cluster
 soak: venv-test iproute2
 	ODRADEK_SOAK=1 $(PY) -m pytest -s -m soak tests/sim
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_quorum_cluster.py -k controller_kills
@@ -73,6 +73,7 @@ soak: venv-test iproute2
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_replication_faults.py
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_netns_partitions.py -k transactions
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_eos_faults.py
+	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_security_clients.py -k reauthentication
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_bad_storage.py -k damaged
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_txn_compaction.py
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_transactions_cluster.py -k "each_clients or lost_markers"

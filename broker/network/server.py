@@ -259,6 +259,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 server.metrics.auth_failures.labels(self.listener).inc()
                 transport.abort()
                 return
+            if self.sasl is None:  # an SSL listener: the handshake was the authentication (Kafka's Selector counts it)
+                server.metrics.auth_successes.labels(self.listener).inc()
         self.last_active = server.clock.monotonic()
         self._flow = _FlowControl(transport)
         self._part_writer = PartWriter(self._flow, server.send_stats, zero_copy=server.zero_copy)

@@ -332,6 +332,7 @@ class ProcessCluster:
     def __init__(self, root: Path, combined: int = 3, controllers: int = 0, brokers: int = 0,
                  overrides: dict | None = None, fault_hook: bool = False, cluster_id: str = TEST_CLUSTER_ID) -> None:
         self.root = Path(root)
+        self.listener_ports: dict[str, dict[int, int]] = {}  # add_listener's: name -> node id -> port
         self.fault_hook = fault_hook
         voter_ids, broker_ids = node_ids(combined, controllers, brokers)
         ports = reserve_ports(len(broker_ids) + len(voter_ids))
@@ -357,6 +358,30 @@ class ProcessCluster:
 
     def client_address(self, node_id: int) -> str:
         return f"127.0.0.1:{self.broker_ports[node_id]}"
+
+    def add_listener(self, name: str, protocol: str, settings: dict | None = None) -> dict[int, int]:
+        """Another client listener on every broker, before ``start``: ``name`` speaking ``protocol`` (SSL,
+        SASL_PLAINTEXT, ...) on a port reserved per broker, advertised beside the others and added to
+        ``listener.security.protocol.map``; ``settings`` are its ``listener.name.<name>.*`` properties (without
+        the prefix). Node id -> port; ``listener_bootstrap(name)`` is its bootstrap list."""
+        name = name.upper()
+        ports = dict(zip(self.broker_ports, reserve_ports(len(self.broker_ports))))
+        prefix = f"listener.name.{name.lower()}."
+        for i, node in self.nodes.items():
+            props = node.overrides
+            props["listener.security.protocol.map"] = ",".join(filter(None, (
+                props.get("listener.security.protocol.map") or "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                f"{name}:{protocol}")))
+            props.update({f"{prefix}{k}": v for k, v in (settings or {}).items()})
+            if i in ports:
+                props["listeners"] = f"{props['listeners']},{name}://127.0.0.1:{ports[i]}"
+                props["advertised.listeners"] = f"{props['advertised.listeners']},{name}://127.0.0.1:{ports[i]}"
+        self.listener_ports[name] = ports
+        return ports
+
+    def listener_bootstrap(self, name: str) -> str:
+        """``127.0.0.1:port,...`` of every broker's listener ``name`` (``add_listener``)."""
+        return ",".join(f"127.0.0.1:{p}" for p in self.listener_ports[name.upper()].values())
 
     def start(self, node_id: int | None = None, timeout: float = 60.0) -> None:
         """Start one node (or all, together), retrying a node while its reserved port is still held."""
@@ -502,6 +527,11 @@ class EmbeddedCluster(ProcessCluster):
                 self._security.bootstrap(node.data_dir, acls)
         elif acls:
             raise ValueError("acls= needs security=\"SASL_SSL\": without it every client is User:ANONYMOUS")
+
+    @property
+    def security(self):
+        """The ``SecureSetup`` of a ``security=`` cluster (its CA, passwords), else None."""
+        return self._security
 
     def client_config(self, user: str = "client") -> dict:
         """A confluent-kafka (librdkafka) configuration reaching this cluster as ``user``."""

@@ -1,7 +1,8 @@
 """What ``EmbeddedCluster(security="SASL_SSL")`` adds to its nodes: a CA and a certificate for 127.0.0.1, the
 listeners' protocols (the broker listener SASL_SSL with SCRAM-SHA-512, the controller listener mTLS), the SCRAM
-credentials a new cluster starts with (bootstrap.checkpoint, as ``odradek format --add-scram``), and the client
-side of it. Passwords are made here and kept in 0600 files under the cluster's data dir."""
+credentials a new cluster starts with (bootstrap.checkpoint, as ``odradek format --add-scram``: the users' for
+SCRAM-SHA-512 and SCRAM-SHA-256), and the client side of it. Passwords are made here and kept in 0600 files under
+the cluster's data dir."""
 
 from __future__ import annotations
 
@@ -51,9 +52,11 @@ class SecureSetup:
 
         if (Path(data_dir) / BOOTSTRAP_FILE).exists() or (Path(data_dir) / "meta.properties").exists():
             return
+        # the users have a SCRAM-SHA-256 credential too (same password), for a listener a test enables it on
         write_bootstrap(Path(data_dir), dict(BOOTSTRAP_FEATURES), [
-            *(parse_add_scram(f"{MECHANISM}=[name={user},password={password}]")
-              for user, password in self.passwords.items()), *records])
+            *(parse_add_scram(f"{mechanism}=[name={user},password={password}]")
+              for user, password in self.passwords.items()
+              for mechanism in ((MECHANISM,) if user == NODE_USER else (MECHANISM, "SCRAM-SHA-256"))), *records])
 
     def client_config(self, user: str) -> dict:
         return {"security.protocol": "SASL_SSL", "ssl.ca.location": str(self.ca.pem), "sasl.mechanism": MECHANISM,
