@@ -31,6 +31,8 @@ class _Ctx:
 
     request: object
     client_host: str
+    principal: str = "User:ANONYMOUS"
+    token_authenticated: bool = False
 
     @property
     def version(self) -> int:
