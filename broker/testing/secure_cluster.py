@@ -1,7 +1,13 @@
 """What ``EmbeddedCluster(security="SASL_SSL")`` adds to its nodes: a CA and a certificate for 127.0.0.1, the
 listeners' protocols (the broker listener SASL_SSL with SCRAM-SHA-512, the controller listener mTLS), the SCRAM
 credentials a new cluster starts with (bootstrap.checkpoint, as ``odradek format --add-scram``), and the client
-side of it. Passwords are made here and kept in 0600 files under the cluster's data dir."""
+side of it. Passwords are made here and kept in 0600 files under the cluster's data dir.
+
+With ``authorizer`` the nodes run Kafka's StandardAuthorizer, and the nodes' own principals are its super users
+(``super.users``): ``User:<the node certificate's DN>`` on the mTLS controller listener (votes, metadata fetches,
+registrations, heartbeats, forwarded Envelopes: CLUSTER_ACTION) and the SCRAM ``User:odradek-node`` between
+brokers (replication, transaction markers), as a Kafka deployment lists its brokers' principals. Any other ACLs
+exist from the start (``acls``: records in the bootstrap.checkpoint beside the SCRAM credentials)."""
 
 from __future__ import annotations
 
@@ -17,8 +23,11 @@ NODE_USER = "odradek-node"
 
 
 class SecureSetup:
-    def __init__(self, directory: Path, users: tuple[str, ...]) -> None:
+    def __init__(self, directory: Path, users: tuple[str, ...], authorizer: bool = False,
+                 acls: tuple = ()) -> None:
         self.dir = Path(directory)
+        self.authorizer = authorizer
+        self.acls = tuple(acls)
         self.ca = CertificateAuthority(self.dir / "ca")
         self.node_cert = self.ca.issue("node", server=True)
         self.passwords = {name: self._password(name) for name in (NODE_USER, *users)}
@@ -33,9 +42,19 @@ class SecureSetup:
             f.write(password)
         return password
 
+    @property
+    def node_principals(self) -> tuple[str, ...]:
+        """The principals the nodes authenticate to each other as: the certificate's (mTLS), the SCRAM user's."""
+        return (f"User:{self.node_cert.dn}", f"User:{NODE_USER}")
+
     def node_properties(self) -> dict:
         jaas = f'{SCRAM_MODULE} required username="{NODE_USER}" password="{self.passwords[NODE_USER]}";'
-        return {"listener.security.protocol.map": "PLAINTEXT:SASL_SSL,CONTROLLER:SSL",
+        authorizer = {}
+        if self.authorizer:
+            from cluster.authorizer import AUTHORIZER_CLASS
+
+            authorizer = {"authorizer.class.name": AUTHORIZER_CLASS, "super.users": ";".join(self.node_principals)}
+        return {**authorizer, "listener.security.protocol.map": "PLAINTEXT:SASL_SSL,CONTROLLER:SSL",
                 "ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.node_cert.pem),
                 "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca.pem),
                 "listener.name.controller.ssl.client.auth": "required",
@@ -44,7 +63,8 @@ class SecureSetup:
                 "sasl.mechanism.inter.broker.protocol": MECHANISM}
 
     def bootstrap(self, data_dir: Path) -> None:
-        """The SCRAM credentials in a voter's bootstrap.checkpoint (odradek format --add-scram), once."""
+        """The SCRAM credentials (odradek format --add-scram) and the ACLs in a voter's bootstrap.checkpoint,
+        once."""
         from broker.quorum.bootstrap_metadata import BOOTSTRAP_FILE, parse_add_scram, write_bootstrap
         from cluster.controller import BOOTSTRAP_FEATURES
 
@@ -52,7 +72,7 @@ class SecureSetup:
             return
         write_bootstrap(Path(data_dir), dict(BOOTSTRAP_FEATURES), [
             parse_add_scram(f"{MECHANISM}=[name={user},password={password}]")
-            for user, password in self.passwords.items()])
+            for user, password in self.passwords.items()] + list(self.acls))
 
     def client_config(self, user: str) -> dict:
         return {"security.protocol": "SASL_SSL", "ssl.ca.location": str(self.ca.pem), "sasl.mechanism": MECHANISM,
