@@ -7,6 +7,10 @@ Envelope's principal for a forwarded one. The Envelope itself needs CLUSTER_ACTI
 forward). The APIs not listed authorize per resource inside their handlers (CreateTopics, DeleteTopics,
 CreatePartitions, AlterConfigs, IncrementalAlterConfigs) or need nothing (ApiVersions, the SASL exchange).
 
+CreateAcls and DeleteAcls need ALTER on the cluster (AclApis); their handlers join ``CLUSTER_OPERATION`` with
+``30: ALTER, 31: ALTER`` (their error shapes are here already) and are then refused on the controller listener
+and inside Envelopes like the others.
+
 ``error_response`` is each request's ``getErrorResponse``: the shape Kafka answers an exception in (a top-level
 error, or the error repeated per topic, partition, entry or user the request named). The broker answers a
 forwarded request with it too when the Envelope itself fails (ForwardingManager: UNKNOWN_SERVER_ERROR).
@@ -21,8 +25,10 @@ from protocol.generated.messages import alter_client_quotas_response as acq
 from protocol.generated.messages import alter_configs_response as ac
 from protocol.generated.messages import alter_partition_reassignments_response as apr
 from protocol.generated.messages import alter_user_scram_credentials_response as auc
+from protocol.generated.messages import create_acls_response as ca
 from protocol.generated.messages import create_partitions_response as cp
 from protocol.generated.messages import create_topics_response as ct
+from protocol.generated.messages import delete_acls_response as da
 from protocol.generated.messages import delete_topics_response as dt
 from protocol.generated.messages import elect_leaders_response as el
 from protocol.generated.messages import fetch_response as fr
@@ -170,10 +176,21 @@ def _incremental_alter_configs(req, version, code, message, default):
                                          resource_name=r.resource_name) for r in req.resources])
 
 
+def _create_acls(req, version, code, message, default):
+    return m.CreateAclsResponse(results=[ca.AclCreationResult(error_code=code, error_message=message)
+                                         for _ in req.creations])
+
+
+def _delete_acls(req, version, code, message, default):
+    return m.DeleteAclsResponse(filter_results=[da.DeleteAclsFilterResult(error_code=code, error_message=message,
+                                                                          matching_acls=[]) for _ in req.filters])
+
+
 _BUILDERS = {m.FetchRequest: _fetch, m.DescribeQuorumRequest: _describe_quorum,
              m.ElectLeadersRequest: _elect_leaders, m.AlterPartitionReassignmentsRequest: _alter_reassignments,
              m.ListPartitionReassignmentsRequest: _list_reassignments,
              m.AlterClientQuotasRequest: _alter_client_quotas, m.AlterUserScramCredentialsRequest: _alter_scram,
              m.CreateTopicsRequest: _create_topics, m.DeleteTopicsRequest: _delete_topics,
              m.CreatePartitionsRequest: _create_partitions, m.AlterConfigsRequest: _alter_configs,
-             m.IncrementalAlterConfigsRequest: _incremental_alter_configs}
+             m.IncrementalAlterConfigsRequest: _incremental_alter_configs,
+             m.CreateAclsRequest: _create_acls, m.DeleteAclsRequest: _delete_acls}
