@@ -26,6 +26,7 @@ from broker.controlplane.controller_apis.context import ControllerContext
 from broker.controlplane.controller_authorization import CLUSTER_OPERATION, cluster_authorization_failed, error_response
 from broker.quorum.raft_quorum import RaftQuorum, parse_voters
 from cluster.acls import CLUSTER_NAME, ResourceType
+from cluster.authorizer import AuthorizerNotReady
 from cluster.controller import Controller
 from cluster.metadata_image import MetadataImage
 from protocol.connection import encode_response, parse_request
@@ -185,12 +186,15 @@ class QuorumControllerChannel:
         host = _address(envelope.client_host_address)
         name = f"{principal.type}:{principal.name}"
         operation = CLUSTER_OPERATION.get(inner.api_key)
-        if operation is not None and self.authorizer is not None and not self.authorizer.authorize(
-                name, host or "", operation, ResourceType.CLUSTER, CLUSTER_NAME, handler.spec.name):
-            response = cluster_authorization_failed(body, inner.api_version, name)
-        else:
-            response = await self._run(handler, body, inner.api_version, name, host,
-                                       token_authenticated=principal.token_authenticated)
+        try:
+            if operation is not None and self.authorizer is not None and not self.authorizer.authorize(
+                    name, host or "", operation, ResourceType.CLUSTER, CLUSTER_NAME, handler.spec.name):
+                response = cluster_authorization_failed(body, inner.api_version, name)
+            else:
+                response = await self._run(handler, body, inner.api_version, name, host,
+                                           token_authenticated=principal.token_authenticated)
+        except AuthorizerNotReady as exc:  # only super users are answered before the first image is loaded
+            response = error_response(body, inner.api_version, ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
         data = b"".join(encode_response(inner, response))[4:]
         return EnvelopeResponse(response_data=data, error_code=0)
 

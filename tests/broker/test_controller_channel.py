@@ -167,6 +167,28 @@ def test_a_failed_envelope_answers_the_client_unknown_server_error_in_its_reques
     asyncio.run(scenario())
 
 
+def test_before_the_first_image_only_super_users_are_answered(tmp_path):
+    """StandardAuthorizer before its initial load (AuthorizerNotReadyException): a forwarded request of anyone but a
+    super user is answered UNKNOWN_SERVER_ERROR in its own shape, the super user's is decided."""
+    from broker.security.authorization import NodeAuthorizer
+    from cluster.authorizer import StandardAuthorizer
+
+    async def scenario():
+        channel, publisher, published, log = await _channel(tmp_path)
+        await channel.call(_registration())  # this node's own broker: nothing to authorize
+        channel.authorizer = NodeAuthorizer(StandardAuthorizer(frozenset({"User:admin"})))
+        req = CreateTopicsRequest(topics=[CreatableTopic(name="early", num_partitions=1, replication_factor=1)])
+        answers = {}
+        for principal in ("User:someone", "User:admin"):
+            ctx = _client_request(req, 7)
+            ctx.principal = principal
+            answers[principal] = (await channel.forward(ctx, req)).topics[0].error_code
+        assert answers == {"User:someone": ErrorCode.UNKNOWN_SERVER_ERROR, "User:admin": 0}
+        await log.stop()
+
+    asyncio.run(scenario())
+
+
 def test_registration_epoch_and_producer_id_blocks(tmp_path):
     async def scenario():
         channel, publisher, published, log = await _channel(tmp_path)

@@ -10,8 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from broker.controlplane.controller_authorization import CLUSTER_OPERATION, cluster_authorization_failed
+from broker.controlplane.controller_authorization import (
+    CLUSTER_OPERATION, cluster_authorization_failed, error_response,
+)
 from broker.quorum.raft_driver import NotLeaderError
+from cluster.authorizer import AuthorizerNotReady
 from protocol.errors import ErrorCode
 from protocol.generated.api_keys import APIS
 from protocol.message import Message
@@ -20,10 +23,15 @@ log = logging.getLogger("odradek.controller_listener")
 
 
 def refused(ctx, body: Message) -> Message | None:
-    """The refusal of a request whose connection's principal lacks the API's CLUSTER operation; None: allowed."""
+    """The refusal of a request whose connection's principal lacks the API's CLUSTER operation; None: allowed.
+    Before the node has loaded its first image only super users are answered (AuthorizerNotReadyException, which
+    Kafka answers as UNKNOWN_SERVER_ERROR): the nodes' own principals must be super users (KIP-801)."""
     operation = CLUSTER_OPERATION.get(body.API_KEY)
-    if operation is None or ctx.authorize_cluster(operation):
-        return None
+    try:
+        if operation is None or ctx.authorize_cluster(operation):
+            return None
+    except AuthorizerNotReady:
+        return error_response(body, ctx.version, ErrorCode.UNKNOWN_SERVER_ERROR, "The authorizer is not ready yet")
     return cluster_authorization_failed(body, ctx.version, ctx.principal)
 
 
@@ -45,3 +53,5 @@ async def run_on_active_controller(ctx, body: Message) -> Message:
     except asyncio.TimeoutError as exc:  # it waited past its deadline behind other decisions: not decided
         log.info("%s: %s", type(body).__name__, exc)
         return response_type(error_code=ErrorCode.REQUEST_TIMED_OUT)
+    except AuthorizerNotReady as exc:  # a handler's per-resource check before the first image was loaded
+        return error_response(body, ctx.version, ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
