@@ -6,8 +6,8 @@ side of it. Passwords are made here and kept in 0600 files under the cluster's d
 With ``authorizer`` the nodes run Kafka's StandardAuthorizer, and the nodes' own principals are its super users
 (``super.users``): ``User:<the node certificate's DN>`` on the mTLS controller listener (votes, metadata fetches,
 registrations, heartbeats, forwarded Envelopes: CLUSTER_ACTION) and the SCRAM ``User:odradek-node`` between
-brokers (replication, transaction markers), as a Kafka deployment lists its brokers' principals. Any other ACLs
-exist from the start (``acls``: records in the bootstrap.checkpoint beside the SCRAM credentials)."""
+brokers (replication, transaction markers), as a Kafka deployment lists its nodes' principals (KIP-801: before
+the ACLs are loaded only super users are answered)."""
 
 from __future__ import annotations
 
@@ -23,11 +23,9 @@ NODE_USER = "odradek-node"
 
 
 class SecureSetup:
-    def __init__(self, directory: Path, users: tuple[str, ...], authorizer: bool = False,
-                 acls: tuple = ()) -> None:
+    def __init__(self, directory: Path, users: tuple[str, ...], authorizer: bool = False) -> None:
         self.dir = Path(directory)
         self.authorizer = authorizer
-        self.acls = tuple(acls)
         self.ca = CertificateAuthority(self.dir / "ca")
         self.node_cert = self.ca.issue("node", server=True)
         self.passwords = {name: self._password(name) for name in (NODE_USER, *users)}
@@ -62,17 +60,17 @@ class SecureSetup:
                 f"listener.name.plaintext.{MECHANISM.lower()}.sasl.jaas.config": jaas,
                 "sasl.mechanism.inter.broker.protocol": MECHANISM}
 
-    def bootstrap(self, data_dir: Path) -> None:
-        """The SCRAM credentials (odradek format --add-scram) and the ACLs in a voter's bootstrap.checkpoint,
-        once."""
+    def bootstrap(self, data_dir: Path, records=()) -> None:
+        """The SCRAM credentials (and ``records``, e.g. ACLs) in a voter's bootstrap.checkpoint (odradek format
+        --add-scram), once."""
         from broker.quorum.bootstrap_metadata import BOOTSTRAP_FILE, parse_add_scram, write_bootstrap
         from cluster.controller import BOOTSTRAP_FEATURES
 
         if (Path(data_dir) / BOOTSTRAP_FILE).exists() or (Path(data_dir) / "meta.properties").exists():
             return
         write_bootstrap(Path(data_dir), dict(BOOTSTRAP_FEATURES), [
-            parse_add_scram(f"{MECHANISM}=[name={user},password={password}]")
-            for user, password in self.passwords.items()] + list(self.acls))
+            *(parse_add_scram(f"{MECHANISM}=[name={user},password={password}]")
+              for user, password in self.passwords.items()), *records])
 
     def client_config(self, user: str) -> dict:
         return {"security.protocol": "SASL_SSL", "ssl.ca.location": str(self.ca.pem), "sasl.mechanism": MECHANISM,
