@@ -218,8 +218,8 @@ def _topics_quorum_led_by_node_1(r):
 FORWARDED_HERE = sorted((set(FORWARDED) - {30, 31}) | {33, 44})
 SENT = [(key, "controller") for key in CASES] + [(key, "forwarded") for key in FORWARDED_HERE]
 # users: "nobody" without any ACL, "u<key>" with the key's minimal ACL, "forwarder" with CLUSTER_ACTION (Envelopes)
-USERS = ["nobody", "forwarder", "lister", "creator"] + [f"u{key}" for key in CASES]
-TOPICS = [f"{name}-{path}" for name in ("gone", "grow", "conf") for path in PATHS]
+USERS = ["nobody", "forwarder", "lister", "creator", "describer", "cluster-creator"] + [f"u{key}" for key in CASES]
+TOPICS = [f"{name}-{path}" for name in ("gone", "grow", "conf") for path in PATHS] + ["by-id"]
 
 
 def test_rows_cover_every_api_of_the_controller_listener_and_every_forwarded_one():
@@ -232,7 +232,10 @@ def test_rows_cover_every_api_of_the_controller_listener_and_every_forwarded_one
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
     acls = [cluster_acl("forwarder", AclOperation.CLUSTER_ACTION), cluster_acl("lister", AclOperation.DESCRIBE),
-            acl("creator", ResourceType.TOPIC, "enveloped-", AclOperation.CREATE, pattern=PatternType.PREFIXED)]
+            acl("creator", ResourceType.TOPIC, "enveloped-", AclOperation.CREATE, pattern=PatternType.PREFIXED),
+            acl("describer", ResourceType.TOPIC, "by-id", AclOperation.DESCRIBE),
+            cluster_acl("cluster-creator", AclOperation.CREATE),
+            acl("cluster-creator", ResourceType.TOPIC, "described", AclOperation.DESCRIBE_CONFIGS)]
     for key, case in CASES.items():
         acls += case.acls(f"u{key}")
     with AuthzNode(tmp_path_factory.mktemp("authz-controller"), USERS, acls,
@@ -272,6 +275,31 @@ def test_a_refused_create_or_delete_changes_nothing(node):
                       controller=controller)
         assert sorted((x.name, x.error_code) for x in r.responses) == [("grow-controller", TAF), ("never-was", TAF)]
     assert "nobodys" not in _topic_names(node) and "grow-controller" in _topic_names(node)
+
+
+def test_a_topic_named_by_id_is_named_back_only_to_whom_may_describe_it(node):
+    """DeleteTopics v6 by id without DELETE: TOPIC_AUTHORIZATION_FAILED, with the topic's name only for a principal
+    that may DESCRIBE it (ControllerApis.deleteTopics never reveals an id's name otherwise)."""
+    topic_id = next(t.topic_id for t in node.call("admin", MetadataRequest(
+        topics=[MetadataRequestTopic(name="by-id")]), 12).topics)
+    request = DeleteTopicsRequest(topics=[dt.DeleteTopicState(name=None, topic_id=topic_id)], timeout_ms=5000)
+    answers = {user: [(r.name, r.topic_id, r.error_code) for r in node.call(user, request, 6).responses]
+               for user in ("nobody", "describer")}
+    assert answers == {"nobody": [(None, topic_id, TAF)], "describer": [("by-id", topic_id, TAF)]}
+    assert "by-id" in _topic_names(node)
+
+
+def test_create_on_the_cluster_and_describe_configs_on_the_topic_return_its_configs(node):
+    """CREATE on the cluster allows any topic; the configs come back only where DESCRIBE_CONFIGS allows them."""
+    r = node.call("cluster-creator", CreateTopicsRequest(topics=[
+        ct.CreatableTopic(name=n, num_partitions=2, replication_factor=1) for n in ("described", "undescribed")],
+        timeout_ms=5000), 7)
+    by_name = {t.name: t for t in r.topics}
+    described, undescribed = by_name["described"], by_name["undescribed"]
+    assert described.error_code == undescribed.error_code == 0
+    assert described.topic_config_error_code == 0 and described.num_partitions == 2
+    assert "retention.ms" in {c.name for c in described.configs}
+    assert undescribed.topic_config_error_code == TAF and undescribed.configs == []
 
 
 def test_a_broker_resource_needs_alter_configs_on_the_cluster(node):
@@ -393,3 +421,11 @@ def test_a_forwarded_create_topics_runs_as_the_client_across_a_secured_cluster(t
                      12, timeout=10, security=probe)
         assert {t.name: t.error_code for t in md.topics} == {"granted": 0,
                                                              "refused": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        # a real client sees Kafka's error: confluent-kafka's AdminClient as the stranger
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient(c.client_config("stranger"))
+        with pytest.raises(KafkaException) as refused_by_client:
+            admin.create_topics([NewTopic("refused-too", 1, 3)])["refused-too"].result(20)
+        assert refused_by_client.value.args[0].code() == ErrorCode.TOPIC_AUTHORIZATION_FAILED
