@@ -55,6 +55,7 @@ def _many_partitions(request: Message) -> bool:
         return sum(max(t.num_partitions, len(t.assignments), 1) for t in request.topics) >= MANY_PARTITIONS
     return False
 
+ANONYMOUS = DefaultPrincipalData(type="User", name="ANONYMOUS", token_authenticated=False)
 PRINCIPAL_DATA_VERSION = 0
 
 
@@ -76,9 +77,12 @@ class ControllerChannel(Protocol):
     async def handle_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse: ...  # on the active controller
 
 
-def principal_data(principal: str, token_authenticated: bool = False) -> DefaultPrincipalData:
-    """A ``type:name`` principal as DefaultKafkaPrincipalBuilder serializes it (the name may hold colons)."""
-    kind, _, name = principal.partition(":")
+def principal_data(principal: str | None, token_authenticated: bool = False) -> DefaultPrincipalData:
+    """A ``type:name`` principal as DefaultKafkaPrincipalBuilder serializes it (the name may hold colons); none:
+    User:ANONYMOUS."""
+    if not principal or ":" not in principal:
+        return ANONYMOUS
+    kind, name = principal.split(":", 1)
     return DefaultPrincipalData(type=kind, name=name, token_authenticated=token_authenticated)
 
 
@@ -92,7 +96,7 @@ def envelope_for(ctx: Any, request: Message) -> EnvelopeRequest:
         address = ipaddress.ip_address(ctx.client_host).packed
     except ValueError:
         address = b""
-    principal = principal_data(ctx.principal, getattr(ctx, "token_authenticated", False))
+    principal = principal_data(getattr(ctx, "principal", None), getattr(ctx, "token_authenticated", False))
     return EnvelopeRequest(request_data=data, request_principal=principal.encode(PRINCIPAL_DATA_VERSION),
                            client_host_address=address)
 

@@ -13,7 +13,7 @@ from broker.controlplane.controller_listener import CONTROLLER_LISTENER_HANDLERS
 from protocol.errors import ErrorCode
 from protocol.generated.api_keys import APIS
 
-REFUSABLE = sorted(set(CLUSTER_OPERATION) | set(FORWARDED) | {19, 20, 33, 37, 44} - {30, 31})
+REFUSABLE = sorted(set(CLUSTER_OPERATION) | set(FORWARDED) | {19, 20, 33, 37, 44})
 
 
 TOP_LEVEL_ERROR_SINCE = {43: 1}  # ElectLeaders v0 has per-partition errors only
