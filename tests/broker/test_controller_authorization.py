@@ -84,3 +84,26 @@ def test_a_refusal_names_each_item_of_the_request(key):
         response = error_response(_named(key), version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "refused")
         decoded = spec.response.decode(memoryview(response.encode(version)), version)
         assert _items(key, decoded) == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED] * 2, (key, version, decoded)
+
+
+def test_before_the_acls_are_loaded_a_node_not_among_the_super_users_is_refused_and_told_why(caplog):
+    """StandardAuthorizer answers only super users before its first image: the controller listener answers
+    UNKNOWN_SERVER_ERROR (Kafka's AuthorizerNotReadyException) and says once why the quorum cannot form."""
+    import logging
+
+    from broker.controlplane.controller_listener.controller_rpc import refused
+    from cluster.authorizer import AuthorizerNotReady
+    from protocol.generated.messages import VoteRequest
+
+    class Ctx:
+        principal, client_host, version = "User:CN=peer-without-rights", "10.0.0.2", 2
+
+        @staticmethod
+        def authorize_cluster(operation):
+            raise AuthorizerNotReady("The authorizer is not ready yet")
+
+    caplog.set_level(logging.WARNING, "odradek.controller_listener")
+    answers = [refused(Ctx, VoteRequest(cluster_id="c", topics=[])) for _ in range(3)]
+    assert [a.error_code for a in answers] == [ErrorCode.UNKNOWN_SERVER_ERROR] * 3
+    said = [r.getMessage() for r in caplog.records if "User:CN=peer-without-rights" in r.getMessage()]
+    assert len(said) == 1 and "super.users" in said[0]

@@ -20,6 +20,7 @@ from protocol.generated.api_keys import APIS
 from protocol.message import Message
 
 log = logging.getLogger("odradek.controller_listener")
+_NOT_READY_LOGGED: set[str] = set()  # principals refused before the ACLs were loaded, said once each
 
 
 def refused(ctx, body: Message) -> Message | None:
@@ -31,6 +32,11 @@ def refused(ctx, body: Message) -> Message | None:
         if operation is None or ctx.authorize_cluster(operation):
             return None
     except AuthorizerNotReady:
+        if ctx.principal not in _NOT_READY_LOGGED and len(_NOT_READY_LOGGED) < 100:
+            _NOT_READY_LOGGED.add(ctx.principal)
+            log.warning("%s from %s (%s) refused: the authorizer has no ACLs before this node has the metadata, so "
+                        "only super.users are answered; a node's principal must be one or the quorum never forms "
+                        "(KIP-801)", type(body).__name__, ctx.principal, ctx.client_host)
         return error_response(body, ctx.version, ErrorCode.UNKNOWN_SERVER_ERROR, "The authorizer is not ready yet")
     return cluster_authorization_failed(body, ctx.version, ctx.principal)
 
