@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from broker.network.peer_links import DIRECT, PeerLinks
 from broker.controlplane.controller_apis import CONTROLLER_HANDLERS
 from broker.controlplane.controller_apis.context import ControllerContext
+from broker.errors import CloseConnection
 from broker.controlplane.controller_authorization import CLUSTER_OPERATION, cluster_authorization_failed, error_response
 from broker.quorum.raft_quorum import RaftQuorum, parse_voters
 from cluster.acls import CLUSTER_NAME, ResourceType
@@ -131,6 +132,15 @@ class QuorumControllerChannel:
         self._pending: tuple[int, MetadataImage] | None = None
 
     async def forward(self, ctx: Any, request: Message) -> Message:
+        handler = CONTROLLER_HANDLERS.get(request.API_KEY)
+        validate = getattr(handler.module, "validate_request", None) if handler is not None else None
+        if validate is not None:
+            # a request class's own checks (CreateAclsRequest.validate) run where Kafka runs them: as the broker
+            # parses the request, before anything is forwarded; a failure closes the client's connection
+            try:
+                validate(request)
+            except ValueError as exc:
+                raise CloseConnection(f"invalid {type(request).__name__}: {exc}") from None
         response = await self.send_envelope(envelope_for(ctx, request))
         if response.error_code:
             # ForwardingManager: an Envelope error is the brokers' misconfiguration (e.g. this node's principal

@@ -167,6 +167,37 @@ def test_a_failed_envelope_answers_the_client_unknown_server_error_in_its_reques
     asyncio.run(scenario())
 
 
+def test_a_request_failing_its_own_checks_closes_the_connection_before_it_is_forwarded(tmp_path, monkeypatch):
+    """A handler's ``validate_request`` (Kafka's request-class checks, e.g. CreateAclsRequest.validate) runs as the
+    broker takes the request: a failure closes the client's connection and nothing is forwarded."""
+    from broker.controlplane.controller_apis import k19_create_topics
+    from broker.errors import CloseConnection
+
+    def validate(request):
+        raise ValueError("CreatableTopic contains unknown elements")
+
+    monkeypatch.setattr(k19_create_topics, "validate_request", validate, raising=False)
+
+    async def scenario():
+        channel, publisher, published, log = await _channel(tmp_path)
+        sent = []
+
+        async def send(envelope):
+            sent.append(envelope)
+
+        channel.send_envelope = send
+        req = CreateTopicsRequest(topics=[CreatableTopic(name="x", num_partitions=1, replication_factor=1)])
+        try:
+            await channel.forward(_client_request(req, 7), req)
+            raise AssertionError("forwarded")
+        except CloseConnection as exc:
+            assert "unknown elements" in str(exc)
+        assert sent == []
+        await log.stop()
+
+    asyncio.run(scenario())
+
+
 def test_before_the_first_image_only_super_users_are_answered(tmp_path):
     """StandardAuthorizer before its initial load (AuthorizerNotReadyException): a forwarded request of anyone but a
     super user is answered UNKNOWN_SERVER_ERROR in its own shape, the super user's is decided."""
