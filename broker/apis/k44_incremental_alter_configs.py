@@ -7,6 +7,10 @@ restart; BROKER_LOGGER SET/DELETE changes log levels (Kafka's way to reload log 
 validate_only checks without changing anything. BROKER_LOGGER is answered on this broker; every other
 resource is forwarded to the controller (broker/controlplane/controller_apis/k44_incremental_alter_configs.py), as
 Kafka's ConfigAdminManager splits it. Not implemented: dynamic BROKER configs (INVALID_CONFIG).
+
+Authorization (with an authorizer): a BROKER_LOGGER resource needs ALTER_CONFIGS on the cluster, else
+CLUSTER_AUTHORIZATION_FAILED (RuntimeLoggerManager.applyChangesForResource, after the duplicate-key check); the
+controller authorizes the forwarded resources as the client (controller_apis/k44_incremental_alter_configs.py).
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from __future__ import annotations
 from broker.config.alter_configs import (
     BROKER_LOGGER, ResourceError, check_duplicates, forward_remaining, set_logger_levels,
 )
-from protocol.errors import ErrorCode
+from cluster.acls import AclOperation
+from protocol.errors import MESSAGES, ErrorCode
 from protocol.generated.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from protocol.generated.messages.incremental_alter_configs_response import AlterConfigsResourceResponse
 
@@ -32,6 +37,9 @@ async def handle(ctx, req: IncrementalAlterConfigsRequest) -> IncrementalAlterCo
         local[i] = resp
         try:
             check_duplicates([c.name for c in r.configs])
+            if not ctx.authorize_cluster(AclOperation.ALTER_CONFIGS):
+                raise ResourceError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                    MESSAGES[ErrorCode.CLUSTER_AUTHORIZATION_FAILED])
             if r.resource_name != str(ctx.node_id):
                 raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id {r.resource_name}")
             set_logger_levels([(c.name, c.config_operation, c.value) for c in r.configs], req.validate_only)

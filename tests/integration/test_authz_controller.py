@@ -310,6 +310,16 @@ def test_a_broker_resource_needs_alter_configs_on_the_cluster(node):
     assert r.responses[0].error_code == CAF
 
 
+def test_a_broker_logger_needs_alter_configs_on_the_cluster(node):
+    """IncrementalAlterConfigs' BROKER_LOGGER resources are answered by the broker itself (ConfigAdminManager):
+    ALTER_CONFIGS on the cluster (RuntimeLoggerManager), as ``u49`` holds, else CLUSTER_AUTHORIZATION_FAILED."""
+    request = IncrementalAlterConfigsRequest(validate_only=True, resources=[iac.AlterConfigsResource(
+        resource_type=8, resource_name="1", configs=[iac.AlterableConfig(name="odradek", config_operation=0,
+                                                                         value="DEBUG")])])
+    assert [r.error_code for r in node.call("nobody", request, 1).responses] == [CAF]
+    assert [r.error_code for r in node.call("u49", request, 1).responses] == [0]
+
+
 def test_the_sasl_exchange_and_api_versions_need_no_acl(node):
     """SaslHandshake and SaslAuthenticate (the connection's login, done by ``call``) and ApiVersions are answered
     for a principal without any ACL, on the controller listener the controller's table."""
