@@ -1,7 +1,8 @@
 """CreateTopics on the controller (ControllerApis.createTopics / ReplicationControlManager.createTopics).
 
 Per-topic errors (TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
-INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, INVALID_REQUEST for duplicates);
+INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, INVALID_REQUEST for duplicates and for
+``__cluster_metadata``, which is never created: ControllerApis.createTopics);
 validate_only answers without records; v5+ return topic id, partitions, replication factor and configs.
 
 Authorized as the request's principal (ControllerApis.createTopics): CREATE on the cluster allows every topic,
@@ -27,14 +28,14 @@ VERSIONS = (2, 7)
 
 
 def handle(cctx: ControllerContext, req: CreateTopicsRequest) -> ControllerResult:
-    names = [t.name for t in req.topics if t.name != METADATA_TOPIC]  # never created: the controller refuses it
+    names = [t.name for t in req.topics if t.name != METADATA_TOPIC]  # refused whoever asks, never authorized
     if cctx.authorize_cluster(AclOperation.CREATE, log_if_denied=False):
         creatable = set(names)
     else:
         creatable = cctx.filter_authorized(AclOperation.CREATE, ResourceType.TOPIC, names)
     describable = cctx.filter_authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names,
                                          log_if_denied=False)
-    allowed = [t for t in req.topics if t.name == METADATA_TOPIC or t.name in creatable]
+    allowed = [t for t in req.topics if t.name in creatable]
     new = [NewTopic(t.name, t.num_partitions, t.replication_factor,
                     {a.partition_index: list(a.broker_ids) for a in t.assignments} or None,
                     {c.name: c.value for c in t.configs})
@@ -43,7 +44,11 @@ def handle(cctx: ControllerContext, req: CreateTopicsRequest) -> ControllerResul
     decided = iter(res.response)
     out = []
     for t in req.topics:
-        if t.name != METADATA_TOPIC and t.name not in creatable:
+        if t.name == METADATA_TOPIC:
+            out.append(CreatableTopicResult(name=t.name, error_code=ErrorCode.INVALID_REQUEST, error_message=(
+                f"Creation of internal topic {METADATA_TOPIC} is prohibited.")))
+            continue
+        if t.name not in creatable:
             out.append(CreatableTopicResult(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                             error_message="Authorization failed."))
             continue
