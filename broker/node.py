@@ -200,7 +200,7 @@ class Broker:
             links=self.controller_links)
         self.controller = QuorumControllerChannel(controller, self.raft, cfg.values, self.cluster_id, self.voters,
                                                   self.node_id, int(cfg["request.timeout.ms"]),
-                                                  self.controller_links)
+                                                  self.controller_links, self.authorizer)
         image = self.metadata.image
         self.metrics.registry.register(QuorumCollector(
             self.raft, controller.contacts if "controller" in self.config.process_roles else None))

@@ -85,6 +85,9 @@ class RequestContext:
     client_port: int | None = None
     client_information: ClientInformation = dataclasses.field(default_factory=ClientInformation)  # per connection
     principal: str = "User:ANONYMOUS"  # who the connection authenticated as (KafkaPrincipal's type:name)
+    # KafkaPrincipal.tokenAuthenticated: logged in with a delegation token (SCRAM tokenauth=true, refused while
+    # delegation tokens are not built, so False); forwarded requests carry it in their Envelope
+    token_authenticated: bool = False
     throttle_ms: int = 0  # set by a quota: the connection reads nothing more this long after the answer
     gate: Any = None  # the connection's asyncio.Event: clear while a quota's throttle time runs (KIP-219 mute)
     on_throttle: Any = None  # the connection's callback: a throttle time just imposed (ms)

@@ -7,9 +7,10 @@ restart; BROKER_LOGGER SET/DELETE changes log levels (Kafka's way to reload log 
 validate_only checks without changing anything. BROKER_LOGGER is answered on this broker; every other
 resource is forwarded to the controller (broker/controlplane/controller_apis/k44_incremental_alter_configs.py), as
 Kafka's ConfigAdminManager splits it. Not implemented: dynamic BROKER configs (INVALID_CONFIG).
-Authorization on this broker (ConfigAdminManager.preprocess, RuntimeLoggerManager): a BROKER_LOGGER resource
-needs CLUSTER ALTER_CONFIGS, else CLUSTER_AUTHORIZATION_FAILED; the forwarded resources are authorized by the
-controller (ControllerApis.handleIncrementalAlterConfigs), as Kafka's broker leaves them to it.
+
+Authorization (with an authorizer): a BROKER_LOGGER resource needs ALTER_CONFIGS on the cluster, else
+CLUSTER_AUTHORIZATION_FAILED (RuntimeLoggerManager.applyChangesForResource, after the duplicate-key check); the
+controller authorizes the forwarded resources as the client (controller_apis/k44_incremental_alter_configs.py).
 """
 
 from __future__ import annotations

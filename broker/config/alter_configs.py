@@ -11,10 +11,10 @@ import logging
 from typing import Any
 
 from cluster.controller import ControllerResult
-from protocol.errors import ErrorCode
+from protocol.errors import MESSAGES, ErrorCode
 from storage.config import TOPIC_CONFIGS
 
-TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 LIST_CONFIGS = {d.name for d in TOPIC_CONFIGS if d.type == "list"}
 LEVELS = {"TRACE": 5, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
@@ -79,10 +79,31 @@ def topic_config_records(cctx, name: str, overrides: dict[str, str], validate_on
     return [] if validate_only else res.records
 
 
+def authorize_alter_resource(cctx, resource_type: int, name: str) -> None:
+    """ControllerApis.authorizeAlterResource: ALTER_CONFIGS on the cluster for BROKER and CLIENT_METRICS
+    resources, on the topic for a TOPIC, on the group for a GROUP (each refused with its own error), of the
+    request's principal; raises ResourceError when refused."""
+    from cluster.acls import AclOperation, ResourceType
+
+    if resource_type in (BROKER, CLIENT_METRICS):
+        if not cctx.authorize_cluster(AclOperation.ALTER_CONFIGS):
+            raise ResourceError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                MESSAGES[ErrorCode.CLUSTER_AUTHORIZATION_FAILED])
+    elif resource_type == TOPIC:
+        if not cctx.authorize(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, name):
+            raise ResourceError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                MESSAGES[ErrorCode.TOPIC_AUTHORIZATION_FAILED])
+    elif resource_type == GROUP:
+        if not cctx.authorize(AclOperation.ALTER_CONFIGS, ResourceType.GROUP, name):
+            raise ResourceError(ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                MESSAGES[ErrorCode.GROUP_AUTHORIZATION_FAILED])
+
+
 def alter_resources(cctx, req, response_type, item_type, new_configs) -> ControllerResult:
     """The controller's per-resource loop of AlterConfigs and IncrementalAlterConfigs (each resource on its
-    own, ConfigurationControlManager): ``new_configs(resource, current)`` is the API's rule for a TOPIC's
-    or CLIENT_METRICS subscription's new configs."""
+    own, ConfigurationControlManager), each resource authorized first (authorize_alter_resource):
+    ``new_configs(resource, current)`` is the API's rule for a TOPIC's or CLIENT_METRICS subscription's new
+    configs."""
     records: list = []
     out = []
     for r in req.resources:
@@ -90,6 +111,7 @@ def alter_resources(cctx, req, response_type, item_type, new_configs) -> Control
                          resource_name=r.resource_name)
         out.append(resp)
         try:
+            authorize_alter_resource(cctx, r.resource_type, r.resource_name)
             check_duplicates([c.name for c in r.configs])
             if r.resource_type == TOPIC:
                 if cctx.image.topic(r.resource_name) is None:

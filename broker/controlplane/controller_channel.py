@@ -4,7 +4,8 @@ Two kinds of call, both answered only once their records are committed:
 
 * ``forward(ctx, request)``: a client's admin request (CreateTopics, DeleteTopics, CreatePartitions,
   AlterConfigs, IncrementalAlterConfigs) sent whole in an EnvelopeRequest carrying the client's
-  principal and address, answered with the controller's response;
+  principal and address, answered with the controller's response; the controller authorizes it as that
+  principal (broker/controlplane/controller_authorization.py and the handlers), as Kafka's ControllerApis does;
 * ``call(request)``: the broker's own controller RPCs (BrokerRegistration, AllocateProducerIds, and
   CreateTopics for auto-creation, as Kafka's AutoTopicCreationManager sends it).
 
@@ -23,7 +24,10 @@ from broker.network.peer_links import DIRECT, PeerLinks
 from broker.controlplane.controller_apis import CONTROLLER_HANDLERS
 from broker.controlplane.controller_apis.context import ControllerContext
 from broker.errors import CloseConnection
+from broker.controlplane.controller_authorization import CLUSTER_OPERATION, cluster_authorization_failed, error_response
 from broker.quorum.raft_quorum import RaftQuorum, parse_voters
+from cluster.acls import CLUSTER_NAME, ResourceType
+from cluster.authorizer import AuthorizerNotReady
 from cluster.controller import Controller
 from cluster.metadata_image import MetadataImage
 from protocol.connection import encode_response, parse_request
@@ -67,21 +71,25 @@ class ControllerChannel(Protocol):
     async def call(self, request: Message, timeout_ms: int | None = None,
                    connection: str = "requests") -> Message: ...  # this broker's own controller RPC
 
-    async def decide(self, request: Message, version: int) -> Message: ...  # on the active controller
+    async def decide(self, request: Message, version: int, from_this_node: bool = False,
+                     deadline: float | None = None, principal: str | None = None,
+                     client_host: str | None = None) -> Message: ...  # on the active controller
 
     async def handle_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse: ...  # on the active controller
 
 
-def principal_data(principal: str | None) -> DefaultPrincipalData:
-    """The connection's principal as the Envelope carries it (DefaultKafkaPrincipalBuilder.serialize)."""
+def principal_data(principal: str | None, token_authenticated: bool = False) -> DefaultPrincipalData:
+    """A ``type:name`` principal as DefaultKafkaPrincipalBuilder serializes it (the name may hold colons); none:
+    User:ANONYMOUS."""
     if not principal or ":" not in principal:
         return ANONYMOUS
     kind, name = principal.split(":", 1)
-    return DefaultPrincipalData(type=kind, name=name, token_authenticated=False)
+    return DefaultPrincipalData(type=kind, name=name, token_authenticated=token_authenticated)
 
 
 def envelope_for(ctx: Any, request: Message) -> EnvelopeRequest:
-    """The request as Kafka's ForwardingManager wraps it: header + body, principal, client address."""
+    """The request as Kafka's ForwardingManager wraps it: header + body, the client's principal (with its
+    token-authenticated flag: DefaultKafkaPrincipalBuilder.serialize), client address."""
     spec = ctx.request.spec
     header = RequestHeader(ctx.request.api_key, ctx.version, ctx.request.correlation_id, ctx.client_id)
     data = header.encode(spec.request_header_version(ctx.version)) + request.encode(ctx.version)
@@ -89,8 +97,9 @@ def envelope_for(ctx: Any, request: Message) -> EnvelopeRequest:
         address = ipaddress.ip_address(ctx.client_host).packed
     except ValueError:
         address = b""
-    principal = principal_data(getattr(ctx, "principal", None)).encode(PRINCIPAL_DATA_VERSION)
-    return EnvelopeRequest(request_data=data, request_principal=principal, client_host_address=address)
+    principal = principal_data(getattr(ctx, "principal", None), getattr(ctx, "token_authenticated", False))
+    return EnvelopeRequest(request_data=data, request_principal=principal.encode(PRINCIPAL_DATA_VERSION),
+                           client_host_address=address)
 
 
 class QuorumControllerChannel:
@@ -104,8 +113,9 @@ class QuorumControllerChannel:
 
     def __init__(self, controller: Controller, quorum: RaftQuorum, config: dict[str, Any], cluster_id: str,
                  voters: dict[int, tuple[str, int]], node_id: int, timeout_ms: int,
-                 links: PeerLinks = DIRECT) -> None:
+                 links: PeerLinks = DIRECT, authorizer: Any = None) -> None:
         self.controller = controller
+        self.authorizer = authorizer  # the node's NodeAuthorizer (None: every request allowed)
         self.quorum = quorum
         self.config = config
         self.cluster_id = cluster_id
@@ -122,9 +132,22 @@ class QuorumControllerChannel:
         self._pending: tuple[int, MetadataImage] | None = None
 
     async def forward(self, ctx: Any, request: Message) -> Message:
+        handler = CONTROLLER_HANDLERS.get(request.API_KEY)
+        validate = getattr(handler.module, "validate_request", None) if handler is not None else None
+        if validate is not None:
+            # a request class's own checks (CreateAclsRequest.validate) run where Kafka runs them: as the broker
+            # parses the request, before anything is forwarded; a failure closes the client's connection
+            try:
+                validate(request)
+            except ValueError as exc:
+                raise CloseConnection(f"invalid {type(request).__name__}: {exc}") from None
         response = await self.send_envelope(envelope_for(ctx, request))
         if response.error_code:
-            raise CloseConnection(f"forwarding {ctx.request.spec.name} failed: error {response.error_code}")
+            # ForwardingManager: an Envelope error is the brokers' misconfiguration (e.g. this node's principal
+            # lacks CLUSTER_ACTION), not the client's: the client gets UNKNOWN_SERVER_ERROR in its request's shape
+            log.warning("forwarding %s failed: the controller answered the envelope with error %d",
+                        ctx.request.spec.name, response.error_code)
+            return error_response(request, ctx.version, ErrorCode.UNKNOWN_SERVER_ERROR)
         spec = ctx.request.spec
         mv = memoryview(response.response_data)
         _, pos = ResponseHeader.decode_from(mv, 0, spec.response_header_version(ctx.version))
@@ -145,35 +168,47 @@ class QuorumControllerChannel:
                                  deadline=deadline)
 
     async def decide(self, request: Message, version: int, from_this_node: bool = False,
-                     deadline: float | None = None) -> Message:
+                     deadline: float | None = None, principal: str | None = None,
+                     client_host: str | None = None) -> Message:
         """A broker's controller RPC, run by this node's controller (it must be the active one);
-        ``from_this_node``: sent by this node's own broker, in this process. A heartbeat's arrival is recorded
-        first, before it waits for the decisions queued ahead of it (QuorumController.processBrokerHeartbeat)."""
+        ``from_this_node``: sent by this node's own broker, in this process; ``principal``: the controller-listener
+        connection's, which the controller listener has authorized for the API's CLUSTER operation (handlers
+        authorize per resource as it). A heartbeat's arrival is recorded first, before it waits for the
+        decisions queued ahead of it (QuorumController.processBrokerHeartbeat)."""
         if request.API_KEY == BrokerHeartbeatRequest.API_KEY:
             self.controller.heartbeat_arrived(self.quorum.image, request.broker_id, request.broker_epoch,
                                               self.quorum.clock.now_ms())
             if self._heartbeat_answerable_at_once(request):
                 return self._decide_at_once(request, version, from_this_node)
-        return await self._run(CONTROLLER_HANDLERS[request.API_KEY], request, version, None, None, from_this_node,
-                               deadline)
+        return await self._run(CONTROLLER_HANDLERS[request.API_KEY], request, version, principal, client_host,
+                               from_this_node, deadline)
 
     async def handle_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse:
-        """The controller's side of an Envelope (ControllerApis.handleEnvelopeRequest)."""
+        """The controller's side of an Envelope (ControllerApis.handleEnvelopeRequest): the controller listener
+        has checked the sender's CLUSTER_ACTION; the inner request runs as the Envelope's principal, from the
+        client's address, and is refused in its own shape without its CLUSTER operation."""
         try:
             inner = parse_request(bytes(envelope.request_data))
             handler = CONTROLLER_HANDLERS.get(inner.api_key)
             if handler is None or not handler.versions[0] <= inner.api_version <= handler.versions[1]:
                 return EnvelopeResponse(error_code=ErrorCode.INVALID_REQUEST)
             body = inner.decode_body()
-            validate = getattr(handler.module, "validate_request", None)
-            if validate is not None:  # the request class's own checks as Kafka parses it (CreateAclsRequest)
-                validate(body)
             principal = DefaultPrincipalData.decode(envelope.request_principal, PRINCIPAL_DATA_VERSION)
         except Exception as exc:  # noqa: BLE001 - a bad envelope is the sender's error, never ours
             log.warning("rejecting an envelope that does not decode: %s", exc)
             return EnvelopeResponse(error_code=ErrorCode.INVALID_REQUEST)
         host = _address(envelope.client_host_address)
-        response = await self._run(handler, body, inner.api_version, f"{principal.type}:{principal.name}", host)
+        name = f"{principal.type}:{principal.name}"
+        operation = CLUSTER_OPERATION.get(inner.api_key)
+        try:
+            if operation is not None and self.authorizer is not None and not self.authorizer.authorize(
+                    name, host or "", operation, ResourceType.CLUSTER, CLUSTER_NAME, handler.spec.name):
+                response = cluster_authorization_failed(body, inner.api_version, name)
+            else:
+                response = await self._run(handler, body, inner.api_version, name, host,
+                                           token_authenticated=principal.token_authenticated)
+        except AuthorizerNotReady as exc:  # only super users are answered before the first image is loaded
+            response = error_response(body, inner.api_version, ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
         data = b"".join(encode_response(inner, response))[4:]
         return EnvelopeResponse(response_data=data, error_code=0)
 
@@ -191,14 +226,15 @@ class QuorumControllerChannel:
                                  cluster_id=self.cluster_id, version=version, next_offset=self.quorum.end_offset,
                                  principal=None, client_host=None, now_ms=self.quorum.clock.now_ms(),
                                  describe_quorum=self.quorum.quorum_view, voter_endpoints=self.voter_endpoints,
-                                 from_this_node=from_this_node)
+                                 from_this_node=from_this_node, authorizer=self.authorizer)
         result = CONTROLLER_HANDLERS[request.API_KEY].handle(cctx, request)
         if result.records:  # heartbeat_changes_nothing and process_broker_heartbeat disagree: a bug, said loudly
             raise AssertionError(f"a heartbeat answered at once wrote records: {result.records}")
         return result.response
 
     async def _run(self, handler, request: Message, version: int, principal: str | None,
-                   client_host: str | None, from_this_node: bool = False, deadline: float | None = None) -> Message:
+                   client_host: str | None, from_this_node: bool = False, deadline: float | None = None,
+                   token_authenticated: bool = False) -> Message:
         """Decide ``request`` (one at a time, in arrival order, against every record decided before it, committed
         or not), append its records and let the next request be decided; answer once they are committed
         (QuorumController's pipelined write events)."""
@@ -206,7 +242,7 @@ class QuorumControllerChannel:
         # the decision and its append run to the end even if the caller stops waiting: the next decision must see
         # them (Kafka's controller thread finishes an event it started)
         decided = asyncio.ensure_future(self._decide(handler, request, version, principal, client_host,
-                                                     from_this_node, deadline))
+                                                     from_this_node, deadline, token_authenticated))
         decided.add_done_callback(_retrieve)
         response, committed = await asyncio.shield(decided)
         if committed is not None:
@@ -214,7 +250,8 @@ class QuorumControllerChannel:
         return response
 
     async def _decide(self, handler, request: Message, version: int, principal: str | None,
-                      client_host: str | None, from_this_node: bool, deadline: float):
+                      client_host: str | None, from_this_node: bool, deadline: float,
+                      token_authenticated: bool = False):
         async with self._lock:
             if self.quorum.clock.monotonic() > deadline:
                 # QuorumController drops an event past its deadline undecided
@@ -226,7 +263,9 @@ class QuorumControllerChannel:
                                      cluster_id=self.cluster_id, version=version,
                                      next_offset=self.quorum.end_offset, principal=principal, client_host=client_host,
                                      now_ms=self.quorum.clock.now_ms(), describe_quorum=self.quorum.quorum_view,
-                                     voter_endpoints=self.voter_endpoints, from_this_node=from_this_node)
+                                     voter_endpoints=self.voter_endpoints, from_this_node=from_this_node,
+                                     authorizer=self.authorizer, token_authenticated=token_authenticated,
+                                     request_name=handler.spec.name)
             result = await asyncio.to_thread(handler.handle, cctx, request) if _many_partitions(request) \
                 else handler.handle(cctx, request)
             # a broker's own lifecycle and ISR RPCs are answered once committed, as Kafka's controller does; the

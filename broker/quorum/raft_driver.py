@@ -30,6 +30,7 @@ from cluster.raft import messages as m
 from cluster.raft.election_state import NO_ID
 from cluster.raft.log import Entry, Snapshot
 from cluster.raft.node import RaftConfig, RaftNode, Ready, Role
+from protocol.errors import ErrorCode
 
 log = logging.getLogger("odradek.raft")
 
@@ -64,6 +65,7 @@ class RaftDriver:
         self.node: RaftNode | None = None
         self._lock = asyncio.Lock()
         self._clients: dict[int, NodeClient] = {}
+        self._refused_by: set[int] = set()  # peers that answered CLUSTER_AUTHORIZATION_FAILED (said once each)
         self._tasks: set[asyncio.Task] = set()
         self._ticker: asyncio.Task | None = None
         self._changed = asyncio.Event()  # set (and replaced) whenever the log end or high watermark moves
@@ -391,6 +393,7 @@ class RaftDriver:
                 request = wire.to_request(msg, self.cluster_id)
                 response = await client.request(request, wire.VERSIONS[type(request)], timeout)
                 data = None
+            self._note_authorization(msg, response)
             reply = wire.from_response(msg, response, data)
         except asyncio.CancelledError:
             raise
@@ -412,6 +415,18 @@ class RaftDriver:
             log.warning("node %d: %s from %d answered error %d", self.node_id, type(msg).__name__, msg.dst, top)
             return await self._step_failed(msg)
         await self._step(reply)
+
+    def _note_authorization(self, msg, response) -> None:
+        """A peer whose authorizer refuses this node's KRaft requests (its principal lacks CLUSTER_ACTION on the
+        cluster: not in ``super.users``, no ACL) keeps the quorum from forming; said once per peer, loudly."""
+        if getattr(response, "error_code", 0) == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+            if msg.dst not in self._refused_by:
+                self._refused_by.add(msg.dst)
+                log.error("node %d: node %d refused our %s: CLUSTER_AUTHORIZATION_FAILED (this node's principal on "
+                          "the controller listener needs CLUSTER_ACTION on the cluster: list it in super.users)",
+                          self.node_id, msg.dst, type(msg).__name__)
+        else:
+            self._refused_by.discard(msg.dst)
 
     async def _step_failed(self, msg) -> None:
         await self._step(m.RequestFailed(msg.dst, self.node_id, type(msg).__name__))

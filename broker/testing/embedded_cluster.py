@@ -491,13 +491,14 @@ class EmbeddedCluster(ProcessCluster):
     (the nodes' own credential and the users of ``users``, default ``client``, bootstrapped as ``odradek format
     --add-scram`` does), the quorum speaks mTLS; a CA and certificates for 127.0.0.1 are made under the data dir,
     passwords live in 0600 files, never on a command line. ``c.client_config(user)`` is a confluent-kafka
-    configuration for that user. ``acls`` (AccessControlEntryRecords) are bootstrapped with them, for a secured
-    cluster whose ``overrides`` name an ``authorizer.class.name``; the nodes' own user is ``secure_cluster.NODE_USER``.
+    configuration for that user. ``acls`` (AccessControlEntryRecords) are bootstrapped with them. With
+    ``authorizer=True`` the nodes run Kafka's StandardAuthorizer, their own principals (the certificate's on the
+    quorum, ``secure_cluster.NODE_USER`` between brokers) its super users; every other principal needs ACLs.
     """
 
     def __init__(self, brokers: int = 3, controllers: int = 0, data_dir: str | Path | None = None,
                  overrides: dict | None = None, start_timeout: float = 60.0, security: str | None = None,
-                 users: tuple[str, ...] = ("client",), acls: tuple = ()) -> None:
+                 users: tuple[str, ...] = ("client",), acls: tuple = (), authorizer: bool = False) -> None:
         if brokers < 1 or controllers < 0:
             raise ValueError("a cluster needs at least one broker (and a non-negative number of controllers)")
         self._tmp = None
@@ -517,7 +518,7 @@ class EmbeddedCluster(ProcessCluster):
                 raise ValueError(f"security={security!r}: SASL_SSL is the secured cluster this harness makes")
             from broker.testing.secure_cluster import SecureSetup
 
-            self._security = SecureSetup(Path(data_dir) / "security", users)
+            self._security = SecureSetup(Path(data_dir) / "security", users, authorizer)
             defaults.update(self._security.node_properties())
         super().__init__(Path(data_dir), combined=0 if controllers else brokers, controllers=controllers,
                          brokers=brokers if controllers else 0, overrides={**defaults, **(overrides or {})},
@@ -525,8 +526,9 @@ class EmbeddedCluster(ProcessCluster):
         if self._security is not None:
             for node in self.nodes.values():
                 self._security.bootstrap(node.data_dir, acls)
-        elif acls:
-            raise ValueError("acls= needs security=\"SASL_SSL\": without it every client is User:ANONYMOUS")
+        elif acls or authorizer:
+            raise ValueError("acls= and authorizer= need security=\"SASL_SSL\": without it every client is "
+                             "User:ANONYMOUS")
 
     @property
     def security(self):

@@ -2,7 +2,13 @@
 listeners' protocols (the broker listener SASL_SSL with SCRAM-SHA-512, the controller listener mTLS), the SCRAM
 credentials a new cluster starts with (bootstrap.checkpoint, as ``odradek format --add-scram``: the users' for
 SCRAM-SHA-512 and SCRAM-SHA-256), and the client side of it. Passwords are made here and kept in 0600 files under
-the cluster's data dir."""
+the cluster's data dir.
+
+With ``authorizer`` the nodes run Kafka's StandardAuthorizer, and the nodes' own principals are its super users
+(``super.users``): ``User:<the node certificate's DN>`` on the mTLS controller listener (votes, metadata fetches,
+registrations, heartbeats, forwarded Envelopes: CLUSTER_ACTION) and the SCRAM ``User:odradek-node`` between
+brokers (replication, transaction markers), as a Kafka deployment lists its nodes' principals (KIP-801: before
+the ACLs are loaded only super users are answered)."""
 
 from __future__ import annotations
 
@@ -18,8 +24,9 @@ NODE_USER = "odradek-node"
 
 
 class SecureSetup:
-    def __init__(self, directory: Path, users: tuple[str, ...]) -> None:
+    def __init__(self, directory: Path, users: tuple[str, ...], authorizer: bool = False) -> None:
         self.dir = Path(directory)
+        self.authorizer = authorizer
         self.ca = CertificateAuthority(self.dir / "ca")
         self.node_cert = self.ca.issue("node", server=True)
         self.passwords = {name: self._password(name) for name in (NODE_USER, *users)}
@@ -34,9 +41,19 @@ class SecureSetup:
             f.write(password)
         return password
 
+    @property
+    def node_principals(self) -> tuple[str, ...]:
+        """The principals the nodes authenticate to each other as: the certificate's (mTLS), the SCRAM user's."""
+        return (f"User:{self.node_cert.dn}", f"User:{NODE_USER}")
+
     def node_properties(self) -> dict:
         jaas = f'{SCRAM_MODULE} required username="{NODE_USER}" password="{self.passwords[NODE_USER]}";'
-        return {"listener.security.protocol.map": "PLAINTEXT:SASL_SSL,CONTROLLER:SSL",
+        authorizer = {}
+        if self.authorizer:
+            from cluster.authorizer import AUTHORIZER_CLASS
+
+            authorizer = {"authorizer.class.name": AUTHORIZER_CLASS, "super.users": ";".join(self.node_principals)}
+        return {**authorizer, "listener.security.protocol.map": "PLAINTEXT:SASL_SSL,CONTROLLER:SSL",
                 "ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.node_cert.pem),
                 "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca.pem),
                 "listener.name.controller.ssl.client.auth": "required",

@@ -16,7 +16,8 @@ from protocol.connection import parse_request
 from protocol.errors import ErrorCode
 from protocol.generated.api_keys import APIS
 from protocol.generated.messages import (
-    AllocateProducerIdsRequest, BrokerRegistrationRequest, CreateTopicsRequest, EnvelopeRequest, RequestHeader,
+    AllocateProducerIdsRequest, BrokerRegistrationRequest, CreateTopicsRequest, DefaultPrincipalData, EnvelopeRequest,
+    EnvelopeResponse, RequestHeader,
 )
 from protocol.generated.messages.broker_registration_request import Listener
 from protocol.generated.messages.create_topics_request import CreatableTopic
@@ -31,6 +32,8 @@ class _Ctx:
 
     request: object
     client_host: str
+    principal: str = "User:ANONYMOUS"
+    token_authenticated: bool = False
 
     @property
     def version(self) -> int:
@@ -127,6 +130,91 @@ def test_bad_envelopes_are_refused_without_a_state_change(tmp_path):
             resp = await channel.handle_envelope(envelope)
             assert resp.error_code == ErrorCode.INVALID_REQUEST
         assert log.end_offset == end and publisher.image is image
+        await log.stop()
+
+    asyncio.run(scenario())
+
+
+def test_an_envelope_carries_the_clients_principal_its_token_flag_and_address():
+    """DefaultKafkaPrincipalBuilder.serialize: type and name (a certificate DN keeps its commas and colons)."""
+    req = CreateTopicsRequest(topics=[CreatableTopic(name="x", num_partitions=1, replication_factor=1)])
+    ctx = _client_request(req, 7, client_host="10.1.2.3")
+    ctx.principal, ctx.token_authenticated = "User:CN=app:1,O=tests", True
+    envelope = envelope_for(ctx, req)
+    principal = DefaultPrincipalData.decode(envelope.request_principal, 0)
+    assert (principal.type, principal.name, principal.token_authenticated) == ("User", "CN=app:1,O=tests", True)
+    assert envelope.client_host_address == bytes([10, 1, 2, 3])
+
+
+def test_a_failed_envelope_answers_the_client_unknown_server_error_in_its_requests_shape(tmp_path):
+    """ForwardingManager: an Envelope error (e.g. this node's principal lacks CLUSTER_ACTION at the controller) is
+    the brokers' misconfiguration; the client's request gets UNKNOWN_SERVER_ERROR, its connection stays open."""
+    async def scenario():
+        channel, publisher, published, log = await _channel(tmp_path)
+
+        async def refused(envelope):
+            return EnvelopeResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+
+        channel.send_envelope = refused
+        req = CreateTopicsRequest(topics=[CreatableTopic(name="a", num_partitions=1, replication_factor=1),
+                                          CreatableTopic(name="b", num_partitions=1, replication_factor=1)])
+        resp = await channel.forward(_client_request(req, 7), req)
+        assert [(t.name, t.error_code) for t in resp.topics] == [("a", ErrorCode.UNKNOWN_SERVER_ERROR),
+                                                                 ("b", ErrorCode.UNKNOWN_SERVER_ERROR)]
+        assert publisher.image.topic("a") is None
+        await log.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_request_failing_its_own_checks_closes_the_connection_before_it_is_forwarded(tmp_path, monkeypatch):
+    """A handler's ``validate_request`` (Kafka's request-class checks, e.g. CreateAclsRequest.validate) runs as the
+    broker takes the request: a failure closes the client's connection and nothing is forwarded."""
+    from broker.controlplane.controller_apis import k19_create_topics
+    from broker.errors import CloseConnection
+
+    def validate(request):
+        raise ValueError("CreatableTopic contains unknown elements")
+
+    monkeypatch.setattr(k19_create_topics, "validate_request", validate, raising=False)
+
+    async def scenario():
+        channel, publisher, published, log = await _channel(tmp_path)
+        sent = []
+
+        async def send(envelope):
+            sent.append(envelope)
+
+        channel.send_envelope = send
+        req = CreateTopicsRequest(topics=[CreatableTopic(name="x", num_partitions=1, replication_factor=1)])
+        try:
+            await channel.forward(_client_request(req, 7), req)
+            raise AssertionError("forwarded")
+        except CloseConnection as exc:
+            assert "unknown elements" in str(exc)
+        assert sent == []
+        await log.stop()
+
+    asyncio.run(scenario())
+
+
+def test_before_the_first_image_only_super_users_are_answered(tmp_path):
+    """StandardAuthorizer before its initial load (AuthorizerNotReadyException): a forwarded request of anyone but a
+    super user is answered UNKNOWN_SERVER_ERROR in its own shape, the super user's is decided."""
+    from broker.security.authorization import NodeAuthorizer
+    from cluster.authorizer import StandardAuthorizer
+
+    async def scenario():
+        channel, publisher, published, log = await _channel(tmp_path)
+        await channel.call(_registration())  # this node's own broker: nothing to authorize
+        channel.authorizer = NodeAuthorizer(StandardAuthorizer(frozenset({"User:admin"})))
+        req = CreateTopicsRequest(topics=[CreatableTopic(name="early", num_partitions=1, replication_factor=1)])
+        answers = {}
+        for principal in ("User:someone", "User:admin"):
+            ctx = _client_request(req, 7)
+            ctx.principal = principal
+            answers[principal] = (await channel.forward(ctx, req)).topics[0].error_code
+        assert answers == {"User:someone": ErrorCode.UNKNOWN_SERVER_ERROR, "User:admin": 0}
         await log.stop()
 
     asyncio.run(scenario())

@@ -226,6 +226,8 @@ def test_a_failover_with_batches_in_flight_fails_them_all_and_the_next_leader_st
         class Ctx:
             controller = channel
             version = 3
+            principal, client_host = "User:node", "127.0.0.1"  # a node without an authorizer: all allowed
+            authorize_cluster = staticmethod(lambda operation: True)
 
         remote = asyncio.ensure_future(run_on_active_controller(Ctx, _alter(topic_id, epochs[1], part.partition_epoch,
                                                                             (1, 2))))
@@ -266,6 +268,8 @@ def test_a_request_that_waited_past_its_deadline_is_not_decided():
         class Ctx:
             controller = channel
             version = 4
+            principal, client_host = "User:node", "127.0.0.1"  # a node without an authorizer: all allowed
+            authorize_cluster = staticmethod(lambda operation: True)
 
         channel.timeout_ms = 50
         async with channel._lock:

@@ -14,10 +14,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.testing.embedded_cluster import EmbeddedCluster
-from broker.testing.secure_cluster import NODE_USER
 from cluster.acls import AclOperation as Op
 from cluster.acls import PatternType, ResourceType
-from cluster.authorizer import AUTHORIZER_CLASS
 from tests.authz_harness import acl
 
 TOPIC = "guarded"
@@ -28,8 +26,7 @@ ACLS = [acl("app", ResourceType.TOPIC, TOPIC, op) for op in (Op.CREATE, Op.WRITE
 
 def test_replication_and_transactions_between_nodes_are_authorized(tmp_path):
     with EmbeddedCluster(brokers=3, data_dir=tmp_path, security="SASL_SSL", users=("app", "stranger"), acls=ACLS,
-                         overrides={"authorizer.class.name": AUTHORIZER_CLASS, "super.users": f"User:{NODE_USER}",
-                                    "min.insync.replicas": 2}) as c:
+                         authorizer=True, overrides={"min.insync.replicas": 2}) as c:
         app = c.client_config("app")
         admin = AdminClient(app)  # kept: a collected client fails its futures
         admin.create_topics([NewTopic(TOPIC, 3, 3)])[TOPIC].result(30)

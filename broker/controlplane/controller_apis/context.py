@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
+from cluster.acls import AclOperation, ResourceType
 from cluster.controller import Controller
 from cluster.metadata_image import MetadataImage
 from cluster.raft.node import QuorumView
+
+if TYPE_CHECKING:
+    from broker.security.authorization import NodeAuthorizer
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -18,10 +22,40 @@ class ControllerContext:
     cluster_id: str
     version: int  # the request's API version
     next_offset: int  # the metadata log offset the next committed record gets (a new broker epoch)
-    principal: str | None = None  # "User:ANONYMOUS" for a forwarded client request; None for a broker RPC
+    # who asks: a forwarded request's Envelope principal, or the principal of the controller-listener connection
+    # that sent it ("User:name"); None for this node's own broker in this process (nothing to authorize)
+    principal: str | None = None
     from_this_node: bool = False  # a broker RPC from this node's own broker, in this process
     client_host: str | None = None
     now_ms: int = 0  # the controller's clock: broker sessions are timed with it
     describe_quorum: Callable[[], QuorumView | None] = lambda: None  # the quorum leader's view (DescribeQuorum)
     # each voter's (listener, host, port)
     voter_endpoints: Mapping[int, tuple[str, str, int]] = dataclasses.field(default_factory=dict)
+    authorizer: "NodeAuthorizer | None" = None  # the node's authorizer (authorizer.class.name); None: all allowed
+    token_authenticated: bool = False  # the principal logged in with a delegation token (KafkaPrincipal's flag)
+    request_name: str = ""  # for the authorizer's audit log
+
+    # ---- authorization (ControllerApis' authHelper calls, as the request's principal) ------------------------
+    # Every answer is yes without an authorizer (Kafka's authorizer.forall) and for this node's own requests.
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, resource_name: str,
+                  log_if_allowed: bool = True, log_if_denied: bool = True, ref_count: int = 1) -> bool:
+        if self.principal is None or self.authorizer is None:
+            return True
+        return self.authorizer.authorize(self.principal, self.client_host or "", operation, resource_type,
+                                         resource_name, self.request_name, log_if_allowed, log_if_denied,
+                                         ref_count)
+
+    def authorize_cluster(self, operation: AclOperation, log_if_denied: bool = True) -> bool:
+        from cluster.acls import CLUSTER_NAME
+
+        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=log_if_denied)
+
+    def filter_authorized(self, operation: AclOperation, resource_type: ResourceType, names: Iterable[str],
+                          log_if_denied: bool = True) -> set[str]:
+        """AuthHelper.filterByAuthorized: the names the principal may do ``operation`` on, each asked once."""
+        counts: dict[str, int] = {}
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+        return {name for name, count in counts.items()
+                if self.authorize(operation, resource_type, name, True, log_if_denied, count)}

@@ -1,13 +1,11 @@
 """CreateAcls on the controller (ControllerApis -> AclApis.handleCreateAcls -> AclControlManager.createAcls):
-ALTER on the cluster else CLUSTER_AUTHORIZATION_FAILED for every creation; no ``authorizer.class.name``:
+ALTER on the cluster (broker/controlplane/controller_authorization.py, before the handler); no ``authorizer.class.name``:
 SECURITY_DISABLED for every creation; otherwise one result per creation (cluster/controller/acl_control.py), the
 AccessControlEntryRecords committed before the answer. Brokers forward it whole (broker/apis/forwarding.py)."""
 
 from __future__ import annotations
 
 from broker.controlplane.controller_apis.context import ControllerContext
-from cluster.acls import CLUSTER_NAME, AclOperation, ResourceType
-from cluster.authorizer import ALLOWED, Action, StandardAuthorizer
 from cluster.controller import ControllerResult
 from cluster.controller.acl_control import binding, create_acls, has_unknown_codes
 from protocol.errors import ErrorCode
@@ -31,30 +29,11 @@ def authorizer_configured(cctx: ControllerContext) -> bool:
     return bool(cctx.config.get("authorizer.class.name"))
 
 
-def authorize_cluster_on_controller(cctx: ControllerContext, operation: AclOperation, request_name: str) -> bool:
-    """AuthHelper.authorizeClusterOperation as the controller's StandardAuthorizer answers it: the request's
-    principal (the Envelope's; a request sent straight to the controller listener carries none here and is asked
-    as User:ANONYMOUS) on the CLUSTER resource, over the decision image's ACLs and this controller's
-    ``super.users`` / ``allow.everyone.if.no.acl.found``. Yes without an authorizer. Local to the ACL handlers
-    until the controller has one shared authorization helper."""
-    if not authorizer_configured(cctx):
-        return True
-    authorizer = StandardAuthorizer.from_config(cctx.config, -1)
-    authorizer.update(cctx.image.acls)
-    authorizer.complete_initial_load()
-    action = Action(operation, ResourceType.CLUSTER, CLUSTER_NAME, 1, True, True)
-    return authorizer.authorize_one(cctx.principal or "User:ANONYMOUS", cctx.client_host or "",
-                                    action, request_name) is ALLOWED
-
-
 def _result(code: int, message: str | None) -> AclCreationResult:
     return AclCreationResult(error_code=code, error_message=message)
 
 
 def handle(cctx: ControllerContext, req: CreateAclsRequest) -> ControllerResult:
-    if not authorize_cluster_on_controller(cctx, AclOperation.ALTER, "CreateAcls"):
-        denied = _result(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Request CreateAcls is not authorized.")
-        return ControllerResult([], CreateAclsResponse(results=[denied for _ in req.creations]))
     if not authorizer_configured(cctx):
         disabled = _result(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
         return ControllerResult([], CreateAclsResponse(results=[disabled for _ in req.creations]))

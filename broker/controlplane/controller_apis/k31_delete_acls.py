@@ -1,5 +1,5 @@
 """DeleteAcls on the controller (ControllerApis -> AclApis.handleDeleteAcls -> AclControlManager.deleteAcls):
-ALTER on the cluster else CLUSTER_AUTHORIZATION_FAILED for every filter; no ``authorizer.class.name``:
+ALTER on the cluster (broker/controlplane/controller_authorization.py, before the handler); no ``authorizer.class.name``:
 SECURITY_DISABLED for every filter; otherwise each filter's matching ACLs (cluster/controller/acl_control.py),
 their RemoveAccessControlEntryRecords committed before the answer. Brokers forward it whole."""
 
@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from broker.controlplane.controller_apis.context import ControllerContext
 from broker.controlplane.controller_apis.k30_create_acls import (
-    NO_AUTHORIZER, authorize_cluster_on_controller, authorizer_configured,
+    NO_AUTHORIZER, authorizer_configured,
 )
-from cluster.acls import AclOperation
 from cluster.controller import ControllerResult
 from cluster.controller.acl_control import binding_filter, delete_acls, has_unknown_codes
 from protocol.errors import ErrorCode
@@ -33,9 +32,6 @@ def _failed(req: DeleteAclsRequest, code: int, message: str) -> DeleteAclsRespon
 
 
 def handle(cctx: ControllerContext, req: DeleteAclsRequest) -> ControllerResult:
-    if not authorize_cluster_on_controller(cctx, AclOperation.ALTER, "DeleteAcls"):
-        return ControllerResult([], _failed(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                                            "Request DeleteAcls is not authorized."))
     if not authorizer_configured(cctx):
         return ControllerResult([], _failed(req, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER))
     filters = [binding_filter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,

@@ -1,11 +1,15 @@
 """CreatePartitions on the controller (ReplicationControlManager.createPartitions): per topic,
 independently: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS when the count does not grow,
 INVALID_REPLICA_ASSIGNMENT for a bad manual assignment, INVALID_REQUEST for a topic named twice;
-validate_only changes nothing."""
+validate_only changes nothing. ALTER on each topic is required of the request's principal
+(ControllerApis.createPartitions), else TOPIC_AUTHORIZATION_FAILED for it, whether it exists or not."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from broker.controlplane.controller_apis.context import ControllerContext
+from cluster.acls import AclOperation, ResourceType
 from cluster.controller import ControllerResult
 from protocol.errors import ErrorCode
 from protocol.generated.messages import CreatePartitionsRequest, CreatePartitionsResponse
@@ -16,13 +20,18 @@ VERSIONS = (0, 3)
 
 
 def handle(cctx: ControllerContext, req: CreatePartitionsRequest) -> ControllerResult:
-    names = [t.name for t in req.topics]
+    counts = Counter(t.name for t in req.topics)
+    alterable = cctx.filter_authorized(AclOperation.ALTER, ResourceType.TOPIC, [n for n, k in counts.items() if k == 1])
     records: list = []
     results = []
     for t in req.topics:
-        if names.count(t.name) > 1:
+        if counts[t.name] > 1:
             results.append(CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.INVALID_REQUEST,
                                                        error_message="Duplicate topic name."))
+            continue
+        if t.name not in alterable:
+            results.append(CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                       error_message=None))
             continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         # topics are distinct here, so each decision against the same image is independent

@@ -1,7 +1,10 @@
 """The controller listener's handler table (``controller.listener.names``), each API declared once: the
 controller's own handlers (broker/controlplane/controller_apis/, at their versions) run on the active controller, the
 KRaft RPCs go to the Raft driver, DescribeQuorum is answered by any voter, ApiVersions as everywhere. A broker listener
-never serves these (its ApiVersions does not list the KRaft RPCs), as Kafka separates them."""
+never serves these (its ApiVersions does not list the KRaft RPCs), as Kafka separates them. With an authorizer,
+every API but ApiVersions and the SASL exchange is authorized first as the connection's principal
+(broker/controlplane/controller_authorization.py): only the nodes (CLUSTER_ACTION) vote, fetch the metadata log,
+register, heartbeat or forward Envelopes."""
 
 from broker.apis import k17_sasl_handshake, k18_api_versions, k36_sasl_authenticate
 from broker.controlplane.controller_apis import CONTROLLER_HANDLERS

@@ -1,9 +1,12 @@
-"""The KRaft RPCs on the controller listener: decoded into the Raft core's messages, answered by the driver."""
+"""The KRaft RPCs on the controller listener: decoded into the Raft core's messages, answered by the driver. Each
+needs CLUSTER_ACTION on the cluster of the connection's principal (ControllerApis.handleVote, handleFetch, ...):
+only voters and observers, never a client, may vote, fetch the metadata log or announce an epoch."""
 
 from __future__ import annotations
 
 import logging
 
+from broker.controlplane.controller_listener.controller_rpc import refused
 from broker.quorum import wire
 from cluster.raft.messages import FetchResponse
 from protocol.errors import ErrorCode
@@ -18,6 +21,9 @@ RAFT_RPC_VERSIONS = {1: ("Fetch", (13, 18)), 52: ("Vote", (0, 2)), 53: ("BeginQu
 
 
 async def answer(ctx, body: Message) -> Message:
+    denied = refused(ctx, body)
+    if denied is not None:
+        return denied
     quorum = ctx.handles.quorum
     if quorum is None:
         return wire.error_response(body, ErrorCode.UNKNOWN_SERVER_ERROR)
