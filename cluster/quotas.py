@@ -287,6 +287,9 @@ class ControllerMutationQuota:
         return max(0, self._throttle_ms - (now_ms - self._recorded_ms))
 
 
+UNBOUNDED_MUTATION_QUOTA = ControllerMutationQuota()  # UnboundedControllerMutationQuota: no quota applies
+
+
 class ControllerMutationQuotaManager:
     """``controller_mutation_rate`` (partitions created or deleted per second) of each user/client-id, enforced on
     the active controller for CreateTopics (strict from v6), CreatePartitions (v3) and DeleteTopics (v5), as

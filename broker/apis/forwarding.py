@@ -11,4 +11,12 @@ FORWARDED = (19, 20, 30, 31, 37, 43, 45, 46, 49, 51, 55, 64)  # API keys
 
 
 async def forward(ctx, req: Message) -> Message:
-    return await ctx.controller.forward(ctx, req)
+    response = await ctx.controller.forward(ctx, req)
+    throttle_ms = getattr(response, "throttle_time_ms", 0) or 0
+    if throttle_ms > 0:
+        # RequestHandlerHelper.sendForwardedResponse: the controller's throttle (its controller_mutation_rate
+        # quota) mutes the client's connection here, as the broker's own quotas do (KIP-219)
+        ctx.throttle_ms = max(ctx.throttle_ms, throttle_ms)
+        if ctx.on_throttle is not None:
+            ctx.on_throttle(throttle_ms)
+    return response

@@ -26,10 +26,12 @@ from broker.controlplane.controller_apis.context import ControllerContext
 from broker.errors import CloseConnection
 from broker.controlplane.controller_authorization import CLUSTER_OPERATION, cluster_authorization_failed, error_response
 from broker.quorum.raft_quorum import RaftQuorum, parse_voters
+from broker.security.throttling import user_of
 from cluster.acls import CLUSTER_NAME, ResourceType
 from cluster.authorizer import AuthorizerNotReady
 from cluster.controller import Controller
 from cluster.metadata_image import MetadataImage
+from cluster.quotas import UNBOUNDED_MUTATION_QUOTA, ControllerMutationQuota, ControllerMutationQuotaManager
 from protocol.connection import encode_response, parse_request
 from protocol.errors import ErrorCode
 from protocol.generated.messages import (
@@ -73,7 +75,8 @@ class ControllerChannel(Protocol):
 
     async def decide(self, request: Message, version: int, from_this_node: bool = False,
                      deadline: float | None = None, principal: str | None = None,
-                     client_host: str | None = None) -> Message: ...  # on the active controller
+                     client_host: str | None = None,
+                     client_id: str | None = None) -> Message: ...  # on the active controller
 
     async def handle_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse: ...  # on the active controller
 
@@ -116,6 +119,9 @@ class QuorumControllerChannel:
                  links: PeerLinks = DIRECT, authorizer: Any = None) -> None:
         self.controller = controller
         self.authorizer = authorizer  # the node's NodeAuthorizer (None: every request allowed)
+        # controller_mutation_rate (KIP-599): enforced here, on the active controller, as Kafka's ControllerApis
+        self.mutation_quotas = ControllerMutationQuotaManager(int(config.get("quota.window.num", 11)),
+                                                              int(config.get("quota.window.size.seconds", 1)))
         self.quorum = quorum
         self.config = config
         self.cluster_id = cluster_id
@@ -169,7 +175,7 @@ class QuorumControllerChannel:
 
     async def decide(self, request: Message, version: int, from_this_node: bool = False,
                      deadline: float | None = None, principal: str | None = None,
-                     client_host: str | None = None) -> Message:
+                     client_host: str | None = None, client_id: str | None = None) -> Message:
         """A broker's controller RPC, run by this node's controller (it must be the active one);
         ``from_this_node``: sent by this node's own broker, in this process; ``principal``: the controller-listener
         connection's, which the controller listener has authorized for the API's CLUSTER operation (handlers
@@ -181,7 +187,8 @@ class QuorumControllerChannel:
             if self._heartbeat_answerable_at_once(request):
                 return self._decide_at_once(request, version, from_this_node)
         return await self._run(CONTROLLER_HANDLERS[request.API_KEY], request, version, principal, client_host,
-                               from_this_node, deadline)
+                               from_this_node, deadline,
+                               mutation_quota=self._mutation_quota(request.API_KEY, version, principal, client_id))
 
     async def handle_envelope(self, envelope: EnvelopeRequest) -> EnvelopeResponse:
         """The controller's side of an Envelope (ControllerApis.handleEnvelopeRequest): the controller listener
@@ -206,11 +213,22 @@ class QuorumControllerChannel:
                 response = cluster_authorization_failed(body, inner.api_version, name)
             else:
                 response = await self._run(handler, body, inner.api_version, name, host,
-                                           token_authenticated=principal.token_authenticated)
+                                           token_authenticated=principal.token_authenticated,
+                                           mutation_quota=self._mutation_quota(inner.api_key, inner.api_version,
+                                                                               name, inner.client_id))
         except AuthorizerNotReady as exc:  # only super users are answered before the first image is loaded
             response = error_response(body, inner.api_version, ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
         data = b"".join(encode_response(inner, response))[4:]
         return EnvelopeResponse(response_data=data, error_code=0)
+
+    def _mutation_quota(self, api_key: int, version: int, principal: str | None,
+                        client_id: str | None) -> ControllerMutationQuota | None:
+        """The request's controller mutation quota (ControllerMutationQuotaManager.newQuotaFor): CreateTopics,
+        DeleteTopics and CreatePartitions of a client, as its principal and client id; None otherwise."""
+        if principal is None or api_key not in ControllerMutationQuotaManager.STRICT_SINCE:
+            return None
+        self.mutation_quotas.update(self.quorum.image.client_quotas)
+        return self.mutation_quotas.quota_for(api_key, version, user_of(principal), client_id or "")
 
     def _heartbeat_answerable_at_once(self, request: BrokerHeartbeatRequest) -> bool:
         """A heartbeat that changes nothing but the broker's session is answered at once, ahead of the decisions
@@ -234,7 +252,8 @@ class QuorumControllerChannel:
 
     async def _run(self, handler, request: Message, version: int, principal: str | None,
                    client_host: str | None, from_this_node: bool = False, deadline: float | None = None,
-                   token_authenticated: bool = False) -> Message:
+                   token_authenticated: bool = False, mutation_quota: ControllerMutationQuota | None = None
+                   ) -> Message:
         """Decide ``request`` (one at a time, in arrival order, against every record decided before it, committed
         or not), append its records and let the next request be decided; answer once they are committed
         (QuorumController's pipelined write events)."""
@@ -242,7 +261,7 @@ class QuorumControllerChannel:
         # the decision and its append run to the end even if the caller stops waiting: the next decision must see
         # them (Kafka's controller thread finishes an event it started)
         decided = asyncio.ensure_future(self._decide(handler, request, version, principal, client_host,
-                                                     from_this_node, deadline, token_authenticated))
+                                                     from_this_node, deadline, token_authenticated, mutation_quota))
         decided.add_done_callback(_retrieve)
         response, committed = await asyncio.shield(decided)
         if committed is not None:
@@ -251,7 +270,7 @@ class QuorumControllerChannel:
 
     async def _decide(self, handler, request: Message, version: int, principal: str | None,
                       client_host: str | None, from_this_node: bool, deadline: float,
-                      token_authenticated: bool = False):
+                      token_authenticated: bool = False, mutation_quota: ControllerMutationQuota | None = None):
         async with self._lock:
             if self.quorum.clock.monotonic() > deadline:
                 # QuorumController drops an event past its deadline undecided
@@ -265,7 +284,8 @@ class QuorumControllerChannel:
                                      now_ms=self.quorum.clock.now_ms(), describe_quorum=self.quorum.quorum_view,
                                      voter_endpoints=self.voter_endpoints, from_this_node=from_this_node,
                                      authorizer=self.authorizer, token_authenticated=token_authenticated,
-                                     request_name=handler.spec.name)
+                                     request_name=handler.spec.name,
+                                     mutation_quota=mutation_quota or UNBOUNDED_MUTATION_QUOTA)
             result = await asyncio.to_thread(handler.handle, cctx, request) if _many_partitions(request) \
                 else handler.handle(cctx, request)
             # a broker's own lifecycle and ISR RPCs are answered once committed, as Kafka's controller does; the

@@ -20,6 +20,7 @@ from cluster.controller.broker_heartbeats import BrokerControlState, BrokerHeart
 from cluster.controller.java_random import from_python_random
 from cluster.controller.replica_placer import InvalidReplicationFactor, UsableBroker, place
 from cluster.metadata_image import RESOURCE_TOPIC, MetadataImage
+from cluster.quotas import ThrottlingQuotaExceeded
 from protocol.errors import ErrorCode
 from protocol.generated.metadata import (
     BrokerRegistrationChangeRecord, ConfigRecord, FeatureLevelRecord, PartitionRecord, ProducerIdsRecord,
@@ -354,8 +355,10 @@ class Controller:
 
     # ---- topics -----------------------------------------------------------------------------------
 
-    def create_topics(self, image: MetadataImage, topics: list[NewTopic], validate_only: bool = False
-                      ) -> ControllerResult:
+    def create_topics(self, image: MetadataImage, topics: list[NewTopic], validate_only: bool = False,
+                      quota: Callable[[int], None] | None = None) -> ControllerResult:
+        """``quota``: the request's controller mutation quota (applyPartitionChangeQuota), asked per topic once it
+        is valid; ThrottlingQuotaExceeded fails that topic."""
         if self._requested_partitions(topics) > MAX_PARTITIONS_PER_BATCH:
             # ReplicationControlManager.validateTotalNumberOfPartitions (KAFKA-17870): the whole request fails
             return ControllerResult([], [TopicResult(t.name, ErrorCode.POLICY_VIOLATION,
@@ -426,6 +429,12 @@ class Controller:
                 if cerr:
                     res.error_code, res.error_message = ErrorCode.INVALID_CONFIG, cerr
                     continue
+            if quota is not None:
+                try:
+                    quota(len(assignment))
+                except ThrottlingQuotaExceeded as exc:
+                    res.error_code, res.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, str(exc)
+                    continue
             res.num_partitions = len(assignment)
             res.replication_factor = rf
             res.configs = {k: v for k, v in t.configs.items() if v is not None}
@@ -444,35 +453,46 @@ class Controller:
                     leader_epoch=0, partition_epoch=0, directories=[ZERO_UUID] * len(replicas)))
         return ControllerResult(records, results)
 
-    def delete_topics(self, image: MetadataImage, names: list[str | None], ids: list[bytes]) -> ControllerResult:
-        """Results are (name, topic_id, error_code, message) per requested name or id, in request order."""
+    def delete_topics(self, image: MetadataImage, names: list[str | None], ids: list[bytes],
+                      quota: Callable[[int], None] | None = None) -> ControllerResult:
+        """Results are (name, topic_id, error_code, message) per requested name or id, in request order.
+        ``quota``: the controller mutation quota, asked with each topic's partition count (deleteTopic)."""
         records: list[Message] = []
         results = []
         deleted: set[bytes] = set()
+
+        def delete(t) -> tuple[int, str | None]:
+            if t.topic_id in deleted:
+                return 0, None
+            if quota is not None:
+                try:
+                    quota(len(t.partitions))
+                except ThrottlingQuotaExceeded as exc:
+                    return ErrorCode.THROTTLING_QUOTA_EXCEEDED, str(exc)
+            deleted.add(t.topic_id)
+            records.append(RemoveTopicRecord(topic_id=t.topic_id))
+            return 0, None
+
         for name in names:
             t = image.topics_by_name.get(name) if name is not None else None
             if t is None:
                 results.append((name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                 "This server does not host this topic-partition."))
                 continue
-            results.append((t.name, t.topic_id, 0, None))
-            if t.topic_id not in deleted:
-                deleted.add(t.topic_id)
-                records.append(RemoveTopicRecord(topic_id=t.topic_id))
+            results.append((t.name, t.topic_id, *delete(t)))
         for tid in ids:
             t = image.topics_by_id.get(tid)
             if t is None:
                 results.append((None, tid, ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID."))
                 continue
-            results.append((t.name, tid, 0, None))
-            if tid not in deleted:
-                deleted.add(tid)
-                records.append(RemoveTopicRecord(topic_id=tid))
+            results.append((t.name, tid, *delete(t)))
         return ControllerResult(records, results)
 
     def create_partitions(self, image: MetadataImage, name: str, count: int,
-                          assignments: list[list[int]] | None, validate_only: bool = False) -> ControllerResult:
-        """New PartitionRecords up to ``count``; response is (error_code, message) (ReplicationControlManager)."""
+                          assignments: list[list[int]] | None, validate_only: bool = False,
+                          quota: Callable[[int], None] | None = None) -> ControllerResult:
+        """New PartitionRecords up to ``count``; response is (error_code, message) (ReplicationControlManager).
+        ``quota``: the controller mutation quota, asked with the partitions added."""
         t = image.topics_by_name.get(name)
         if t is None:
             return ControllerResult([], (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic '%s' does not exist." % name))
@@ -503,6 +523,11 @@ class Controller:
             except InvalidReplicationFactor as exc:
                 return ControllerResult([], (ErrorCode.INVALID_REPLICATION_FACTOR,
                                              f"Unable to replicate the partition {rf} time(s): {exc}"))
+        if quota is not None:
+            try:
+                quota(new)
+            except ThrottlingQuotaExceeded as exc:
+                return ControllerResult([], (ErrorCode.THROTTLING_QUOTA_EXCEEDED, str(exc)))
         if validate_only:
             return ControllerResult([], (0, None))
         records: list[Message] = [

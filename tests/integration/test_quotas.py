@@ -161,3 +161,50 @@ def test_a_raw_produce_over_quota_carries_throttle_time_and_the_connection_waits
         started = time.monotonic()
         w.call(18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
         assert time.monotonic() - started >= throttled / 1000.0 * 0.8  # muted until the throttle time passed
+
+
+def test_controller_mutation_rate_refuses_strict_requests_and_throttles_older_ones(quota_broker):
+    """KIP-599 at the controller: ``controller_mutation_rate`` (partitions a second; a bucket of quota.window.num x
+    window seconds' worth) lets one request drive the bucket below zero, then refuses CreateTopics v6+,
+    CreatePartitions v3+ and DeleteTopics v5+ with THROTTLING_QUOTA_EXCEEDED and the time to refill, per topic and
+    nothing changed; older versions are accepted and answered with that throttle time. A client id without a quota
+    is not limited."""
+    from protocol.errors import ErrorCode
+    from protocol.generated.messages import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+    from protocol.generated.messages.create_partitions_request import CreatePartitionsTopic
+    from protocol.generated.messages.create_topics_request import CreatableTopic
+    from protocol.generated.messages.delete_topics_request import DeleteTopicState
+
+    b = quota_broker
+    for client in ("strict", "permissive"):  # 1 partition/s: a bucket of 3
+        assert alter(b.bootstrap, {"client-id": client}, {"controller_mutation_rate": 1}) == [(0, None)]
+    time.sleep(0.5)
+
+    def create(client: str, version: int, topics: dict[str, int]):
+        with KafkaWire(b.port, client_id=client) as w:
+            r = w.call(19, version, CreateTopicsRequest(timeout_ms=10000, validate_only=False, topics=[
+                CreatableTopic(name=n, num_partitions=p, replication_factor=1, assignments=[], configs=[])
+                for n, p in topics.items()]))
+        return r.throttle_time_ms, {t.name: t.error_code for t in r.topics}
+
+    throttle, codes = create("strict", 7, {"m-a": 3, "m-b": 20, "m-c": 1})  # a: to 0, b: to -20, c: refused
+    assert codes == {"m-a": 0, "m-b": 0, "m-c": ErrorCode.THROTTLING_QUOTA_EXCEEDED} and throttle > 15_000
+    throttle, codes = create("strict", 7, {"m-d": 1})
+    assert codes == {"m-d": ErrorCode.THROTTLING_QUOTA_EXCEEDED} and throttle > 15_000
+    with KafkaWire(b.port, client_id="strict") as w:
+        r = w.call(37, 3, CreatePartitionsRequest(topics=[CreatePartitionsTopic(name="m-a", count=4, assignments=None)],
+                                                  timeout_ms=10000, validate_only=False))
+        assert r.results[0].error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED and r.throttle_time_ms > 15_000
+    with KafkaWire(b.port, client_id="strict") as w:
+        r = w.call(20, 6, DeleteTopicsRequest(topics=[DeleteTopicState(name="m-a", topic_id=bytes(16))],
+                                              timeout_ms=10000))
+        assert r.responses[0].error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    throttle, codes = create("permissive", 5, {"m-e": 30})  # below v6: accepted, throttled
+    assert codes == {"m-e": 0} and throttle > 20_000
+    throttle, codes = create("permissive", 5, {"m-f": 1})
+    assert codes == {"m-f": 0} and throttle > 20_000
+    assert create("free", 7, {"m-g": 50}) == (0, {"m-g": 0})
+    with KafkaWire(b.port) as w:  # what was refused was not made
+        from protocol.generated.messages import MetadataRequest
+        names = {t.name for t in w.call(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False)).topics}
+    assert {"m-a", "m-b", "m-e", "m-f", "m-g"} <= names and not {"m-c", "m-d"} & names

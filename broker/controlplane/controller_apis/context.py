@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from cluster.acls import AclOperation, ResourceType
 from cluster.controller import Controller
 from cluster.metadata_image import MetadataImage
+from cluster.quotas import UNBOUNDED_MUTATION_QUOTA, ControllerMutationQuota
 from cluster.raft.node import QuorumView
 
 if TYPE_CHECKING:
@@ -34,6 +35,17 @@ class ControllerContext:
     authorizer: "NodeAuthorizer | None" = None  # the node's authorizer (authorizer.class.name); None: all allowed
     token_authenticated: bool = False  # the principal logged in with a delegation token (KafkaPrincipal's flag)
     request_name: str = ""  # for the authorizer's audit log
+    # controller_mutation_rate of the client (KIP-599): CreateTopics, DeleteTopics, CreatePartitions
+    mutation_quota: ControllerMutationQuota = UNBOUNDED_MUTATION_QUOTA
+
+    def apply_partition_change_quota(self, partitions: int) -> None:
+        """ControllerRequestContext.applyPartitionChangeQuota: raises ThrottlingQuotaExceeded past a strict quota."""
+        self.mutation_quota.record(partitions, self.now_ms)
+
+    @property
+    def mutation_throttle_ms(self) -> int:
+        """The throttle time the answer carries (sendResponseMaybeThrottleWithControllerQuota)."""
+        return self.mutation_quota.throttle_time(self.now_ms)
 
     # ---- authorization (ControllerApis' authHelper calls, as the request's principal) ------------------------
     # Every answer is yes without an authorizer (Kafka's authorizer.forall) and for this node's own requests.

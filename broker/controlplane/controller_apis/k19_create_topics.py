@@ -40,7 +40,7 @@ def handle(cctx: ControllerContext, req: CreateTopicsRequest) -> ControllerResul
                     {a.partition_index: list(a.broker_ids) for a in t.assignments} or None,
                     {c.name: c.value for c in t.configs})
            for t in allowed]
-    res = cctx.controller.create_topics(cctx.image, new, req.validate_only)
+    res = cctx.controller.create_topics(cctx.image, new, req.validate_only, cctx.apply_partition_change_quota)
     decided = iter(res.response)
     out = []
     for t in req.topics:
@@ -67,4 +67,4 @@ def handle(cctx: ControllerContext, req: CreateTopicsRequest) -> ControllerResul
                                                       else DEFAULT_CONFIG, is_sensitive=False)
                                 for k, v in sorted(cfg.to_topic_props().items())]
         out.append(item)
-    return ControllerResult(res.records, CreateTopicsResponse(topics=out))
+    return ControllerResult(res.records, CreateTopicsResponse(throttle_time_ms=cctx.mutation_throttle_ms, topics=out))

@@ -49,7 +49,9 @@ def handle(cctx: ControllerContext, req: DeleteTopicsRequest) -> ControllerResul
             refused.append(DeletableTopicResult(name=name if name in describable else None, topic_id=tid,
                                                 error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None))
     res = cctx.controller.delete_topics(cctx.image, passed,
-                                        [tid for tid in ids if tid not in by_id or by_id[tid] in deletable])
-    return ControllerResult(res.records, DeleteTopicsResponse(responses=refused + [
-        DeletableTopicResult(name=name, topic_id=tid, error_code=code, error_message=msg)
-        for name, tid, code, msg in res.response]))
+                                        [tid for tid in ids if tid not in by_id or by_id[tid] in deletable],
+                                        cctx.apply_partition_change_quota)
+    return ControllerResult(res.records, DeleteTopicsResponse(
+        throttle_time_ms=cctx.mutation_throttle_ms, responses=refused + [
+            DeletableTopicResult(name=name, topic_id=tid, error_code=code, error_message=msg)
+            for name, tid, code, msg in res.response]))

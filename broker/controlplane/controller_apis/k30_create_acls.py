@@ -1,7 +1,8 @@
-"""CreateAcls on the controller (ControllerApis -> AclApis.handleCreateAcls -> AclControlManager.createAcls):
-ALTER on the cluster (broker/controlplane/controller_authorization.py, before the handler); no ``authorizer.class.name``:
-SECURITY_DISABLED for every creation; otherwise one result per creation (cluster/controller/acl_control.py), the
-AccessControlEntryRecords committed before the answer. Brokers forward it whole (broker/apis/forwarding.py)."""
+"""CreateAcls on the controller (ControllerApis -> AclApis.handleCreateAcls -> AclControlManager.createAcls): ALTER on
+the cluster (checked before the handler: broker/controlplane/controller_authorization.py); no
+``authorizer.class.name``: SECURITY_DISABLED for every creation; otherwise one result per creation
+(cluster/controller/acl_control.py), the AccessControlEntryRecords committed before the answer. Brokers forward it
+whole (broker/apis/forwarding.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""DeleteAcls on the controller (ControllerApis -> AclApis.handleDeleteAcls -> AclControlManager.deleteAcls):
-ALTER on the cluster (broker/controlplane/controller_authorization.py, before the handler); no ``authorizer.class.name``:
-SECURITY_DISABLED for every filter; otherwise each filter's matching ACLs (cluster/controller/acl_control.py),
-their RemoveAccessControlEntryRecords committed before the answer. Brokers forward it whole."""
+"""DeleteAcls on the controller (ControllerApis -> AclApis.handleDeleteAcls -> AclControlManager.deleteAcls): ALTER on
+the cluster (checked before the handler: broker/controlplane/controller_authorization.py); no
+``authorizer.class.name``: SECURITY_DISABLED for every filter; otherwise each filter's matching ACLs
+(cluster/controller/acl_control.py), their RemoveAccessControlEntryRecords committed before the answer. Brokers
+forward it whole."""
 
 from __future__ import annotations
 

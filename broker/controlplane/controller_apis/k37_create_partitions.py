@@ -35,8 +35,10 @@ def handle(cctx: ControllerContext, req: CreatePartitionsRequest) -> ControllerR
             continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         # topics are distinct here, so each decision against the same image is independent
-        res = cctx.controller.create_partitions(cctx.image, t.name, t.count, assignments, req.validate_only)
+        res = cctx.controller.create_partitions(cctx.image, t.name, t.count, assignments, req.validate_only,
+                                                cctx.apply_partition_change_quota)
         records += res.records
         code, message = res.response
         results.append(CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message))
-    return ControllerResult(records, CreatePartitionsResponse(results=results))
+    return ControllerResult(records, CreatePartitionsResponse(throttle_time_ms=cctx.mutation_throttle_ms,
+                                                              results=results))

@@ -52,7 +52,8 @@ async def run_on_active_controller(ctx, body: Message) -> Message:
     try:
         if body.API_KEY == 58:  # Envelope
             return await channel.handle_envelope(body)
-        return await channel.decide(body, ctx.version, principal=ctx.principal, client_host=ctx.client_host)
+        return await channel.decide(body, ctx.version, principal=ctx.principal, client_host=ctx.client_host,
+                                    client_id=getattr(ctx, "client_id", None))
     except NotLeaderError as exc:
         log.info("%s: %s", type(body).__name__, exc)
         return response_type(error_code=ErrorCode.NOT_CONTROLLER)
