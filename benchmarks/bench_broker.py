@@ -1319,7 +1319,7 @@ def main() -> int:
     stopped: list[BrokerProc] = []
     rc = 0
     try:
-        if args.security:
+        if args.security and (not args.no_cases or args.handshakes):
             secured = Secured(workdir, "odradek")
             b = brokers["odradek"] = start_odradek(workdir, secured=secured)
             arms = secured.arms(b, names)
