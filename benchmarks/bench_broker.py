@@ -750,8 +750,9 @@ def print_tables(results: list[CaseResult], paced_rate: float, names: tuple[str,
         summary.append(row)
 
     n_, d_ = ("odr", "Tansu") if names == ("odradek", "tansu") else names
+    shown = {"tansu": "Tansu"}.get(den, den)
     for phase in ("produce", "consume"):
-        print(f"\n== {num} / {den}, {phase}: median of the per-pair throughput ratios ({num} run i / {den} run i) "
+        print(f"\n== {num} / {shown}, {phase}: median of the per-pair throughput ratios ({num} run i / {shown} run i) "
               f"[min-max], target: {_targets_text(target, phase, cases)} ==")
         print(f"   MB/s: medians; CPU-s/GB: broker CPU-seconds per GB of record values over all runs (ratio below 1x: "
               f"{num} uses less)" + ("; p99: latency ratios" if phase == "produce" else ""))
@@ -782,7 +783,7 @@ def print_tables(results: list[CaseResult], paced_rate: float, names: tuple[str,
             goals = [(r[key], target(label, r["size"])) for r in summary] if "CPU" not in label else []
             goals = [(x, goal) for x, goal in goals if goal is not None]
             met = f"; target met in {sum(x >= goal for x, goal in goals)}/{len(goals)} cases" if goals else ""
-            print(f"geometric mean {num}/{den} {label}: {g ** (1 / len(xs)):.2f}x over {len(xs)} cases{met}")
+            print(f"geometric mean {num}/{shown} {label}: {g ** (1 / len(xs)):.2f}x over {len(xs)} cases{met}")
     return summary
 
 
