@@ -33,6 +33,18 @@ Then, odradek only:
   (per-record Python work would show call counts near the number of records).
 
 Targets: odradek/Tansu >= 1x, the median ratio of every case, produce and consume.
+
+Secured listeners (issue 29), ``--security SSL|SASL_SSL``: no Tansu; one odradek with a PLAINTEXT, an SSL and a
+SASL_SSL (SCRAM-SHA-512) listener (a CA and a certificate for 127.0.0.1 from broker/testing/certificates.py, the
+SCRAM user made over PLAINTEXT), the same cases over PLAINTEXT and the chosen listener in pairs (PLAINTEXT first in
+even pairs), ratios secured/PLAINTEXT; targets at 1 KiB: >= 0.6x produce, >= 0.4x consume. TLS has no sendfile:
+record bytes are read and encrypted in 256 KiB pieces. Side runs of this mode:
+* ``--big-fetch``: peak RSS (VmHWM) of a fresh broker while 10 consumers at once fetch 50 MiB
+  (fetch.max.bytes = max.partition.fetch.bytes) over PLAINTEXT, and over the secured listener;
+* ``--handshakes N``: N clients per listener (PLAINTEXT, SSL, SASL_SSL) connect in waves of
+  ``--handshake-wave``, each doing ApiVersions then closing: connections/s, broker and client CPU ms per
+  connection, the broker's event-loop lag histogram and an ApiVersions probe's round trips from another process;
+* ``--profile`` (off by default here) profiles the broker with its clients on the secured listener.
 """
 
 from __future__ import annotations
