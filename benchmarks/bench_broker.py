@@ -1027,6 +1027,12 @@ def _lag_summary(before: dict, after: dict) -> dict:
             "max_under_ms": worst}
 
 
+def _connections(secured: Secured) -> float:
+    """Connections the broker holds open, all listeners (kafka_server_socketservermetrics_connection_count)."""
+    m = scrape(secured.metrics_port)
+    return sum(v for k, v in m.items() if k.startswith("kafka_server_socketservermetrics_connection_count"))
+
+
 def handshake_storm(secured: Secured, b: BrokerProc, clients: int, wave: int) -> list[dict]:
     """``clients`` connections per listener, ``wave`` at once: each connects (TLS handshake), authenticates
     (SASL_SSL: SaslHandshake + two SCRAM-SHA-512 SaslAuthenticate rounds), asks ApiVersions and closes; the
@@ -1081,9 +1087,10 @@ def handshake_storm(secured: Secured, b: BrokerProc, clients: int, wave: int) ->
         probe = RoundTripProbe(plain)
         time.sleep(0.5)
         m0 = _lag_histogram(scrape(secured.metrics_port))
-        c0, u0, t0 = b.cpu_seconds(), client_cpu(), time.perf_counter()
+        c0, u0, t0, rss0 = b.cpu_seconds(), client_cpu(), time.perf_counter(), b.rss_mib()
         done, errors = run(storm(secured.ports[listener], secured.link_security(listener)))
         secs, cpu, ucpu = time.perf_counter() - t0, b.cpu_seconds() - c0, client_cpu() - u0
+        time.sleep(1.0)  # the closes are processed
         m1 = _lag_histogram(scrape(secured.metrics_port))
         rtts = probe.finish()
         ok = done - len(errors)
@@ -1093,20 +1100,23 @@ def handshake_storm(secured: Secured, b: BrokerProc, clients: int, wave: int) ->
                     "client_cpu_ms_per_connection": ucpu / max(1, ok) * 1000,
                     "probe_p50_ms": _pct(rtts, 0.5), "probe_p99_ms": _pct(rtts, 0.99),
                     "probe_max_ms": max(rtts, default=float("nan")), "probe_samples": len(rtts),
-                    "loop_lag": _lag_summary(m0, m1)})
+                    "loop_lag": _lag_summary(m0, m1), "rss_before_mib": rss0, "rss_after_mib": b.rss_mib(),
+                    "peak_rss_mib": b.peak_rss_mib(), "open_connections_after": _connections(secured)})
     print(f"\n== connection storm: {clients} clients per listener in waves of {wave} (connect, "
           f"TLS handshake, SCRAM on SASL_SSL, ApiVersions, close); load average {loadavg()} ==")
     print("   probe: ApiVersions round trips every 10 ms on a PLAINTEXT connection from another process; loop lag: "
           "the broker's odradek_event_loop_lag_ms (250 ms sleeps' overshoot)")
     print(f"{'listener':<26}{'conn/s':>8}{'errors':>7}{'broker ms/conn':>15}{'client ms/conn':>15}"
-          f"{'probe p50':>10}{'p99':>7}{'max':>7}{'lag mean':>9}{'lag max <=':>11}")
+          f"{'probe p50':>10}{'p99':>7}{'max':>7}{'lag mean':>9}{'lag max <=':>11}{'RSS MiB before/after/peak':>27}")
     for r in out:
         lag = r["loop_lag"]
         print(f"{r['listener']:<26}{r.get('per_s', float('nan')):>8.0f}{r.get('errors', 0):>7}"
               f"{r.get('broker_cpu_ms_per_connection', float('nan')):>15.2f}"
               f"{r.get('client_cpu_ms_per_connection', float('nan')):>15.2f}"
               f"{r['probe_p50_ms']:>10.2f}{r['probe_p99_ms']:>7.1f}{r['probe_max_ms']:>7.1f}"
-              f"{lag['mean_ms']:>9.1f}{str(lag['max_under_ms']):>11}")
+              f"{lag['mean_ms']:>9.1f}{str(lag['max_under_ms']):>11}"
+              + (f"{r['rss_before_mib']:>13.0f}/{r['rss_after_mib']:.0f}/{r['peak_rss_mib']:.0f}"
+                 if "rss_before_mib" in r else ""))
         if r.get("first_errors"):
             print(f"   first errors: {r['first_errors']}")
     return out
