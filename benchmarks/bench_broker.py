@@ -625,6 +625,8 @@ class Agg:
     produce_cpu_gb: float   # broker CPU-seconds per GB of record values produced
     consume_cpu_gb: float   # ... per GB of record values consumed
     produce_cpu_us: float   # broker CPU microseconds per record produced
+    produce_client_cpu_gb: float  # this process's (the client's) CPU-seconds per GB produced
+    consume_client_cpu_gb: float
     rss_mib: float
     errors: int
     produce_busy: tuple  # (broker, client) CPU-seconds per wall second, median
@@ -648,6 +650,8 @@ def aggregate(reps: list[CaseResult]) -> Agg:
         produce_cpu_gb=sum(r.produce_cpu for r in ok) / pgb if pgb else float("nan"),
         consume_cpu_gb=sum(r.consume_cpu for r in ok) / cgb if cgb else float("nan"),
         produce_cpu_us=sum(r.produce_cpu for r in ok) / sum(r.records for r in ok) * 1e6 if ok else float("nan"),
+        produce_client_cpu_gb=sum(r.produce_client_cpu for r in ok) / pgb if pgb else float("nan"),
+        consume_client_cpu_gb=sum(r.consume_client_cpu for r in ok) / cgb if cgb else float("nan"),
         rss_mib=max((r.rss_mib for r in ok), default=float("nan")),
         errors=sum(r.errors for r in reps),
         produce_busy=(_median([r.produce_cpu / r.produce_s for r in ok]),
@@ -785,6 +789,18 @@ def print_tables(results: list[CaseResult], paced_rate: float, names: tuple[str,
                   f"{fmt_ratio(row[f'{phase}_cpu_gb_ratio']):>10}"
                   + (f"{fmt_ratio(row['p99_ratio']):>7}{fmt_ratio(row['paced_p99_ratio']):>10}"
                      if phase == "produce" else ""))
+    print(f"\n== CPU-s/GB of broker + client ({num} / {den}): both run on this machine, so when it is CPU-bound the "
+          f"throughput ratio tends to the inverse ratio of the totals ('bound') ==")
+    print(f"{'case':<20}{'phase':<9}{n_ + ' broker':>15}{'client':>8}{d_ + ' broker':>17}{'client':>8}{'bound':>7}"
+          f"{'measured':>9}")
+    for row in summary:
+        o, t = row[num], row[den]
+        for phase in ("produce", "consume"):
+            ob, oc, tb, tc = (o[f"{phase}_cpu_gb"], o[f"{phase}_client_cpu_gb"], t[f"{phase}_cpu_gb"],
+                              t[f"{phase}_client_cpu_gb"])
+            row[f"{phase}_cpu_bound_ratio"] = bound = _div(tb + tc, ob + oc)
+            print(f"{row['size']:>4} B {row['partitions']}p acks={row['acks']:<6}{phase:<9}{ob:>15.2f}{oc:>8.2f}"
+                  f"{tb:>17.2f}{tc:>8.2f}{fmt_ratio(bound):>7}{fmt_ratio(row[f'{phase}_ratio']):>9}")
     for label, key in (("produce", "produce_ratio"), ("consume", "consume_ratio"),
                        ("produce CPU/GB", "produce_cpu_gb_ratio"), ("consume CPU/GB", "consume_cpu_gb_ratio")):
         xs = [r[key] for r in summary if r[key] == r[key] and 0 < r[key] < float("inf")]
