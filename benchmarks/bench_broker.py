@@ -789,7 +789,7 @@ def print_tables(results: list[CaseResult], paced_rate: float, names: tuple[str,
                   f"{fmt_ratio(row[f'{phase}_cpu_gb_ratio']):>10}"
                   + (f"{fmt_ratio(row['p99_ratio']):>7}{fmt_ratio(row['paced_p99_ratio']):>10}"
                      if phase == "produce" else ""))
-    print(f"\n== CPU-s/GB of broker + client ({num} / {den}): both run on this machine, so when it is CPU-bound the "
+    print(f"\n== CPU-s/GB of broker + client ({num} / {shown}): both run on this machine, so when it is CPU-bound the "
           f"throughput ratio tends to the inverse ratio of the totals ('bound') ==")
     print(f"{'case':<20}{'phase':<9}{n_ + ' broker':>15}{'client':>8}{d_ + ' broker':>17}{'client':>8}{'bound':>7}"
           f"{'measured':>9}")
