@@ -33,6 +33,18 @@ Then, odradek only:
   (per-record Python work would show call counts near the number of records).
 
 Targets: odradek/Tansu >= 1x, the median ratio of every case, produce and consume.
+
+Secured listeners (issue 29), ``--security SSL|SASL_SSL``: no Tansu; one odradek with a PLAINTEXT, an SSL and a
+SASL_SSL (SCRAM-SHA-512) listener (a CA and a certificate for 127.0.0.1 from broker/testing/certificates.py, the
+SCRAM user made over PLAINTEXT), the same cases over PLAINTEXT and the chosen listener in pairs (PLAINTEXT first in
+even pairs), ratios secured/PLAINTEXT; targets at 1 KiB: >= 0.6x produce, >= 0.4x consume. TLS has no sendfile:
+record bytes are read and encrypted in 256 KiB pieces. Side runs of this mode:
+* ``--big-fetch``: peak RSS (VmHWM) of a fresh broker while 10 consumers at once fetch 50 MiB
+  (fetch.max.bytes = max.partition.fetch.bytes) over PLAINTEXT, and over the secured listener;
+* ``--handshakes N``: N clients per listener (PLAINTEXT, SSL, SASL_SSL) connect in waves of
+  ``--handshake-wave``, each doing ApiVersions then closing: connections/s, broker and client CPU ms per
+  connection, the broker's event-loop lag histogram and an ApiVersions probe's round trips from another process;
+* ``--profile`` (off by default here) profiles the broker with its clients on the secured listener.
 """
 
 from __future__ import annotations
@@ -60,6 +72,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV_BIN = os.path.dirname(sys.executable)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 TARGET = 1.0  # odradek / Tansu throughput, median over the run pairs, every case
+SECURE_TARGETS = {"produce": 0.6, "consume": 0.4}  # --security: secured / PLAINTEXT MB/s at 1 KiB (issue 29)
+
+
+def secure_target(phase: str, size: int) -> float | None:
+    return SECURE_TARGETS.get(phase) if size == 1024 else None
 
 try:
     from confluent_kafka import Producer, Consumer, TopicPartition
@@ -115,6 +132,11 @@ class BrokerProc:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def client(self) -> dict:
+        """A librdkafka configuration reaching this broker."""
+        return {"bootstrap.servers": self.bootstrap}
 
     @property
     def pid(self) -> int:
@@ -241,37 +263,129 @@ def start_tansu(binary: str, workdir: str) -> BrokerProc:
                                 "--storage-engine", "memory://tansu/"], port, workdir).start()
 
 
-def odradek_argv(port: int, data_dir: str) -> list[str]:
+def odradek_argv(port: int, data_dir: str, secured: "Secured | None" = None) -> list[str]:
+    listeners = secured.listeners if secured is not None else f"PLAINTEXT://127.0.0.1:{port}"
+    extra = [a for k, v in (secured.overrides if secured is not None else {}).items()
+             for a in ("--override", f"{k}={v}")]
     return ["--config", os.path.join(REPO, "config", "single-node.yaml"),
-            "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-            "--override", f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
-            "--override", f"log.dirs={data_dir}", "--log-level", "WARNING"]
+            "--override", f"listeners={listeners}", "--override", f"advertised.listeners={listeners}",
+            "--override", f"log.dirs={data_dir}", *extra, "--log-level", "WARNING"]
 
 
-def start_odradek(workdir: str, name: str = "odradek") -> BrokerProc:
-    port = free_port()
+def start_odradek(workdir: str, name: str = "odradek", secured: "Secured | None" = None) -> BrokerProc:
+    port = secured.ports["PLAINTEXT"] if secured is not None else free_port()
     data = os.path.join(workdir, f"{name}-data")
     exe = os.path.join(VENV_BIN, "odradek")
     argv = [exe, "serve"] if os.access(exe, os.X_OK) else [sys.executable, "-m", "broker.cli", "serve"]
-    return BrokerProc(name, argv + odradek_argv(port, data), port, workdir, cwd=REPO).start()
+    b = BrokerProc(name, argv + odradek_argv(port, data, secured), port, workdir, cwd=REPO).start()
+    if secured is not None:
+        secured.ready(b)
+    return b
 
 
-def start_variant(workdir: str, name: str, zero_copy: bool, profile: str | None = None) -> BrokerProc:
-    port = free_port()
+def start_variant(workdir: str, name: str, zero_copy: bool, profile: str | None = None,
+                  secured: "Secured | None" = None) -> BrokerProc:
+    port = secured.ports["PLAINTEXT"] if secured is not None else free_port()
     data = os.path.join(workdir, f"{name}-data")
     argv = [sys.executable, os.path.join(REPO, "benchmarks", "_serve_variant.py"),
             "--zero-copy", "on" if zero_copy else "off"]
     if profile:
         argv += ["--profile", profile]
-    b = BrokerProc(name, argv + ["--", "serve"] + odradek_argv(port, data), port, workdir, cwd=REPO).start()
+    b = BrokerProc(name, argv + ["--", "serve"] + odradek_argv(port, data, secured), port, workdir,
+                   cwd=REPO).start()
     b.wait_stdout(r"^VARIANT ", 0, 30)
+    if secured is not None:
+        secured.ready(b)
     return b
+
+
+# ---- secured listeners (--security) ----------------------------------------------------------------
+
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+SECURED = ("PLAINTEXT", "SSL", "SASL_SSL")
+
+
+class Secured:
+    """What a broker with PLAINTEXT, SSL (server certificate only) and SASL_SSL (SCRAM-SHA-512) listeners needs:
+    a CA and a certificate for 127.0.0.1 (broker/testing/certificates.py), fresh ports, the listener settings,
+    and each listener's librdkafka security settings. ``ready`` makes the SCRAM user (over PLAINTEXT, as an
+    operator would with ``kafka-configs --alter --add-config SCRAM-SHA-512=...``) and the Prometheus port."""
+
+    def __init__(self, workdir: str, name: str) -> None:
+        import secrets
+
+        from broker.testing.certificates import CertificateAuthority
+
+        ca = CertificateAuthority(os.path.join(workdir, f"{name}-ca"))
+        cert = ca.issue("broker", server=True)
+        self.ca_pem = str(ca.pem)
+        self.user, self.password = "bench", secrets.token_urlsafe(18)
+        self.ports = {lst: free_port() for lst in SECURED}
+        self.listeners = ",".join(f"{lst}://127.0.0.1:{p}" for lst, p in self.ports.items())
+        self.overrides = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(cert.pem),
+                          "listener.name.sasl_ssl.sasl.enabled.mechanisms": SCRAM_MECHANISM,
+                          f"listener.name.sasl_ssl.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": SCRAM_JAAS,
+                          "metrics.prometheus.listener": "127.0.0.1:0"}
+        tls = {"ssl.ca.location": self.ca_pem}
+        self.clients = {"PLAINTEXT": {}, "SSL": {"security.protocol": "SSL", **tls},
+                        "SASL_SSL": {"security.protocol": "SASL_SSL", **tls, "sasl.mechanism": SCRAM_MECHANISM,
+                                     "sasl.username": self.user, "sasl.password": self.password}}
+        self.metrics_port: int | None = None
+
+    def ready(self, b: BrokerProc) -> None:
+        from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{self.ports['PLAINTEXT']}", "log_level": 4})
+        info = ScramCredentialInfo(ScramMechanism[SCRAM_MECHANISM.replace("-", "_")], 8192)
+        for fut in admin.alter_user_scram_credentials(
+                [UserScramCredentialUpsertion(self.user, info, self.password.encode())]).values():
+            fut.result(timeout=30)
+        self.metrics_port = int(b.wait_stdout(r"metrics on http://[^:]+:(\d+)/metrics", 0, 30).group(1))
+
+    def arms(self, b: BrokerProc, names) -> dict[str, "ListenerArm"]:
+        return {n: ListenerArm(n, b, self.ports[n], self.clients[n]) for n in names}
+
+    def link_security(self, listener: str):
+        """The broker's own client side (broker/security/node_links.py) toward ``listener``: for the handshake
+        storm, whose clients are the broker's NodeClient (asyncio, so hundreds connect at once)."""
+        import ssl
+
+        from broker.security.node_links import LinkSecurity
+
+        if listener == "PLAINTEXT":
+            return None
+        context = ssl.create_default_context(cafile=self.ca_pem)
+        if listener == "SSL":
+            return LinkSecurity(ssl=context)
+        return LinkSecurity(ssl=context, mechanism=SCRAM_MECHANISM, username=self.user, password=self.password)
+
+
+class ListenerArm:
+    """One listener of a running broker as an arm of the comparison: the same process (its CPU, RSS), reached
+    through another port and protocol."""
+
+    def __init__(self, name: str, broker: BrokerProc, port: int, security: dict) -> None:
+        self.name, self.broker, self.port, self.security = name, broker, port, security
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def client(self) -> dict:
+        return {"bootstrap.servers": self.bootstrap, **self.security}
+
+    def __getattr__(self, key: str):  # the process's: cpu_seconds, runq_wait, rss_mib, alive, proc, ...
+        if key == "broker":
+            raise AttributeError(key)
+        return getattr(self.broker, key)
 
 
 # ---- clients ---------------------------------------------------------------------------------------
 
-def create_topic(bootstrap: str, name: str, partitions: int, timeout: float = 30.0) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+def create_topic(client: dict, name: str, partitions: int, timeout: float = 30.0) -> None:
+    admin = AdminClient({**client, "log_level": 4})
     futs = admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=timeout)
     futs[name].result(timeout=timeout)
     deadline = time.monotonic() + timeout
@@ -285,9 +399,9 @@ def create_topic(bootstrap: str, name: str, partitions: int, timeout: float = 30
     raise TimeoutError(f"topic {name} has no leaders after {timeout}s")
 
 
-def delete_topic(bootstrap: str, name: str) -> None:
+def delete_topic(client: dict, name: str) -> None:
     try:
-        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+        admin = AdminClient({**client, "log_level": 4})
         admin.delete_topics([name], request_timeout=30)[name].result(timeout=30)
     except Exception as exc:  # a peer without DeleteTopics only keeps the memory
         print(f"  (delete {name}: {exc})", flush=True)
@@ -303,13 +417,13 @@ class ProduceResult:
     first_error: str | None
 
 
-def _producer(bootstrap: str, acks: str, timeout: float, linger_ms: int, reports: bool) -> Producer:
-    return Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms, "compression.type": "none",
+def _producer(client: dict, acks: str, timeout: float, linger_ms: int, reports: bool) -> Producer:
+    return Producer({**client, "acks": acks, "linger.ms": linger_ms, "compression.type": "none",
                      "enable.idempotence": False, "message.timeout.ms": int(timeout * 1000), "log_level": 4,
                      "delivery.report.only.error": not reports})
 
 
-def produce(bootstrap: str, topic: str, n: int, size: int, acks: str, timeout: float,
+def produce(client: dict, topic: str, n: int, size: int, acks: str, timeout: float,
             rate: float = 0.0, linger_ms: int = 5) -> ProduceResult:
     """Produce ``n`` records of ``size`` bytes, as fast as the client goes, or paced at ``rate`` records/s.
 
@@ -318,7 +432,7 @@ def produce(bootstrap: str, topic: str, n: int, size: int, acks: str, timeout: f
     Python callback per record held one Python client at ~1.2M records/s, so 100-byte cells
     measured the client, not the broker); paced runs report every delivery and take its latency.
     """
-    p = _producer(bootstrap, acks, timeout, linger_ms, reports=bool(rate))
+    p = _producer(client, acks, timeout, linger_ms, reports=bool(rate))
     lat: list[float] = []
     errs: list = [0, None]
     append = lat.append
@@ -379,15 +493,16 @@ def produce(bootstrap: str, topic: str, n: int, size: int, acks: str, timeout: f
     return ProduceResult(n, seconds, pct(0.50), pct(0.99), errs[0], errs[1])
 
 
-def consume(bootstrap: str, topic: str, partitions: int, n: int, size: int, timeout: float) -> tuple[int, float]:
+def consume(client: dict, topic: str, partitions: int, n: int, size: int, timeout: float,
+            extra: dict | None = None) -> tuple[int, float]:
     """Read ``n`` records from offset 0 of every partition with a manual assign; (records, seconds)."""
     # fetch.queue.backoff.ms: librdkafka stops fetching a partition for this long (default 1000 ms)
     # once queued.min.messages (100k) are queued locally; with 100-byte records a fast broker fills
     # that before Python drains it, and the run then stalls ~1 s: a client artifact that penalizes
     # whichever broker answers faster, so both brokers are read with a short backoff
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+    c = Consumer({**client, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
                   "enable.auto.commit": False, "enable.auto.offset.store": False,
-                  "auto.offset.reset": "earliest", "fetch.queue.backoff.ms": 10})
+                  "auto.offset.reset": "earliest", "fetch.queue.backoff.ms": 10, "log_level": 4, **(extra or {})})
     try:
         got = 0
         bad = 0
@@ -446,10 +561,10 @@ def run_case(b: BrokerProc, size: int, partitions: int, acks: str, n: int, timeo
              paced_rate: float, paced_seconds: float) -> CaseResult:
     topic = f"bench-{size}b-{partitions}p-acks{acks}-{uuid.uuid4().hex[:6]}"
     r = CaseResult(b.name, size, partitions, acks, n, rep)
-    create_topic(b.bootstrap, topic, partitions)
+    create_topic(b.client, topic, partitions)
     try:
         c0, u0, w0, v0 = b.cpu_seconds(), client_cpu(), b.runq_wait(), runq_wait()
-        pr = produce(b.bootstrap, topic, n, size, acks, timeout)
+        pr = produce(b.client, topic, n, size, acks, timeout)
         r.produce_cpu, r.produce_client_cpu = b.cpu_seconds() - c0, client_cpu() - u0
         r.produce_wait, r.produce_client_wait = b.runq_wait() - w0, runq_wait() - v0
         r.produce_s, r.p50_ms, r.p99_ms, r.errors = pr.seconds, pr.p50_ms, pr.p99_ms, pr.errors
@@ -459,7 +574,7 @@ def run_case(b: BrokerProc, size: int, partitions: int, acks: str, n: int, timeo
         total = n
         if paced_rate and rep == 0:  # latency when the broker is not saturated: broker time + linger 0
             pn = max(1, int(paced_rate * paced_seconds))
-            pp = produce(b.bootstrap, topic, pn, size, acks, timeout, rate=paced_rate, linger_ms=0)
+            pp = produce(b.client, topic, pn, size, acks, timeout, rate=paced_rate, linger_ms=0)
             r.paced_p50_ms, r.paced_p99_ms = pp.p50_ms, pp.p99_ms
             total += pn
             if pp.errors:
@@ -467,12 +582,12 @@ def run_case(b: BrokerProc, size: int, partitions: int, acks: str, n: int, timeo
                 r.note = f"{pp.errors} delivery errors (paced), first: {pp.first_error}"
                 return r
         c1, u1, w1, v1 = b.cpu_seconds(), client_cpu(), b.runq_wait(), runq_wait()
-        r.consumed, r.consume_s = consume(b.bootstrap, topic, partitions, total, size, timeout)
+        r.consumed, r.consume_s = consume(b.client, topic, partitions, total, size, timeout)
         r.consume_cpu, r.consume_client_cpu = b.cpu_seconds() - c1, client_cpu() - u1
         r.consume_wait, r.consume_client_wait = b.runq_wait() - w1, runq_wait() - v1
         r.rss_mib = b.rss_mib()
     finally:
-        delete_topic(b.bootstrap, topic)
+        delete_topic(b.client, topic)
     return r
 
 
@@ -484,10 +599,10 @@ def client_cpu() -> float:
 
 def warm_up(b: BrokerProc) -> None:
     topic = f"warmup-{uuid.uuid4().hex[:6]}"
-    create_topic(b.bootstrap, topic, 1)
-    produce(b.bootstrap, topic, 20000, 100, "all", 60)
-    consume(b.bootstrap, topic, 1, 20000, 100, 60)
-    delete_topic(b.bootstrap, topic)
+    create_topic(b.client, topic, 1)
+    produce(b.client, topic, 20000, 100, "all", 60)
+    consume(b.client, topic, 1, 20000, 100, 60)
+    delete_topic(b.client, topic)
 
 
 def _median(xs: list[float]) -> float:
@@ -510,6 +625,8 @@ class Agg:
     produce_cpu_gb: float   # broker CPU-seconds per GB of record values produced
     consume_cpu_gb: float   # ... per GB of record values consumed
     produce_cpu_us: float   # broker CPU microseconds per record produced
+    produce_client_cpu_gb: float  # this process's (the client's) CPU-seconds per GB produced
+    consume_client_cpu_gb: float
     rss_mib: float
     errors: int
     produce_busy: tuple  # (broker, client) CPU-seconds per wall second, median
@@ -533,6 +650,8 @@ def aggregate(reps: list[CaseResult]) -> Agg:
         produce_cpu_gb=sum(r.produce_cpu for r in ok) / pgb if pgb else float("nan"),
         consume_cpu_gb=sum(r.consume_cpu for r in ok) / cgb if cgb else float("nan"),
         produce_cpu_us=sum(r.produce_cpu for r in ok) / sum(r.records for r in ok) * 1e6 if ok else float("nan"),
+        produce_client_cpu_gb=sum(r.produce_client_cpu for r in ok) / pgb if pgb else float("nan"),
+        consume_client_cpu_gb=sum(r.consume_client_cpu for r in ok) / cgb if cgb else float("nan"),
         rss_mib=max((r.rss_mib for r in ok), default=float("nan")),
         errors=sum(r.errors for r in reps),
         produce_busy=(_median([r.produce_cpu / r.produce_s for r in ok]),
@@ -578,13 +697,17 @@ def _div(a: float, b: float) -> float:
     return a / b if b and a == a and b == b else float("nan")
 
 
-def print_tables(results: list[CaseResult], paced_rate: float) -> list[dict]:
+def print_tables(results: list[CaseResult], paced_rate: float, names: tuple[str, str] = ("odradek", "tansu"),
+                 target=lambda phase, size: TARGET) -> list[dict]:
+    """The per-broker tables, then ``names[0]`` / ``names[1]`` per case: median of the pair ratios, CPU-s/GB;
+    ``target(phase, size)`` is the case's target ratio (None: reported only)."""
+    num, den = names
     groups: dict[tuple, list[CaseResult]] = {}
     for r in results:
         groups.setdefault((r.broker, r.size, r.partitions, r.acks), []).append(r)
     agg = {k: aggregate(v) for k, v in groups.items()}
     cases = sorted({k[1:] for k in agg}, key=lambda c: (c[0], c[1], c[2] != "1"))
-    brokers = ["odradek", "tansu"]
+    brokers = list(names)
     reps = max((a.reps for a in agg.values()), default=0)
     summary = []
 
@@ -623,43 +746,61 @@ def print_tables(results: list[CaseResult], paced_rate: float) -> list[dict]:
                   f"{a.consume_wait[0]:>5.2f}/{a.consume_wait[1]:<4.2f}")
             label = ""
 
-    if not any(k[0] == "tansu" for k in agg):
+    if not any(k[0] == den for k in agg):
         return summary
     for case in cases:
-        o, t = agg.get(("odradek",) + case), agg.get(("tansu",) + case)
+        o, t = agg.get((num,) + case), agg.get((den,) + case)
         if o is None or t is None:
             continue
-        row = {"size": case[0], "partitions": case[1], "acks": case[2], "target": TARGET}
+        row = {"size": case[0], "partitions": case[1], "acks": case[2],
+               "target": target("produce", case[0]), "consume_target": target("consume", case[0])}
         for phase, rate in (("produce", _produce_rate), ("consume", _consume_rate)):
-            pairs = pair_ratios(groups[("odradek",) + case], groups[("tansu",) + case], rate)
+            pairs = pair_ratios(groups[(num,) + case], groups[(den,) + case], rate)
             ocpu, tcpu = getattr(o, f"{phase}_cpu_gb"), getattr(t, f"{phase}_cpu_gb")
             row |= {f"{phase}_ratio": _median(pairs), f"{phase}_ratio_min": min(pairs, default=float("nan")),
                     f"{phase}_ratio_max": max(pairs, default=float("nan")), f"{phase}_pair_ratios": pairs,
-                    f"odradek_{phase}_cpu_gb": ocpu, f"tansu_{phase}_cpu_gb": tcpu,
+                    f"{num}_{phase}_cpu_gb": ocpu, f"{den}_{phase}_cpu_gb": tcpu,
                     f"{phase}_cpu_gb_ratio": _div(ocpu, tcpu)}
         row |= {"p99_ratio": _div(o.p99_ms, t.p99_ms), "paced_p99_ratio": _div(o.paced_p99_ms, t.paced_p99_ms),
-                "odradek": vars(o), "tansu": vars(t)}
+                num: vars(o), den: vars(t)}
         summary.append(row)
 
+    n_, d_ = ("odr", "Tansu") if names == ("odradek", "tansu") else names
+    shown = {"tansu": "Tansu"}.get(den, den)
     for phase in ("produce", "consume"):
-        print(f"\n== odradek / Tansu, {phase}: median of the per-pair throughput ratios (odradek run i / Tansu run i) "
-              f"[min-max], target >= {TARGET:g}x ==")
-        print("   MB/s: medians; CPU-s/GB: broker CPU-seconds per GB of record values over all runs (ratio below 1x: "
-              "odradek uses less)" + ("; p99: latency ratios" if phase == "produce" else ""))
-        print(f"{'case':<20}{'odr MB/s':>9}{'Tansu MB/s':>11}{'ratio':>7}{'min-max':>12}{'target':>10}"
-              f"{'odr CPU-s/GB':>13}{'Tansu CPU-s/GB':>15}{'CPU ratio':>10}"
+        print(f"\n== {num} / {shown}, {phase}: median of the per-pair throughput ratios ({num} run i / {shown} run i) "
+              f"[min-max], target: {_targets_text(target, phase, cases)} ==")
+        print(f"   MB/s: medians; CPU-s/GB: broker CPU-seconds per GB of record values over all runs (ratio below 1x: "
+              f"{num} uses less)" + ("; p99: latency ratios" if phase == "produce" else ""))
+        w1, w2, w3, w4 = (len(x) + 1 for x in (n_ + " MB/s", d_ + " MB/s", n_ + " CPU-s/GB", d_ + " CPU-s/GB"))
+        print(f"{'case':<20}{n_ + ' MB/s':>{w1}}{d_ + ' MB/s':>{w2}}{'ratio':>7}{'min-max':>12}{'target':>10}"
+              f"{n_ + ' CPU-s/GB':>{w3}}{d_ + ' CPU-s/GB':>{w4}}{'CPU ratio':>10}"
               + (f"{'p99':>7}{'paced p99':>10}" if phase == "produce" else ""))
         for row in summary:
-            o, t, r = row["odradek"], row["tansu"], row[f"{phase}_ratio"]
+            o, t, r = row[num], row[den], row[f"{phase}_ratio"]
             spread = (f"{row[f'{phase}_ratio_min']:.2f}-{row[f'{phase}_ratio_max']:.2f}"
                       if row[f"{phase}_pair_ratios"] else "n/a")
+            goal = target(phase, row["size"])
+            verdict = "-" if goal is None else f"{goal:g}x " + ("ok" if r >= goal else "MISS")
             print(f"{row['size']:>4} B {row['partitions']}p acks={row['acks']:<6}"
-                  f"{o[f'{phase}_rps'] * row['size'] / 1e6:>9.1f}{t[f'{phase}_rps'] * row['size'] / 1e6:>11.1f}"
-                  f"{fmt_ratio(r):>7}{spread:>12}{f'{TARGET:g}x ' + ('ok' if r >= TARGET else 'MISS'):>10}"
-                  f"{row[f'odradek_{phase}_cpu_gb']:>13.2f}{row[f'tansu_{phase}_cpu_gb']:>15.2f}"
+                  f"{o[f'{phase}_rps'] * row['size'] / 1e6:>{w1}.1f}{t[f'{phase}_rps'] * row['size'] / 1e6:>{w2}.1f}"
+                  f"{fmt_ratio(r):>7}{spread:>12}{verdict:>10}"
+                  f"{row[f'{num}_{phase}_cpu_gb']:>{w3}.2f}{row[f'{den}_{phase}_cpu_gb']:>{w4}.2f}"
                   f"{fmt_ratio(row[f'{phase}_cpu_gb_ratio']):>10}"
                   + (f"{fmt_ratio(row['p99_ratio']):>7}{fmt_ratio(row['paced_p99_ratio']):>10}"
                      if phase == "produce" else ""))
+    print(f"\n== CPU-s/GB of broker + client ({num} / {shown}): both run on this machine, so when it is CPU-bound the "
+          f"throughput ratio tends to the inverse ratio of the totals ('bound') ==")
+    print(f"{'case':<20}{'phase':<9}{n_ + ' broker':>15}{'client':>8}{d_ + ' broker':>17}{'client':>8}{'bound':>7}"
+          f"{'measured':>9}")
+    for row in summary:
+        o, t = row[num], row[den]
+        for phase in ("produce", "consume"):
+            ob, oc, tb, tc = (o[f"{phase}_cpu_gb"], o[f"{phase}_client_cpu_gb"], t[f"{phase}_cpu_gb"],
+                              t[f"{phase}_client_cpu_gb"])
+            row[f"{phase}_cpu_bound_ratio"] = bound = _div(tb + tc, ob + oc)
+            print(f"{row['size']:>4} B {row['partitions']}p acks={row['acks']:<6}{phase:<9}{ob:>15.2f}{oc:>8.2f}"
+                  f"{tb:>17.2f}{tc:>8.2f}{fmt_ratio(bound):>7}{fmt_ratio(row[f'{phase}_ratio']):>9}")
     for label, key in (("produce", "produce_ratio"), ("consume", "consume_ratio"),
                        ("produce CPU/GB", "produce_cpu_gb_ratio"), ("consume CPU/GB", "consume_cpu_gb_ratio")):
         xs = [r[key] for r in summary if r[key] == r[key] and 0 < r[key] < float("inf")]
@@ -667,9 +808,17 @@ def print_tables(results: list[CaseResult], paced_rate: float) -> list[dict]:
             g = 1.0
             for x in xs:
                 g *= x
-            met = f"; target met in {sum(x >= TARGET for x in xs)}/{len(summary)} cases" if "CPU" not in label else ""
-            print(f"geometric mean odradek/Tansu {label}: {g ** (1 / len(xs)):.2f}x over {len(xs)} cases{met}")
+            goals = [(r[key], target(label, r["size"])) for r in summary] if "CPU" not in label else []
+            goals = [(x, goal) for x, goal in goals if goal is not None]
+            met = f"; target met in {sum(x >= goal for x, goal in goals)}/{len(goals)} cases" if goals else ""
+            print(f"geometric mean {num}/{shown} {label}: {g ** (1 / len(xs)):.2f}x over {len(xs)} cases{met}")
     return summary
+
+
+def _targets_text(target, phase: str, cases) -> str:
+    goals = sorted({(size, target(phase, size)) for size, *_ in cases})
+    text = ", ".join(f">= {g:g}x at {size} B" for size, g in goals if g is not None)
+    return text or "none (reported only)"
 
 
 # ---- zero-copy vs bytes path -----------------------------------------------------------------------
@@ -685,14 +834,14 @@ def zero_copy_comparison(workdir: str, n: int, consumers: int, rounds: int, time
         b = start_variant(workdir, name, zc)
         try:
             topic = f"zc-{uuid.uuid4().hex[:6]}"
-            create_topic(b.bootstrap, topic, partitions)
-            produce(b.bootstrap, topic, n, size, "1", timeout)
+            create_topic(b.client, topic, partitions)
+            produce(b.client, topic, n, size, "1", timeout)
             time.sleep(0.5)
             errors: list[BaseException] = []
 
             def reader() -> None:
                 try:
-                    consume(b.bootstrap, topic, partitions, n, size, timeout)
+                    consume(b.client, topic, partitions, n, size, timeout)
                 except BaseException as exc:  # reported below
                     errors.append(exc)
 
@@ -730,6 +879,262 @@ def zero_copy_comparison(workdir: str, n: int, consumers: int, rounds: int, time
               f"{r.get('copied_bytes', 0) / 1e6:>10.1f}{r['rss_mib']:>9.0f}")
     if len(out) == 2 and out[0]["cpu_s_per_gb"]:
         print(f"bytes path / sendfile, broker CPU per GB: {out[1]['cpu_s_per_gb'] / out[0]['cpu_s_per_gb']:.2f}x")
+    return out
+
+
+# ---- secured listeners: big fetches, connection storms ----------------------------------------------
+
+def scrape(port: int) -> dict[str, float]:
+    """``name{labels}`` -> value from a broker's Prometheus endpoint."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
+
+
+def big_fetch_rss(workdir: str, protocols: tuple[str, ...], consumers: int, fetch_mb: int, data_mb: int,
+                  timeout: float) -> list[dict]:
+    """Peak RSS of a broker while ``consumers`` consumers read one partition of ``data_mb`` MB at once, each
+    asking for ``fetch_mb`` MiB per fetch (fetch.max.bytes and max.partition.fetch.bytes; Kafka's default
+    fetch.max.bytes is 50 MiB), over each listener of ``protocols``. A fresh broker per protocol, so each peak
+    (VmHWM) is its own; the records are produced over PLAINTEXT in both. A TLS connection copies record bytes in
+    COPY_CHUNK pieces (broker/network/sendfile.py), so its peak should stay far below consumers x fetch size."""
+    import threading
+
+    size = 1024
+    n = data_mb * 1_000_000 // size
+    fetch = fetch_mb * 1024 * 1024
+    extra = {"fetch.max.bytes": fetch, "max.partition.fetch.bytes": fetch,
+             "receive.message.max.bytes": fetch + 1024 * 1024}
+    out = []
+    for proto in protocols:
+        secured = Secured(workdir, f"big-fetch-{proto}")
+        b = start_odradek(workdir, f"odradek-big-fetch-{proto.lower()}", secured=secured)
+        try:
+            arm = secured.arms(b, [proto])[proto]
+            topic = f"big-fetch-{uuid.uuid4().hex[:6]}"
+            create_topic(b.client, topic, 1)
+            produce(b.client, topic, n, size, "1", timeout)
+            time.sleep(0.5)
+            hwm0, rss0, m0 = b.peak_rss_mib(), b.rss_mib(), scrape(secured.metrics_port)
+            errors: list[BaseException] = []
+
+            def reader() -> None:
+                try:
+                    consume(arm.client, topic, 1, n, size, timeout, extra)
+                except BaseException as exc:  # reported below
+                    errors.append(exc)
+
+            c0, t0 = b.cpu_seconds(), time.perf_counter()
+            threads = [threading.Thread(target=reader, daemon=True) for _ in range(consumers)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout + 30)
+            secs, cpu = time.perf_counter() - t0, b.cpu_seconds() - c0
+            hwm1, m1 = b.peak_rss_mib(), scrape(secured.metrics_port)
+            if errors or any(t.is_alive() for t in threads):
+                raise RuntimeError(f"{proto}: a consumer failed: {errors[:1]!r}")
+        finally:
+            b.stop()
+        gb = consumers * n * size / 1e9
+        out.append({"protocol": proto, "consumers": consumers, "fetch_mib": fetch_mb, "data_mb": data_mb,
+                    "rss_before_mib": rss0, "peak_before_mib": hwm0, "peak_mib": hwm1, "peak_growth_mib": hwm1 - hwm0,
+                    "seconds": secs, "mb_s": gb * 1000 / secs, "cpu_s_per_gb": cpu / gb,
+                    "sendfile_bytes": m1["odradek_network_sendfile_bytes"] - m0["odradek_network_sendfile_bytes"],
+                    "copied_bytes": m1["odradek_network_copied_record_bytes"]
+                    - m0["odradek_network_copied_record_bytes"]})
+    print(f"\n== peak broker RSS: {consumers} consumers at once, fetch.max.bytes = max.partition.fetch.bytes = "
+          f"{fetch_mb} MiB, one partition of {data_mb} MB (1 KiB records), a fresh broker per listener ==")
+    print(f"{'listener':<11}{'RSS before':>11}{'peak before':>12}{'peak':>8}{'growth':>8}{'MB/s':>8}{'CPU-s/GB':>9}"
+          f"{'sendfile MB':>12}{'copied MB':>10}")
+    for r in out:
+        print(f"{r['protocol']:<11}{r['rss_before_mib']:>11.0f}{r['peak_before_mib']:>12.0f}{r['peak_mib']:>8.0f}"
+              f"{r['peak_growth_mib']:>8.0f}{r['mb_s']:>8.0f}{r['cpu_s_per_gb']:>9.2f}"
+              f"{r['sendfile_bytes'] / 1e6:>12.0f}{r['copied_bytes'] / 1e6:>10.0f}")
+    print("   (MiB; peak = VmHWM after the consumers, growth = over the peak before them)")
+    return out
+
+
+def _probe_round_trips(port: int, interval: float, stop, conn) -> None:
+    """In its own process: ApiVersions v0 on one PLAINTEXT connection every ``interval`` s until ``stop`` is
+    set; sends back the round trips in ms. A separate process so the storm's Python does not delay it."""
+    import struct
+
+    from protocol.generated.api_keys import APIS
+    from protocol.generated.messages import ApiVersionsRequest, RequestHeader
+
+    key = ApiVersionsRequest.API_KEY
+    spec = APIS[key]
+    rtts = []
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn.send("ready")
+        for corr in range(1, 1_000_000):
+            if stop.is_set():
+                break
+            payload = RequestHeader(key, 0, corr, "probe").encode(spec.request_header_version(0)) + \
+                ApiVersionsRequest().encode(0)
+            t0 = time.perf_counter()
+            s.sendall(struct.pack(">i", len(payload)) + payload)
+            head = b""
+            while len(head) < 4:
+                head += s.recv(4 - len(head))
+            left = struct.unpack(">i", head)[0]
+            while left:
+                left -= len(s.recv(left))
+            rtts.append((time.perf_counter() - t0) * 1000)
+            time.sleep(interval)
+    conn.send(rtts)
+
+
+class RoundTripProbe:
+    def __init__(self, port: int, interval: float = 0.01) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self.stop_event = ctx.Event()
+        self.recv, send = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=_probe_round_trips, args=(port, interval, self.stop_event, send), daemon=True)
+        self.proc.start()
+        if not self.recv.poll(60) or self.recv.recv() != "ready":
+            self.finish()
+            raise RuntimeError("the round-trip probe did not start")
+
+    def finish(self) -> list[float]:
+        self.stop_event.set()
+        try:
+            rtts = self.recv.recv() if self.proc.is_alive() and self.recv.poll(30) else []
+        finally:
+            self.proc.join(10)
+            if self.proc.is_alive():
+                self.proc.kill()
+        return rtts
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * q))] if xs else float("nan")
+
+
+def _lag_histogram(m: dict[str, float]) -> dict[str, float]:
+    name = "odradek_event_loop_lag_ms"
+    buckets = {k: v for k, v in m.items() if k.startswith(name + "_bucket")}
+    return {"count": m.get(name + "_count", 0.0), "sum": m.get(name + "_sum", 0.0), **buckets}
+
+
+def _lag_summary(before: dict, after: dict) -> dict:
+    """The broker's own loop lag (a 250 ms sleep's overshoot, every sample) between two scrapes: samples, mean, and
+    the smallest bucket bound that every sample fell under (the worst lag, to the bucket)."""
+    count = after["count"] - before["count"]
+    worst = None
+    bounds = sorted(((float(k.split('le="')[1].rstrip('"}')), k) for k in after if "_bucket" in k),
+                    key=lambda b: b[0])
+    for bound, k in bounds:
+        if after[k] - before.get(k, 0.0) >= count:
+            worst = bound
+            break
+    return {"samples": count, "mean_ms": (after["sum"] - before["sum"]) / count if count else float("nan"),
+            "max_under_ms": worst}
+
+
+def _connections(secured: Secured) -> float:
+    """Connections the broker holds open, all listeners (kafka_server_socketservermetrics_connection_count)."""
+    m = scrape(secured.metrics_port)
+    return sum(v for k, v in m.items() if k.startswith("kafka_server_socketservermetrics_connection_count"))
+
+
+def handshake_storm(secured: Secured, b: BrokerProc, clients: int, wave: int) -> list[dict]:
+    """``clients`` connections per listener, ``wave`` at once: each connects (TLS handshake), authenticates
+    (SASL_SSL: SaslHandshake + two SCRAM-SHA-512 SaslAuthenticate rounds), asks ApiVersions and closes; the
+    clients are the broker's own NodeClient on one asyncio loop in this process. Meanwhile a separate process
+    asks ApiVersions every 10 ms over PLAINTEXT (round trips), and the broker's event-loop lag histogram
+    (odradek_event_loop_lag_ms) is read before and after. First a quiet baseline of the probe alone."""
+    import asyncio
+
+    from broker.network.node_client import NodeClient
+    from protocol.generated.messages import ApiVersionsRequest
+
+    async def storm(port: int, security) -> tuple[int, list[str]]:
+        errors: list[str] = []
+
+        async def one(i: int) -> None:
+            c = NodeClient("127.0.0.1", port, f"storm-{i}", connect_timeout_s=60.0, security=security)
+            try:
+                r = await c.request(ApiVersionsRequest(), 0, 60.0)
+                if r.error_code:
+                    errors.append(f"ApiVersions error {r.error_code}")
+            except Exception as exc:  # counted, first ones reported
+                errors.append(repr(exc))
+            finally:
+                await c.close()
+
+        done = 0
+        while done < clients:
+            k = min(wave, clients - done)
+            await asyncio.gather(*(one(done + i) for i in range(k)))
+            done += k
+        return done, errors
+
+    def run(coro):
+        try:
+            import uvloop
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                return runner.run(coro)
+        except ImportError:
+            return asyncio.run(coro)
+
+    plain = secured.ports["PLAINTEXT"]
+    out = []
+    probe = RoundTripProbe(plain)
+    m0 = _lag_histogram(scrape(secured.metrics_port))
+    time.sleep(3.0)
+    rtts = probe.finish()
+    out.append({"listener": "(quiet: the probe alone)", "clients": 0,
+                "probe_p50_ms": _pct(rtts, 0.5), "probe_p99_ms": _pct(rtts, 0.99),
+                "probe_max_ms": max(rtts, default=float("nan")), "probe_samples": len(rtts),
+                "loop_lag": _lag_summary(m0, _lag_histogram(scrape(secured.metrics_port)))})
+    for listener in SECURED:
+        probe = RoundTripProbe(plain)
+        time.sleep(0.5)
+        m0 = _lag_histogram(scrape(secured.metrics_port))
+        c0, u0, t0, rss0 = b.cpu_seconds(), client_cpu(), time.perf_counter(), b.rss_mib()
+        done, errors = run(storm(secured.ports[listener], secured.link_security(listener)))
+        secs, cpu, ucpu = time.perf_counter() - t0, b.cpu_seconds() - c0, client_cpu() - u0
+        time.sleep(1.0)  # the closes are processed
+        m1 = _lag_histogram(scrape(secured.metrics_port))
+        rtts = probe.finish()
+        ok = done - len(errors)
+        out.append({"listener": listener, "clients": done, "wave": wave, "errors": len(errors),
+                    "first_errors": errors[:3], "seconds": secs, "per_s": ok / secs,
+                    "broker_cpu_ms_per_connection": cpu / max(1, ok) * 1000,
+                    "client_cpu_ms_per_connection": ucpu / max(1, ok) * 1000,
+                    "probe_p50_ms": _pct(rtts, 0.5), "probe_p99_ms": _pct(rtts, 0.99),
+                    "probe_max_ms": max(rtts, default=float("nan")), "probe_samples": len(rtts),
+                    "loop_lag": _lag_summary(m0, m1), "rss_before_mib": rss0, "rss_after_mib": b.rss_mib(),
+                    "peak_rss_mib": b.peak_rss_mib(), "open_connections_after": _connections(secured)})
+    print(f"\n== connection storm: {clients} clients per listener in waves of {wave} (connect, "
+          f"TLS handshake, SCRAM on SASL_SSL, ApiVersions, close); load average {loadavg()} ==")
+    print("   probe: ApiVersions round trips every 10 ms on a PLAINTEXT connection from another process; loop lag: "
+          "the broker's odradek_event_loop_lag_ms (250 ms sleeps' overshoot)")
+    print(f"{'listener':<26}{'conn/s':>8}{'errors':>7}{'broker ms/conn':>15}{'client ms/conn':>15}"
+          f"{'probe p50':>10}{'p99':>7}{'max':>7}{'lag mean':>9}{'lag max <=':>11}{'RSS MiB before/after/peak':>27}")
+    for r in out:
+        lag = r["loop_lag"]
+        print(f"{r['listener']:<26}{r.get('per_s', float('nan')):>8.0f}{r.get('errors', 0):>7}"
+              f"{r.get('broker_cpu_ms_per_connection', float('nan')):>15.2f}"
+              f"{r.get('client_cpu_ms_per_connection', float('nan')):>15.2f}"
+              f"{r['probe_p50_ms']:>10.2f}{r['probe_p99_ms']:>7.1f}{r['probe_max_ms']:>7.1f}"
+              f"{lag['mean_ms']:>9.1f}{str(lag['max_under_ms']):>11}"
+              + (f"{r['rss_before_mib']:>13.0f}/{r['rss_after_mib']:.0f}/{r['peak_rss_mib']:.0f}"
+                 if "rss_before_mib" in r else ""))
+        if r.get("first_errors"):
+            print(f"   first errors: {r['first_errors']}")
     return out
 
 
@@ -779,12 +1184,16 @@ def summarize_profile(path: str, label: str, records: int, top: int = 15) -> dic
             "profiled_us_per_record": st.total_tt / records * 1e6}
 
 
-def profile_run(workdir: str, n: int, size: int, partitions: int, timeout: float) -> list[dict]:
+def profile_run(workdir: str, n: int, size: int, partitions: int, timeout: float,
+                security: str | None = None) -> list[dict]:
+    """``security``: the clients go through that listener of a secured broker (``--security``)."""
     prefix = os.path.join(workdir, "odradek-profile")
-    b = start_variant(workdir, "odradek-profile", True, profile=prefix)
+    secured = Secured(workdir, "odradek-profile") if security else None
+    b = start_variant(workdir, "odradek-profile", True, profile=prefix, secured=secured)
+    client = secured.arms(b, [security])[security].client if secured is not None else b.client
     try:
         topic = f"prof-{uuid.uuid4().hex[:6]}"
-        create_topic(b.bootstrap, topic, partitions)
+        create_topic(client, topic, partitions)
 
         def cut() -> str:
             mark = len(b.stdout_text())
@@ -793,17 +1202,17 @@ def profile_run(workdir: str, n: int, size: int, partitions: int, timeout: float
 
         cut()  # start-up and topic creation
         c0 = b.cpu_seconds()
-        pr = produce(b.bootstrap, topic, n, size, "1", timeout)
+        pr = produce(client, topic, n, size, "1", timeout)
         c1 = b.cpu_seconds()
         prod_path = cut()
         c2 = b.cpu_seconds()
-        consume(b.bootstrap, topic, partitions, n, size, timeout)
+        consume(client, topic, partitions, n, size, timeout)
         c3 = b.cpu_seconds()
         cons_path = cut()
     finally:
         b.stop()
     print(f"\n== Profile: odradek under cProfile, thread CPU clock ({n:,} x {size} B records, {partitions} "
-          f"partition(s), acks=1) ==")
+          f"partition(s), acks=1, over {security or 'PLAINTEXT'}) ==")
     print(f"produce under the profiler: {n / pr.seconds:,.0f} records/s, broker CPU {c1 - c0:.2f} s; "
           f"consume: broker CPU {c3 - c2:.2f} s")
     return [summarize_profile(prod_path, f"produce {n:,} records", n),
@@ -881,15 +1290,37 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=180.0, help="bound on each produce/consume phase, seconds")
     ap.add_argument("--json", help="write all figures to this file")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, data, profiles)")
+    sec = ap.add_argument_group("secured listeners (issue 29)")
+    sec.add_argument("--security", choices=("SSL", "SASL_SSL"),
+                     help="instead of Tansu: one odradek with a PLAINTEXT, an SSL and a SASL_SSL (SCRAM-SHA-512) "
+                          "listener, the cases run over PLAINTEXT and this one in pairs; ratios this/PLAINTEXT, "
+                          f"targets at 1 KiB >= {SECURE_TARGETS['produce']:g}x produce, "
+                          f">= {SECURE_TARGETS['consume']:g}x consume (zero-copy off by default)")
+    sec.add_argument("--no-cases", action="store_true", help="skip the throughput cases (side runs only)")
+    sec.add_argument("--big-fetch", action="store_true",
+                     help="peak broker RSS while --big-fetch-consumers consumers fetch with fetch.max.bytes = "
+                          "max.partition.fetch.bytes = --big-fetch-mb MiB, over PLAINTEXT and --security "
+                          "(a fresh broker each)")
+    sec.add_argument("--big-fetch-consumers", type=int, default=10)
+    sec.add_argument("--big-fetch-mb", type=int, default=50)
+    sec.add_argument("--big-fetch-data-mb", type=int, default=200, help="MB of 1 KiB records in the partition")
+    sec.add_argument("--handshakes", type=int, default=0,
+                     help="a connection storm of this many clients per listener (PLAINTEXT, SSL, SASL_SSL), in "
+                          "waves, with the broker's event-loop lag and an ApiVersions probe's round trips")
+    sec.add_argument("--handshake-wave", type=int, default=100, help="clients connecting at once")
     args = ap.parse_args()
+    if args.handshakes and not args.security:
+        ap.error("--handshakes runs on the --security broker")
     t_start = time.monotonic()
 
     n100 = args.records or (20_000 if args.quick else 1_000_000 if args.long else 200_000)
     n1k = args.records_1k or (n100 if args.long else max(1, n100 // 2))
     repeat = args.repeat or (1 if args.quick else 5 if args.long else 3)
     paced_rate = args.paced_rate if args.paced_rate is not None else 0.0 if args.long else 5000.0
-    zero_copy = args.zero_copy if args.zero_copy is not None else not args.long
-    profile = args.profile if args.profile is not None else not args.long
+    zero_copy = args.zero_copy if args.zero_copy is not None else not (args.long or args.security)
+    profile = args.profile if args.profile is not None else not (args.long or args.security)
+    names = (args.security, "PLAINTEXT") if args.security else ("odradek", "tansu")
+    target = secure_target if args.security else (lambda phase, size: TARGET)
     acks_list = args.acks.split(",")
     sizes = [int(s) for s in args.sizes.split(",")]
     parts = [int(p) for p in args.partitions.split(",")]
@@ -919,33 +1350,46 @@ def main() -> int:
     results: list[CaseResult] = []
     report: dict = {"args": vars(args), "load_start": loadavg(), "tree": git_state(),
                     "settings": {"records_100b": n100, "records_1k": n1k, "repeat": repeat, "paced_rate": paced_rate,
-                                 "zero_copy": zero_copy, "profile": profile, "target": TARGET}}
-    brokers: dict[str, BrokerProc] = {}
+                                 "zero_copy": zero_copy, "profile": profile,
+                                 "target": SECURE_TARGETS if args.security else TARGET}}
+    brokers: dict[str, BrokerProc] = {}  # the processes
+    arms: dict[str, BrokerProc | ListenerArm] = {}  # what the cases compare: brokers, or listeners of one
+    secured: Secured | None = None
     stopped: list[BrokerProc] = []
     rc = 0
     try:
-        if not args.no_tansu:
+        if args.security and (not args.no_cases or args.handshakes):
+            secured = Secured(workdir, "odradek")
+            b = brokers["odradek"] = start_odradek(workdir, secured=secured)
+            arms = secured.arms(b, names)
+            print(f"odradek: listeners {secured.listeners} (SASL_SSL: {SCRAM_MECHANISM}), config/single-node.yaml, "
+                  f"data on disk in {workdir}/odradek-data; {names[0]} and {names[1]} in pairs, "
+                  f"{names[1]} first in even pairs")
+        elif not args.no_tansu:
             binary = tansu_binary(args.tansu)
             ver = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
             print(f"peer: {ver} ({binary}), storage memory://")
             report["tansu"] = ver
             brokers["tansu"] = start_tansu(binary, workdir)
-        brokers["odradek"] = start_odradek(workdir)
-        print(f"odradek: {brokers['odradek'].bootstrap}, config/single-node.yaml, data on disk in "
-              f"{workdir}/odradek-data")
-        for b in brokers.values():
-            warm_up(b)
-        cells = [(size, p, acks) for size in sizes for p in parts for acks in acks_list]
+        if not args.security:
+            brokers["odradek"] = start_odradek(workdir)
+            print(f"odradek: {brokers['odradek'].bootstrap}, config/single-node.yaml, data on disk in "
+                  f"{workdir}/odradek-data")
+            arms = dict(brokers)
+        cells = [] if args.no_cases else [(size, p, acks) for size in sizes for p in parts for acks in acks_list]
+        if cells:
+            for b in arms.values():
+                warm_up(b)
         for i, (size, p, acks) in enumerate(cells, 1):
             n = n100 if size < 1024 else n1k
             print(f"[{hms(time.monotonic() - t_start)}] case {i}/{len(cells)}: {n:,} x {size} B, {p} partition(s), "
                   f"acks={acks}", flush=True)
             for rep in range(repeat):
                 # run i of each broker back to back, who goes first alternating: drift and order hit both alike
-                order = ("odradek", "tansu") if rep % 2 == 0 else ("tansu", "odradek")
+                order = (names[::-1] if args.security else names)[::1 if rep % 2 == 0 else -1]
                 pair = {}
                 for name in order:
-                    b = brokers.get(name)
+                    b = arms.get(name)
                     if b is None:
                         continue
                     if not b.alive():
@@ -964,24 +1408,31 @@ def main() -> int:
                           f"{_consume_rate(r):>9,.0f} rec/s CPU {r.consume_cpu:5.2f}s | RSS {r.rss_mib:4.0f} MiB"
                           + (f"  !! {r.note}" if r.note else ""), flush=True)
                 if len(pair) == 2:
-                    o, t = [pair["odradek"]], [pair["tansu"]]
-                    print(f"  pair #{rep}: odradek/Tansu produce "
+                    o, t = [pair[names[0]]], [pair[names[1]]]
+                    print(f"  pair #{rep}: {names[0]}/{names[1]} produce "
                           f"{fmt_ratio(_median(pair_ratios(o, t, _produce_rate)))}, consume "
                           f"{fmt_ratio(_median(pair_ratios(o, t, _consume_rate)))}", flush=True)
+        if args.handshakes and secured is not None:
+            report["handshakes"] = handshake_storm(secured, brokers["odradek"], args.handshakes, args.handshake_wave)
         peaks = {name: b.peak_rss_mib() for name, b in brokers.items()}
         for name in list(brokers):
             b = brokers.pop(name)
             b.stop()
             stopped.append(b)
-        report["ratios"] = print_tables(results, paced_rate)
+        if cells:
+            report["ratios"] = print_tables(results, paced_rate, names, target)
         print("peak RSS (VmHWM) over the whole run: " + ", ".join(f"{k} {v:.0f} MiB" for k, v in peaks.items()))
         report["peak_rss_mib"] = peaks
         if zero_copy:
             report["zero_copy"] = zero_copy_comparison(workdir, n1k, 2 if args.quick else 3,
                                                        1 if args.quick else 3, args.timeout)
+        if args.big_fetch:
+            report["big_fetch"] = big_fetch_rss(workdir, ("PLAINTEXT", args.security or "SSL"),
+                                                args.big_fetch_consumers, args.big_fetch_mb, args.big_fetch_data_mb,
+                                                args.timeout)
         if profile:
             report["profile"] = profile_run(workdir, n100 if args.profile_size < 1024 else n1k, args.profile_size,
-                                            args.profile_partitions, args.timeout)
+                                            args.profile_partitions, args.timeout, args.security)
     finally:
         report["runs"] = [vars(r) for r in results]  # what ran, also after a failure or Ctrl-C
         for b in list(brokers.values()):

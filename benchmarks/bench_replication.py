@@ -3,6 +3,7 @@
 Run:  .venv/bin/python benchmarks/bench_replication.py                    # everything, ~20 min
       .venv/bin/python benchmarks/bench_replication.py --quick            # smoke run, ~2 min
       .venv/bin/python benchmarks/bench_replication.py --only failover --kills 50 --json out.json
+      .venv/bin/python benchmarks/bench_replication.py --only throughput --inter-broker SSL   # RF 3 over TLS links
 
 Real ``odradek serve`` processes on loopback (the test harness's ``BrokerProcess``/``ClusterProcesses``:
 config/single-node.yaml plus overrides): a single combined node holding RF 1 topics written with acks=1 (the
@@ -127,13 +128,45 @@ class Single:
 
 
 class Three:
-    """Three combined broker+controller nodes, RF 3 topics with min.insync.replicas=2, acks=all."""
+    """Three combined broker+controller nodes, RF 3 topics with min.insync.replicas=2, acks=all. ``inter_broker``
+    SSL or SASL_SSL: each broker also listens on a REPLICATION listener of that protocol, its
+    ``inter.broker.listener.name`` (replication, and the rest of the broker-to-broker traffic, go over TLS;
+    SCRAM-SHA-512 for SASL_SSL, the nodes' credential bootstrapped as ``odradek format --add-scram``); clients still
+    use PLAINTEXT."""
 
     name = RF3
     rf, acks, idempotent = 3, "all", True
 
-    def __init__(self, root: Path, overrides: dict | None = None) -> None:
+    def __init__(self, root: Path, overrides: dict | None = None, inter_broker: str = "PLAINTEXT") -> None:
         self.c = ClusterProcesses(root, combined=3, overrides=overrides)
+        if inter_broker != "PLAINTEXT":
+            self.name = f"{RF3}, inter-broker {inter_broker}"
+            self._secure_replication(root, inter_broker)
+
+    def _secure_replication(self, root: Path, protocol: str) -> None:
+        from broker.testing.secure_cluster import MECHANISM, NODE_USER, SCRAM_MODULE, SecureSetup
+        from tests.harness import reserve_ports
+
+        setup = SecureSetup(root / "security", ())
+        ports = dict(zip(self.c.broker_ports, reserve_ports(len(self.c.broker_ports))))
+        props = {"inter.broker.listener.name": "REPLICATION",
+                 "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,REPLICATION:{protocol},"
+                                                   "CONTROLLER:PLAINTEXT",
+                 "ssl.keystore.type": "PEM", "ssl.keystore.location": str(setup.node_cert.pem),
+                 "ssl.truststore.type": "PEM", "ssl.truststore.location": str(setup.ca.pem)}
+        if protocol == "SASL_SSL":
+            jaas = f'{SCRAM_MODULE} required username="{NODE_USER}" password="{setup.passwords[NODE_USER]}";'
+            props |= {"listener.name.replication.sasl.enabled.mechanisms": MECHANISM,
+                      f"listener.name.replication.{MECHANISM.lower()}.sasl.jaas.config": jaas,
+                      "sasl.mechanism.inter.broker.protocol": MECHANISM}
+        for i, port in ports.items():
+            node = self.c.nodes[i]
+            plain, _, rest = node.overrides["listeners"].partition(",")
+            node.overrides |= props
+            node.overrides["listeners"] = ",".join(filter(None, [plain, f"REPLICATION://127.0.0.1:{port}", rest]))
+            node.overrides["advertised.listeners"] = f"{plain},REPLICATION://127.0.0.1:{port}"
+            if protocol == "SASL_SSL":
+                setup.bootstrap(node.data_dir)
 
     def start(self) -> "Three":
         self.c.start()
@@ -262,10 +295,12 @@ def consume(bootstrap: str, topic: str, n: int, size: int, timeout: float) -> fl
 
 # ---- sections -------------------------------------------------------------------------------------------------
 
-def bench_throughput(single: Single, three: Three, sizes: dict[int, int], repeat: int, timeout: float) -> dict:
+def bench_throughput(single: Single | Three, three: Three, sizes: dict[int, int], repeat: int, timeout: float,
+                     label: str = "RF3/RF1") -> dict:
+    """``three`` against ``single`` (the baseline), interleaved; ``label`` names the ratio ``three``/``single``."""
     out: dict = {}
     for size, n in sizes.items():
-        runs: dict[str, list[tuple[float, float]]] = {RF1: [], RF3: []}
+        runs: dict[str, list[tuple[float, float]]] = {single.name: [], three.name: []}
         for rep in range(repeat):
             order = [single, three] if rep % 2 == 0 else [three, single]
             for topo in order:
@@ -282,9 +317,11 @@ def bench_throughput(single: Single, three: Three, sizes: dict[int, int], repeat
             row[name] = {"produce msg/s": round(prod), "produce MB/s": round(prod * size / 1e6, 2),
                          "consume msg/s": round(cons), "consume MB/s": round(cons * size / 1e6, 2)}
         for i, what in ((0, "produce"), (1, "consume")):
-            ratios = [b[i] / a[i] for a, b in zip(runs[RF1], runs[RF3])]
-            row[f"{what} ratio RF3/RF1"] = round(statistics.median(ratios), 3)
+            ratios = [b[i] / a[i] for a, b in zip(runs[single.name], runs[three.name])]
+            row[f"{what} ratio {label}"] = round(statistics.median(ratios), 3)
             row[f"{what} ratio range"] = [round(min(ratios), 3), round(max(ratios), 3)]
+            row[f"{what} pair ratios"] = [round(x, 3) for x in ratios]
+        row["compared"] = [single.name, three.name, label]
         out[f"{size} B x {n}"] = row
     return out
 
@@ -545,15 +582,19 @@ def fmt(ratio: float | None) -> str:
 
 def print_tables(results: dict) -> None:
     if "throughput" in results:
-        print("\n== throughput (medians; ratio = median of per-pair RF3/RF1) ==")
-        print(f"{'case':<14} {'topology':<14} {'produce msg/s':>14} {'MB/s':>8} {'consume msg/s':>14} {'MB/s':>8}")
+        rows = results["throughput"].values()
+        label = next(iter(rows))["compared"][2] if rows else "RF3/RF1"
+        width = max([14] + [len(n) for row in rows for n in row["compared"]])
+        print(f"\n== throughput (medians; ratio = median of per-pair {label}) ==")
+        print(f"{'case':<14} {'topology':<{width}} {'produce msg/s':>14} {'MB/s':>8} {'consume msg/s':>14} {'MB/s':>8}"
+              f" {'pair ratios':>12}")
         for case, row in results["throughput"].items():
-            for name in (RF1, RF3):
+            for name in row["compared"][:2]:
                 r = row[name]
-                print(f"{case:<14} {name:<14} {r['produce msg/s']:>14,} {r['produce MB/s']:>8.2f} "
+                print(f"{case:<14} {name:<{width}} {r['produce msg/s']:>14,} {r['produce MB/s']:>8.2f} "
                       f"{r['consume msg/s']:>14,} {r['consume MB/s']:>8.2f}")
-            print(f"{case:<14} {'RF3/RF1':<14} {row['produce ratio RF3/RF1']:>14.3f} {'':>8} "
-                  f"{row['consume ratio RF3/RF1']:>14.3f}")
+            print(f"{case:<14} {label:<{width}} {row[f'produce ratio {label}']:>14.3f} {'':>8} "
+                  f"{row[f'consume ratio {label}']:>14.3f} {'':>8}  produce {row['produce pair ratios']}")
     if "cpu" in results:
         print("\n== broker CPU-seconds per GB produced (RF 3 acks=all; RF 1 acks=1 for reference) ==")
         print(f"{'case':<14} {'':<12} {'leader':>8} {'follower':>9} {'fol/lead':>9} {'RF1 broker':>11} {'lead/RF1':>9}")
@@ -600,6 +641,9 @@ def main() -> int:
                     help="'cpu': seconds of idle CPU sampled per node before each case ('net of idle')")
     ap.add_argument("--timeout", type=float, default=300.0, help="bound on each produce/consume run (s)")
     ap.add_argument("--quick", action="store_true", help="small counts: a smoke run")
+    ap.add_argument("--inter-broker", choices=("SSL", "SASL_SSL"),
+                    help="'throughput' only: RF 3 with the inter-broker listener on this protocol against RF 3 on "
+                         "PLAINTEXT (two clusters, interleaved; clients on PLAINTEXT), instead of RF 3 against RF 1")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     if args.quick:
@@ -608,13 +652,27 @@ def main() -> int:
     unknown = sections - {"throughput", "cpu", "latency", "failover"}
     if unknown:
         ap.error(f"unknown sections {sorted(unknown)}")
+    if args.inter_broker and sections != {"throughput"}:
+        ap.error("--inter-broker goes with --only throughput")
     sizes = {100: args.records, 1024: args.records_1k}
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; host {socket.gethostname()}")
     started = time.perf_counter()
     results: dict = {}
     with tempfile.TemporaryDirectory(prefix="odradek-bench-replication-") as tmp:
         root = Path(tmp)
-        if sections & {"throughput", "cpu", "latency"}:
+        if args.inter_broker:
+            plain, secured = Three(root / "three"), Three(root / "three-secured", inter_broker=args.inter_broker)
+            try:
+                plain.start()
+                secured.start()
+                print(f"throughput: {sizes} records per case, {args.repeat} run(s) per cluster, RF 3 inter-broker "
+                      f"PLAINTEXT against {args.inter_broker} ...", flush=True)
+                results["throughput"] = bench_throughput(plain, secured, sizes, args.repeat, args.timeout,
+                                                         f"{args.inter_broker}/PLAINTEXT")
+            finally:
+                secured.close()
+                plain.close()
+        elif sections & {"throughput", "cpu", "latency"}:
             single, three = Single(root), Three(root / "three")
             try:
                 single.start()

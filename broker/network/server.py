@@ -281,7 +281,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         self.conn.receive_eof()
         self._dispatch_ready()
-        return True  # keep the transport open to answer what was read; the writer closes it
+        # keep the transport open to answer what was read; the writer closes it. A TLS transport closes at the
+        # peer's EOF whatever this returns, and asyncio and uvloop log a warning for True: one per TLS client gone
+        return self.transport.get_extra_info("sslcontext") is None
 
     def pause_writing(self) -> None:
         if self._flow is not None:

@@ -50,10 +50,13 @@ def produce(bootstrap: str, topic: str, recs, codec: str = "none", extra: dict |
     return placed
 
 
-def consume(bootstrap: str, topic: str, starts: dict[int, int], timeout: float = 30.0) -> dict[int, list[tuple]]:
-    """Read each partition from ``starts[p]`` to its end (partition EOF): {p: [(offset, key, value, headers, ts)]}."""
+def consume(bootstrap: str, topic: str, starts: dict[int, int], timeout: float = 30.0,
+            extra: dict | None = None) -> dict[int, list[tuple]]:
+    """Read each partition from ``starts[p]`` to its end (partition EOF): {p: [(offset, key, value, headers, ts)]};
+    ``extra``: more consumer settings (a TLS listener's)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"matrix-{uuid.uuid4().hex[:8]}",
-                  "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 100})
+                  "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 100,
+                  **(extra or {})})
     try:
         c.assign([TopicPartition(topic, p, off) for p, off in starts.items()])
         out: dict[int, list[tuple]] = {p: [] for p in starts}
