@@ -22,6 +22,15 @@ GROUP_CONFIG_DEFAULTS: dict[str, Any] = {
     "group.consumer.max.size": 2147483647,
     "group.consumer.assignors": "uniform,range",
     "group.consumer.migration.policy": "bidirectional",
+    # share groups (KIP-932; GroupCoordinatorConfig's SHARE_GROUP_* settings)
+    "group.share.heartbeat.interval.ms": 5000,
+    "group.share.min.heartbeat.interval.ms": 5000,
+    "group.share.max.heartbeat.interval.ms": 15000,
+    "group.share.session.timeout.ms": 45000,
+    "group.share.min.session.timeout.ms": 45000,
+    "group.share.max.session.timeout.ms": 60000,
+    "group.share.max.size": 200,
+    "group.share.initialize.retry.interval.ms": 30000,
     "offsets.retention.minutes": 10080,
     "offsets.retention.check.interval.ms": 600000,
     "offset.metadata.max.bytes": 4096,
@@ -56,6 +65,14 @@ class GroupConfig:
     consumer_max_size: int = _D["group.consumer.max.size"]
     consumer_assignors: tuple[str, ...] = _assignor_names(_D["group.consumer.assignors"])
     migration_policy: str = _D["group.consumer.migration.policy"]  # disabled / downgrade / upgrade / bidirectional
+    share_heartbeat_interval_ms: int = _D["group.share.heartbeat.interval.ms"]
+    share_session_timeout_ms: int = _D["group.share.session.timeout.ms"]
+    share_min_heartbeat_interval_ms: int = _D["group.share.min.heartbeat.interval.ms"]
+    share_max_heartbeat_interval_ms: int = _D["group.share.max.heartbeat.interval.ms"]
+    share_min_session_timeout_ms: int = _D["group.share.min.session.timeout.ms"]
+    share_max_session_timeout_ms: int = _D["group.share.max.session.timeout.ms"]
+    share_max_size: int = _D["group.share.max.size"]
+    share_initialize_retry_interval_ms: int = _D["group.share.initialize.retry.interval.ms"]
 
     @classmethod
     def from_props(cls, props: dict) -> "GroupConfig":
@@ -80,4 +97,33 @@ class GroupConfig:
             consumer_max_size=int(get("group.consumer.max.size")),
             consumer_assignors=_assignor_names(get("group.consumer.assignors")) or cls.consumer_assignors,
             migration_policy=str(get("group.consumer.migration.policy")).lower(),
-        )
+            share_heartbeat_interval_ms=int(get("group.share.heartbeat.interval.ms")),
+            share_session_timeout_ms=int(get("group.share.session.timeout.ms")),
+            share_min_heartbeat_interval_ms=int(get("group.share.min.heartbeat.interval.ms")),
+            share_max_heartbeat_interval_ms=int(get("group.share.max.heartbeat.interval.ms")),
+            share_min_session_timeout_ms=int(get("group.share.min.session.timeout.ms")),
+            share_max_session_timeout_ms=int(get("group.share.max.session.timeout.ms")),
+            share_max_size=int(get("group.share.max.size")),
+            share_initialize_retry_interval_ms=int(get("group.share.initialize.retry.interval.ms")),
+        ).validated()
+
+    def validated(self) -> "GroupConfig":
+        """GroupCoordinatorConfig's share-group checks (Utils.require): each interval within its bounds, the
+        heartbeat shorter than the session, the group size 1-1000 (ShareGroupConfig.SHARE_GROUP_MAX_SIZE)."""
+        def require(ok: bool, msg: str) -> None:
+            if not ok:
+                raise ValueError(msg)
+        require(self.share_min_heartbeat_interval_ms <= self.share_heartbeat_interval_ms
+                <= self.share_max_heartbeat_interval_ms,
+                "group.share.heartbeat.interval.ms must be within group.share.min.heartbeat.interval.ms and "
+                "group.share.max.heartbeat.interval.ms")
+        require(self.share_min_session_timeout_ms <= self.share_session_timeout_ms
+                <= self.share_max_session_timeout_ms,
+                "group.share.session.timeout.ms must be within group.share.min.session.timeout.ms and "
+                "group.share.max.session.timeout.ms")
+        require(self.share_heartbeat_interval_ms < self.share_session_timeout_ms,
+                "group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms")
+        require(1 <= self.share_max_size <= 1000, "group.share.max.size must be between 1 and 1000")
+        require(self.share_initialize_retry_interval_ms >= 1, "group.share.initialize.retry.interval.ms must be "
+                                                              "at least 1")
+        return self
