@@ -30,6 +30,7 @@ GROUP_CONFIG_DEFAULTS: dict[str, Any] = {
     "group.share.min.session.timeout.ms": 45000,
     "group.share.max.session.timeout.ms": 60000,
     "group.share.max.size": 200,
+    "group.share.assignors": "simple",
     "group.share.initialize.retry.interval.ms": 30000,
     "offsets.retention.minutes": 10080,
     "offsets.retention.check.interval.ms": 600000,
@@ -73,6 +74,7 @@ class GroupConfig:
     share_max_session_timeout_ms: int = _D["group.share.max.session.timeout.ms"]
     share_max_size: int = _D["group.share.max.size"]
     share_initialize_retry_interval_ms: int = _D["group.share.initialize.retry.interval.ms"]
+    share_assignors: tuple[str, ...] = _assignor_names(_D["group.share.assignors"])
 
     @classmethod
     def from_props(cls, props: dict) -> "GroupConfig":
@@ -105,25 +107,39 @@ class GroupConfig:
             share_max_session_timeout_ms=int(get("group.share.max.session.timeout.ms")),
             share_max_size=int(get("group.share.max.size")),
             share_initialize_retry_interval_ms=int(get("group.share.initialize.retry.interval.ms")),
+            share_assignors=_assignor_names(get("group.share.assignors")),
         ).validated()
 
     def validated(self) -> "GroupConfig":
-        """GroupCoordinatorConfig's share-group checks (Utils.require): each interval within its bounds, the
-        heartbeat shorter than the session, the group size 1-1000 (ShareGroupConfig.SHARE_GROUP_MAX_SIZE)."""
+        """GroupCoordinatorConfig's share-group checks (its ``require``s and ConfigDef ranges, Kafka's messages)."""
         def require(ok: bool, msg: str) -> None:
             if not ok:
                 raise ValueError(msg)
-        require(self.share_min_heartbeat_interval_ms <= self.share_heartbeat_interval_ms
-                <= self.share_max_heartbeat_interval_ms,
-                "group.share.heartbeat.interval.ms must be within group.share.min.heartbeat.interval.ms and "
-                "group.share.max.heartbeat.interval.ms")
-        require(self.share_min_session_timeout_ms <= self.share_session_timeout_ms
-                <= self.share_max_session_timeout_ms,
-                "group.share.session.timeout.ms must be within group.share.min.session.timeout.ms and "
-                "group.share.max.session.timeout.ms")
-        require(self.share_heartbeat_interval_ms < self.share_session_timeout_ms,
-                "group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms")
-        require(1 <= self.share_max_size <= 1000, "group.share.max.size must be between 1 and 1000")
-        require(self.share_initialize_retry_interval_ms >= 1, "group.share.initialize.retry.interval.ms must be "
-                                                              "at least 1")
+        hb, mn_hb, mx_hb = "group.share.heartbeat.interval.ms", "group.share.min.heartbeat.interval.ms", \
+            "group.share.max.heartbeat.interval.ms"
+        st, mn_st, mx_st = "group.share.session.timeout.ms", "group.share.min.session.timeout.ms", \
+            "group.share.max.session.timeout.ms"
+        for key, value in ((hb, self.share_heartbeat_interval_ms), (mn_hb, self.share_min_heartbeat_interval_ms),
+                           (mx_hb, self.share_max_heartbeat_interval_ms), (st, self.share_session_timeout_ms),
+                           (mn_st, self.share_min_session_timeout_ms), (mx_st, self.share_max_session_timeout_ms),
+                           ("group.share.initialize.retry.interval.ms", self.share_initialize_retry_interval_ms)):
+            require(value >= 1, f"Invalid value {value} for configuration {key}: Value must be at least 1")
+        require(1 <= self.share_max_size <= 1000, f"Invalid value {self.share_max_size} for configuration "
+                                                  "group.share.max.size: Value must be no more than 1000")
+        require(self.share_max_heartbeat_interval_ms >= self.share_min_heartbeat_interval_ms,
+                f"{mx_hb} must be greater than or equal to {mn_hb}")
+        require(self.share_heartbeat_interval_ms >= self.share_min_heartbeat_interval_ms,
+                f"{hb} must be greater than or equal to {mn_hb}")
+        require(self.share_heartbeat_interval_ms <= self.share_max_heartbeat_interval_ms,
+                f"{hb} must be less than or equal to {mx_hb}")
+        require(self.share_max_session_timeout_ms >= self.share_min_session_timeout_ms,
+                f"{mx_st} must be greater than or equal to {mn_st}")
+        require(self.share_session_timeout_ms >= self.share_min_session_timeout_ms,
+                f"{st} must be greater than or equal to {mn_st}")
+        require(self.share_session_timeout_ms <= self.share_max_session_timeout_ms,
+                f"{st} must be less than or equal to {mx_st}")
+        require(self.share_heartbeat_interval_ms < self.share_session_timeout_ms, f"{hb} must be less than {st}")
+        require(len(self.share_assignors) == 1, "group.share.assignors must contain exactly one assignor, but found "
+                                                f"{len(self.share_assignors)}")
+        require(self.share_assignors[0] == "simple", f"Class {self.share_assignors[0]} cannot be found")
         return self

@@ -474,3 +474,42 @@ def test_share_group_records_round_trip_through_the_log(ctx):
         k, v = r.encode()
         back = decode_record(k, v)
         assert back.key == r.key and back.value == r.value
+
+
+# ---- configuration ---------------------------------------------------------------------------------------------
+
+def test_share_group_configs_kafka_defaults_and_bounds():
+    """GroupCoordinatorConfig's share settings: Kafka's defaults, and its checks refuse the broker config
+    (ConfigException at startup) with Kafka's messages."""
+    from broker.config import BrokerConfig
+    from broker.config.config_types import ConfigException
+    from cluster.groups.group_config import GroupConfig
+
+    c = GroupConfig.from_props({})
+    assert (c.share_heartbeat_interval_ms, c.share_min_heartbeat_interval_ms, c.share_max_heartbeat_interval_ms,
+            c.share_session_timeout_ms, c.share_min_session_timeout_ms, c.share_max_session_timeout_ms,
+            c.share_max_size, c.share_initialize_retry_interval_ms, c.share_assignors) == \
+        (5000, 5000, 15000, 45000, 45000, 60000, 200, 30000, ("simple",))
+    assert GroupConfig.from_props({"group.share.assignors":
+                                   "org.apache.kafka.coordinator.group.assignor.SimpleAssignor"}).share_assignors \
+        == ("simple",)
+    bad = {
+        "group.share.heartbeat.interval.ms": (20000, "group.share.heartbeat.interval.ms must be less than or equal "
+                                                     "to group.share.max.heartbeat.interval.ms"),
+        "group.share.session.timeout.ms": (40000, "group.share.session.timeout.ms must be greater than or equal to "
+                                                  "group.share.min.session.timeout.ms"),
+        "group.share.max.size": (1001, "Invalid value 1001 for configuration group.share.max.size: Value must be no "
+                                       "more than 1000"),
+        "group.share.assignors": ("simple,simple", "group.share.assignors must contain exactly one assignor, but "
+                                                   "found 2"),
+    }
+    for key, (value, message) in bad.items():
+        with pytest.raises(ValueError) as info:
+            GroupConfig.from_props({key: value})
+        assert str(info.value) == message
+    props = {"node.id": 1, "process.roles": "broker,controller", "controller.quorum.voters": "1@localhost:9093",
+             "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093", "controller.listener.names": "CONTROLLER"}
+    BrokerConfig(props).validate()
+    with pytest.raises(ConfigException) as info:
+        BrokerConfig({**props, "group.share.max.size": 0}).validate()
+    assert "group.share.max.size" in str(info.value)
