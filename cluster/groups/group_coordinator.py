@@ -806,6 +806,11 @@ class GroupCoordinatorShard:
         """Initializing these partitions failed (uninitializeShareGroupState): a later heartbeat retries."""
         return self._run(now_ms, self.share.uninitialized, group_id, topics)
 
+    def share_group_topics_deleted(self, topic_ids: set[bytes], now_ms: int) -> Result:
+        """Topics deleted from the metadata image leave the share groups' share-state partition metadata
+        (GroupMetadataManager.maybeCleanupShareGroupState, on a metadata delta deleting topics)."""
+        return self._run(now_ms, self.share.topics_deleted, set(topic_ids))
+
     def share_group_delete_requests(self, group_ids: list[str], now_ms: int) -> Result:
         """First step of DeleteGroups for share groups (GroupCoordinatorShard.sharePartitionDeleteRequests): the
         response maps each empty share group with share state to its DeleteShareState (error 0), each non-empty one

@@ -740,6 +740,18 @@ class ShareGroupManager:
                                      initialized=_minus(meta.initialized, topics), deleting=dict(meta.deleting))
         self._emit([state_partition_metadata_record(gid, new)])
 
+    def topics_deleted(self, topic_ids: set[bytes]) -> None:
+        """maybeCleanupShareGroupState: deleted topics leave every group's share-state partition metadata (the
+        share coordinator drops their state itself)."""
+        for gid, meta in list(self.state_metadata.items()):
+            if not topic_ids & (meta.initializing.keys() | meta.initialized.keys() | meta.deleting.keys()):
+                continue
+            new = SharePartitionMetadata(
+                initializing={t: v for t, v in meta.initializing.items() if t not in topic_ids},
+                initialized={t: v for t, v in meta.initialized.items() if t not in topic_ids},
+                deleting={t: n for t, n in meta.deleting.items() if t not in topic_ids})
+            self._emit([state_partition_metadata_record(gid, new)])
+
     def delete_state_request(self, group: ShareGroup) -> DeleteShareState | None:
         """shareGroupBuildPartitionDeleteRequest: every topic with (possibly) initialized state moves to deleting,
         and the adapter deletes their share state before the group itself goes."""

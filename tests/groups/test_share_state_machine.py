@@ -513,3 +513,18 @@ def test_share_group_configs_kafka_defaults_and_bounds():
     with pytest.raises(ConfigException) as info:
         BrokerConfig({**props, "group.share.max.size": 0}).validate()
     assert "group.share.max.size" in str(info.value)
+
+
+def test_deleted_topic_leaves_share_state_metadata(ctx):
+    """maybeCleanupShareGroupState: a deleted topic leaves the group's share-state partition metadata; the next
+    heartbeat's new metadata hash bumps the epoch and the member loses the topic's partitions."""
+    ctx.initialize_all(ctx.join(M1, ["foo", "bar"]))
+    ctx.hb(group_id=GID, member_id=M1, member_epoch=1)
+    assert ctx.share_group().members[M1].assigned.keys() == {FOO, BAR}
+    ctx.image = image((FOO, "foo", 6), offset=2)
+    res = ctx.shard.share_group_topics_deleted({BAR}, ctx.time)
+    (rec,) = res.records
+    assert [t.topic_id for t in rec.value.initialized_topics] == [FOO]
+    assert ctx.shard.share_group_topics_deleted({BAR}, ctx.time).records == []  # nothing left to clean
+    r = ctx.hb(group_id=GID, member_id=M1, member_epoch=2).response
+    assert r.member_epoch == 3 and ctx.share_group().members[M1].assigned == {FOO: set(range(6))}
