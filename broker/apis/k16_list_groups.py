@@ -2,8 +2,8 @@
 
 Behaviour (GroupMetadataManager.listGroups over every __consumer_offsets partition this broker
 leads): group id and protocol type; v4+ the state, filtered case-insensitively by states_filter;
-v5+ the group type ("classic", "consumer"), filtered by types_filter. Groups of both protocols are
-listed, including the "simple" groups that only hold committed offsets.
+v5+ the group type ("classic", "consumer", "share"), filtered by types_filter. Groups of every type are
+listed, including the "simple" groups that only hold committed offsets; a share group's protocol type is "share".
 Authorization (KafkaApis.handleListGroupsRequest): CLUSTER DESCRIBE lists every group; without it only the
 groups the principal may DESCRIBE are listed (no error, denials not logged).
 """

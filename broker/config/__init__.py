@@ -296,6 +296,12 @@ class BrokerConfig:
             LogManagerConfig.from_props(self.values)
         except (ConfigError, ValueError) as exc:
             raise ConfigException(str(exc)) from None
+        from cluster.groups.group_config import GroupConfig
+
+        try:
+            GroupConfig.from_props(self.values)  # GroupCoordinatorConfig's checks (group.share.* bounds)
+        except ValueError as exc:
+            raise ConfigException(str(exc)) from None
         known = _known_keys()
         return [f"The configuration '{k}' was supplied but isn't a known config." for k in self.values
                 if k not in known and _listener_base(k) not in known and not k.startswith("logger.")]

@@ -22,6 +22,16 @@ GROUP_CONFIG_DEFAULTS: dict[str, Any] = {
     "group.consumer.max.size": 2147483647,
     "group.consumer.assignors": "uniform,range",
     "group.consumer.migration.policy": "bidirectional",
+    # share groups (KIP-932; GroupCoordinatorConfig's SHARE_GROUP_* settings)
+    "group.share.heartbeat.interval.ms": 5000,
+    "group.share.min.heartbeat.interval.ms": 5000,
+    "group.share.max.heartbeat.interval.ms": 15000,
+    "group.share.session.timeout.ms": 45000,
+    "group.share.min.session.timeout.ms": 45000,
+    "group.share.max.session.timeout.ms": 60000,
+    "group.share.max.size": 200,
+    "group.share.assignors": "simple",
+    "group.share.initialize.retry.interval.ms": 30000,
     "offsets.retention.minutes": 10080,
     "offsets.retention.check.interval.ms": 600000,
     "offset.metadata.max.bytes": 4096,
@@ -56,6 +66,15 @@ class GroupConfig:
     consumer_max_size: int = _D["group.consumer.max.size"]
     consumer_assignors: tuple[str, ...] = _assignor_names(_D["group.consumer.assignors"])
     migration_policy: str = _D["group.consumer.migration.policy"]  # disabled / downgrade / upgrade / bidirectional
+    share_heartbeat_interval_ms: int = _D["group.share.heartbeat.interval.ms"]
+    share_session_timeout_ms: int = _D["group.share.session.timeout.ms"]
+    share_min_heartbeat_interval_ms: int = _D["group.share.min.heartbeat.interval.ms"]
+    share_max_heartbeat_interval_ms: int = _D["group.share.max.heartbeat.interval.ms"]
+    share_min_session_timeout_ms: int = _D["group.share.min.session.timeout.ms"]
+    share_max_session_timeout_ms: int = _D["group.share.max.session.timeout.ms"]
+    share_max_size: int = _D["group.share.max.size"]
+    share_initialize_retry_interval_ms: int = _D["group.share.initialize.retry.interval.ms"]
+    share_assignors: tuple[str, ...] = _assignor_names(_D["group.share.assignors"])
 
     @classmethod
     def from_props(cls, props: dict) -> "GroupConfig":
@@ -80,4 +99,47 @@ class GroupConfig:
             consumer_max_size=int(get("group.consumer.max.size")),
             consumer_assignors=_assignor_names(get("group.consumer.assignors")) or cls.consumer_assignors,
             migration_policy=str(get("group.consumer.migration.policy")).lower(),
-        )
+            share_heartbeat_interval_ms=int(get("group.share.heartbeat.interval.ms")),
+            share_session_timeout_ms=int(get("group.share.session.timeout.ms")),
+            share_min_heartbeat_interval_ms=int(get("group.share.min.heartbeat.interval.ms")),
+            share_max_heartbeat_interval_ms=int(get("group.share.max.heartbeat.interval.ms")),
+            share_min_session_timeout_ms=int(get("group.share.min.session.timeout.ms")),
+            share_max_session_timeout_ms=int(get("group.share.max.session.timeout.ms")),
+            share_max_size=int(get("group.share.max.size")),
+            share_initialize_retry_interval_ms=int(get("group.share.initialize.retry.interval.ms")),
+            share_assignors=_assignor_names(get("group.share.assignors")),
+        ).validated()
+
+    def validated(self) -> "GroupConfig":
+        """GroupCoordinatorConfig's share-group checks (its ``require``s and ConfigDef ranges, Kafka's messages)."""
+        def require(ok: bool, msg: str) -> None:
+            if not ok:
+                raise ValueError(msg)
+        hb, mn_hb, mx_hb = "group.share.heartbeat.interval.ms", "group.share.min.heartbeat.interval.ms", \
+            "group.share.max.heartbeat.interval.ms"
+        st, mn_st, mx_st = "group.share.session.timeout.ms", "group.share.min.session.timeout.ms", \
+            "group.share.max.session.timeout.ms"
+        for key, value in ((hb, self.share_heartbeat_interval_ms), (mn_hb, self.share_min_heartbeat_interval_ms),
+                           (mx_hb, self.share_max_heartbeat_interval_ms), (st, self.share_session_timeout_ms),
+                           (mn_st, self.share_min_session_timeout_ms), (mx_st, self.share_max_session_timeout_ms),
+                           ("group.share.initialize.retry.interval.ms", self.share_initialize_retry_interval_ms)):
+            require(value >= 1, f"Invalid value {value} for configuration {key}: Value must be at least 1")
+        require(1 <= self.share_max_size <= 1000, f"Invalid value {self.share_max_size} for configuration "
+                                                  "group.share.max.size: Value must be no more than 1000")
+        require(self.share_max_heartbeat_interval_ms >= self.share_min_heartbeat_interval_ms,
+                f"{mx_hb} must be greater than or equal to {mn_hb}")
+        require(self.share_heartbeat_interval_ms >= self.share_min_heartbeat_interval_ms,
+                f"{hb} must be greater than or equal to {mn_hb}")
+        require(self.share_heartbeat_interval_ms <= self.share_max_heartbeat_interval_ms,
+                f"{hb} must be less than or equal to {mx_hb}")
+        require(self.share_max_session_timeout_ms >= self.share_min_session_timeout_ms,
+                f"{mx_st} must be greater than or equal to {mn_st}")
+        require(self.share_session_timeout_ms >= self.share_min_session_timeout_ms,
+                f"{st} must be greater than or equal to {mn_st}")
+        require(self.share_session_timeout_ms <= self.share_max_session_timeout_ms,
+                f"{st} must be less than or equal to {mx_st}")
+        require(self.share_heartbeat_interval_ms < self.share_session_timeout_ms, f"{hb} must be less than {st}")
+        require(len(self.share_assignors) == 1, "group.share.assignors must contain exactly one assignor, but found "
+                                                f"{len(self.share_assignors)}")
+        require(self.share_assignors[0] == "simple", f"Class {self.share_assignors[0]} cannot be found")
+        return self

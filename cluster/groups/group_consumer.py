@@ -763,12 +763,12 @@ class ConsumerGroupManager:
             return ConsumerGroup(group_id)
         if g.type == "consumer":
             return g
-        if create and g.is_empty():
+        if create and g.type == "classic" and g.is_empty():
             # an empty classic group (or a simple one) is replaced by the consumer group
             if not g.is_simple_group():
                 records.append(CoordinatorRecord(GroupMetadataKey(group=group_id), None))
             return ConsumerGroup(group_id)
-        if create and self._validate_online_upgrade(g):
+        if create and g.type == "classic" and self._validate_online_upgrade(g):
             return self._convert_to_consumer_group(g, records)
         raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
 

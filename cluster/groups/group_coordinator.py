@@ -16,7 +16,9 @@ and answers with a :class:`Result`:
 Timers (session expiry, rebalance and join timeouts, the initial rebalance delay, offset expiration)
 live in :class:`Timer` and fire from :meth:`GroupCoordinatorShard.poll`; :meth:`next_deadline` says
 when to call it. The state is rebuilt from the partition's records with :meth:`replay` and
-:meth:`on_loaded`. Consumer (KIP-848) groups are in ``cluster.groups.group_consumer``.
+:meth:`on_loaded`. Consumer (KIP-848) groups are in ``cluster.groups.group_consumer``, share groups (KIP-932) in
+``cluster.groups.group_share``; a result's ``share_state`` lists the share-state RPCs (InitializeShareGroupState,
+DeleteShareGroupState) the adapter sends to the share coordinator once the result's records are written.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from cluster.groups.group_record_helpers import (
     empty_group_metadata_record, group_metadata_record, offset_commit_record, offset_tombstone,
 )
 from cluster.groups.group_records import CoordinatorRecord
+from cluster.groups.group_share import ShareGroupManager
 from cluster.groups.offsets import NO_EXPIRE, OffsetAndMetadata, OffsetStore, PendingTransactionalOffsets
 from protocol.errors import ErrorCode
 from protocol.generated.coordinator import (
@@ -89,6 +92,8 @@ class Result:
     # and reach the state (as pending offsets) only once appended, through replay_transactional
     producer_id: int = -1
     producer_epoch: int = -1
+    # share-state RPCs to send once the records are written (group_share.InitializeShareState, DeleteShareState)
+    share_state: list[Any] = dataclasses.field(default_factory=list)
 
 
 class Timer:
@@ -172,11 +177,15 @@ class GroupCoordinatorShard:
         self.image = None  # the latest committed metadata image (on_new_metadata_image)
         self._records: list[CoordinatorRecord] = []
         self._completions: list[tuple[Any, Any]] = []
+        self._share_state: list[Any] = []
         # consumer groups share this shard's group table, timer and outbox, through these alone
         self.consumer = ConsumerGroupManager(
             config=config, now_ms=lambda: self.now_ms, image=lambda: self.image, timer=self.timer,
             groups=self.groups, remove_group=self.remove_group, new_uuid=new_uuid, append=self.append,
             complete=self.complete, resume_classic_group=self.resume_classic_group)
+        self.share = ShareGroupManager(
+            config=config, now_ms=lambda: self.now_ms, image=lambda: self.image, timer=self.timer,
+            groups=self.groups, remove_group=self.remove_group, append=self.append, emit=self._share_state.append)
 
     # ---- plumbing --------------------------------------------------------------------------------
     def complete(self, token, response) -> None:
@@ -210,7 +219,9 @@ class GroupCoordinatorShard:
         except GroupError as exc:
             error = exc
         res = Result(self._records, response, self._completions, error)
+        res.share_state = list(self._share_state)
         self._records, self._completions = [], []
+        self._share_state.clear()
         return res
 
     def next_deadline(self) -> int | None:
@@ -641,6 +652,9 @@ class GroupCoordinatorShard:
             return None
         if group.type == "consumer":
             return self.consumer.classic_sync_to_consumer_group(group, ctx, req, token)
+        if group.type != "classic":
+            self.complete(token, SyncGroupResponse(error_code=ErrorCode.GROUP_ID_NOT_FOUND))
+            return None
         member_id = req.member_id
         err = self._validate_sync_group(group, req)
         if err is not None:
@@ -697,6 +711,8 @@ class GroupCoordinatorShard:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {req.group_id} not found.")
         if group.type == "consumer":
             return self.consumer.classic_heartbeat_to_consumer_group(group, ctx, req)
+        if group.type != "classic":
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
         if group.is_in_state(S.DEAD):
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         group.validate_member(req.member_id, req.group_instance_id)
@@ -719,6 +735,8 @@ class GroupCoordinatorShard:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {req.group_id} not found.")
         if group.type == "consumer":
             return self.consumer.classic_leave_to_consumer_group(group, ctx, req)
+        if group.type != "classic":
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
         if group.is_in_state(S.DEAD):
             return LeaveGroupResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
         responses = []
@@ -771,6 +789,49 @@ class GroupCoordinatorShard:
 
     def consumer_group_describe(self, group_ids: list[str]) -> list:
         return [self.consumer.describe(gid, self.config.consumer_assignors[0]) for gid in group_ids]
+
+    # ==== share groups (KIP-932) =================================================================
+    def share_group_heartbeat(self, ctx: ReqCtx, req, now_ms: int) -> Result:
+        """ShareGroupHeartbeat; the result's ``share_state`` may hold an InitializeShareState to send."""
+        return self._run(now_ms, self.share.heartbeat, ctx, req)
+
+    def share_group_describe(self, group_ids: list[str]) -> list:
+        return [self.share.describe(gid) for gid in group_ids]
+
+    def share_group_initialized(self, group_id: str, topics: dict[bytes, set[int]], now_ms: int) -> Result:
+        """The share coordinator initialized these partitions (GroupCoordinatorShard.initializeShareGroupState)."""
+        return self._run(now_ms, self.share.initialized, group_id, topics)
+
+    def share_group_uninitialized(self, group_id: str, topics: dict[bytes, set[int]], now_ms: int) -> Result:
+        """Initializing these partitions failed (uninitializeShareGroupState): a later heartbeat retries."""
+        return self._run(now_ms, self.share.uninitialized, group_id, topics)
+
+    def share_group_topics_deleted(self, topic_ids: set[bytes], now_ms: int) -> Result:
+        """Topics deleted from the metadata image leave the share groups' share-state partition metadata
+        (GroupMetadataManager.maybeCleanupShareGroupState, on a metadata delta deleting topics)."""
+        return self._run(now_ms, self.share.topics_deleted, set(topic_ids))
+
+    def share_group_delete_requests(self, group_ids: list[str], now_ms: int) -> Result:
+        """First step of DeleteGroups for share groups (GroupCoordinatorShard.sharePartitionDeleteRequests): the
+        response maps each empty share group with share state to its DeleteShareState (error 0), each non-empty one
+        to (None, NON_EMPTY_GROUP); other groups are left out (their deletion goes on as usual). Once a group's
+        share state is deleted, :meth:`delete_groups` deletes it."""
+        def run():
+            out = {}
+            for gid in group_ids:
+                group = self.groups.get(gid)
+                if group is None or group.type != "share":
+                    continue
+                try:
+                    group.validate_delete_group()
+                except GroupError as exc:
+                    out[gid] = (None, exc.code)
+                    continue
+                req = self.share.delete_state_request(group)
+                if req is not None:
+                    out[gid] = (req, 0)
+            return out
+        return self._run(now_ms, run)
 
     # ==== offsets ================================================================================
     def commit_offsets(self, ctx: ReqCtx, req, now_ms: int) -> Result:
@@ -953,6 +1014,8 @@ class GroupCoordinatorShard:
     def group_tombstones(self, group) -> list[CoordinatorRecord]:
         if group.type == "classic":
             return [CoordinatorRecord(GroupMetadataKey(group=group.group_id), None)]
+        if group.type == "share":
+            return self.share.group_tombstones(group)
         return self.consumer.group_tombstones(group)
 
     def describe_groups(self, group_ids: list[str]) -> list[DescribedGroup]:
@@ -985,7 +1048,7 @@ class GroupCoordinatorShard:
             if types and group.type not in types:
                 continue
             out.append(ListedGroup(group_id=gid, protocol_type=(group.protocol_type or "") if group.type == "classic"
-                                   else "consumer", group_state=group.state_string(),
+                                   else group.protocol_type, group_state=group.state_string(),
                                    group_type=group.type))
         return out
 
@@ -1032,6 +1095,8 @@ class GroupCoordinatorShard:
         group = self.groups.get(group_id)
         if group is None or not group.is_empty():
             return
+        if group.type == "share" and not group.should_expire():
+            return
         if group.type == "consumer" and group.members:
             return
         self.append(self.group_tombstones(group), replay=True)
@@ -1064,7 +1129,7 @@ class GroupCoordinatorShard:
             elif offset >= 0:  # during operation classic groups are already up to date
                 self._replay_group_metadata(key.group, value)
         elif record.is_share_group:
-            return  # share groups are not served yet (no ShareGroupHeartbeat): their records stay in the log only
+            self.share.replay(record)
         else:
             self.consumer.replay(record)
 
@@ -1094,6 +1159,8 @@ class GroupCoordinatorShard:
                         self._reschedule_heartbeat(group, m)
                     if group.num_members() > self.config.max_size:
                         self._prepare_rebalance(group, f"Freshly-loaded group {gid} is over capacity")
+                elif group.type == "share":
+                    self.share.on_loaded(group)
                 else:
                     self.consumer.on_loaded(group)
             self.schedule_group_metadata_expiration()

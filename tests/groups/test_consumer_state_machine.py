@@ -368,9 +368,10 @@ def test_consumer_group_states_and_replay_round_trip():
     assert fresh.group_state() is ConsumerGroupState.RECONCILING
 
 
-def test_share_group_records_are_read_but_not_replayed():
+def test_share_group_records_beside_a_consumer_group():
     """A __consumer_offsets partition Kafka 4.2 wrote with share groups in it (types 10-15) loads: the share
-    records decode and are skipped (no share coordinator yet), the consumer group beside them is rebuilt whole."""
+    records rebuild the share group, a share record naming the consumer group is ignored, and the consumer group
+    beside them is rebuilt whole."""
     from cluster.groups.group_records import CoordinatorRecord, decode_record
     from protocol.generated import coordinator as C
 
@@ -392,7 +393,8 @@ def test_share_group_records_are_read_but_not_replayed():
         loaded = decode_record(*rec.encode())
         assert loaded.is_share_group == (rec in share)
         fresh.shard.replay(loaded, offset)
-    assert "sg" not in fresh.shard.groups
+    sg = fresh.shard.groups["sg"]
+    assert sg.type == "share" and sg.group_epoch == 1 and list(sg.members) == ["s1"]
     a, b = ctx.group(GID), fresh.group(GID)
     assert (a.group_epoch, a.assignment_epoch, a.members, a.target_assignment) == (
         b.group_epoch, b.assignment_epoch, b.members, b.target_assignment)

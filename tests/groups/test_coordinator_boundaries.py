@@ -11,9 +11,9 @@ import ast
 import inspect
 
 from broker.groups import group_service
-from cluster.groups import group_classic, group_consumer, group_coordinator
+from cluster.groups import group_classic, group_consumer, group_coordinator, group_share, share_assignor
 
-GROUP_MODULES = (group_consumer, group_coordinator, group_classic, group_service)
+GROUP_MODULES = (group_consumer, group_coordinator, group_classic, group_service, group_share, share_assignor)
 
 
 def _is_self(node: ast.expr) -> bool:
@@ -46,6 +46,13 @@ def test_the_consumer_manager_does_not_hold_its_shard():
     assert "shard" not in params
     assert {"config", "now_ms", "image", "timer", "groups", "remove_group", "new_uuid", "append", "complete",
             "resume_classic_group"} <= set(params)
+
+
+def test_the_share_manager_does_not_hold_its_shard():
+    assert shard_reaches(_source(group_share)) == []
+    params = inspect.signature(group_share.ShareGroupManager.__init__).parameters
+    assert "shard" not in params
+    assert {"config", "now_ms", "image", "timer", "groups", "remove_group", "append", "emit"} <= set(params)
 
 
 def test_no_group_module_reaches_into_another_objects_privates():
