@@ -10,6 +10,7 @@ Nothing here answers requests: handlers get ``BrokerHandles`` (broker/apis/conte
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import socket
@@ -26,6 +27,7 @@ from broker.config import SECURITY_PROTOCOL_IDS, BrokerConfig, Listener
 from broker.config.config_types import ConfigException
 from broker.security.authentication import ListenerAuthentication
 from broker.security.node_links import link_security
+from broker.security.tls import client_context
 from broker.security.authorization import NodeAuthorizer
 from broker.security.throttling import ClientQuotas
 from broker.apis.context import BrokerHandles
@@ -568,6 +570,16 @@ class Broker:
         if contexts:
             reloaded = await self.server.reload_tls(contexts)
             log.info("TLS stores reloaded for %s (dynamic broker config)", ", ".join(reloaded) or "no bound listener")
+        # this node's own links to those listeners on its peers: new connections use the new stores (Kafka's
+        # inter-broker and controller channel builders are reconfigured too)
+        for links, listener in ((self.links, self.config.inter_broker_listener),
+                                (self.controller_links, self.config.controller_listener)):
+            if listener in contexts and links.security is not None and links.security.ssl is not None:
+                try:
+                    links.security = dataclasses.replace(
+                        links.security, ssl=client_context(self.server.authentication.values, listener))
+                except ConfigException as exc:
+                    log.error("links to listener %s keep their stores: %s", listener, exc)
 
     def _validate_topic_configs(self, configs: dict) -> str | None:
         try:
