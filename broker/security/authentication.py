@@ -63,7 +63,8 @@ class ListenerAuthentication:
         for name, protocol in self._tls_listeners():
             fp = fingerprint(new_values, name)
             if fp != self.fingerprints.get(name):
-                out[name] = (reconfigured_context(self.values, new_values, name, protocol), fp)
+                out[name] = (reconfigured_context(self.values, new_values, name, protocol,
+                                                  inter_broker=name == self.config.inter_broker_listener), fp)
         return out
 
     def validate_dynamic(self, dynamic: Mapping[str, str]) -> None:

@@ -2,7 +2,10 @@
 DynamicBrokerConfig): the listener settings in force are the static config overlaid with this broker's dynamic
 ones (cluster/dynamic_broker_config.py); a listener is rebuilt when its store settings or its store files' bytes
 changed (DefaultSslEngineFactory.shouldBeRebuilt); a new keystore must keep the old certificate's subject and
-subject alternative names unless ``ssl.allow.dn.changes`` / ``ssl.allow.san.changes`` (SslFactory.CertificateEntries).
+subject alternative names unless ``ssl.allow.dn.changes`` / ``ssl.allow.san.changes`` (SslFactory.CertificateEntries);
+on the inter-broker listener the old and the new stores must complete a TLS handshake with each other both ways
+(SslEngineValidator: peers still on the old stores keep replicating), so a CA is rotated through a truststore that
+holds both.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any, Mapping
 
 from broker.config.config_types import ConfigException
 from broker.security.sasl_config import listener_value
-from broker.security.tls import keystore_certificate, server_context
+from broker.security.tls import client_context, keystore_certificate, server_context
 from cluster.dynamic_broker_config import SSL_RECONFIGURABLE
 
 _FILES = ("ssl.keystore.location", "ssl.truststore.location")
@@ -48,8 +51,32 @@ def _sans(cert) -> set:
         return set()
 
 
+def _handshake(server_values, client_values, listener: str, protocol: str) -> None:
+    """A TLS handshake in memory between a server with ``server_values``' stores and a client with
+    ``client_values``' (no host name check, as SslEngineValidator); ssl.SSLError when it fails."""
+    server_ctx = server_context(server_values, listener, protocol)
+    client_ctx = client_context(client_values, listener)
+    client_ctx.check_hostname = False
+    s_in, s_out, c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    server = server_ctx.wrap_bio(s_in, s_out, server_side=True)
+    client = client_ctx.wrap_bio(c_in, c_out, server_side=False)
+    pending = {server, client}
+    for _ in range(16):  # a TLS 1.2 or 1.3 handshake takes 2-3 flights each way
+        for side in list(pending):
+            try:
+                side.do_handshake()
+                pending.discard(side)
+            except ssl.SSLWantReadError:
+                pass
+        s_in.write(c_out.read())
+        c_in.write(s_out.read())
+        if not pending:  # the server is done only once it has checked the client's certificate (TLS 1.3 too)
+            return
+    raise ssl.SSLError("the handshake did not finish")
+
+
 def reconfigured_context(old_values: Mapping[str, Any], new_values: Mapping[str, Any], listener: str,
-                         protocol: str) -> ssl.SSLContext:
+                         protocol: str, inter_broker: bool = False) -> ssl.SSLContext:
     """The listener's new server SSLContext from ``new_values``, checked as SslFactory.createNewSslEngineFactory
     checks a dynamic update; ConfigException (Kafka's message) when refused."""
     try:
@@ -64,6 +91,14 @@ def reconfigured_context(old_values: Mapping[str, Any], new_values: Mapping[str,
             raise ConfigException(f"Keystore SubjectAltNames do not match:  existing={{alias=kafka, "
                                   f"SAN={sorted(map(str, _sans(old_cert)))}}}, new={{alias=kafka, "
                                   f"SAN={sorted(map(str, _sans(new_cert)))}}}")
+        if inter_broker:
+            try:
+                _handshake(old_values, new_values, listener, protocol)
+                _handshake(new_values, old_values, listener, protocol)
+            except ssl.SSLError as exc:
+                reason = getattr(exc, "reason", None) or exc
+                raise ConfigException(f"the old and the new stores of inter-broker listener {listener} cannot "
+                                      f"complete a TLS handshake with each other ({reason})") from None
     except ConfigException as exc:
         raise ConfigException(f"Validation of dynamic config update of SSLFactory failed: {exc}") from None
     return context

@@ -49,3 +49,23 @@ def test_the_fingerprint_changes_with_the_settings_and_with_the_files_bytes(tmp_
     assert fingerprint({**values, P + "ssl.truststore.password": "x"}, "SSL") != before
     shutil.copy(other.pem, trust)  # same path, new bytes: rebuilt (DefaultSslEngineFactory.shouldBeRebuilt)
     assert fingerprint(values, "SSL") != before
+
+
+@pytest.mark.parametrize("tls13", [False, True])
+def test_on_the_inter_broker_listener_a_ca_is_rotated_through_a_truststore_holding_both(tmp_path, tls13):
+    """SslEngineValidator: the old and the new stores must shake hands both ways (peers still on the old ones keep
+    replicating): straight to a new CA is refused, a truststore of both CAs first lets the keystore move."""
+    old_ca, new_ca = CertificateAuthority(tmp_path / "old"), CertificateAuthority(tmp_path / "new", "new-ca")
+    both = tmp_path / "both.pem"
+    both.write_bytes(old_ca.pem.read_bytes() + new_ca.pem.read_bytes())
+    versions = {"ssl.enabled.protocols": "TLSv1.3" if tls13 else "TLSv1.2"}
+    old_key, new_key = old_ca.issue("broker", server=True).pem, new_ca.issue("broker", server=True).pem
+    old = {**stores(old_key, old_ca.pem), **versions}
+    with pytest.raises(ConfigException, match="cannot complete a TLS handshake"):
+        reconfigured_context(old, {**stores(new_key, new_ca.pem), **versions}, "SSL", "SSL", inter_broker=True)
+    # not the inter-broker listener: no handshake asked
+    assert reconfigured_context(old, {**stores(new_key, new_ca.pem), **versions}, "SSL", "SSL") is not None
+    step1 = {**stores(old_key, both), **versions}
+    assert reconfigured_context(old, step1, "SSL", "SSL", inter_broker=True) is not None
+    step2 = {**stores(new_key, both), **versions}
+    assert reconfigured_context(step1, step2, "SSL", "SSL", inter_broker=True) is not None
