@@ -423,3 +423,45 @@ def test_incremental_alter_configs_of_the_listener_stores_reloads_them_and_a_res
     finally:
         node.kill()
         node.close()
+
+
+def test_the_inter_broker_listener_rotates_its_ca_through_a_truststore_of_both_and_the_nodes_links_follow(tmp_path):
+    """On the inter-broker listener, straight to a new CA is refused (peers on the old stores could no longer shake
+    hands: SslEngineValidator); a truststore of both CAs, then the new keystore, are accepted, and this node's own
+    links to that listener (replication, as peers' followers) use them too."""
+    from protocol.generated.messages import IncrementalAlterConfigsRequest
+    from protocol.generated.messages import incremental_alter_configs_request as iac
+    from tests.kafka_wire import KafkaWire
+
+    old_ca, new_ca = CertificateAuthority(tmp_path / "old"), CertificateAuthority(tmp_path / "new", "new-ca")
+    both = tmp_path / "both.pem"
+    both.write_bytes(old_ca.pem.read_bytes() + new_ca.pem.read_bytes())
+    old_key, new_key = old_ca.issue("broker", server=True), new_ca.issue("broker", server=True)
+    prefix = "listener.name.ssl."
+    overrides = {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "inter.broker.listener.name": "SSL",
+                 "ssl.endpoint.identification.algorithm": "",
+                 f"{prefix}ssl.keystore.type": "PEM", f"{prefix}ssl.keystore.location": str(old_key.pem),
+                 f"{prefix}ssl.truststore.type": "PEM", f"{prefix}ssl.truststore.location": str(old_ca.pem),
+                 f"{prefix}ssl.client.auth": "required"}
+    with EmbeddedBroker(data_dir=tmp_path / "data", overrides=overrides) as b:
+        links = b.broker.links
+
+        def alter(settings: dict) -> tuple[int, str | None]:
+            with KafkaWire(b.broker.bound_port("PLAINTEXT")) as wire:
+                r = wire.call(44, 1, IncrementalAlterConfigsRequest(resources=[iac.AlterConfigsResource(
+                    resource_type=4, resource_name="1", configs=[iac.AlterableConfig(
+                        name=prefix + k, config_operation=0, value=str(v)) for k, v in settings.items()])]))
+            return r.responses[0].error_code, r.responses[0].error_message
+
+        def trusted() -> int:
+            return len(links.security.ssl.get_ca_certs())
+
+        assert trusted() == 1
+        assert alter({"ssl.keystore.location": new_key.pem, "ssl.truststore.location": new_ca.pem}) == \
+            (42, "Invalid dynamic configuration")
+        assert alter({"ssl.truststore.location": both}) == (0, None)
+        wait_until(lambda: trusted() == 2, 20, 0.05, "the links' new truststore")
+        assert answers(b.broker.bound_port("SSL"), old_ca, new_ca.issue("Bob"))  # the new CA's clients get in
+        assert alter({"ssl.keystore.location": new_key.pem}) == (0, None)
+        wait_until(lambda: answers(b.broker.bound_port("SSL"), new_ca, old_ca.issue("Alice")), 20, 0.1,
+                   "the new keystore")
