@@ -429,7 +429,8 @@ def test_the_inter_broker_listener_rotates_its_ca_through_a_truststore_of_both_a
     """On the inter-broker listener, straight to a new CA is refused (peers on the old stores could no longer shake
     hands: SslEngineValidator); a truststore of both CAs, then the new keystore, are accepted, and this node's own
     links to that listener (replication, as peers' followers) use them too."""
-    from protocol.generated.messages import IncrementalAlterConfigsRequest
+    from protocol.generated.messages import AlterConfigsRequest, IncrementalAlterConfigsRequest
+    from protocol.generated.messages import alter_configs_request as ac
     from protocol.generated.messages import incremental_alter_configs_request as iac
     from tests.kafka_wire import KafkaWire
 
@@ -459,6 +460,13 @@ def test_the_inter_broker_listener_rotates_its_ca_through_a_truststore_of_both_a
         assert trusted() == 1
         assert alter({"ssl.keystore.location": new_key.pem, "ssl.truststore.location": new_ca.pem}) == \
             (42, "Invalid dynamic configuration")
+        # the legacy AlterConfigs is checked the same way (validate_only: nothing changes)
+        with KafkaWire(b.broker.bound_port("PLAINTEXT")) as wire:
+            legacy = [wire.call(33, 2, AlterConfigsRequest(validate_only=True, resources=[ac.AlterConfigsResource(
+                resource_type=4, resource_name="1", configs=[ac.AlterableConfig(
+                    name=prefix + "ssl.truststore.location", value=str(path))])])).responses[0].error_code
+                for path in (tmp_path / "missing.pem", both)]
+        assert legacy == [42, 0] and trusted() == 1
         assert alter({"ssl.truststore.location": both}) == (0, None)
         wait_until(lambda: trusted() == 2, 20, 0.05, "the links' new truststore")
         assert answers(b.broker.bound_port("SSL"), old_ca, new_ca.issue("Bob"))  # the new CA's clients get in
