@@ -550,8 +550,6 @@ class Broker:
         except (asyncio.TimeoutError, ControllerUnavailable):
             log.warning("node %d: controlled shutdown not confirmed within %.0f s", self.node_id, grace_s)
 
-    # ---- producer ids ------------------------------------------------------------------------------
-
     async def _apply_dynamic_broker_configs(self, image: MetadataImage) -> None:
         """This broker's dynamic configs (ConfigRecords on BROKER ``<node id>``, DynamicConfigPublisher): the TLS
         listeners whose store settings or files changed get new SSLContexts (SslFactory.reconfigure); new
@@ -580,6 +578,8 @@ class Broker:
                         links.security, ssl=client_context(self.server.authentication.values, listener))
                 except ConfigException as exc:
                     log.error("links to listener %s keep their stores: %s", listener, exc)
+
+    # ---- producer ids ------------------------------------------------------------------------------
 
     def _validate_topic_configs(self, configs: dict) -> str | None:
         try:

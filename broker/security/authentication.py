@@ -57,25 +57,28 @@ class ListenerAuthentication:
             contexts[name] = server_context(values, name, protocol)
         return contexts
 
-    def _reconfigured(self, dynamic: Mapping[str, str]) -> dict:
+    def _reconfigured(self, dynamic: Mapping[str, str], checks: bool) -> dict:
         new_values = {**self.config.values, **dynamic}
         out = {}
         for name, protocol in self._tls_listeners():
             fp = fingerprint(new_values, name)
             if fp != self.fingerprints.get(name):
-                out[name] = (reconfigured_context(self.values, new_values, name, protocol,
+                out[name] = (reconfigured_context(self.values, new_values, name, protocol, checks=checks,
                                                   inter_broker=name == self.config.inter_broker_listener), fp)
         return out
 
     def validate_dynamic(self, dynamic: Mapping[str, str]) -> None:
         """Whether this broker's dynamic configs could become ``dynamic``: every TLS listener whose stores would
-        change is built and checked (SslFactory.validateReconfiguration); ConfigException when not."""
-        self._reconfigured(dynamic)
+        change is built and checked against the stores in force (SslFactory.validateReconfiguration: subject,
+        SANs, the inter-broker handshake); ConfigException when not."""
+        self._reconfigured(dynamic, checks=True)
 
     def apply_dynamic(self, dynamic: Mapping[str, str]) -> dict:
-        """This broker's dynamic configs become ``dynamic``: the new SSLContexts of the TLS listeners whose store
-        settings or store files changed (all or none: ConfigException leaves everything as it was)."""
-        changed = self._reconfigured(dynamic)
+        """This broker's dynamic configs become ``dynamic`` (committed, so checked when asked for: here the stores
+        only have to load, also at a restart, where the stores in force are the static ones): the new SSLContexts of
+        the TLS listeners whose store settings or store files changed (all or none: ConfigException leaves
+        everything as it was)."""
+        changed = self._reconfigured(dynamic, checks=False)
         self.dynamic = dict(dynamic)
         for name, (context, fp) in changed.items():
             self.tls[name] = context

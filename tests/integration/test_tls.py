@@ -428,7 +428,7 @@ def test_incremental_alter_configs_of_the_listener_stores_reloads_them_and_a_res
 def test_the_inter_broker_listener_rotates_its_ca_through_a_truststore_of_both_and_the_nodes_links_follow(tmp_path):
     """On the inter-broker listener, straight to a new CA is refused (peers on the old stores could no longer shake
     hands: SslEngineValidator); a truststore of both CAs, then the new keystore, are accepted, and this node's own
-    links to that listener (replication, as peers' followers) use them too."""
+    links to that listener (replication, as peers' followers) use them too, also after a restart."""
     from protocol.generated.messages import AlterConfigsRequest, IncrementalAlterConfigsRequest
     from protocol.generated.messages import alter_configs_request as ac
     from protocol.generated.messages import incremental_alter_configs_request as iac
@@ -473,3 +473,7 @@ def test_the_inter_broker_listener_rotates_its_ca_through_a_truststore_of_both_a
         assert alter({"ssl.keystore.location": new_key.pem}) == (0, None)
         wait_until(lambda: answers(b.broker.bound_port("SSL"), new_ca, old_ca.issue("Alice")), 20, 0.1,
                    "the new keystore")
+    # restarted: the stores last set, though they would not shake hands with the static ones (old CA only)
+    with EmbeddedBroker(data_dir=tmp_path / "data", overrides=overrides) as b:
+        assert answers(b.broker.bound_port("SSL"), new_ca, old_ca.issue("Alice"))
+        assert len(b.broker.links.security.ssl.get_ca_certs()) == 2
