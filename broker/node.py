@@ -10,6 +10,7 @@ Nothing here answers requests: handlers get ``BrokerHandles`` (broker/apis/conte
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import socket
@@ -23,8 +24,10 @@ from broker.replication.replica_fetcher import ReplicaFetcherManager
 from broker.quorum.bootstrap_metadata import read_bootstrap
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import SECURITY_PROTOCOL_IDS, BrokerConfig, Listener
+from broker.config.config_types import ConfigException
 from broker.security.authentication import ListenerAuthentication
 from broker.security.node_links import link_security
+from broker.security.tls import client_context
 from broker.security.authorization import NodeAuthorizer
 from broker.security.throttling import ClientQuotas
 from broker.apis.context import BrokerHandles
@@ -51,6 +54,7 @@ from broker.timeouts import wait_for
 from cluster.client_metrics import ClientMetricsManager
 from cluster.controller import Controller
 from cluster.image_diff import ImageDiff, diff_images
+from cluster.dynamic_broker_config import RESOURCE_BROKER, applicable
 from cluster.metadata_image import MetadataImage
 from cluster.raft.node import RaftConfig
 from protocol.errors import ErrorCode
@@ -90,6 +94,8 @@ class Broker:
         if self.authorizer is not None:
             self.metadata.add(self.authorizer.on_new_metadata_image)
         self.server.authentication = ListenerAuthentication(config, lambda: self.metadata.image)
+        self._dynamic_seen = None  # this broker's dynamic configs as last applied (their mapping in the image)
+        self.metadata.add(self._apply_dynamic_broker_configs)
         self.controller: QuorumControllerChannel | None = None  # made at start, once the cluster id is known
         self.groups: GroupService | None = None
         self.txns: TxnService | None = None
@@ -215,7 +221,8 @@ class Broker:
             advertised_apis=tuple(ApiVersion(*entry) for entry in advertised(HANDLERS)), telemetry=self.telemetry,
             quorum=self.raft, controller_listeners=self.config.controller_listener_names,
             controller_advertised_apis=tuple(ApiVersion(*e) for e in advertised(CONTROLLER_LISTENER_HANDLERS)),
-            fetch_sessions=self.fetch_sessions, quotas=self.quotas, authorizer=self.authorizer)
+            fetch_sessions=self.fetch_sessions, quotas=self.quotas, authorizer=self.authorizer,
+            authentication=self.server.authentication)
         await self.server.bind()
         self.metrics.start(self.config.get("metrics.prometheus.listener"))
         # BrokerServer: the controller listener serves the quorum at once; clients and followers are let in
@@ -542,6 +549,35 @@ class Broker:
             await wait_for(self._heartbeat_loop(), grace_s)
         except (asyncio.TimeoutError, ControllerUnavailable):
             log.warning("node %d: controlled shutdown not confirmed within %.0f s", self.node_id, grace_s)
+
+    async def _apply_dynamic_broker_configs(self, image: MetadataImage) -> None:
+        """This broker's dynamic configs (ConfigRecords on BROKER ``<node id>``, DynamicConfigPublisher): the TLS
+        listeners whose store settings or files changed get new SSLContexts (SslFactory.reconfigure); new
+        connections use them, open ones keep theirs. Every ConfigRecord on the resource makes a new mapping in the
+        image, so a store re-submitted at the same path is read again (KAFKA-14136). Also at start, after the
+        metadata log is read: a restarted node serves the stores last set (dynamic over static)."""
+        own = image.configs.get((RESOURCE_BROKER, str(self.node_id)))
+        if own is self._dynamic_seen:
+            return
+        self._dynamic_seen = own
+        try:
+            contexts = self.server.authentication.apply_dynamic(applicable(own, per_broker=True))
+        except ConfigException as exc:  # Kafka logs it and keeps the configs in force
+            log.error("dynamic broker configs not applied, the listeners keep their stores: %s", exc)
+            return
+        if contexts:
+            reloaded = await self.server.reload_tls(contexts)
+            log.info("TLS stores reloaded for %s (dynamic broker config)", ", ".join(reloaded) or "no bound listener")
+        # this node's own links to those listeners on its peers: new connections use the new stores (Kafka's
+        # inter-broker and controller channel builders are reconfigured too)
+        for links, listener in ((self.links, self.config.inter_broker_listener),
+                                (self.controller_links, self.config.controller_listener)):
+            if listener in contexts and links.security is not None and links.security.ssl is not None:
+                try:
+                    links.security = dataclasses.replace(
+                        links.security, ssl=client_context(self.server.authentication.values, listener))
+                except ConfigException as exc:
+                    log.error("links to listener %s keep their stores: %s", listener, exc)
 
     # ---- producer ids ------------------------------------------------------------------------------
 

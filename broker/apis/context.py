@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from broker.observability.metrics import BrokerMetrics
     from broker.replication.replica_manager import ReplicaManager
     from broker.observability.telemetry import ClientTelemetry
+    from broker.security.authentication import ListenerAuthentication
     from broker.security.authorization import NodeAuthorizer
     from broker.security.throttling import ClientQuotas
     from cluster.acls import AclOperation, ResourceType
@@ -54,6 +55,8 @@ class BrokerHandles:
     fetch_sessions: "FetchManager | None" = None  # incremental fetch sessions (KIP-227); None: never a session
     quotas: "ClientQuotas | None" = None  # client quotas (produce, fetch, request); None: never throttled
     authorizer: "NodeAuthorizer | None" = None  # ACLs (authorizer.class.name); None: every request allowed
+    # the listeners' TLS stores: dynamic BROKER configs are validated against them; None: no dynamic SSL change
+    authentication: "ListenerAuthentication | None" = None
 
 
 @dataclasses.dataclass(slots=True, frozen=True)

@@ -3,8 +3,9 @@
 Behaviour (ConfigHelper.describeConfigs): TOPIC resources list every topic config with its effective
 value, source, synonyms (broker synonyms and Kafka defaults), type and (when asked) documentation;
 unknown topic UNKNOWN_TOPIC_OR_PARTITION; illegal name INVALID_TOPIC_EXCEPTION. BROKER resources
-(this node's id) list the broker's configs; the empty name (cluster-wide dynamic defaults) is empty
-since none are set; another broker id INVALID_REQUEST. BROKER_LOGGER lists logger levels.
+(this node's id) list the broker's configs, its dynamic ones (the listeners' SSL store settings set by
+IncrementalAlterConfigs) first as DYNAMIC_BROKER_CONFIG, passwords null and sensitive; the empty name (cluster-wide
+dynamic defaults) is empty since none can be set; another broker id INVALID_REQUEST. BROKER_LOGGER lists logger levels.
 CLIENT_METRICS resources list the subscription's configured entries (source CLIENT_METRICS_CONFIG, no
 defaults or synonyms, as Kafka's ConfigHelper); an empty name is INVALID_REQUEST.
 Not implemented: GROUP resources (INVALID_REQUEST).
@@ -19,6 +20,7 @@ from __future__ import annotations
 from broker.config.config_describe import broker_entries, logger_entries, topic_entries
 from cluster.acls import AclOperation, ResourceType
 from cluster.controller import validate_topic_name
+from cluster.dynamic_broker_config import listener_ssl_key
 from protocol.errors import MESSAGES, ErrorCode
 from protocol.generated.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from protocol.generated.messages.describe_configs_response import (
@@ -73,9 +75,12 @@ async def handle(ctx, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
             if r.resource_name == "":
                 res.configs = []
             elif r.resource_name == str(ctx.node_id):
+                own = dict(ctx.image.configs.get((BROKER, r.resource_name), {}))
+                ssl_keys = {k for k in ctx.config.values if listener_ssl_key(k)}
                 res.configs = broker_entries(ctx.config.values, ctx.config.explicit, keys,
-                                             req.include_synonyms, dynamic=set(),
-                                             include_documentation=req.include_documentation)
+                                             req.include_synonyms, dynamic=ssl_keys,
+                                             include_documentation=req.include_documentation,
+                                             dynamic_values=own)
             else:
                 res.error_code = ErrorCode.INVALID_REQUEST
                 res.error_message = (f"Unexpected broker id, expected {ctx.node_id} or empty string, but received "

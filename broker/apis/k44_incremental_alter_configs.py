@@ -6,7 +6,11 @@ type or range: INVALID_CONFIG), committed as ConfigRecords and applied to the to
 restart; BROKER_LOGGER SET/DELETE changes log levels (Kafka's way to reload log levels at run time).
 validate_only checks without changing anything. BROKER_LOGGER is answered on this broker; every other
 resource is forwarded to the controller (broker/controlplane/controller_apis/k44_incremental_alter_configs.py), as
-Kafka's ConfigAdminManager splits it. Not implemented: dynamic BROKER configs (INVALID_CONFIG).
+Kafka's ConfigAdminManager splits it. A BROKER resource is checked here first (ConfigAdminManager.preprocess:
+this broker's id or empty; per-broker ``listener.name.<l>.ssl.*`` store settings, whose new stores must load and
+keep the certificate's subject and SANs; broker/config/alter_configs.validate_broker_resource), then committed by
+the controller as ConfigRecords and applied by the broker (new TLS contexts: broker/node.py); any other BROKER key
+is INVALID_CONFIG (cluster/dynamic_broker_config.py).
 
 Authorization (with an authorizer): a BROKER_LOGGER resource needs ALTER_CONFIGS on the cluster, else
 CLUSTER_AUTHORIZATION_FAILED (RuntimeLoggerManager.applyChangesForResource, after the duplicate-key check); the
@@ -16,7 +20,8 @@ controller authorizes the forwarded resources as the client (controller_apis/k44
 from __future__ import annotations
 
 from broker.config.alter_configs import (
-    BROKER_LOGGER, ResourceError, check_duplicates, forward_remaining, set_logger_levels,
+    BROKER, BROKER_LOGGER, ResourceError, check_duplicates, forward_remaining, incremental_overrides,
+    set_logger_levels, validate_broker_resource,
 )
 from cluster.acls import AclOperation
 from protocol.errors import MESSAGES, ErrorCode
@@ -30,6 +35,14 @@ VERSIONS = (0, 1)
 async def handle(ctx, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     local = {}
     for i, r in enumerate(req.resources):
+        if r.resource_type == BROKER:
+            try:
+                validate_broker_resource(ctx, r, lambda current, r=r: incremental_overrides(
+                    current, [(c.name, c.config_operation, c.value) for c in r.configs], frozenset(), {}))
+            except ResourceError as exc:
+                local[i] = AlterConfigsResourceResponse(error_code=exc.code, error_message=exc.message,
+                                                        resource_type=r.resource_type, resource_name=r.resource_name)
+            continue
         if r.resource_type != BROKER_LOGGER:
             continue
         resp = AlterConfigsResourceResponse(error_code=0, error_message=None, resource_type=r.resource_type,

@@ -128,13 +128,66 @@ def alter_resources(cctx, req, response_type, item_type, new_configs) -> Control
                     raise ResourceError(code, message)
                 records += [] if req.validate_only else res.records
             elif r.resource_type == BROKER:
-                raise ResourceError(ErrorCode.INVALID_CONFIG, "Cannot update these configs dynamically: "
-                                    + ", ".join(sorted(c.name for c in r.configs)))
+                records += broker_resource_records(cctx, r, new_configs, req.validate_only)
             else:
                 raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}")
         except ResourceError as exc:
             resp.error_code, resp.error_message = exc.code, exc.message
     return ControllerResult(records, response_type(responses=out))
+
+
+def broker_resource_records(cctx, r, new_configs, validate_only: bool) -> list:
+    """A BROKER resource on the controller (cluster/dynamic_broker_config.py): its name checked
+    (ControllerConfigurationValidator), its keys checked again (the broker that forwarded it validated the stores),
+    and its ConfigRecords."""
+    from cluster.dynamic_broker_config import (
+        DynamicConfigError, broker_config_records, check_broker_name, check_keys,
+    )
+
+    try:
+        check_broker_name(r.resource_name)
+        current = dict(cctx.image.configs.get((BROKER, r.resource_name), {}))
+        new = new_configs(r, current)
+        check_keys([c.name for c in r.configs], per_broker=r.resource_name != "")
+    except DynamicConfigError as exc:
+        raise ResourceError(exc.code, exc.message) from None
+    if validate_only:
+        return []
+    return broker_config_records(r.resource_name, current, new, [c.name for c in r.configs])
+
+
+def validate_broker_resource(ctx, resource, configs_after) -> None:
+    """ConfigAdminManager.preprocess of a BROKER resource on the broker that received it, before it goes to the
+    controller: the name is empty (cluster default) or this broker's id, the keys can be dynamic at that level, and
+    the TLS stores they name load and keep the certificate's subject and SANs (DynamicBrokerConfig.validate, whose
+    failure Kafka answers INVALID_REQUEST "Invalid dynamic configuration", the cause in the broker's log).
+    ``configs_after(current)`` is the API's rule for the resource's new configs; raises ResourceError."""
+    from broker.config.config_types import ConfigException
+    from cluster.dynamic_broker_config import DynamicConfigError, applicable, check_keys
+
+    name = resource.resource_name
+    check_duplicates([c.name for c in resource.configs])
+    if name != "":
+        try:
+            node_id = int(name)
+        except ValueError:
+            raise ResourceError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}") from None
+        if node_id != ctx.node_id:
+            raise ResourceError(ErrorCode.INVALID_REQUEST,
+                                f"Unexpected broker id, expected {ctx.node_id}, but received {name}")
+    new = configs_after(dict(ctx.image.configs.get((BROKER, name), {})))
+    try:
+        check_keys([c.name for c in resource.configs], per_broker=name != "", refuse_unsupported=False)
+    except DynamicConfigError as exc:
+        raise ResourceError(exc.code, exc.message) from None
+    authentication = ctx.handles.authentication
+    if name != "" and authentication is not None:
+        try:
+            authentication.validate_dynamic(applicable(new, per_broker=True))
+        except ConfigException as exc:
+            logging.getLogger("odradek.config").error("validation of the dynamic configs of broker %s failed: %s",
+                                                      name, exc)
+            raise ResourceError(ErrorCode.INVALID_REQUEST, "Invalid dynamic configuration") from None
 
 
 async def forward_remaining(ctx, req, local: dict[int, Any], response_type) -> Any:

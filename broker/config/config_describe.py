@@ -92,19 +92,29 @@ def topic_entries(log_config: LogConfig, overrides: dict[str, str], broker_value
 
 
 def broker_entries(broker_values: dict, explicit: set[str], keys: list[str] | None, include_synonyms: bool,
-                   dynamic: set[str], include_documentation: bool = False) -> list[DescribeConfigsResourceResult]:
+                   dynamic: set[str], include_documentation: bool = False,
+                   dynamic_values: dict[str, str] | None = None) -> list[DescribeConfigsResourceResult]:
+    """The broker's configs; ``dynamic_values`` (this broker's dynamic configs) come first, as
+    DYNAMIC_BROKER_CONFIG, and count as not read-only (so do the keys in ``dynamic``)."""
+    dynamic_values = dynamic_values or {}
+    values = {**broker_values, **dynamic_values}
     out = []
-    for name in sorted(broker_values):
+    for name in sorted(values):
         if keys and name not in keys:
             continue
-        value = broker_values[name]
+        value = values[name]
         sensitive = is_sensitive(name)  # Kafka's PASSWORD type: never sent, nor in a synonym
         synonyms = [] if sensitive else _broker_synonyms(name, [name], broker_values, explicit)
         source = (STATIC_BROKER_CONFIG if name in explicit and value is not None else DEFAULT_CONFIG) if sensitive \
             else synonyms[0].source if synonyms else DEFAULT_CONFIG
+        if name in dynamic_values:
+            source = DYNAMIC_BROKER_CONFIG
+            synonyms.insert(0, DescribeConfigsSynonym(name=name, value=None if sensitive else value,
+                                                      source=DYNAMIC_BROKER_CONFIG))
         out.append(DescribeConfigsResourceResult(
             name=name, value=None if value is None or sensitive else config_string(value),
-            read_only=name not in dynamic, config_source=source, is_default=source == DEFAULT_CONFIG,
+            read_only=name not in dynamic and name not in dynamic_values, config_source=source,
+            is_default=source == DEFAULT_CONFIG,
             is_sensitive=sensitive, synonyms=synonyms if include_synonyms else [], config_type=_broker_type(name),
             documentation=BROKER_CONFIG_DOCS.get(name) if include_documentation else None))
     return out

@@ -129,6 +129,13 @@ def _refuse_jks(listener: str, kind: str, location: str | None) -> ConfigExcepti
 
 
 def _load_keystore(ctx: ssl.SSLContext, values, listener: str) -> None:
+    pem, password = keystore_pem(values, listener)
+    _load_pem_chain(ctx, pem, password, listener)
+
+
+def keystore_pem(values, listener: str) -> tuple[bytes, str | None]:
+    """The listener's keystore as PEM (key and chain) and the key's password; ConfigException when it cannot be
+    read."""
     location = _text(_value(values, listener, "ssl.keystore.location"))
     inline_key = _text(_value(values, listener, "ssl.keystore.key"))
     inline_chain = _text(_value(values, listener, "ssl.keystore.certificate.chain"))
@@ -138,8 +145,7 @@ def _load_keystore(ctx: ssl.SSLContext, values, listener: str) -> None:
         if kind not in ("PEM", "JKS") or not (inline_key and inline_chain):
             raise ConfigException(f"Listener {listener}: inline ssl.keystore.key and ssl.keystore.certificate.chain "
                                   f"go together, with ssl.keystore.type=PEM")
-        _load_pem_chain(ctx, inline_chain.encode() + b"\n" + inline_key.encode(), key_password, listener)
-        return
+        return inline_chain.encode() + b"\n" + inline_key.encode(), key_password
     if not location:
         raise ConfigException(f"Listener {listener}: a TLS listener needs ssl.keystore.location (or the inline "
                               f"ssl.keystore.key and ssl.keystore.certificate.chain)")
@@ -151,12 +157,23 @@ def _load_keystore(ctx: ssl.SSLContext, values, listener: str) -> None:
         raise ConfigException(f"Listener {listener}: cannot read ssl.keystore.location {location}: "
                               f"{exc.strerror}") from None
     if kind == "PEM":
-        _load_pem_chain(ctx, data, key_password, listener)
-    elif kind == "PKCS12":
-        _load_pem_chain(ctx, _pkcs12_to_pem(data, _text(_value(values, listener, "ssl.keystore.password")),
-                                            listener, "keystore"), None, listener)
-    else:
-        raise ConfigException(f"Listener {listener}: ssl.keystore.type {kind} not served (PEM, PKCS12)")
+        return data, key_password
+    if kind == "PKCS12":
+        return _pkcs12_to_pem(data, _text(_value(values, listener, "ssl.keystore.password")), listener,
+                              "keystore"), None
+    raise ConfigException(f"Listener {listener}: ssl.keystore.type {kind} not served (PEM, PKCS12)")
+
+
+def keystore_certificate(values, listener: str):
+    """The listener's own certificate (the first of the keystore's chain), as a ``cryptography`` certificate: what
+    a dynamic keystore change compares (SslFactory.CertificateEntries)."""
+    from cryptography import x509
+
+    pem, _ = keystore_pem(values, listener)
+    try:
+        return x509.load_pem_x509_certificates(pem)[0]
+    except (ValueError, IndexError):
+        raise ConfigException(f"Listener {listener}: the keystore holds no certificate") from None
 
 
 def _load_pem_chain(ctx: ssl.SSLContext, pem: bytes, password: str | None, listener: str) -> None:

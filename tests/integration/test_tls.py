@@ -286,3 +286,194 @@ def test_sighup_reloads_the_stores_new_connections_get_the_new_ca_and_a_dropped_
     finally:
         node.kill()
         node.close()
+
+
+API_VERSIONS_V0 = b"\x00\x00\x00\x0c\x00\x12\x00\x00\x00\x00\x00\x07\x00\x00\x00\x00"
+
+
+def answers(port: int, ca, client) -> bool:
+    """Whether a TLS client trusting only ``ca`` and showing ``client``'s certificate gets an ApiVersions answer (a
+    refused certificate: TLS 1.3 may let the client finish its side; the broker then closes without an answer)."""
+    context = ssl.create_default_context(cafile=str(ca.pem))
+    context.load_cert_chain(str(client.cert), str(client.key))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        try:
+            tls_sock = context.wrap_socket(s, server_hostname="127.0.0.1")
+            tls_sock.sendall(API_VERSIONS_V0)
+            return len(tls_sock.recv(4)) == 4
+        except (ssl.SSLError, OSError):
+            return False
+
+
+def test_incremental_alter_configs_of_the_listener_stores_reloads_them_and_a_restart_keeps_them(tmp_path):
+    """IncrementalAlterConfigs of ``listener.name.ssl.ssl.keystore.location`` / truststore settings on the broker's
+    resource (Kafka's per-broker dynamic config): a bad keystore and a certificate of another subject are refused
+    and change nothing; new stores at new paths serve new connections at once (a client of the new CA gets in, one
+    of the dropped CA is refused), an open connection keeps working, the password is described as sensitive, the
+    same path re-submitted after its file changed is read again, and a restarted node serves the stores last set."""
+    import shutil
+
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType,
+    )
+
+    from broker.testing.embedded_cluster import reserve_ports
+    from protocol.generated.messages import IncrementalAlterConfigsRequest
+    from protocol.generated.messages import incremental_alter_configs_request as iac
+    from tests.harness import BrokerProcess, wait_until
+    from tests.kafka_wire import KafkaWire
+
+    old_ca, new_ca = CertificateAuthority(tmp_path / "old"), CertificateAuthority(tmp_path / "new", "new-ca")
+    third_ca = CertificateAuthority(tmp_path / "third", "third-ca")
+    old_server, old_client = old_ca.issue("broker", server=True), old_ca.issue("Alice")
+    new_server, new_client = new_ca.issue("broker", server=True), new_ca.issue("Bob")
+    third_client, impostor = third_ca.issue("Carol"), new_ca.issue("not-the-broker", server=True)
+    stores = tmp_path / "stores-v2"  # the new stores at new paths, as an operator rotates them
+    stores.mkdir()
+    shutil.copy(new_server.p12, stores / "keystore.p12")
+    shutil.copy(new_ca.p12, stores / "truststore.p12")
+    plain, tls_port = reserve_ports(2)
+    node = BrokerProcess(tmp_path / "data", overrides={
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls_port}",
+        "listener.name.ssl.ssl.keystore.type": "PEM", "listener.name.ssl.ssl.keystore.location": str(old_server.pem),
+        "listener.name.ssl.ssl.truststore.type": "PEM", "listener.name.ssl.ssl.truststore.location": str(old_ca.pem),
+        "ssl.client.auth": "required"})
+    node.start()
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain}"})
+    prefix = "listener.name.ssl."
+
+    def alter(settings: dict, name: str = "1") -> None:
+        resource = ConfigResource(ResourceType.BROKER, name, incremental_configs=[
+            ConfigEntry(prefix + k, v, incremental_operation=AlterConfigOpType.SET) for k, v in settings.items()])
+        admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+    def refused(settings: dict, name: str = "1") -> tuple[str, str]:
+        with pytest.raises(KafkaException) as e:
+            alter(settings, name)
+        return e.value.args[0].name(), e.value.args[0].str()
+
+    def reloads() -> int:
+        return node.log_lines(r"TLS stores reloaded for SSL \(dynamic broker config\)")
+
+    new_stores = {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(stores / "keystore.p12"),
+                  "ssl.keystore.password": STORE_PASSWORD, "ssl.truststore.type": "PKCS12",
+                  "ssl.truststore.location": str(stores / "truststore.p12"), "ssl.truststore.password": STORE_PASSWORD}
+    try:
+        assert answers(tls_port, old_ca, old_client)
+        kept = ssl.create_default_context(cafile=str(old_ca.pem))
+        kept.load_cert_chain(str(old_client.cert), str(old_client.key))
+        kept = kept.wrap_socket(socket.create_connection(("127.0.0.1", tls_port), timeout=10),
+                                server_hostname="127.0.0.1")
+        # refused, changing nothing: a keystore that is not there, one of another subject, the cluster-default
+        # level, a bare (unprefixed) store key, another broker's id, a key that cannot be dynamic here
+        assert refused({**new_stores, "ssl.keystore.location": str(stores / "missing.p12")}) == \
+            ("INVALID_REQUEST", "Invalid dynamic configuration")
+        assert refused({"ssl.keystore.location": str(impostor.pem)}) == \
+            ("INVALID_REQUEST", "Invalid dynamic configuration")
+        assert node.log_lines("Keystore DistinguishedName does not match") == 1
+        # librdkafka sends a BROKER resource to that broker, and none without a name: the raw requests
+        with KafkaWire(plain) as wire:
+            answer = wire.call(44, 1, IncrementalAlterConfigsRequest(resources=[iac.AlterConfigsResource(
+                resource_type=4, resource_name=name, configs=[iac.AlterableConfig(
+                    name=prefix + k, config_operation=0, value=v) for k, v in new_stores.items()])
+                for name in ("", "2")]))
+        assert [(r.error_code, r.error_message) for r in answer.responses] == [  # INVALID_REQUEST
+            (42, "Cannot update these configs at default cluster level, broker id must be specified: Set(" +
+             ", ".join(sorted(prefix + k for k in new_stores)) + ")"),
+            (42, "Unexpected broker id, expected 1, but received 2")]
+        resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[ConfigEntry(
+            "ssl.keystore.location", "x", incremental_operation=AlterConfigOpType.SET)])
+        with pytest.raises(KafkaException, match="only per-listener using the listener prefix"):
+            admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+        assert refused({"max.connections": "10"}) == ("INVALID_CONFIG", "Cannot update these configs dynamically: "
+                                                      "Set(listener.name.ssl.max.connections)")
+        assert reloads() == 0 and answers(tls_port, old_ca, old_client)
+
+        alter(new_stores)
+        wait_until(lambda: reloads() == 1, 20, 0.1, "the reload")
+        assert answers(tls_port, new_ca, new_client)  # the new keystore (a client trusting only the new CA)
+        assert not answers(tls_port, new_ca, old_client)  # the old CA is no longer trusted
+        assert not answers(tls_port, old_ca, old_client)
+        kept.sendall(API_VERSIONS_V0)  # the connection opened before the change still answers
+        assert len(kept.recv(4)) == 4
+        kept.close()
+        described = admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")])
+        entries = next(iter(described.values())).result(timeout=30)
+        location, password = entries[prefix + "ssl.keystore.location"], entries[prefix + "ssl.keystore.password"]
+        dynamic = ConfigSource.DYNAMIC_BROKER_CONFIG.value
+        assert (location.value, location.source, location.is_read_only) == (str(stores / "keystore.p12"), dynamic,
+                                                                            False)
+        assert (password.value, password.is_sensitive, password.source) == (None, True, dynamic)
+
+        # the same path again, its file now a truststore of another CA: read again (KAFKA-14136)
+        shutil.copy(third_ca.p12, stores / "truststore.p12")
+        alter({"ssl.truststore.location": str(stores / "truststore.p12")})
+        wait_until(lambda: reloads() == 2, 20, 0.1, "the reload of the re-submitted truststore")
+        assert answers(tls_port, new_ca, third_client) and not answers(tls_port, new_ca, new_client)
+
+        node.terminate()
+        node.start()
+        assert answers(tls_port, new_ca, third_client)  # the dynamic stores, not the static ones
+        assert not answers(tls_port, old_ca, old_client)
+        assert round_trip({"bootstrap.servers": f"127.0.0.1:{tls_port}", "security.protocol": "SSL",
+                           "ssl.ca.location": str(new_ca.pem), "ssl.certificate.location": str(third_client.cert),
+                           "ssl.key.location": str(third_client.key)}, "after-restart", 3) == [b"v0", b"v1", b"v2"]
+    finally:
+        node.kill()
+        node.close()
+
+
+def test_the_inter_broker_listener_rotates_its_ca_through_a_truststore_of_both_and_the_nodes_links_follow(tmp_path):
+    """On the inter-broker listener, straight to a new CA is refused (peers on the old stores could no longer shake
+    hands: SslEngineValidator); a truststore of both CAs, then the new keystore, are accepted, and this node's own
+    links to that listener (replication, as peers' followers) use them too, also after a restart."""
+    from protocol.generated.messages import AlterConfigsRequest, IncrementalAlterConfigsRequest
+    from protocol.generated.messages import alter_configs_request as ac
+    from protocol.generated.messages import incremental_alter_configs_request as iac
+    from tests.kafka_wire import KafkaWire
+
+    old_ca, new_ca = CertificateAuthority(tmp_path / "old"), CertificateAuthority(tmp_path / "new", "new-ca")
+    both = tmp_path / "both.pem"
+    both.write_bytes(old_ca.pem.read_bytes() + new_ca.pem.read_bytes())
+    old_key, new_key = old_ca.issue("broker", server=True), new_ca.issue("broker", server=True)
+    prefix = "listener.name.ssl."
+    overrides = {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "inter.broker.listener.name": "SSL",
+                 "ssl.endpoint.identification.algorithm": "",
+                 f"{prefix}ssl.keystore.type": "PEM", f"{prefix}ssl.keystore.location": str(old_key.pem),
+                 f"{prefix}ssl.truststore.type": "PEM", f"{prefix}ssl.truststore.location": str(old_ca.pem),
+                 f"{prefix}ssl.client.auth": "required"}
+    with EmbeddedBroker(data_dir=tmp_path / "data", overrides=overrides) as b:
+        links = b.broker.links
+
+        def alter(settings: dict) -> tuple[int, str | None]:
+            with KafkaWire(b.broker.bound_port("PLAINTEXT")) as wire:
+                r = wire.call(44, 1, IncrementalAlterConfigsRequest(resources=[iac.AlterConfigsResource(
+                    resource_type=4, resource_name="1", configs=[iac.AlterableConfig(
+                        name=prefix + k, config_operation=0, value=str(v)) for k, v in settings.items()])]))
+            return r.responses[0].error_code, r.responses[0].error_message
+
+        def trusted() -> int:
+            return len(links.security.ssl.get_ca_certs())
+
+        assert trusted() == 1
+        assert alter({"ssl.keystore.location": new_key.pem, "ssl.truststore.location": new_ca.pem}) == \
+            (42, "Invalid dynamic configuration")
+        # the legacy AlterConfigs is checked the same way (validate_only: nothing changes)
+        with KafkaWire(b.broker.bound_port("PLAINTEXT")) as wire:
+            legacy = [wire.call(33, 2, AlterConfigsRequest(validate_only=True, resources=[ac.AlterConfigsResource(
+                resource_type=4, resource_name="1", configs=[ac.AlterableConfig(
+                    name=prefix + "ssl.truststore.location", value=str(path))])])).responses[0].error_code
+                for path in (tmp_path / "missing.pem", both)]
+        assert legacy == [42, 0] and trusted() == 1
+        assert alter({"ssl.truststore.location": both}) == (0, None)
+        wait_until(lambda: trusted() == 2, 20, 0.05, "the links' new truststore")
+        assert answers(b.broker.bound_port("SSL"), old_ca, new_ca.issue("Bob"))  # the new CA's clients get in
+        assert alter({"ssl.keystore.location": new_key.pem}) == (0, None)
+        wait_until(lambda: answers(b.broker.bound_port("SSL"), new_ca, old_ca.issue("Alice")), 20, 0.1,
+                   "the new keystore")
+    # restarted: the stores last set, though they would not shake hands with the static ones (old CA only)
+    with EmbeddedBroker(data_dir=tmp_path / "data", overrides=overrides) as b:
+        assert answers(b.broker.bound_port("SSL"), new_ca, old_ca.issue("Alice"))
+        assert len(b.broker.links.security.ssl.get_ca_certs()) == 2

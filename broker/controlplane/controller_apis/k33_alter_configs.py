@@ -1,6 +1,7 @@
 """AlterConfigs on the controller (ConfigurationControlManager.legacyAlterConfigs): a TOPIC resource's
 overrides are replaced by exactly the given set, validated as IncrementalAlterConfigs; per-resource
-errors; validate_only. Dynamic BROKER configs are not implemented (INVALID_CONFIG)."""
+errors; validate_only. A BROKER resource's dynamic configs are replaced likewise (only the per-broker SSL store
+settings under a listener prefix can be set: cluster/dynamic_broker_config.py)."""
 
 from __future__ import annotations
 

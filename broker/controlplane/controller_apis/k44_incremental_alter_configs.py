@@ -2,13 +2,14 @@
 configs SET/DELETE/APPEND/SUBTRACT (APPEND and SUBTRACT only on list configs), validated against the topic
 config definitions (unknown key, bad type or range: INVALID_CONFIG), committed as ConfigRecords;
 CLIENT_METRICS subscriptions (``metrics``, ``interval.ms``, ``match``; APPEND/SUBTRACT on the two lists)
-validated as ClientMetricsConfigs; validate_only checks without records. Dynamic BROKER configs are not
-implemented (INVALID_CONFIG)."""
+validated as ClientMetricsConfigs; BROKER resources: the per-broker SSL store settings under a listener prefix
+(cluster/dynamic_broker_config.py; any other key INVALID_CONFIG), a record for every key named (KAFKA-14136);
+validate_only checks without records."""
 
 from __future__ import annotations
 
 from broker.config.alter_configs import (
-    CLIENT_METRICS, alter_resources, incremental_overrides, incremental_topic_overrides,
+    BROKER, CLIENT_METRICS, alter_resources, incremental_overrides, incremental_topic_overrides,
 )
 from broker.controlplane.controller_apis.context import ControllerContext
 from cluster import client_metrics
@@ -24,6 +25,8 @@ def _apply_ops(resource, current: dict[str, str]) -> dict[str, str]:
     ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
     if resource.resource_type == CLIENT_METRICS:
         return incremental_overrides(current, ops, client_metrics.LIST_CONFIGS, {})
+    if resource.resource_type == BROKER:  # the dynamic keys (SSL stores) are no lists
+        return incremental_overrides(current, ops, frozenset(), {})
     return incremental_topic_overrides(current, ops)
 
 
