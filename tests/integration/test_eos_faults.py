@@ -136,7 +136,9 @@ class App:
         self._out.close()
 
     def stop(self) -> int:
-        """SIGTERM, the app's own stop between transactions; kill -9 if it does not exit."""
+        """SIGTERM, the app's own stop between transactions; kill -9 if it does not exit. A fresh start is first
+        let say it is ready: a SIGTERM before its handler is installed (still importing) kills it (exit -15)."""
+        wait_until(lambda: self.said("ready") or self.proc.poll() is not None, STALL_S, 0.05, f"{self.name} ready")
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)
             self.proc.send_signal(signal.SIGTERM)
