@@ -55,9 +55,13 @@ PARALLEL_TESTS := tests/protocol tests/storage tests/cluster tests/sim tests/tes
 	  test_kafkajs.py test_kcat.py test_quotas.py test_read_committed_aborted.py test_sasl.py test_transactions.py \
 	  test_transactions_observed.py test_tls.py test_zero_copy.py test_transactional_offsets.py) \
 	$(addprefix tests/spark_jobs/,test_scan.py test_worker_python.py test_partition_pass.py)
-# the in-process (EmbeddedBroker) tests of modules whose other tests run clusters, by node id prefix: on both cores
-# too (the one-at-a-time run deselects them)
+# the in-process (EmbeddedBroker) tests of modules whose other tests run clusters, and the compose file checks
+# (docker-compose config, node processes that refuse to start), by node id prefix: on both cores too (the
+# one-at-a-time run deselects them)
 PARALLEL_NODES := $(addprefix tests/integration/,\
+	test_compose.py::test_docker_compose_accepts_the_file \
+	test_compose.py::test_the_compose_files_follow_the_issue \
+	test_compose.py::test_container_run_refuses_bad_input_naming_the_conflict \
 	test_fetch_sessions.py::test_sessions_on_the_wire \
 	test_fetch_sessions.py::test_kafka_python_consumer_uses_incremental_fetch_sessions \
 	test_fetch_sessions.py::test_confluent_kafka_consumer_keeps_working \
