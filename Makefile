@@ -45,19 +45,35 @@ java:  # the PySpark tests need a JVM
 	@command -v java >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jre-headless; }
 
 ## create/update .venv with the test extras, install kcat (and a JVM for Spark) if missing, run the suite
-# the pure-Python unit tests, the in-process broker and group tests and the single-broker client tests run on both
-# cores (pytest-xdist): no clusters, no faults timed against each other; everything else after them, one test at
-# a time (clusters of processes, fault injection, Spark). PYTEST_ARGS go to both runs.
+# the pure-Python unit tests, the in-process broker and group tests, the single-broker client tests and the Spark
+# package's tests that start no Spark run on both cores (pytest-xdist): no clusters, no faults timed against each
+# other; everything else after them, one test at a time (clusters of processes, fault injection, Spark). PYTEST_ARGS
+# go to both runs.
 PARALLEL_TESTS := tests/protocol tests/storage tests/cluster tests/sim tests/test_layering.py tests/test_readme_layout.py tests/test_skip_policy.py \
 	tests/broker tests/groups tests/jepsen \
 	$(addprefix tests/integration/,test_aiokafka.py test_authz_data.py test_authz_groups.py test_bad_input.py test_confluent_kafka.py test_kafka_python.py \
 	  test_kafkajs.py test_kcat.py test_quotas.py test_read_committed_aborted.py test_sasl.py test_transactions.py \
-	  test_transactions_observed.py test_tls.py test_zero_copy.py)
+	  test_transactions_observed.py test_tls.py test_zero_copy.py test_transactional_offsets.py) \
+	$(addprefix tests/spark_jobs/,test_scan.py test_worker_python.py test_partition_pass.py)
+# the in-process (EmbeddedBroker) tests of modules whose other tests run clusters, and the compose file checks
+# (docker-compose config, node processes that refuse to start), by node id prefix: on both cores too (the
+# one-at-a-time run deselects them)
+PARALLEL_NODES := $(addprefix tests/integration/,\
+	test_compose.py::test_docker_compose_accepts_the_file \
+	test_compose.py::test_the_compose_files_follow_the_issue \
+	test_compose.py::test_container_run_refuses_bad_input_naming_the_conflict \
+	test_fetch_sessions.py::test_sessions_on_the_wire \
+	test_fetch_sessions.py::test_kafka_python_consumer_uses_incremental_fetch_sessions \
+	test_fetch_sessions.py::test_confluent_kafka_consumer_keeps_working \
+	test_transactions_v2.py::test_the_same_transactions_at_transaction_version \
+	test_transactions_v2.py::test_kafka_17754_a_delayed_end_txn \
+	test_transactions_v2.py::test_tv2_requests_where_they_do_not_belong_get_kafkas_errors_and_change_nothing)
 
 test: cc venv-test kcat java iproute2 docker-compose
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -n 2 $(PARALLEL_TESTS) $(PYTEST_ARGS); unit=$$?; \
-	$(PY) -m pytest $(foreach t,$(PARALLEL_TESTS),--ignore=$(t)) --durations=40 $(PYTEST_ARGS); rest=$$?; \
+	$(PY) -m pytest -n 2 $(PARALLEL_TESTS) $(PARALLEL_NODES) $(PYTEST_ARGS); unit=$$?; \
+	$(PY) -m pytest $(foreach t,$(PARALLEL_TESTS),--ignore=$(t)) $(foreach t,$(PARALLEL_NODES),--deselect=$(t)) \
+	  --durations=40 $(PYTEST_ARGS); rest=$$?; \
 	[ $$unit = 0 ] && [ $$rest = 0 ]
 
 ## the long profiles, run by hand (not in CI): Raft simulation seeds, controller kills, replication faults (also

@@ -255,10 +255,20 @@ class NodeProcess:
 
     def terminate(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait: a graceful stop (of a paused node too); returns the exit code."""
+        self.send_sigterm()
+        return self.wait_exit(timeout)
+
+    def send_sigterm(self) -> None:
+        """SIGTERM (and SIGCONT, for a paused node), once: a second SIGTERM can land after the node's event loop
+        has closed and taken its handler with it, and kill the process instead (exit -15)."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)
+
+    def wait_exit(self, timeout: float = 30.0) -> int:
+        """Wait for the exit a ``send_sigterm`` asked for; kill -9 and fail after ``timeout``."""
+        assert self.proc is not None
         try:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -444,6 +454,24 @@ class ProcessCluster:
         """Undo every ``isolate``: all nodes reach each other again."""
         for i in self.nodes:
             self._set_faults(i, [])
+
+    def terminate(self, timeout: float = 30.0) -> dict[int, int]:
+        """A graceful stop of every node (SIGTERM, controlled shutdown) in Kafka's order: the broker-only nodes
+        first, together, then the voters one at a time; node id -> exit code. A broker's controlled shutdown needs
+        the controller quorum to confirm it: brokers stopped after the controllers each waited out their grace
+        (10 s) for an answer that could not come. The voters go one by one, so each leaves a quorum that has its
+        last records (voters stopped together can leave one with an uncommitted tail that no other log has); a
+        combined node stopped last has no quorum for its own controlled shutdown and waits out its grace."""
+        codes: dict[int, int] = {}
+        brokers_only = [i for i in self.nodes if i not in self.controller_ports and self.nodes[i].alive()]
+        for i in brokers_only:
+            self.nodes[i].send_sigterm()
+        for i in brokers_only:
+            codes[i] = self.nodes[i].wait_exit(timeout)
+        for i in self.controller_ports:
+            if self.nodes[i].alive():
+                codes[i] = self.nodes[i].terminate(timeout)
+        return codes
 
     def close(self) -> None:
         """SIGKILL every node (a test cluster has nothing worth a graceful shutdown) and close its log."""

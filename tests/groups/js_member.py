@@ -34,11 +34,17 @@ def _install(npm: str) -> None:
 
 
 class JsMember:
-    def __init__(self, bootstrap, group, topic, name, log_path: str | None = None):
-        """``log_path``: KafkaJS's own debug log goes there (else nowhere)."""
+    def __init__(self, bootstrap, group, topic, name, log_path: str | None = None, retries: int | None = None):
+        """``log_path``: KafkaJS's own debug log goes there (else nowhere). ``retries``: the consumer's retry
+        count (KafkaJS's default, 5, when None): its retriers nest (a commit's inside the runner's), so the
+        default takes ~50 s of retrying the same broker before the consumer restarts."""
         ensure_kafkajs()
         self.lines: list[str] = []
-        env = {**os.environ, "KAFKAJS_LOG_LEVEL": "DEBUG"} if log_path else None
+        env = dict(os.environ)
+        if log_path:
+            env["KAFKAJS_LOG_LEVEL"] = "DEBUG"
+        if retries is not None:
+            env["KAFKAJS_CONSUMER_RETRIES"] = str(retries)
         self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(["node", os.path.join(JS, "member.js"), bootstrap, group, topic, name],
                                      stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)

@@ -138,8 +138,7 @@ def test_controller_kills_keep_every_acknowledged_change_and_logs_agree(cluster)
         res = ConfigResource(ConfigResource.Type.TOPIC, name)
         until(lambda res=res, value=value: a.describe_configs([res])[res].result(15)["retention.ms"].value == value,
               30, f"retention.ms={value} of {name} described")
-    for n in c.nodes.values():
-        assert n.terminate(timeout=30) == 0
+    assert set(c.terminate(timeout=30).values()) == {0}
     logs = {i: metadata_records(n.data_dir) for i, n in c.nodes.items()}
     shortest = min(len(v) for v in logs.values())
     assert shortest > 0

@@ -5,6 +5,11 @@ while the broker coordinating the most groups is killed (it leads partitions of 
 killed first; ``ODRADEK_SOAK=1``: a leader, then every broker that coordinates a group, in turn);
 ``__consumer_offsets`` has three replicas, so a group's new coordinator loads it from its own replica.
 
+KafkaJS 2.2.4 keeps committing to the coordinator it joined through even after that broker answers
+NOT_COORDINATOR (it re-finds a coordinator only by restarting its consumer, once its nested retriers give up:
+~50 s at its default of 5 retries); in CI its consumer retries once, so the same restart comes within seconds
+(``ODRADEK_SOAK=1`` keeps KafkaJS's default).
+
 Every acknowledged record is processed by every group, and a group processes a record twice only when the
 commit after its first processing failed (or the client rewound by itself, see ``Runner.rewound``): the
 groups keep their committed offsets across the coordinator kills and resume from them.
@@ -86,7 +91,7 @@ def test_clients_ride_through_a_leader_kill_and_coordinator_kills(cluster):
         for r in runners.values():
             r.start()
         js = JsMember(c.bootstrap, "ride-kafkajs", TOPIC, "kafkajs-member",
-                      log_path=str(c.root / "kafkajs-member.log"))
+                      log_path=str(c.root / "kafkajs-member.log"), retries=None if SOAK else 1)
         until(lambda: all(len(r.assigned) == PARTITIONS for r in runners.values())
               and len(js.assigned()) == PARTITIONS, 60, "every group's member to own every partition")
         time.sleep(1.0)

@@ -3,6 +3,7 @@
 // processes, "C partition offset" once its commit of offset+1 succeeded (before taking the next one), and
 // leaves the group on SIGTERM. The bootstrap argument may list several brokers, comma-separated.
 // "CRASH <error> <restart>" when KafkaJS's runner crashes; KAFKAJS_LOG_LEVEL=DEBUG logs KafkaJS to stderr.
+// KAFKAJS_CONSUMER_RETRIES sets the consumer's retry count (KafkaJS's default, 5, when unset).
 const { Kafka, logLevel } = require('kafkajs')
 
 const [bootstrap, groupId, topic, clientId] = process.argv.slice(2)
@@ -11,7 +12,11 @@ const level = logLevel[process.env.KAFKAJS_LOG_LEVEL || 'NOTHING']
 const toStderr = () => ({ namespace, label, log }) => process.stderr.write(JSON.stringify({ label, namespace, ...log }) + '\n')
 const kafka = new Kafka({ clientId, brokers: bootstrap.split(','), logLevel: level, logCreator: toStderr })
 // maxWaitTimeInMs below the session timeout: KafkaJS only heartbeats between fetches
-const consumer = kafka.consumer({ groupId, sessionTimeout: 3000, heartbeatInterval: 300, rebalanceTimeout: 10000, maxWaitTimeInMs: 200 })
+const retries = process.env.KAFKAJS_CONSUMER_RETRIES
+const consumer = kafka.consumer({
+  groupId, sessionTimeout: 3000, heartbeatInterval: 300, rebalanceTimeout: 10000, maxWaitTimeInMs: 200,
+  ...(retries ? { retry: { retries: Number(retries) } } : {})
+})
 const out = (line) => process.stdout.write(line + '\n')
 
 async function main () {
