@@ -206,7 +206,8 @@ def run_half(b, kind: type[Producing], key: str, args, label: str) -> dict:
     free_rate = rate_between(free.marks, 12.0, args.seconds)
     out = {"quota": args.quota, "limited_rate_12s_on": limited_rate, "limited_vs_quota": limited_rate / args.quota,
            "limited_throttle_max_ms": limited.throttle_max, "free_solo_rate": solo_rate,
-           "free_rate_beside": free_rate, "free_vs_solo": free_rate / solo_rate, "load_average_end": loadavg()}
+           "free_rate_beside": free_rate, "free_vs_solo": free_rate / solo_rate, "load_average_end": loadavg(),
+           "limited_marks": [(round(t, 2), n) for t, n in limited.marks]}
     print(f"{label}: limited ({key} {args.quota / 1e6:.2f} MB/s): {limited_rate / 1e6:.3f} MB/s from 12 s to "
           f"{args.seconds:.0f} s = {out['limited_vs_quota']:.2f} of the quota (target 0.8-1.2); throttle_time_ms up "
           f"to {limited.throttle_max} (target > 0)")
@@ -240,11 +241,11 @@ def main(argv: list[str] | None = None) -> int:
         b = bench_broker.start_odradek(workdir, "odradek-quotas")
         try:
             if args.half in ("produce", "both"):
-                bench_broker.create_topic(b.bootstrap, "limited-topic", 1)
-                bench_broker.create_topic(b.bootstrap, "free-topic", 1)
+                bench_broker.create_topic(b.client, "limited-topic", 1)
+                bench_broker.create_topic(b.client, "free-topic", 1)
                 out = run_half(b, Producing, "producer_byte_rate", args, "produce")
             if args.half in ("consume", "both"):
-                bench_broker.create_topic(b.bootstrap, "read-topic", 1)
+                bench_broker.create_topic(b.client, "read-topic", 1)
                 prefill(b.bootstrap, "read-topic", args.prefill_mb)
                 out["consume"] = run_half(b, Consuming, "consumer_byte_rate", args, "consume")
         finally:
