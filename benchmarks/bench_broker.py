@@ -45,6 +45,13 @@ record bytes are read and encrypted in 256 KiB pieces. Side runs of this mode:
   ``--handshake-wave``, each doing ApiVersions then closing: connections/s, broker and client CPU ms per
   connection, the broker's event-loop lag histogram and an ApiVersions probe's round trips from another process;
 * ``--profile`` (off by default here) profiles the broker with its clients on the secured listener.
+
+The authorizer's cost (issue 29), ``--acls N``: no Tansu; two odradek brokers with the same SASL_PLAINTEXT
+(PLAIN) listener, one with StandardAuthorizer and N ACLs from its first start (the client's own, and fillers over
+other topics and groups, literal and prefixed, ALLOW and DENY, some for other users on prefixes of the client's
+topics), one without an authorizer; the cases in pairs (which goes first alternating), ratios authorizer/none of
+broker CPU-seconds per GB; target <= 1.10 at 100 B, 6 partitions
+(``--acls 1000 --sizes 100 --partitions 6 --acks 1 --paced-rate 0``).
 """
 
 from __future__ import annotations
@@ -263,16 +270,19 @@ def start_tansu(binary: str, workdir: str) -> BrokerProc:
                                 "--storage-engine", "memory://tansu/"], port, workdir).start()
 
 
-def odradek_argv(port: int, data_dir: str, secured: "Secured | None" = None) -> list[str]:
+def odradek_argv(port: int, data_dir: str, secured: "Secured | AclSetup | None" = None) -> list[str]:
     listeners = secured.listeners if secured is not None else f"PLAINTEXT://127.0.0.1:{port}"
     extra = [a for k, v in (secured.overrides if secured is not None else {}).items()
              for a in ("--override", f"{k}={v}")]
-    return ["--config", os.path.join(REPO, "config", "single-node.yaml"),
+    config = getattr(secured, "config_path", None)
+    if config is not None:  # config/single-node.yaml with the setup's properties, in a 0600 file: they hold secrets
+        config, extra = config(data_dir), []
+    return ["--config", config or os.path.join(REPO, "config", "single-node.yaml"),
             "--override", f"listeners={listeners}", "--override", f"advertised.listeners={listeners}",
             "--override", f"log.dirs={data_dir}", *extra, "--log-level", "WARNING"]
 
 
-def start_odradek(workdir: str, name: str = "odradek", secured: "Secured | None" = None) -> BrokerProc:
+def start_odradek(workdir: str, name: str = "odradek", secured: "Secured | AclSetup | None" = None) -> BrokerProc:
     port = secured.ports["PLAINTEXT"] if secured is not None else free_port()
     data = os.path.join(workdir, f"{name}-data")
     exe = os.path.join(VENV_BIN, "odradek")
@@ -380,6 +390,157 @@ class ListenerArm:
         if key == "broker":
             raise AttributeError(key)
         return getattr(self.broker, key)
+
+
+# ---- the authorizer's cost (--acls) ---------------------------------------------------------------------
+
+ACL_USER = "bench"
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+ACL_TARGET = 1.10  # --acls: broker CPU-s/GB with the authorizer and N ACLs / without, 100 B, 6 partitions
+
+
+class AclSetup:
+    """Two brokers alike but for Kafka's StandardAuthorizer: both with one SASL_PLAINTEXT (PLAIN) listener and the
+    benchmark's user ``bench``; the ``authorizer`` one also has ``authorizer.class.name`` and ``n`` ACLs from its
+    first start (records in its bootstrap.checkpoint, as ``odradek format`` writes them): the client's own (the
+    ``bench-``/``warmup-`` topics: CREATE, DELETE, WRITE, READ, DESCRIBE by prefix; its groups; the cluster's
+    IDEMPOTENT_WRITE) and fillers over other resources, literal and prefixed, ALLOW and DENY, some of them for
+    other users on prefixes of the client's own topics (``b``, ``be``, ``ben``...) so that the lookup for the
+    client's topics walks ACLs that do not apply to it. The properties go in a 0600 config file per broker."""
+
+    def __init__(self, workdir: str, name: str, n: int, authorizer: bool) -> None:
+        import secrets
+
+        self.workdir, self.name, self.n, self.authorizer = workdir, name, n, authorizer
+        self.password = secrets.token_urlsafe(18)
+        self.ports = {"PLAINTEXT": free_port()}
+        self.listeners = f"PLAINTEXT://127.0.0.1:{self.ports['PLAINTEXT']}"
+        admin = secrets.token_urlsafe(18)  # the node's own login (a super user), unused by one node
+        jaas = (f'{PLAIN_MODULE} required username="admin" password="{admin}" user_admin="{admin}" '
+                f'user_{ACL_USER}="{self.password}";')
+        self.overrides = {"listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT",
+                          "listener.name.plaintext.sasl.enabled.mechanisms": "PLAIN",
+                          "listener.name.plaintext.plain.sasl.jaas.config": jaas,
+                          "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                          "metrics.prometheus.listener": "127.0.0.1:0"}
+        if authorizer:
+            from cluster.authorizer import AUTHORIZER_CLASS
+
+            self.overrides.update({"authorizer.class.name": AUTHORIZER_CLASS, "super.users": "User:admin"})
+        self.client = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                       "sasl.username": ACL_USER, "sasl.password": self.password}
+        self.acl_count = 0
+
+    def config_path(self, data_dir: str) -> str:
+        import yaml
+
+        with open(os.path.join(REPO, "config", "single-node.yaml")) as f:
+            props = yaml.safe_load(f)
+        props.update({**self.overrides, "listeners": self.listeners, "advertised.listeners": self.listeners,
+                      "log.dirs": data_dir})
+        path = os.path.join(self.workdir, f"{self.name}.yaml")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            yaml.safe_dump(props, f)
+        if self.authorizer:
+            self._bootstrap(data_dir)
+        return path
+
+    def acls(self) -> list:
+        """The client's ACLs, then fillers up to ``n`` in all."""
+        import random
+
+        from cluster.acls import CLUSTER_NAME, AclOperation as Op, AclPermissionType as Perm, PatternType, \
+            ResourceType as Res
+        from protocol.generated.metadata import AccessControlEntryRecord
+
+        def acl(principal, res, name, op, perm=Perm.ALLOW, pattern=PatternType.LITERAL):
+            return AccessControlEntryRecord(id=uuid.uuid4().bytes, resource_type=int(res), resource_name=name,
+                                            pattern_type=int(pattern), principal=principal, host="*",
+                                            operation=int(op), permission_type=int(perm))
+
+        me = f"User:{ACL_USER}"
+        out = [acl(me, Res.TOPIC, prefix, op, pattern=PatternType.PREFIXED) for prefix in ("bench-", "warmup-")
+               for op in (Op.CREATE, Op.DELETE, Op.WRITE, Op.READ, Op.DESCRIBE)]
+        out += [acl(me, Res.GROUP, "bench-", Op.READ, pattern=PatternType.PREFIXED),
+                acl(me, Res.CLUSTER, CLUSTER_NAME, Op.IDEMPOTENT_WRITE)]
+        rng = random.Random(29)
+        ops = (Op.READ, Op.WRITE, Op.DESCRIBE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE_CONFIGS)
+        for i in range(max(0, self.n - len(out))):
+            user = f"User:app{i % 97}"
+            kind = i % 10
+            if kind == 0:  # another user's ACL on a prefix of the client's topics: looked at, does not apply
+                name, pattern, res = "bench-"[:1 + i % 6], PatternType.PREFIXED, Res.TOPIC
+            elif kind in (1, 2, 3):
+                name, pattern, res = f"orders-{i}-", PatternType.PREFIXED, Res.TOPIC
+            elif kind == 4:
+                name, pattern, res = f"group-{i}", PatternType.LITERAL, Res.GROUP
+            else:
+                name, pattern, res = f"events-{i}", PatternType.LITERAL, Res.TOPIC
+            perm = Perm.DENY if i % 13 == 0 else Perm.ALLOW
+            out.append(acl(user, res, name, rng.choice(ops), perm, pattern))
+        return out
+
+    def _bootstrap(self, data_dir: str) -> None:
+        from pathlib import Path
+
+        from broker.quorum.bootstrap_metadata import write_bootstrap
+        from cluster.controller import BOOTSTRAP_FEATURES
+
+        if os.path.exists(data_dir):
+            return
+        records = self.acls()
+        write_bootstrap(Path(data_dir), dict(BOOTSTRAP_FEATURES), records)
+        self.acl_count = len(records)
+
+    def ready(self, b: BrokerProc) -> None:
+        """The authorizer is on: a topic outside the client's ACLs is refused to it."""
+        if not self.authorizer:
+            return
+        from confluent_kafka import KafkaError, KafkaException
+
+        admin = AdminClient({"bootstrap.servers": b.bootstrap, **self.client, "log_level": 4})
+        name = f"not-granted-{uuid.uuid4().hex[:6]}"
+        try:
+            admin.create_topics([NewTopic(name, 1, 1)], request_timeout=30)[name].result(timeout=30)
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                return
+            raise
+        raise RuntimeError(f"{self.name}: the authorizer let {ACL_USER} create {name}")
+
+    def arm(self, b: BrokerProc) -> "ListenerArm":
+        return ListenerArm(self.name, b, self.ports["PLAINTEXT"], self.client)
+
+
+def print_acl_costs(results: list[CaseResult], names: tuple[str, str]) -> list[dict]:
+    """Per case and phase: the median over the run pairs of broker CPU-seconds per GB with the authorizer /
+    without (the same records in both runs of a pair, so the CPU-seconds ratio), with the min-max."""
+    num, den = names
+    out = []
+    print(f"\n== Authorizer cost: broker CPU-s/GB, {num} / {den}, median of the pairs (min-max); "
+          f"target <= {ACL_TARGET:.2f} ==")
+    cases = sorted({(r.size, r.partitions, r.acks) for r in results})
+    for size, parts, acks in cases:
+        runs = {name: sorted((r for r in results if (r.broker, r.size, r.partitions, r.acks) ==
+                              (name, size, parts, acks) and _ok(r)), key=lambda r: r.rep) for name in names}
+        pairs = list(zip(runs[num], runs[den]))
+        row = {"size": size, "partitions": parts, "acks": acks, "pairs": len(pairs)}
+        for phase in ("produce", "consume"):
+            def cpu_per_gb(r: CaseResult) -> float:
+                records = r.records if phase == "produce" else r.consumed
+                return getattr(r, f"{phase}_cpu") / (size * records / 1e9) if records else float("nan")
+
+            ratios = [cpu_per_gb(a) / cpu_per_gb(b) for a, b in pairs if cpu_per_gb(b) > 0]
+            per_gb = {name: _median([cpu_per_gb(r) for r in runs[name]]) for name in names}
+            row[phase] = {"ratio": _median(ratios), "min": min(ratios, default=float("nan")),
+                          "max": max(ratios, default=float("nan")), "cpu_s_per_gb": per_gb,
+                          "ok": _median(ratios) <= ACL_TARGET}
+            print(f"  {size:>5} B {parts}p acks={acks:<3} {phase:<8} {per_gb[num]:7.1f} / {per_gb[den]:7.1f} "
+                  f"CPU-s/GB = {_median(ratios):.3f} ({min(ratios, default=float('nan')):.3f}-"
+                  f"{max(ratios, default=float('nan')):.3f}) {'ok' if row[phase]['ok'] else 'ABOVE TARGET'}")
+        out.append(row)
+    return out
 
 
 # ---- clients ---------------------------------------------------------------------------------------
@@ -1296,6 +1457,11 @@ def main() -> int:
                           "listener, the cases run over PLAINTEXT and this one in pairs; ratios this/PLAINTEXT, "
                           f"targets at 1 KiB >= {SECURE_TARGETS['produce']:g}x produce, "
                           f">= {SECURE_TARGETS['consume']:g}x consume (zero-copy off by default)")
+    sec.add_argument("--acls", type=int, default=None, metavar="N",
+                     help="instead of Tansu: two odradek brokers with a SASL_PLAINTEXT (PLAIN) listener, one with "
+                          "StandardAuthorizer and N ACLs (the client's and fillers), the other without an "
+                          "authorizer, the cases in pairs; broker CPU-s/GB ratios authorizer/none, target <= "
+                          f"{ACL_TARGET:.2f} (try --sizes 100 --partitions 6 --acks 1 --acls 1000)")
     sec.add_argument("--no-cases", action="store_true", help="skip the throughput cases (side runs only)")
     sec.add_argument("--big-fetch", action="store_true",
                      help="peak broker RSS while --big-fetch-consumers consumers fetch with fetch.max.bytes = "
@@ -1311,16 +1477,21 @@ def main() -> int:
     args = ap.parse_args()
     if args.handshakes and not args.security:
         ap.error("--handshakes runs on the --security broker")
+    if args.acls is not None and args.security:
+        ap.error("--acls and --security are separate comparisons")
+    acl_mode = args.acls is not None
     t_start = time.monotonic()
 
     n100 = args.records or (20_000 if args.quick else 1_000_000 if args.long else 200_000)
     n1k = args.records_1k or (n100 if args.long else max(1, n100 // 2))
     repeat = args.repeat or (1 if args.quick else 5 if args.long else 3)
     paced_rate = args.paced_rate if args.paced_rate is not None else 0.0 if args.long else 5000.0
-    zero_copy = args.zero_copy if args.zero_copy is not None else not (args.long or args.security)
-    profile = args.profile if args.profile is not None else not (args.long or args.security)
-    names = (args.security, "PLAINTEXT") if args.security else ("odradek", "tansu")
-    target = secure_target if args.security else (lambda phase, size: TARGET)
+    zero_copy = args.zero_copy if args.zero_copy is not None else not (args.long or args.security or acl_mode)
+    profile = args.profile if args.profile is not None else not (args.long or args.security or acl_mode)
+    names = (args.security, "PLAINTEXT") if args.security else ("authorizer", "none") if acl_mode else \
+        ("odradek", "tansu")
+    target = secure_target if args.security else (lambda phase, size: None) if acl_mode else \
+        (lambda phase, size: TARGET)
     acks_list = args.acks.split(",")
     sizes = [int(s) for s in args.sizes.split(",")]
     parts = [int(p) for p in args.partitions.split(",")]
@@ -1365,13 +1536,23 @@ def main() -> int:
             print(f"odradek: listeners {secured.listeners} (SASL_SSL: {SCRAM_MECHANISM}), config/single-node.yaml, "
                   f"data on disk in {workdir}/odradek-data; {names[0]} and {names[1]} in pairs, "
                   f"{names[1]} first in even pairs")
+        elif acl_mode:
+            for name in names:
+                setup = AclSetup(workdir, name, args.acls, authorizer=name == "authorizer")
+                b = brokers[name] = start_odradek(workdir, name, secured=setup)
+                arms[name] = setup.arm(b)
+                if setup.authorizer:
+                    report["acls"] = setup.acl_count
+            print(f"odradek x2: SASL_PLAINTEXT/PLAIN, config/single-node.yaml; 'authorizer': StandardAuthorizer with "
+                  f"{report['acls']} ACLs from the first start; 'none': no authorizer; in pairs, which goes first "
+                  f"alternating")
         elif not args.no_tansu:
             binary = tansu_binary(args.tansu)
             ver = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
             print(f"peer: {ver} ({binary}), storage memory://")
             report["tansu"] = ver
             brokers["tansu"] = start_tansu(binary, workdir)
-        if not args.security:
+        if not args.security and not acl_mode:
             brokers["odradek"] = start_odradek(workdir)
             print(f"odradek: {brokers['odradek'].bootstrap}, config/single-node.yaml, data on disk in "
                   f"{workdir}/odradek-data")
@@ -1421,6 +1602,8 @@ def main() -> int:
             stopped.append(b)
         if cells:
             report["ratios"] = print_tables(results, paced_rate, names, target)
+            if acl_mode:
+                report["acl_costs"] = print_acl_costs(results, names)
         print("peak RSS (VmHWM) over the whole run: " + ", ".join(f"{k} {v:.0f} MiB" for k, v in peaks.items()))
         report["peak_rss_mib"] = peaks
         if zero_copy:

@@ -1,15 +1,18 @@
-"""A producer quota over time, with a client beside it (issue 29): one ``odradek serve``, a 1 MB/s
-``producer_byte_rate`` for client id ``limited`` (AlterClientQuotas), Kafka's default windows (11 x 1 s).
+"""A producer quota and a consumer quota over time, each with a client beside it (issue 29): one ``odradek serve``,
+a 1 MB/s ``producer_byte_rate`` for client id ``limited-produce`` and a 1 MB/s ``consumer_byte_rate`` for client id
+``limited-consume`` (AlterClientQuotas), Kafka's default windows (11 x 1 s).
 
-Run:  .venv/bin/python benchmarks/bench_quotas.py [--seconds 30] [--quota 1000000] [--json out.json]
+Run:  .venv/bin/python benchmarks/bench_quotas.py [--half produce|consume|both] [--seconds 30] [--quota 1000000]
+                                                   [--json out.json]
 
-First the ``free`` producer alone for ``--solo`` seconds (its solo rate); then ``limited`` and ``free`` together
-for ``--seconds``, both confluent-kafka producers of 1 KiB records, acks=1, each in its own process: ``limited`` at
-full speed, ``free`` offering ``--free-rate`` (20 MB/s). Printed: ``limited``'s
-acknowledged bytes per second over [12 s, end] against the quota (target: within +-20 %) and the largest
-throttle_time_ms librdkafka saw; ``free``'s rate beside it against its solo rate (target: within 10 %). The first
-12 s are left out: Kafka's rate counts at least ten windows, so a fresh client may send ten seconds' quota at
-once. Nothing is asserted; the load average is printed.
+Each half: first the ``free`` client alone for ``--solo`` seconds (its solo rate); then ``limited`` and ``free``
+together for ``--seconds``, each a confluent-kafka client in its own process, 1 KiB records: ``limited`` at full
+speed, ``free`` offering ``--free-rate`` (20 MB/s). Producers write acks=1 to a topic each; the consumers read one
+topic pre-filled with ``--prefill-mb`` MB (from offset 0, again from 0 at its end). Printed: ``limited``'s
+acknowledged (or read) bytes of record values per second over [12 s, end] against the quota (target: within
++-20 %) and the largest throttle_time_ms librdkafka saw (its statistics); ``free``'s rate beside it against its solo
+rate (target: within 10 %). The first 12 s are left out: Kafka's rate counts at least ten windows, so a fresh
+client may send ten seconds' quota at once. Nothing is asserted; the load average is printed.
 """
 
 from __future__ import annotations
@@ -36,10 +39,10 @@ def loadavg() -> str:
     return " ".join(open("/proc/loadavg").read().split()[:3])
 
 
-def set_quota(port: int, client_id: str, rate: float) -> None:
+def set_quota(port: int, client_id: str, rate: float, key: str = "producer_byte_rate") -> None:
     r = request(port, AlterClientQuotasRequest(entries=[EntryData(
         entity=[EntityData(entity_type="client-id", entity_name=client_id)],
-        ops=[OpData(key="producer_byte_rate", value=rate, remove=False)])], validate_only=False), 1, timeout=30)
+        ops=[OpData(key=key, value=rate, remove=False)])], validate_only=False), 1, timeout=30)
     assert all(e.error_code == 0 for e in r.entries), r
 
 
@@ -116,6 +119,103 @@ class _Run:
         p.flush(10)
 
 
+class Consuming(Producing):
+    """A consumer in a process of its own reading ``topic`` (one partition) from offset 0, again from 0 at its end,
+    at full speed or offering to read ``rate`` bytes/s; ``marks``: (seconds, bytes of record values read)."""
+
+    def __init__(self, bootstrap: str, client_id: str, topic: str, seconds: float, rate: float = 0.0) -> None:
+        super().__init__(bootstrap, client_id, topic, seconds, rate)
+        self._process = multiprocessing.get_context("spawn").Process(target=_consume, args=(
+            bootstrap, client_id, topic, seconds, self._queue, rate), daemon=True)
+
+
+def _consume(bootstrap: str, client_id: str, topic: str, seconds: float, queue, rate: float) -> None:
+    sys.path.insert(0, REPO)
+    state = _Read(bootstrap, client_id, topic, seconds, rate)
+    state.run()
+    queue.put((state.marks, state.throttle_max))
+
+
+class _Read(_Run):
+    def run(self) -> None:
+        from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+        def stats(text: str) -> None:
+            for b in json.loads(text).get("brokers", {}).values():
+                self.throttle_max = max(self.throttle_max, b.get("throttle", {}).get("max", 0))
+
+        c = Consumer({"bootstrap.servers": self.bootstrap, "client.id": self.client_id,
+                      "group.id": f"{self.client_id}-group", "enable.auto.commit": False,
+                      "enable.partition.eof": True, "queued.max.messages.kbytes": 4096,
+                      "statistics.interval.ms": 1000, "stats_cb": stats})
+        c.assign([TopicPartition(self.topic, 0, 0)])
+        read = 0
+        started = time.monotonic()
+        next_mark = started
+        try:
+            while (now := time.monotonic()) < started + self.seconds:
+                if now >= next_mark:
+                    self.marks.append((now - started, read))
+                    next_mark += 0.5
+                if self.rate and read > self.rate * (now - started):
+                    time.sleep(0.002)
+                    continue
+                for m in c.consume(500, 0.1):
+                    if m.error() is None:
+                        read += len(m.value())
+                    elif m.error().code() == KafkaError._PARTITION_EOF:
+                        c.seek(TopicPartition(self.topic, 0, 0))  # round again: the topic is finite
+            self.marks.append((time.monotonic() - started, read))
+        finally:
+            c.close()
+
+
+def prefill(bootstrap: str, topic: str, megabytes: int) -> None:
+    """``megabytes`` MB of 1 KiB records in one partition, acknowledged."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": 1, "batch.size": 1_000_000})
+    value = b"c" * 1024
+    for _ in range(megabytes * 1_000_000 // len(value)):
+        while True:
+            try:
+                p.produce(topic, value, partition=0)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    assert p.flush(120) == 0, "prefill not acknowledged"
+
+
+def run_half(b, kind: type[Producing], key: str, args, label: str) -> dict:
+    """``free`` alone for ``--solo`` seconds, then ``limited`` (the 1 MB/s ``key`` quota, full speed) beside
+    ``free`` (offering ``--free-rate``) for ``--seconds``."""
+    topic = {"producer_byte_rate": ("limited-topic", "free-topic"), "consumer_byte_rate": ("read-topic",) * 2}[key]
+    set_quota(b.port, f"limited-{label}", args.quota, key)
+    solo = kind(b.bootstrap, f"free-{label}", topic[1], args.solo, args.free_rate)
+    solo.start()
+    solo.join()
+    solo_rate = rate_between(solo.marks, 2.0, args.solo)
+    limited = kind(b.bootstrap, f"limited-{label}", topic[0], args.seconds)
+    free = kind(b.bootstrap, f"free-{label}", topic[1], args.seconds, args.free_rate)
+    limited.start()
+    free.start()
+    limited.join()
+    free.join()
+    limited_rate = rate_between(limited.marks, 12.0, args.seconds)
+    free_rate = rate_between(free.marks, 12.0, args.seconds)
+    out = {"quota": args.quota, "limited_rate_12s_on": limited_rate, "limited_vs_quota": limited_rate / args.quota,
+           "limited_throttle_max_ms": limited.throttle_max, "free_solo_rate": solo_rate,
+           "free_rate_beside": free_rate, "free_vs_solo": free_rate / solo_rate, "load_average_end": loadavg(),
+           "limited_marks": [(round(t, 2), n) for t, n in limited.marks]}
+    print(f"{label}: limited ({key} {args.quota / 1e6:.2f} MB/s): {limited_rate / 1e6:.3f} MB/s from 12 s to "
+          f"{args.seconds:.0f} s = {out['limited_vs_quota']:.2f} of the quota (target 0.8-1.2); throttle_time_ms up "
+          f"to {limited.throttle_max} (target > 0)")
+    print(f"{label}: free beside it: {free_rate / 1e6:.1f} MB/s, solo {solo_rate / 1e6:.1f} MB/s, ratio "
+          f"{out['free_vs_solo']:.2f} (target >= 0.9); load average {out['load_average_end']}", flush=True)
+    return out
+
+
 def rate_between(marks: list[tuple[float, int]], t0: float, t1: float) -> float:
     a = min(marks, key=lambda m: abs(m[0] - t0))
     b = min(marks, key=lambda m: abs(m[0] - t1))
@@ -127,40 +227,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--solo", type=float, default=12.0)
     ap.add_argument("--quota", type=float, default=1_000_000.0)
-    ap.add_argument("--free-rate", type=float, default=20e6, help="bytes/s the other producer offers (0: all it "
+    ap.add_argument("--free-rate", type=float, default=20e6, help="bytes/s the other client offers (0: all it "
                     "can; on a small machine that measures CPU shared with the limited client, not the broker)")
+    ap.add_argument("--half", choices=("produce", "consume", "both"), default="both",
+                    help="the producer quota, the consumer quota, or both (one after the other, on one broker)")
+    ap.add_argument("--prefill-mb", type=int, default=64, help="MB of 1 KiB records the consumers read (again "
+                    "from the start at its end)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     print(f"load average {loadavg()} at the start", flush=True)
+    out: dict = {}
     with tempfile.TemporaryDirectory() as workdir:
         b = bench_broker.start_odradek(workdir, "odradek-quotas")
         try:
-            bench_broker.create_topic(b.bootstrap, "limited-topic", 1)
-            bench_broker.create_topic(b.bootstrap, "free-topic", 1)
-            set_quota(b.port, "limited", args.quota)
-            solo = Producing(b.bootstrap, "free", "free-topic", args.solo, args.free_rate)
-            solo.start()
-            solo.join()
-            solo_rate = rate_between(solo.marks, 2.0, args.solo)
-            limited = Producing(b.bootstrap, "limited", "limited-topic", args.seconds)
-            free = Producing(b.bootstrap, "free", "free-topic", args.seconds, args.free_rate)
-            limited.start()
-            free.start()
-            limited.join()
-            free.join()
+            if args.half in ("produce", "both"):
+                bench_broker.create_topic(b.client, "limited-topic", 1)
+                bench_broker.create_topic(b.client, "free-topic", 1)
+                out = run_half(b, Producing, "producer_byte_rate", args, "produce")
+            if args.half in ("consume", "both"):
+                bench_broker.create_topic(b.client, "read-topic", 1)
+                prefill(b.bootstrap, "read-topic", args.prefill_mb)
+                out["consume"] = run_half(b, Consuming, "consumer_byte_rate", args, "consume")
         finally:
             b.stop()
-    limited_rate = rate_between(limited.marks, 12.0, args.seconds)
-    free_rate = rate_between(free.marks, 12.0, args.seconds)
-    out = {"quota": args.quota, "limited_rate_12s_on": limited_rate, "limited_vs_quota": limited_rate / args.quota,
-           "limited_throttle_max_ms": limited.throttle_max, "free_solo_rate": solo_rate,
-           "free_rate_beside": free_rate, "free_vs_solo": free_rate / solo_rate, "load_average_end": loadavg()}
-    print(f"limited (quota {args.quota / 1e6:.2f} MB/s): {limited_rate / 1e6:.3f} MB/s from 12 s to "
-          f"{args.seconds:.0f} s = {out['limited_vs_quota']:.2f} of the quota; throttle_time_ms up to "
-          f"{limited.throttle_max}")
-    print(f"free beside it: {free_rate / 1e6:.1f} MB/s, solo {solo_rate / 1e6:.1f} MB/s, ratio "
-          f"{out['free_vs_solo']:.2f}")
-    print(f"load average {out['load_average_end']} at the end")
+    print(f"load average {loadavg()} at the end")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

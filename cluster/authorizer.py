@@ -10,8 +10,12 @@ With no ACL naming the resource at all, ``allow.everyone.if.no.acl.found`` decid
 Kafka walks a sorted set from the resource name; here an index per image does the same in a few dict lookups:
 literal names, and for prefixes only the prefix lengths that some PREFIXED ACL has (``AclIndex``). The index is
 built once per set of ACLs (``update`` keeps it while the image's ACL mapping is the same object), so no request
-scans every ACL. Decisions are logged as ``kafka.authorizer.logger`` logs them: denials asked for explicitly at
-INFO, allowed ones at DEBUG, the rest (authorized-operations probes, filters) at TRACE level 5.
+scans every ACL. The decisions of one index are remembered (``_decisions``, (principal, host, operation, resource
+type, name) -> result and rule, dropped with the index and bounded): a hot request asks the same questions over and
+over (a produce request per few ms, WRITE on the same topics), and with many ACLs on prefixes of its topics the
+walk over them would cost each request more than the rest of its handling. Decisions are logged as
+``kafka.authorizer.logger`` logs them: denials asked for explicitly at INFO, allowed ones at DEBUG, the rest
+(authorized-operations probes, filters) at TRACE level 5.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ TRACE = 5
 AUTHORIZER_CLASS = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SUPER_USERS_CONFIG = "super.users"
 ALLOW_EVERYONE_IF_NO_ACL_IS_FOUND_CONFIG = "allow.everyone.if.no.acl.found"
+
+DECISIONS_KEPT = 10_000  # remembered decisions of one ACL index (all forgotten when full)
 
 _IMPLIES_DESCRIBE = frozenset({AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE,
                                AclOperation.ALTER})
@@ -163,6 +169,7 @@ class StandardAuthorizer:
         self._source: object = None
         self._index = AclIndex()
         self._by_id: dict[object, StandardAcl] = {}
+        self._decisions: dict[tuple, tuple[AuthorizationResult, str]] = {}
 
     @classmethod
     def from_config(cls, config: Mapping[str, object], node_id: int = -1) -> StandardAuthorizer:
@@ -178,16 +185,19 @@ class StandardAuthorizer:
         self._source = acls
         self._by_id = dict(acls)
         self._index = AclIndex(self._by_id.values())
+        self._decisions = {}
 
     def add_acl(self, acl_id, acl: StandardAcl) -> None:
         self._by_id[acl_id] = acl
         self._source = None
         self._index = AclIndex(self._by_id.values())
+        self._decisions = {}
 
     def remove_acl(self, acl_id) -> None:
         if self._by_id.pop(acl_id, None) is not None:
             self._source = None
             self._index = AclIndex(self._by_id.values())
+            self._decisions = {}
 
     def complete_initial_load(self) -> None:
         self.loading_complete = True
@@ -214,7 +224,13 @@ class StandardAuthorizer:
         elif not self.loading_complete:
             raise AuthorizerNotReady("The authorizer is not ready yet")
         else:
-            result, rule = self._find_rule(matching_principals(principal), host, action)
+            key = (principal, host, action.operation, action.resource_type, action.resource_name)
+            decided = self._decisions.get(key)
+            if decided is None:
+                if len(self._decisions) >= DECISIONS_KEPT:
+                    self._decisions.clear()
+                decided = self._decisions[key] = self._find_rule(matching_principals(principal), host, action)
+            result, rule = decided
         self._log(principal, host, action, request, result, rule)
         return result
 

@@ -20,6 +20,7 @@ the kernel sends it when the starting *thread* ends).
 from __future__ import annotations
 
 import atexit
+import collections
 import json
 import os
 import re
@@ -133,6 +134,7 @@ class NodeProcess:
         self._stderr = None
         self._port_box: list[int] = []
         self._metrics_box: list[int] = []
+        self.stdout_lines: collections.deque[str] = collections.deque(maxlen=10_000)
         self.starts = 0
 
     @property
@@ -177,11 +179,13 @@ class NodeProcess:
         port: list[int] = []
         metrics: list[int] = []
         proc = self.proc
+        lines = self.stdout_lines
 
         def read_ports() -> None:
             assert proc.stdout is not None
             # reads stdout to its end, so the node never blocks on a full pipe
             for line in proc.stdout:
+                lines.append(line)  # the last 10,000 lines of every start: a test greps them for secrets
                 m = re.search(r"listening on \w+://[^\s:]+:(\d+)", line)
                 if m and not port:  # the first listener
                     port.append(int(m.group(1)))

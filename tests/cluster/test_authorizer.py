@@ -242,6 +242,29 @@ def test_the_index_is_kept_while_the_images_acl_mapping_is_the_same_object():
     assert a._index is not index and a.acl_count() == 2
 
 
+def test_a_remembered_decision_follows_every_change_of_the_acls(caplog):
+    """The decisions one ACL index made are remembered; a new image, an added and a removed ACL each forget them,
+    and a remembered decision is still logged (the audit log sees every question)."""
+    a = authorizer()
+    allow = Acl(TOPIC, "t", PREFIXED, "User:bob", "*", WRITE, ALLOW)
+    a.update({1: allow})
+    write = Action(WRITE, TOPIC, "topic", 1, True, True)
+    assert results(a, "bob", [write, write]) == [ALLOWED, ALLOWED]
+    a.add_acl(2, Acl(TOPIC, "topic", LITERAL, WILDCARD_PRINCIPAL, "*", WRITE, DENY))
+    assert results(a, "bob", [write]) == [DENIED]
+    a.remove_acl(2)
+    assert results(a, "bob", [write]) == [ALLOWED]
+    a.update({3: Acl(TOPIC, "t", PREFIXED, "User:bob", LOCAL, WRITE, ALLOW)})  # another host only now
+    assert results(a, "bob", [write], host="10.0.0.1") == [DENIED]
+    assert results(a, "bob", [write]) == [ALLOWED]
+    a.update({})
+    assert results(a, "bob", [write]) == [DENIED]
+    with caplog.at_level(logging.DEBUG, logger="kafka.authorizer.logger"):
+        a.update({1: allow})
+        results(a, "bob", [write, write])
+    assert sum("is Allowed" in r.getMessage() for r in caplog.records) == 2, caplog.text
+
+
 # ---- Authorizer.authorizeByResourceType (the interface's default, which StandardAuthorizer keeps) ------------
 
 def by_type(acls, user="bob", op=WRITE, host=LOCAL, super_users="User:superman"):

@@ -5,7 +5,9 @@ whose quorum runs over mTLS; all five keep producing through a kill -9 of a part
 record is read back; a wrong password, an unknown user and a foreign CA each give each client its own error; on a
 listener with ``connections.max.reauth.ms=3000`` librdkafka re-authenticates in place (KIP-368), a SaslAuthenticate
 v0 client (kafka-python speaking Kafka 2.0) is disconnected at its session's end and reconnects, and a client whose
-credentials change to another user is refused on re-authentication.
+credentials change to another user is refused on re-authentication. No secret (the users' and nodes' passwords,
+the listeners' JAAS configs, a failed login's wrong password) is in DescribeConfigs, a node's log, stdout, argv,
+environment or metrics.
 
 One cluster for the module: its client listeners sit beside the harness' own (EmbeddedCluster(security=...):
 ``PLAINTEXT`` is SASL_SSL/SCRAM-SHA-512, the nodes' inter-broker listener; ``CONTROLLER`` mTLS):
@@ -502,6 +504,79 @@ def test_the_nodes_link_over_sasl_ssl_scram_and_the_quorum_over_mtls(secured):
     totals = {name: scrape_listener(secured, name) for name in ("CLIENT_SSL", "CLIENT_SASL_SSL")}
     assert totals["CLIENT_SSL"].get("successful_authentication", 0) > 0, totals
     assert totals["CLIENT_SASL_SSL"].get("failed_authentication", 0) > 0, totals  # test_*_refused's
+
+
+# ---- no secret in DescribeConfigs, the nodes' logs, their argv, environment or metrics ------------------------
+
+def test_no_secret_in_describe_configs_logs_argv_environ_or_metrics(secured):
+    """Every secret the cluster was given (the SCRAM users' and the nodes' passwords, each listener's JAAS config
+    with PLAIN's ``user_<name>`` passwords) and the wrong passwords of failed logins appear in no DescribeConfigs
+    answer (a PASSWORD config is ``value=null, is_sensitive=true``, its synonyms too), in no node's log (stderr of
+    every start) or stdout, in no node's /proc/<pid>/cmdline or /proc/<pid>/environ and in no node's metrics."""
+    import secrets as token
+
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    from broker.security.secrets import is_sensitive
+
+    c = secured
+    # failed logins first (so their passwords are looked for in what they leave behind): PLAIN sends the
+    # password itself, in the clear on SASL_PLAINTEXT; SCRAM a proof of it
+    wrong = {}
+    for protocol, mechanism, user in (("SASL_PLAINTEXT", "PLAIN", "app"), ("SASL_SSL", "PLAIN", "nobody"),
+                                      ("SASL_SSL", "SCRAM-SHA-512", "app")):
+        secret = f"wrong-{token.token_urlsafe(12)}"
+        errors: list = []
+        p = Producer({**librdkafka_conf(c, protocol, mechanism, user=user, secret=secret), "error_cb": errors.append})
+        for _ in range(100):  # 0.2 s each
+            if errors:
+                break
+            p.poll(0.2)
+        del p
+        wrong[(protocol, mechanism, user)] = secret
+        assert errors and "Authentication failed" in errors[0].str(), (protocol, mechanism, errors)
+    sensitive = {i: {k: str(v) for k, v in node.overrides.items() if is_sensitive(k)} for i, node in c.nodes.items()}
+    given = {*c.security.passwords.values(), *(v for values in sensitive.values() for v in values.values())}
+    assert any('user_app="' in v for v in sensitive[1].values())  # PLAIN's users are among the secrets
+    secrets = {s.encode() for s in given | set(wrong.values())}
+    assert len(secrets) >= len(c.security.passwords) + 3 + 1
+
+    def leaked(text: bytes) -> list[bytes]:
+        return [s for s in secrets if s in text]
+
+    # DescribeConfigs of each broker, as the nodes' own (super) user, synonyms included (librdkafka asks for them)
+    admin = AdminClient(librdkafka_conf(c, "SASL_SSL", "SCRAM-SHA-512", user="odradek-node"))
+    brokers = [i for i, node in c.nodes.items() if node.alive()]
+    for i in brokers:  # librdkafka: one BROKER resource per call
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(i))
+        entries = admin.describe_configs([resource], request_timeout=30)[resource].result(30)
+        described = [(name, e.value, e.is_sensitive) for name, e in entries.items()]
+        described += [(s.name, s.value, s.is_sensitive) for e in entries.values() for s in e.synonyms.values()]
+        assert any(e.synonyms for e in entries.values()), resource  # synonyms were asked for and answered
+        assert not leaked(repr(described).encode()), resource
+        for name, value, sensitive_flag in described:
+            if is_sensitive(name):
+                assert value is None and sensitive_flag, (resource, name)
+        for name in sensitive[int(resource.name)]:
+            assert name in entries and entries[name].value is None and entries[name].is_sensitive, (resource, name)
+    # every node's log (stderr) of every start and its stdout, argv, environment and metrics text
+    import urllib.request
+
+    assert sum(node.log_lines("authentication failed") for node in c.nodes.values()) >= 3  # the failures logged
+
+    for i, node in c.nodes.items():
+        # the control: the node's properties file holds them (readable by its owner only), and the grep finds them
+        config_file = node.data_dir.parent / f"{node.data_dir.name}.yaml"
+        assert oct(config_file.stat().st_mode & 0o777) == "0o600" and len(leaked(config_file.read_bytes())) >= 2
+        for n in range(1, node.starts + 1):
+            log_file = node.data_dir.parent / f"broker-{node.data_dir.name}-{n}.stderr"
+            assert not leaked(log_file.read_bytes()), (i, log_file)
+        assert not leaked("".join(node.stdout_lines).encode()), i
+        for part in ("cmdline", "environ"):
+            assert not leaked(open(f"/proc/{node.proc.pid}/{part}", "rb").read()), (i, part)
+        text = urllib.request.urlopen(f"http://127.0.0.1:{c.metrics[i]}/metrics", timeout=10).read()
+        assert b"kafka_server_socketservermetrics" in text and not leaked(text), i
 
 
 # ---- the five clients producing through a kill -9 of a partition leader (last: the node stays down) -----------
