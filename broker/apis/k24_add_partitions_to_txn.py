@@ -9,14 +9,6 @@ partitions are committed to ``__transaction_state``. A v5 transaction without ``
 add for a Produce v12+ / TxnOffsetCommit v5 (transactions V2): the coordinator records the client's TV2 with it
 (KafkaApis: version > 4).
 
-A producer's add (v0-3) refused with CONCURRENT_TRANSACTIONS (its previous transaction still writing its markers,
-or another write of the id in progress) is tried again at each state change of the coordinator for up to
-``add.partitions.to.txn.retry.backoff.max.ms`` before the producer is told. Kafka answers at once and the producer
-retries after 20 ms (librdkafka, the Java client's ADD_PARTITIONS_RETRY_BACKOFF_MS), sending none of the new
-transaction's records meanwhile; the window is about a millisecond here (the markers of a partition this broker
-leads are written in-process), so the retry in the broker saves the producer that wait (issue 28). The same
-bounded retry Kafka does for a Produce's implicit add (KAFKA-18654), applied to a producer's own add.
-
 Authorization (KafkaApis.handleAddPartitionsToTxnRequest): v4+ come from brokers and need CLUSTER_ACTION on the
 cluster, else the whole request answers CLUSTER_AUTHORIZATION_FAILED (top-level, no results). v0-3 come from
 producers: WRITE on the transactional id, else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED; then WRITE on
@@ -82,15 +74,6 @@ async def _one(ctx, version: int, txn_id: str, producer_id: int, producer_epoch:
         def add(shard: TxnCoordinatorShard, *args, **kwargs):
             return shard.add_partitions_to_txn(*args, **kwargs, client_transaction_version=tv)
         code = await ctx.txns.run(txn_id, add, txn_id, producer_id, producer_epoch, partitions)
-        if version < 4 and code == ErrorCode.CONCURRENT_TRANSACTIONS:
-            clock = ctx.clock
-            deadline = clock.monotonic() + int(ctx.config.get("add.partitions.to.txn.retry.backoff.max.ms")) / 1000
-            for _ in range(100):  # each try follows a state change of the coordinator; the deadline ends it
-                left = deadline - clock.monotonic()
-                if code != ErrorCode.CONCURRENT_TRANSACTIONS or left <= 0:
-                    break
-                await ctx.txns.progress(left)
-                code = await ctx.txns.run(txn_id, add, txn_id, producer_id, producer_epoch, partitions)
     except (TxnServiceError, TxnError) as exc:
         code = exc.code
     return txn_api.add_partitions_error_result(txn_id, partitions, code, version)

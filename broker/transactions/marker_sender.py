@@ -15,7 +15,7 @@ retriable error, so a partition that keeps answering NOT_ENOUGH_REPLICAS is not 
 
 Markers for the partitions this broker leads go to ``local`` (broker/apis/local.py: the same handler, in-process)
 when the node set one, not through a loopback connection: the producer's next transaction waits for them
-(CONCURRENT_TRANSACTIONS until its Complete* record is written).
+(AddPartitionsToTxn answers CONCURRENT_TRANSACTIONS until the Complete* record is written).
 """
 
 from __future__ import annotations

@@ -84,7 +84,6 @@ class TxnService:
         self._ids: collections.deque[int] = collections.deque()
         self._refilling: asyncio.Task | None = None
         self._writes: set[asyncio.Task] = set()
-        self._progress: list[asyncio.Future] = []  # waiting for any shard's next state change (``progress``)
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._create_lock: asyncio.Lock | None = None
@@ -295,18 +294,6 @@ class TxnService:
         _, shard = await self.shard_for(transactional_id)
         return call(shard)
 
-    async def progress(self, timeout_s: float) -> None:
-        """Return at the next state change of any shard (a write reported, markers answered, a timer run), or
-        after ``timeout_s``: a request refused with CONCURRENT_TRANSACTIONS may be tried again then."""
-        fut = asyncio.get_running_loop().create_future()
-        self._progress.append(fut)
-        try:
-            await asyncio.wait([fut], timeout=max(0.0, timeout_s))
-        finally:
-            if not fut.done():
-                fut.cancel()
-                self._progress = [f for f in self._progress if f is not fut]
-
     def _resolve(self, completions) -> None:
         for token, outcome in completions:
             fut = self._waiters.pop(token, None)
@@ -322,11 +309,6 @@ class TxnService:
             self.markers.add(p, markers, MARKER_RETRY_BACKOFF_S if retry else 0.0)
         if res.needs_producer_ids:
             self._refill_ids()
-        if self._progress:
-            waiting, self._progress = self._progress, []
-            for fut in waiting:
-                if not fut.done():
-                    fut.set_result(None)
         self._poke()
 
     def _write(self, p: int, shard: TxnCoordinatorShard, write: TxnWrite) -> None:

@@ -1,17 +1,12 @@
 """A single node's requests to itself (broker/apis/local.py), over the wire: the coordinator's markers for the
 partitions the node leads and the leader's verification questions for the ids it coordinates are handled
-in-process (no loopback connection), with the same outcome; and a producer's AddPartitionsToTxn that meets its
-previous transaction's markers still being written is answered once they are (broker/apis/k24: the bounded retry
-in the broker), or CONCURRENT_TRANSACTIONS past ``add.partitions.to.txn.retry.backoff.max.ms``."""
+in-process (no loopback connection), with the same outcome."""
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import time
 
 from broker.testing.embedded import EmbeddedBroker
-from protocol.errors import ErrorCode
 from protocol.generated.messages import AddPartitionsToTxnRequest, FetchRequest
 from protocol.generated.messages.add_partitions_to_txn_request import AddPartitionsToTxnTopic
 from protocol.generated.messages.fetch_request import FetchPartition, FetchTopic
@@ -63,72 +58,3 @@ def test_markers_and_verification_for_this_node_are_handled_in_process(tmp_path)
         txns = b.broker.txns
         assert txns.markers.local.requests >= 1 and txns.verifier.local.requests >= 1
         assert txns.markers._clients == {} and txns.verifier._clients == {}  # no connection to itself
-
-
-class _HeldMarkers:
-    """The node's in-process marker writes, each one held until the test opens ``gate``."""
-
-    def __init__(self, b: EmbeddedBroker) -> None:
-        self.loop = b._loop
-        self.markers = b.broker.txns.markers
-        self.real = self.markers.local
-        self.gate = asyncio.run_coroutine_threadsafe(_event(), self.loop).result(5)
-        self.requests = 0
-        self.markers.local = self
-
-    async def request(self, message, version, timeout_s):
-        await self.gate.wait()
-        return await self.real.request(message, version, timeout_s)
-
-    def open(self) -> None:
-        self.loop.call_soon_threadsafe(self.gate.set)
-
-
-def _one_transaction(w: KafkaWire, pid: int, epoch: int) -> None:
-    assert _add_code(w, "t", [0], pid, epoch) == 0
-    assert _produce(w, 11, "t", {0: _batch(pid, epoch, 1, 0)}, TXN_ID)[0].error_code == 0
-    _end(w, pid, epoch, True, TXN_ID)
-
-
-def test_an_add_during_the_previous_transactions_markers_is_answered_once_they_are_written(tmp_path):
-    overrides = {"add.partitions.to.txn.retry.backoff.max.ms": 60000}
-    with EmbeddedBroker(data_dir=tmp_path / "d", overrides=overrides) as b, KafkaWire(b.port) as w:
-        _create(w, "t")
-        pid, epoch = _init(w, TXN_ID)
-        held = _HeldMarkers(b)
-        try:
-            _one_transaction(w, pid, epoch)
-            with concurrent.futures.ThreadPoolExecutor(1) as pool, KafkaWire(b.port) as w2:
-                pending = pool.submit(_add_code, w2, "t", [1], pid, epoch)
-                for _ in range(3000):  # until the add waits in the broker for the coordinator's next change
-                    if b.broker.txns._progress or pending.done():
-                        break
-                    time.sleep(0.01)
-                assert not pending.done() and b.broker.txns._progress
-                held.open()
-                assert pending.result(30) == 0  # not CONCURRENT_TRANSACTIONS: tried again once the markers were in
-        finally:
-            held.open()
-        assert _control_batches(w, "t", 0) == [True]
-
-
-def test_an_add_is_told_concurrent_transactions_past_the_retry_max(tmp_path):
-    with EmbeddedBroker(data_dir=tmp_path / "d") as b, KafkaWire(b.port) as w:
-        _create(w, "t")
-        pid, epoch = _init(w, TXN_ID)
-        held = _HeldMarkers(b)
-        try:
-            _one_transaction(w, pid, epoch)
-            # the markers are held past add.partitions.to.txn.retry.backoff.max.ms (100 ms): the producer is told
-            assert _add_code(w, "t", [0], pid, epoch) == ErrorCode.CONCURRENT_TRANSACTIONS
-        finally:
-            held.open()
-        for _ in range(3000):
-            if _add_code(w, "t", [0], pid, epoch) == 0:
-                break
-            time.sleep(0.01)
-        assert _control_batches(w, "t", 0) == [True]
-
-
-async def _event() -> asyncio.Event:
-    return asyncio.Event()
