@@ -31,6 +31,7 @@ from broker.security.tls import client_context
 from broker.security.authorization import NodeAuthorizer
 from broker.security.throttling import ClientQuotas
 from broker.apis.context import BrokerHandles
+from broker.apis.local import LocalRequests
 from broker.controlplane.controller_channel import ControllerUnavailable, QuorumControllerChannel
 from broker.errors import QuorumFailed, StartupError
 from broker.replication.fetch_session import (
@@ -223,6 +224,11 @@ class Broker:
             controller_advertised_apis=tuple(ApiVersion(*e) for e in advertised(CONTROLLER_LISTENER_HANDLERS)),
             fetch_sessions=self.fetch_sessions, quotas=self.quotas, authorizer=self.authorizer,
             authentication=self.server.authentication)
+        if self.txns is not None and self._fault_rules_file is None:
+            # the coordinator's markers and a leader's verification for this node itself: in-process
+            listener = self._inter_broker_listener()
+            self.txns.markers.local = LocalRequests(self.server.handles, listener, f"txn-marker-sender-{self.node_id}")
+            self.txns.verifier.local = LocalRequests(self.server.handles, listener, f"txn-verifier-{self.node_id}")
         await self.server.bind()
         self.metrics.start(self.config.get("metrics.prometheus.listener"))
         # BrokerServer: the controller listener serves the quorum at once; clients and followers are let in

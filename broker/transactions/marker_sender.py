@@ -12,6 +12,10 @@ partition of the request. A partition whose topic or partition no longer exists 
 ``not_needed``. A partition whose leader is known but not reachable now (fenced, no endpoint, no leader elected yet)
 waits ``backoff_s`` and is routed again. ``delay_s`` holds markers back before they are routed (a retry after a
 retriable error, so a partition that keeps answering NOT_ENOUGH_REPLICAS is not asked in a tight loop).
+
+Markers for the partitions this broker leads go to ``local`` (broker/apis/local.py: the same handler, in-process)
+when the node set one, not through a loopback connection: the producer's next transaction waits for them
+(AddPartitionsToTxn answers CONCURRENT_TRANSACTIONS until the Complete* record is written).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ class TxnMarkerSender:
         self._clients: dict[int, object] = {}
         self._later: set[asyncio.TimerHandle] = set()
         self._dropped: set[int] = set()  # txn partitions unloaded since their markers were queued
+        self.local = None  # this broker's own requests handled in-process (LocalRequests), set by the node
         self.requests_sent = 0
         self.unknown_destination = 0  # partitions waiting for a reachable leader (UnknownDestinationQueueSize)
 
@@ -154,12 +159,15 @@ class TxnMarkerSender:
                 self._report_all(batch, ErrorCode.NETWORK_EXCEPTION)
 
     async def _send(self, broker_id: int, batch: list[Entry]) -> None:
-        broker = self._image().brokers.get(broker_id)
-        endpoint = broker.endpoint(self._listener) if broker is not None else None
-        if endpoint is None:
-            self._report_all(batch, ErrorCode.NETWORK_EXCEPTION)
-            return
-        client = self._client(broker_id, endpoint.host, endpoint.port)
+        if broker_id == self.node_id and self.local is not None:
+            client = self.local
+        else:
+            broker = self._image().brokers.get(broker_id)
+            endpoint = broker.endpoint(self._listener) if broker is not None else None
+            if endpoint is None:
+                self._report_all(batch, ErrorCode.NETWORK_EXCEPTION)
+                return
+            client = self._client(broker_id, endpoint.host, endpoint.port)
         request = WriteTxnMarkersRequest(markers=[_marker(m, tps) for _, m, tps in batch])
         self.requests_sent += 1
         try:

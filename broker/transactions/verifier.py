@@ -22,6 +22,9 @@ Transactions V2 (KIP-890 part 2; Kafka's TransactionSupportedOperation ADD_PARTI
 TxnOffsetCommit v5 at ``transaction.version`` 2 the question is an add (``add_partition``: ``verify_only`` false):
 the coordinator adds the partitions to the transaction (recording the client's TV2) instead of only checking them.
 
+A question to this node itself goes to ``local`` (broker/apis/local.py: the same handler, in-process) when the node
+set one, not through a loopback connection.
+
 Difference from Kafka, on purpose: the old-client mapping of TRANSACTION_ABORTABLE follows each question's own
 Produce version (Kafka takes the version of the first question queued for the node).
 """
@@ -83,6 +86,7 @@ class TxnVerifier:
         self._wake: dict[int, asyncio.Event] = {}
         self._senders: dict[int, asyncio.Task] = {}
         self._clients: dict[int, object] = {}
+        self.local = None  # this node's own requests handled in-process (LocalRequests), set by the node
         self.requests_sent = 0
 
     # ---- asking -------------------------------------------------------------------------------------
@@ -214,12 +218,15 @@ class TxnVerifier:
                     _call(q, dict.fromkeys(q.partitions, ErrorCode.NETWORK_EXCEPTION))
 
     async def _send(self, node: int, questions: list[_Question]) -> None:
-        broker = self._image().brokers.get(node)
-        endpoint = broker.endpoint(self._listener) if broker is not None else None
-        if endpoint is None:
-            _all(questions, ErrorCode.NETWORK_EXCEPTION)
-            return
-        client = self._client(node, endpoint.host, endpoint.port)
+        if node == self.node_id and self.local is not None:
+            client = self.local
+        else:
+            broker = self._image().brokers.get(node)
+            endpoint = broker.endpoint(self._listener) if broker is not None else None
+            if endpoint is None:
+                _all(questions, ErrorCode.NETWORK_EXCEPTION)
+                return
+            client = self._client(node, endpoint.host, endpoint.port)
         request = AddPartitionsToTxnRequest(transactions=[_transaction(q) for q in questions])
         self.requests_sent += 1
         try:

@@ -231,3 +231,24 @@ def test_the_marker_channel_gauges_are_exported_with_kafkas_names():
     assert got == {
         "kafka_coordinator_transaction_transactionmarkerchannelmanager_unknowndestinationqueuesize": 3,
         "kafka_coordinator_transaction_transactionmarkerchannelmanager_logappendretryqueuesize": 3}
+
+
+def test_markers_for_this_broker_go_to_local_and_the_others_over_the_network():
+    """A node that set ``local`` (broker/apis/local.py) writes its own partitions' markers in-process; another
+    leader's still go through a connection; both answers are reported alike."""
+    async def run():
+        peers = _Peers()
+        local = _Peers({(1, ("a", 0)): [ErrorCode.NOT_ENOUGH_REPLICAS]})
+        image = [_image({("a", 0): 1, ("a", 1): 2})]
+        reports = _Reports()
+        sender = _sender(peers, image, reports)
+        sender.local = local.client("in-process", 0, "local", peer=1)
+        sender.add(7, _markers("t1", 100, [("a", 0), ("a", 1)]))
+        await reports.until(lambda: len(reports.answers) == 2, "two answers")
+        assert _sent(local) == [(1, [(100, True, [("a", 0)])])]
+        assert _sent(peers) == [(2, [(100, True, [("a", 1)])])]  # no connection to broker 1 itself
+        assert sorted(reports.answers, key=repr) == [(7, "t1", {("a", 0): ErrorCode.NOT_ENOUGH_REPLICAS}),
+                                                     (7, "t1", {("a", 1): 0})]
+        await sender.close()
+
+    asyncio.run(run())

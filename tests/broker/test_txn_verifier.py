@@ -318,3 +318,27 @@ def test_an_add_gives_up_on_concurrent_transactions_at_the_retry_limit():
         assert not peers.pending
         await v.close()
     asyncio.run(run())
+
+
+def test_a_question_to_this_node_goes_to_local():
+    """With ``local`` set (broker/apis/local.py), a question for a transactional id this node coordinates is
+    handled in-process; one for another coordinator still goes over a connection."""
+    async def run():
+        peers, local = _Peers(), _Peers()
+        v = _verifier(_image({0: 7, 1: 1}, live=(1, 7)), peers)  # txn1 -> partition 0, led by this node (7)
+        v.local = local.client("in-process", 0, "local", peer=7)
+        mine, theirs = _Errors(), _Errors()
+        v.verify_transaction("txn1", 1, 0, TPS, mine, False)
+        v.verify_transaction("txn2", 2, 0, TPS, theirs, False)
+        await _turns()
+        body, fut = local.take(7)
+        assert _ids(body) == [("txn1", 1, 0, True)]
+        assert [n for n, _, _ in peers.pending] == [1]  # no connection to this node itself
+        fut.set_result(_answer({"txn1": {TPS[0]: E.NONE, TPS[1]: E.TRANSACTION_ABORTABLE, TPS[2]: E.NONE}}))
+        await _turns()
+        assert mine == {TPS[1]: E.INVALID_TXN_STATE} and mine.calls == 1
+        peers.take(1)[1].set_result(_answer({"txn2": dict.fromkeys(TPS, E.NONE)}))
+        await _turns()
+        assert theirs == {} and theirs.calls == 1
+        await v.close()
+    asyncio.run(run())
