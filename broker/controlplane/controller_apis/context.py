@@ -50,24 +50,27 @@ class ControllerContext:
     # ---- authorization (ControllerApis' authHelper calls, as the request's principal) ------------------------
     # Every answer is yes without an authorizer (Kafka's authorizer.forall) and for this node's own requests.
 
+    @property
+    def _authorizer(self) -> "NodeAuthorizer | None":
+        return None if self.principal is None else self.authorizer
+
     def authorize(self, operation: AclOperation, resource_type: ResourceType, resource_name: str,
                   log_if_allowed: bool = True, log_if_denied: bool = True, ref_count: int = 1) -> bool:
-        if self.principal is None or self.authorizer is None:
-            return True
-        return self.authorizer.authorize(self.principal, self.client_host or "", operation, resource_type,
-                                         resource_name, self.request_name, log_if_allowed, log_if_denied,
-                                         ref_count)
+        from broker.security.authorization import authorize
+
+        return authorize(self._authorizer, self.principal or "", self.client_host or "", operation, resource_type,
+                         resource_name, self.request_name, log_if_allowed, log_if_denied, ref_count)
 
     def authorize_cluster(self, operation: AclOperation, log_if_denied: bool = True) -> bool:
-        from cluster.acls import CLUSTER_NAME
+        from broker.security.authorization import authorize_cluster
 
-        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=log_if_denied)
+        return authorize_cluster(self._authorizer, self.principal or "", self.client_host or "", operation,
+                                 self.request_name, log_if_denied)
 
     def filter_authorized(self, operation: AclOperation, resource_type: ResourceType, names: Iterable[str],
                           log_if_denied: bool = True) -> set[str]:
         """AuthHelper.filterByAuthorized: the names the principal may do ``operation`` on, each asked once."""
-        counts: dict[str, int] = {}
-        for name in names:
-            counts[name] = counts.get(name, 0) + 1
-        return {name for name, count in counts.items()
-                if self.authorize(operation, resource_type, name, True, log_if_denied, count)}
+        from broker.security.authorization import filter_authorized
+
+        return filter_authorized(self._authorizer, self.principal or "", self.client_host or "", operation,
+                                 resource_type, names, lambda name: name, self.request_name, True, log_if_denied)
