@@ -50,6 +50,11 @@ from broker.apis import (
     k72_push_telemetry,
     k74_list_config_resources,
     k75_describe_topic_partitions,
+    k83_initialize_share_group_state,
+    k84_read_share_group_state,
+    k85_write_share_group_state,
+    k86_delete_share_group_state,
+    k87_read_share_group_state_summary,
 )
 from broker.apis.forwarding import FORWARDED, forward
 from broker.controlplane.controller_apis import CONTROLLER_HANDLERS
@@ -103,5 +108,10 @@ HANDLERS = build_table([
     k72_push_telemetry,
     k74_list_config_resources,
     k75_describe_topic_partitions,
+    k83_initialize_share_group_state,
+    k84_read_share_group_state,
+    k85_write_share_group_state,
+    k86_delete_share_group_state,
+    k87_read_share_group_state_summary,
 ] + [Declared(key, CONTROLLER_HANDLERS[key].versions, forward, f"{CONTROLLER_HANDLERS[key].module.__name__}, forwarded")
      for key in FORWARDED])
