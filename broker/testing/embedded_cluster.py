@@ -42,7 +42,7 @@ from protocol.generated.messages import MetadataRequest
 from protocol.generated.messages.metadata_request import MetadataRequestTopic
 
 # the directory holding the ``broker`` package: a node imports the same code as its parent
-SOURCE_ROOT = Path(__file__).resolve().parents[1]
+SOURCE_ROOT = Path(__file__).resolve().parents[2]  # <root>/broker/testing/this file
 # ``odradek`` (the console script's entry point) for this interpreter and this code
 ODRADEK = [sys.executable, "-m", "broker.cli"]
 TEST_CLUSTER_ID = "b2RyYWRlay10ZXN0LWNsdQ"
