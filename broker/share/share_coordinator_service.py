@@ -172,7 +172,7 @@ class ShareCoordinatorService:
             if led.get(p) != self._epochs.get(p):
                 self._unload(p)
         deleted: set[bytes] = set()
-        if previous is not None and self.shards and len(previous.topics_by_id) and \
+        if previous is not None and self.shards and \
                 previous.topics_by_id is not image.topics_by_id:
             deleted = {tid for tid in previous.topics_by_id if tid not in image.topics_by_id}
         for p, shard in list(self.shards.items()):
