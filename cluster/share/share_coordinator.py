@@ -415,11 +415,12 @@ class ShareCoordinatorShard:
         return Result([_snapshot_record(key, value)], _init_response(tid, pid, 0, None))
 
     def delete_state(self, req) -> Result:
-        """DeleteShareGroupState: a tombstone for the share-partition (nothing to write if it has no state)."""
+        """DeleteShareGroupState: a tombstone for the share-partition (nothing to write if it has no state); the
+        topic-partition must be in the image (maybeGetDeleteStateError)."""
         topic = req.topics[0]
         p = topic.partitions[0]
         tid, pid = topic.topic_id, p.partition
-        err = self._basic_error(tid, pid)
+        err = self._topic_error(tid, pid)
         if err is not None:
             return Result(response=_delete_response(tid, pid, *err))
         key = (req.group_id, bytes(tid), pid)

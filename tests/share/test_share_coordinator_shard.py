@@ -348,10 +348,14 @@ def test_delete_state_success():
 
 
 def test_delete_state_invalid_request_data():
-    """testDeleteStateInvalidRequestData."""
+    """testDeleteStateInvalidRequestData, testDeleteNullMetadataImage: a negative partition; a partition the image
+    does not hold."""
     s = Shard()
     assert part_error(s.shard.delete_state(delete_req(partition=-1))) == \
         (ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID)
+    assert part_error(s.shard.delete_state(delete_req(partition=5)))[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    s.shard.on_new_metadata_image(None)
+    assert part_error(s.shard.delete_state(delete_req()))[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_cleanup_share_state_on_topics_deleted():
