@@ -103,6 +103,7 @@ class ShareCoordinatorService:
         self._image_seen = None
         self._writes: set[asyncio.Task] = set()
         self._pruned: dict[int, int] = {}  # partition -> the log start offset last set by pruning
+        self._last_write: dict[int, asyncio.Future] = {}  # partition -> the commit of its latest append
         self.active = False
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -243,6 +244,7 @@ class ShareCoordinatorService:
             log.info("unloaded %s-%d", SHARE_GROUP_STATE_TOPIC, p)
         self._epochs.pop(p, None)
         self._pruned.pop(p, None)
+        self._last_write.pop(p, None)
 
     async def _shard(self, p: int) -> ShareCoordinatorShard:
         """``p``'s shard if this broker leads ``p`` (loaded now if needed), else NOT_COORDINATOR."""
@@ -322,6 +324,12 @@ class ShareCoordinatorService:
             shard = await self._shard(p)
             res = op(shard, single, self.clock.now_ms())
             committed = self._append(p, shard, res)
+            if committed is None:
+                # nothing written: the answer may still show state whose write is not committed yet; it waits for
+                # that (CoordinatorRuntime completes an operation once the last written offset is committed)
+                committed = self._last_write.get(p)
+                if committed is not None and committed.done():
+                    committed = None
             if committed is not None:
                 await wait_for(asyncio.shield(committed), self.write_timeout_s)
         except Exception as exc:  # noqa: BLE001 - every failure becomes this partition's error
@@ -348,6 +356,8 @@ class ShareCoordinatorService:
         appended = self.replicas.append(part, bytearray(batch), now, origin=ORIGIN_COORDINATOR)
         for i, record in enumerate(res.records):
             shard.replay(record, appended.info.first_offset + i)
+        if appended.committed is not None:
+            self._last_write[p] = appended.committed
         return appended.committed
 
     def _write_later(self, p: int, res: Result, what: str) -> None:

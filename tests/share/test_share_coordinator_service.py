@@ -214,3 +214,35 @@ def test_deleted_topic_state_is_tombstoned():
         _, records = decode_batch(bytes(replicas.parts[p].log.batches[-1]))
         assert [r.value for r in records] == [None]
     asyncio.run(scenario())
+
+
+class _HeldBackReplicas(_Replicas):
+    """Appends whose commit the test releases (a follower that lags)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: list[asyncio.Future] = []
+
+    def append(self, part, records, now_ms, origin=None) -> AppendResult:
+        info = part.log.append(records)
+        fut = asyncio.get_running_loop().create_future()
+        self.pending.append(fut)
+        return AppendResult(info, fut)
+
+
+def test_answers_wait_for_the_commit_also_reads_of_uncommitted_state():
+    """A write is answered once committed; a read that writes nothing but shows that write's state waits for the
+    same commit (CoordinatorRuntime completes an operation once the last written offset is committed)."""
+    async def scenario():
+        replicas = _HeldBackReplicas()
+        s = _service(replicas=replicas)
+        init = asyncio.ensure_future(s.initialize_state(initialize(GROUP, TID, 0)))
+        await asyncio.sleep(0.01)
+        assert len(replicas.pending) == 1 and not init.done()
+        reading = asyncio.ensure_future(s.read_state(read(GROUP, TID, 0, leader_epoch=-1)))
+        await asyncio.sleep(0.01)
+        assert len(replicas.pending) == 1 and not reading.done()  # nothing written for it, yet it waits
+        replicas.pending[0].set_result(None)
+        assert only(await init).error_code == 0
+        assert read_batches(await reading) == (-1, 1, [])
+    asyncio.run(scenario())
