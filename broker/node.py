@@ -40,7 +40,7 @@ from broker.replication.fetch_session import (
 from broker.network.fault_injection import CONFIG_KEY as FAULT_INJECTION_FILE, FaultRules, FaultRulesFile
 from broker.groups.group_service import GroupService
 from broker.share.persister import SharePersister
-from broker.share.share_coordinator_service import ShareCoordinatorService
+from broker.share.share_coordinator_service import ShareCoordinatorCollector, ShareCoordinatorService
 from broker.transactions.txn_service import TxnMarkerChannelCollector, TxnService
 from broker.quorum.log_dirs import METADATA_PARTITION_DIR, ensure_meta_properties, metadata_log_dir
 from broker.quorum.metadata_publisher import MetadataPublisher
@@ -286,6 +286,7 @@ class Broker:
         self.share_coordinator = ShareCoordinatorService(self.node_id, self.config, self.metadata, self.replicas,
                                                          self.controller, self.clock)
         self.metadata.add(self.share_coordinator.on_new_metadata_image)
+        self.metrics.registry.register(ShareCoordinatorCollector(self.share_coordinator))
         self.share_persister = SharePersister(self.node_id, lambda: self.metadata.image, self._inter_broker_listener(),
                                               self.links, self.share_coordinator,
                                               int(self.config["request.timeout.ms"]) / 1000)

@@ -104,6 +104,8 @@ class ShareCoordinatorService:
         self._writes: set[asyncio.Task] = set()
         self._pruned: dict[int, int] = {}  # partition -> the log start offset last set by pruning
         self._last_write: dict[int, asyncio.Future] = {}  # partition -> the commit of its latest append
+        self.writes_total = 0  # requests that wrote state (share-coordinator-metrics write-total)
+        self.last_pruned_offset: dict[int, int] = {}  # partition -> log start offset set by pruning
         self.active = False
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -245,6 +247,7 @@ class ShareCoordinatorService:
         self._epochs.pop(p, None)
         self._pruned.pop(p, None)
         self._last_write.pop(p, None)
+        self.last_pruned_offset.pop(p, None)
 
     async def _shard(self, p: int) -> ShareCoordinatorShard:
         """``p``'s shard if this broker leads ``p`` (loaded now if needed), else NOT_COORDINATOR."""
@@ -324,6 +327,8 @@ class ShareCoordinatorService:
             shard = await self._shard(p)
             res = op(shard, single, self.clock.now_ms())
             committed = self._append(p, shard, res)
+            if res.records:
+                self.writes_total += 1
             if committed is None:
                 # nothing written: the answer may still show state whose write is not committed yet; it waits for
                 # that (CoordinatorRuntime completes an operation once the last written offset is committed)
@@ -431,11 +436,38 @@ class ShareCoordinatorService:
             try:
                 if part.log.maybe_increment_log_start_offset(offset, "share coordinator record pruning"):
                     done[p] = offset
+                    self.last_pruned_offset[p] = offset
                 self._pruned[p] = offset
             except Exception as exc:  # noqa: BLE001 - the next round tries again
                 log.warning("pruning %s-%d to %d failed: %s", SHARE_GROUP_STATE_TOPIC, p, offset, exc)
         return done
 
+
+
+class ShareCoordinatorCollector:
+    """kafka.server:type=share-coordinator-metrics (ShareCoordinatorMetrics), named as
+    broker/observability/metrics.py names Kafka's metrics: write-total (the requests that wrote state; Kafka's
+    write-rate is its rate) and last-pruned-offset per ``__share_group_state`` partition this broker leads."""
+
+    def __init__(self, service: ShareCoordinatorService) -> None:
+        self.service = service
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        writes = CounterMetricFamily("kafka_server_share_coordinator_metrics_write",
+                                     "Share-state writes by the share coordinator (write-total)")
+        writes.add_metric([], self.service.writes_total)
+        yield writes
+        pruned = GaugeMetricFamily("kafka_server_share_coordinator_metrics_last_pruned_offset",
+                                   "The offset below which the share-group state topic partition was pruned",
+                                   labels=["topic", "partition"])
+        for p, offset in sorted(self.service.last_pruned_offset.items()):
+            pruned.add_metric([SHARE_GROUP_STATE_TOPIC, str(p)], offset)
+        yield pruned
 
 
 def _operation_error(exc: Exception) -> int:

@@ -192,6 +192,11 @@ def test_pruning_moves_the_log_start_below_the_oldest_needed_snapshot():
             assert only(await s.write_state(write(GROUP, TID, 0, i, [(i, i, 2, 1)]))).error_code == 0
         assert s.prune() == {p: 4}
         assert replicas.parts[p].log.log_start_offset == 4
+        from broker.share.share_coordinator_service import ShareCoordinatorCollector
+        metrics = {m.name: m.samples for m in ShareCoordinatorCollector(s).collect()}
+        assert [x.value for x in metrics["kafka_server_share_coordinator_metrics_write"]] == [5.0]
+        assert [(x.labels, x.value) for x in metrics["kafka_server_share_coordinator_metrics_last_pruned_offset"]] \
+            == [({"topic": SHARE_GROUP_STATE_TOPIC, "partition": str(p)}, 4.0)]
         fresh = _service(replicas=replicas)  # a load from the pruned log
         assert read_batches(await fresh.read_state(read(GROUP, TID, 0))) == \
             read_batches(await s.read_state(read(GROUP, TID, 0)))
