@@ -4,8 +4,11 @@ ones (hand-made, with a redelivery across a leader change, and generated from a 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.jepsen.checker import (
     BELOW_SPSO,
@@ -23,6 +26,7 @@ from tests.jepsen.checker import (
 from tests.jepsen.history import (
     ACCEPT,
     ACKNOWLEDGED,
+    ACQUIRED,
     ARCHIVED,
     AVAILABLE,
     REJECT,
@@ -309,3 +313,327 @@ def test_share_events_round_trip_and_unknown_types_are_refused(tmp_path):
         h.share_ack("m1", 0, 0, "renew")
     with pytest.raises(ValueError):
         h.share_state("g", 0, 0, 0, "gone", 1)
+
+
+# ---- generated share-group histories -----------------------------------------------------------------------------
+
+@dataclass
+class ModelRecord:
+    """One record of a model share partition, as its leader keeps it (``persisted_count``: what survives a
+    leader change; acquisitions are not persisted)."""
+
+    value: bytes
+    state: str = AVAILABLE
+    count: int = 0
+    persisted_count: int = 0
+    holder: str | None = None
+    acquired_at: float = 0.0
+
+
+@dataclass
+class ShareRun:
+    """A clean history and the model it came from."""
+
+    events: list[Event]
+    logs: dict[int, list[ModelRecord]]
+    spso: dict[int, int] = field(default_factory=dict)
+
+
+class ShareModel:
+    """Share partitions as KIP-932 runs them, recording what members see into a ``ClockedHistory``: polls acquire
+    available records (delivery count + 1), acknowledgements take effect when answered and only for the member
+    holding the record, a lock expires ``LOCK_MS`` after acquisition, a release or expiry at the delivery count
+    limit archives, a close releases the member's records, a leader change returns acquired records to available
+    with their last persisted count."""
+
+    def __init__(self, n_partitions: int) -> None:
+        self.h = ClockedHistory()
+        self.logs: dict[int, list[ModelRecord]] = {p: [] for p in range(n_partitions)}
+        self.views: dict[str, set[tuple[int, int]]] = {}  # member -> records it polled and has not acknowledged
+        self.pending: dict[tuple[str, int], list[tuple[int, str]]] = {}  # (member, partition) -> unanswered acks
+        self.n_members = 0
+        self.n_values = 0
+
+    def produce(self, partition: int) -> None:
+        self.n_values += 1
+        value = b"v%d" % self.n_values
+        self.h.send("producer", partition, value)
+        self.h.ack("producer", partition, value, len(self.logs[partition]))
+        self.logs[partition].append(ModelRecord(value))
+
+    def join(self) -> str:
+        self.n_members += 1
+        member = f"m{self.n_members}"
+        self.views[member] = set()
+        return member
+
+    def poll(self, member: str, max_records: int) -> None:
+        since = self.h.now + 0.5
+        got = []
+        for partition, log in self.logs.items():
+            for offset, r in enumerate(log):
+                if r.state == AVAILABLE and len(got) < max_records:
+                    r.state, r.count, r.holder, r.acquired_at = ACQUIRED, r.count + 1, member, since
+                    got.append((partition, offset, r.value, r.count))
+                    self.views[member].add((partition, offset))
+        self.h.poll(member, got)
+
+    def acknowledge(self, member: str, partition: int, offset: int, ack_type: str) -> None:
+        self.views[member].discard((partition, offset))
+        self.pending.setdefault((member, partition), []).append((offset, ack_type))
+        self.h.share_ack(member, partition, offset, ack_type)
+
+    def answer(self, member: str, partition: int) -> None:
+        """The broker applies the member's acknowledgements on the partition (all or none, as one request)."""
+        acks = self.pending.pop((member, partition))
+        log = self.logs[partition]
+        ok = all(log[offset].state == ACQUIRED and log[offset].holder == member for offset, _ in acks)
+        if ok:
+            for offset, ack_type in acks:
+                r = log[offset]
+                if ack_type == ACCEPT:
+                    r.state = ACKNOWLEDGED
+                elif ack_type == REJECT:
+                    r.state = ARCHIVED
+                else:
+                    self._release(r)
+                r.holder, r.persisted_count = None, r.count
+        self.h.share_ack_result(member, partition, [offset for offset, _ in acks],
+                                None if ok else "INVALID_RECORD_STATE")
+
+    @staticmethod
+    def _release(r: ModelRecord) -> None:
+        r.state = ARCHIVED if r.count >= LIMIT else AVAILABLE
+        r.holder, r.persisted_count = None, r.count
+
+    def expire(self) -> None:
+        self.h.now += LOCK_MS / 1000 + 1
+        for log in self.logs.values():
+            for r in log:
+                if r.state == ACQUIRED and r.acquired_at + LOCK_MS / 1000 <= self.h.now:
+                    self._release(r)
+
+    def leader_change(self, partition: int) -> None:
+        self.h.fault("leader_change" if partition >= 0 else "kill", partition)
+        for p, log in self.logs.items():
+            if partition in (p, -1):
+                for r in log:
+                    if r.state == ACQUIRED:
+                        r.state, r.count, r.holder = AVAILABLE, r.persisted_count, None
+
+    def close(self, member: str) -> None:
+        for m, partition in [key for key in self.pending if key[0] == member]:
+            self.answer(m, partition)
+        self.h.share_close(member)
+        for log in self.logs.values():
+            for r in log:
+                if r.state == ACQUIRED and r.holder == member:
+                    self._release(r)
+        del self.views[member]
+
+    def drain(self) -> None:
+        """Close everyone, let every lock expire, then one member takes and accepts whatever is left."""
+        for member in list(self.views):
+            self.close(member)
+        self.expire()
+        member = self.join()
+        self.poll(member, max_records=10**6)
+        for partition, offset in sorted(self.views[member]):
+            self.acknowledge(member, partition, offset, ACCEPT)
+        for _, partition in list(self.pending):
+            self.answer(member, partition)
+        self.close(member)
+
+
+@st.composite
+def share_runs(draw) -> ShareRun:
+    """A producer and share consumers joining, polling, acknowledging, closing, with lock expiries and leader
+    changes in between, then a drain; the final SPSO of each partition anywhere at or below its log end, with
+    state batches above it."""
+    model = ShareModel(draw(st.integers(1, 2)))
+    partitions = sorted(model.logs)
+    for _ in range(draw(st.integers(1, 4))):
+        model.produce(draw(st.sampled_from(partitions)))
+    for _ in range(draw(st.integers(0, 30))):
+        members = sorted(model.views)
+        holding = [(m, p, o) for m in members for p, o in sorted(model.views[m])]
+        actions = ["produce", "join", "expire", "leader_change"]
+        actions += ["poll", "close"] if members else []
+        actions += ["acknowledge"] if holding else []
+        actions += ["answer"] if model.pending else []
+        action = draw(st.sampled_from(actions))
+        if action == "produce":
+            model.produce(draw(st.sampled_from(partitions)))
+        elif action == "join":
+            model.join()
+        elif action == "expire":
+            model.expire()
+        elif action == "leader_change":
+            model.leader_change(draw(st.sampled_from([*partitions, -1])))
+        elif action == "poll":
+            model.poll(draw(st.sampled_from(members)), draw(st.integers(1, 3)))
+        elif action == "close":
+            model.close(draw(st.sampled_from(members)))
+        elif action == "acknowledge":
+            member, partition, offset = draw(st.sampled_from(holding))
+            model.acknowledge(member, partition, offset, draw(st.sampled_from([ACCEPT, RELEASE, REJECT])))
+        else:
+            model.answer(*draw(st.sampled_from(sorted(model.pending))))
+    model.drain()
+    run = ShareRun(model.h.events, model.logs)
+    for partition, log in model.logs.items():
+        assert all(r.state in (ACKNOWLEDGED, ARCHIVED) for r in log)
+        spso = draw(st.integers(0, len(log)))
+        run.spso[partition] = spso
+        model.h.share_final("g", partition, spso)
+        for offset in range(spso, len(log)):
+            model.h.share_state("g", partition, offset, offset, log[offset].state, log[offset].count)
+    run.events = model.h.events
+    return run
+
+
+@settings(max_examples=200, deadline=None)
+@given(share_runs())
+def test_generated_share_histories_are_ok(run: ShareRun):
+    report = check_it(run.events)
+    assert report.ok, report.summary()
+    assert report.start_offsets() == run.spso
+    totals = report.counts()
+    logs = [r for log in run.logs.values() for r in log]
+    assert totals["deliveries"] == sum(e.kind == SHARE_ACQUIRE for e in run.events)
+    assert totals["accepted"] == sum(r.state == ACKNOWLEDGED for r in logs)
+    assert totals["archived"] == sum(r.state == ARCHIVED for r in logs)
+
+
+class Injector:
+    """Builds the events of one injected fault after the end of a generated run (times past its last event),
+    on a new record of a partition or on the run's own records."""
+
+    def __init__(self, run: ShareRun, partition: int) -> None:
+        self.run, self.partition = run, partition
+        self.now = run.events[-1].time
+        self.events: list[Event] = []
+
+    def add(self, kind: str, process: str, offset: int | None = None, partition: int | None = None,
+            **extra) -> Event:
+        self.now += 1
+        e = Event(kind, process, self.partition if partition is None else partition, extra.pop("value", b""),
+                  offset, self.now, extra.pop("error", None), **extra)
+        self.events.append(e)
+        return e
+
+    def new_record(self, state: str | None, count: int = 0) -> int:
+        """Produce a record past the partition's log end; ``state``: its final state batch (None: none)."""
+        offset = len(self.run.logs[self.partition])
+        self.add("ack", "producer", offset, value=b"injected")
+        if state is not None:
+            self.add("share_state", "g", offset, end=offset + 1, state=state, delivery_count=count)
+        return offset
+
+    def acquire(self, member: str, offset: int, count: int) -> Event:
+        return self.add(SHARE_ACQUIRE, member, offset, value=b"injected", delivery_count=count, since=self.now + 0.5)
+
+    def ack(self, member: str, offset: int, ack_type: str, error: str | None = None) -> None:
+        self.add("share_ack", member, offset, ack_type=ack_type)
+        self.add("share_ack_result", member, None, offsets=(offset,), error=error)
+
+
+def _deliveries(events: list[Event]) -> dict[tuple[int, int], list[int]]:
+    """(partition, offset) -> indexes of its share_acquire events, in order."""
+    out: dict[tuple[int, int], list[int]] = {}
+    for i, e in enumerate(events):
+        if e.kind == SHARE_ACQUIRE:
+            out.setdefault((e.partition, e.offset), []).append(i)
+    return out
+
+
+def inject(kind: str, run: ShareRun, draw) -> list[Event]:
+    """Put one fault of ``kind`` into ``run``: in its own records when it has fitting ones, else on a new record
+    produced after its end."""
+    events = list(run.events)
+    partition = draw(st.sampled_from(sorted(run.logs)))
+    use_existing = draw(st.booleans())
+    inj = Injector(run, partition)
+    fault_times = [e.time for e in events if e.kind == "fault"]
+
+    if kind == "delivery_after_ack":
+        terminal = sorted({(e.partition, o) for e in events if e.kind == "share_ack_result" and e.error is None
+                           for o in e.offsets} & {(p, o) for p, log in run.logs.items() for o, r in enumerate(log)
+                                                  if r.state == ACKNOWLEDGED})
+        if use_existing and terminal:  # even a fault does not undo an answered accept
+            p, o = draw(st.sampled_from(terminal))
+            inj.add("fault", "kill", partition=-1)
+            inj.add(SHARE_ACQUIRE, "intruder", o, partition=p, value=run.logs[p][o].value, delivery_count=1,
+                    since=inj.now + 0.5)
+        else:
+            o = inj.new_record(ACKNOWLEDGED, 1)
+            inj.acquire("i1", o, 1)
+            inj.ack("i1", o, draw(st.sampled_from([ACCEPT, REJECT])))
+            inj.acquire("i2", o, 2)
+    elif kind == "share_lost":
+        above = [i for i, e in enumerate(events) if e.kind == "share_state"]
+        if use_existing and above:  # a record the drain accepted is reported available at the end
+            i = draw(st.sampled_from(above))
+            events[i] = dataclasses.replace(events[i], state=draw(st.sampled_from([AVAILABLE, ACQUIRED])))
+        else:
+            inj.new_record(draw(st.sampled_from([None, ACKNOWLEDGED, ARCHIVED])))  # never delivered
+    elif kind == "count_regression":
+        pairs = [(i, j) for indexes in _deliveries(events).values() for i, j in zip(indexes, indexes[1:])
+                 if not any(events[i].since <= t <= events[j].time for t in fault_times)]
+        if use_existing and pairs:  # a redelivery with the count of the delivery before it
+            i, j = draw(st.sampled_from(pairs))
+            events[j] = dataclasses.replace(events[j], delivery_count=events[i].delivery_count)
+        else:
+            o = inj.new_record(ACKNOWLEDGED, 1)
+            inj.acquire("i1", o, 1)
+            inj.ack("i1", o, RELEASE)
+            inj.acquire("i1", o, 1)
+            inj.ack("i1", o, ACCEPT)
+    elif kind == "over_limit":
+        last = [indexes[-1] for indexes in _deliveries(events).values()]
+        if use_existing and last:  # the last delivery of an offset counted past the limit
+            i = draw(st.sampled_from(last))
+            events[i] = dataclasses.replace(events[i], delivery_count=LIMIT + draw(st.integers(1, 3)))
+        else:
+            o = inj.new_record(ACKNOWLEDGED, LIMIT + 1)
+            inj.acquire("i1", o, LIMIT + 1)
+            inj.ack("i1", o, ACCEPT)
+    elif kind == "concurrent_hold":
+        held = []  # last deliveries whose member had not acknowledged that offset before (so they are held)
+        for indexes in _deliveries(events).values():
+            x = events[indexes[-1]]
+            if x.delivery_count < LIMIT and not any(
+                    e.kind == "share_ack" and (e.process, e.partition, e.offset) == (x.process, x.partition, x.offset)
+                    for e in events[:indexes[-1]]):
+                held.append(indexes[-1])
+        if use_existing and held:  # acquired again just after the last delivery was recorded (events are a
+            i = draw(st.sampled_from(held))  # time unit apart: before anything else happened)
+            x = events[i]
+            events.insert(i + 1, Event(SHARE_ACQUIRE, "intruder", x.partition, x.value, x.offset, x.time + 0.2,
+                                       delivery_count=x.delivery_count + 1, since=x.time + 0.1))
+            return events + inj.events
+        o = inj.new_record(ACKNOWLEDGED, 1)
+        inj.acquire("i1", o, 1)
+        inj.acquire("i2", o, 2)  # while i1 holds it: it accepts only later
+        inj.ack("i1", o, ACCEPT)
+    else:
+        assert kind == "ack_unacquired"
+        acquired = sorted({(e.partition, e.offset) for e in events if e.kind == SHARE_ACQUIRE})
+        if use_existing and acquired:  # a member that never had it acknowledges it, answered ok
+            p, o = draw(st.sampled_from(acquired))
+            inj.add("share_ack", "intruder", o, partition=p, ack_type=draw(st.sampled_from([ACCEPT, RELEASE])))
+            inj.add("share_ack_result", "intruder", None, partition=p, offsets=(o,))
+        else:
+            o = inj.new_record(ACKNOWLEDGED, 1)
+            inj.acquire("i1", o, 1)
+            inj.ack("i1", o, ACCEPT)
+            inj.ack("i1", o, ACCEPT)  # the same delivery accepted twice, both answered ok
+    return events + inj.events
+
+
+@pytest.mark.parametrize("kind", SHARE_ANOMALY_KINDS)  # each kind its own examples, not what hypothesis favours
+@settings(max_examples=60, deadline=None)
+@given(run=share_runs(), data=st.data())
+def test_one_injected_share_anomaly_is_found_as_its_kind(kind: str, run: ShareRun, data):
+    report = check_it(inject(kind, run, data.draw))
+    assert {k for k in SHARE_ANOMALY_KINDS if report.counts()[k]} == {kind}, report.summary()
