@@ -52,10 +52,12 @@ Share groups (KIP-932): ``check_share`` judges a share group's deliveries of one
 acknowledged, given ``group.share.delivery.count.limit`` and ``group.share.record.lock.duration.ms``. A delivery
 (share_acquire) happened at a broker time in [its ``since``, its recorded time]; an acknowledgement took effect,
 if at all, between its share_ack and its answer; an ok answer means it took effect. Kafka persists a record's
-state on acknowledgements, releases and lock expiry, not on acquisition, so a leader change (a ``fault`` of the
-partition or of all partitions) may forget acquisitions: a record held then is redelivered with its last
-persisted delivery count, and whoever held it may still believe it does. Only what the history proves is
-reported:
+state on acknowledgements, releases and lock expiry, not on acquisition, so a leader change may forget
+acquisitions: a record held then is redelivered with its last persisted delivery count, and whoever held it may
+still believe it does. A *fault* of a partition is a ``fault`` event of it or of all partitions (a moment), or a
+``fault_start``..``fault_end`` span (any moment in it). A member leaves the group (its records released) by
+closing, by a fault, or after its session timeout without heartbeats, which is assumed longer than the lock
+duration (Kafka's defaults: 45 s and 30 s). Only what the history proves is reported:
 
 - delivery_after_ack: a delivery acquired after an Accept or Reject of that offset was answered ok (its ``since``
   is at or after the answer): the record was acknowledged or archived for good.
@@ -97,6 +99,8 @@ from tests.jepsen.history import (
     ARCHIVED,
     AVAILABLE,
     FAULT,
+    FAULT_END,
+    FAULT_START,
     KINDS,
     REJECT,
     RELEASE,
@@ -757,7 +761,8 @@ def check_share(history: History | list[Event], delivery_count_limit: int = DEFA
     acks_of: dict[tuple[str, int, int], list[tuple[Event, list[float]]]] = {}  # -> (share_ack, [answer time])
     answers: list[AckAnswer] = []
     closes: dict[str, float] = {}
-    faults: dict[int, list[float]] = {}
+    faults: dict[int, list[tuple[float, float]]] = {}  # partition (or ALL_PARTITIONS) -> (start, end) spans
+    started: dict[tuple[str, int], float] = {}  # (what, partition) -> start of a lasting fault not yet ended
     finals: dict[int, int] = {}
     states: dict[int, list[Event]] = {}
     report = ShareReport()
@@ -798,7 +803,12 @@ def check_share(history: History | list[Event], delivery_count_limit: int = DEFA
         elif kind == SHARE_CLOSE:
             closes.setdefault(e.process, e.time)
         elif kind == FAULT:
-            faults.setdefault(e.partition, []).append(e.time)
+            faults.setdefault(e.partition, []).append((e.time, e.time))
+        elif kind == FAULT_START:
+            started.setdefault((e.process, e.partition), e.time)
+        elif kind == FAULT_END:
+            start = started.pop((e.process, e.partition), float("-inf"))
+            faults.setdefault(e.partition, []).append((start, e.time))
         elif kind == SHARE_FINAL:
             finals[e.partition] = e.offset
         elif kind == SHARE_STATE:
@@ -809,14 +819,17 @@ def check_share(history: History | list[Event], delivery_count_limit: int = DEFA
         elif kind not in KINDS:
             raise ValueError(f"unknown event kind {kind!r} in {e}")
 
-    everywhere = sorted(faults.get(ALL_PARTITIONS, ()))
-    fault_times = {p: sorted([*times, *everywhere]) for p, times in faults.items() if p != ALL_PARTITIONS}
+    for (_, partition), start in started.items():
+        faults.setdefault(partition, []).append((start, float("inf")))
+    everywhere = _merged(faults.get(ALL_PARTITIONS, []))
+    spans = {p: _merged([*found, *faults.get(ALL_PARTITIONS, [])]) for p, found in faults.items()
+             if p != ALL_PARTITIONS}
 
     def fault_between(partition: int, start: float, end: float) -> float | None:
-        """The first fault of ``partition`` at or after ``start`` if it is at or before ``end``."""
-        times = fault_times.get(partition, everywhere)
-        i = bisect_left(times, start)
-        return times[i] if i < len(times) and times[i] <= end else None
+        """The first moment in [``start``, ``end``] at which ``partition`` has a fault, if any."""
+        starts, ends = spans.get(partition, everywhere)
+        i = bisect_left(ends, start)  # the first span not over before ``start``
+        return max(starts[i], start) if i < len(starts) and starts[i] <= end else None
 
     terminal: dict[tuple[int, int], AckAnswer] = {}  # (partition, offset) -> earliest ok Accept/Reject answer
     accepted: dict[int, set[int]] = {}
@@ -858,6 +871,19 @@ def check_share(history: History | list[Event], delivery_count_limit: int = DEFA
     if finals:
         _judge_lost(at, produced, deliveries, finals, states)
     return report
+
+
+def _merged(spans: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    """Fault spans as disjoint ones in time order: their starts and their ends (both ascending)."""
+    starts: list[float] = []
+    ends: list[float] = []
+    for start, end in sorted(spans):
+        if ends and start <= ends[-1]:
+            ends[-1] = max(ends[-1], end)
+        else:
+            starts.append(start)
+            ends.append(end)
+    return starts, ends
 
 
 def _hold_end(d: Delivery, acks_of, closes: dict[str, float], fault_between, lock_duration: float) -> float:

@@ -22,8 +22,12 @@ consumer's creation when it may fetch ahead); ``share_ack`` when it calls acknow
 reject; before the acknowledgement is sent); ``share_ack_result`` for each per-partition answer (commit_sync's
 result or the acknowledgement commit callback: the offsets answered and the error, None for ok); ``share_close``
 when it starts closing (its acquired records are released). ``fault`` marks a moment when share-partition state
-held only in a leader's memory may be lost (a leader change of one partition, or -1: a broker killed,
-partitioned, paused, ...; a fault that lasts records its start and its end). At the end the workload records the
+held only in a leader's memory may be lost (a leader change of one partition, or -1: a broker killed, ...);
+``fault_start`` and ``fault_end`` (paired by what and partition) bound a fault that lasts (a network partition, a
+paused broker): such state may be lost at any time between them (a start without an end lasts to the end of the
+history, an end without a start from its beginning). A fault that may remove members from the group (one that
+can cut them off from the group coordinator) is a fault of all partitions: their records are released. At the end the
+workload records the
 group's share-partition start offset (SPSO) per partition with ``share_final`` and the persisted state batches
 above it (``share_state``: first and last offset, state, delivery count), e.g. from ReadShareGroupState.
 
@@ -57,8 +61,12 @@ SHARE_CLOSE = "share_close"
 SHARE_FINAL = "share_final"
 SHARE_STATE = "share_state"
 FAULT = "fault"
+FAULT_START = "fault_start"
+FAULT_END = "fault_end"
+FAULT_KINDS = frozenset({FAULT, FAULT_START, FAULT_END})
 TXN_END_KINDS = frozenset({TXN_COMMIT_OK, TXN_ABORT_OK, TXN_END_UNKNOWN})
-SHARE_KINDS = frozenset({SHARE_ACQUIRE, SHARE_ACK, SHARE_ACK_RESULT, SHARE_CLOSE, SHARE_FINAL, SHARE_STATE, FAULT})
+SHARE_KINDS = frozenset({SHARE_ACQUIRE, SHARE_ACK, SHARE_ACK_RESULT, SHARE_CLOSE, SHARE_FINAL, SHARE_STATE,
+                         *FAULT_KINDS})
 KINDS = frozenset({SEND, ACK, FAIL, READ, TXN_BEGIN, *TXN_END_KINDS, READ_SPAN, COMMITTED_OFFSET, *SHARE_KINDS})
 
 READ_COMMITTED = "read_committed"
@@ -82,7 +90,7 @@ class Event:
     ``process`` is the producer's name for send/ack/fail/txn_*, the consumer *session* id for read and
     read_span (a session is one continuous read position: a new one whenever a consumer is created, re-assigned
     or seeks), the consumer group for committed_offset, share_final and share_state, the share consumer member
-    for share_acquire, share_ack, share_ack_result and share_close, and what happened for fault.
+    for share_acquire, share_ack, share_ack_result and share_close, and what happened for fault*.
     """
 
     kind: str  # one of KINDS
@@ -245,9 +253,18 @@ class History:
         self._record(SHARE_CLOSE, member, UNKNOWN_PARTITION, b"", None)
 
     def fault(self, what: str, partition: int = ALL_PARTITIONS) -> None:
-        """Share-partition state held in a leader's memory may be lost from now on: ``partition``'s leader
-        changed, or (``ALL_PARTITIONS``) a fault that may move any leader started or ended."""
+        """Share-partition state held in a leader's memory may have been lost at this moment: ``partition``'s
+        leader changed, or (``ALL_PARTITIONS``) a broker was killed or restarted."""
         self._record(FAULT, what, partition, b"", None)
+
+    def fault_start(self, what: str, partition: int = ALL_PARTITIONS) -> None:
+        """A fault that lasts starts (e.g. a broker partitioned away or paused): until its ``fault_end``,
+        ``partition``'s (or every partition's) leader may change and members may be removed at any moment."""
+        self._record(FAULT_START, what, partition, b"", None)
+
+    def fault_end(self, what: str, partition: int = ALL_PARTITIONS) -> None:
+        """The fault ``what`` that ``fault_start`` began on ``partition`` is over (healed, resumed)."""
+        self._record(FAULT_END, what, partition, b"", None)
 
     def share_final(self, group: str, partition: int, start_offset: int) -> None:
         """At the end: share group ``group``'s share-partition start offset (SPSO) on ``partition``; every record

@@ -156,6 +156,25 @@ def test_a_fault_of_every_partition_explains_it():
     assert check_it(events).ok
 
 
+def test_a_lasting_fault_explains_what_happens_inside_it():
+    """The leader change of partition 1 happened at some moment within a partition of its leader (no event says
+    when): m3's redelivery inside the span is explained; a span over before m2 acquired e explains nothing."""
+    events = clean_share_history().events
+    i = next(i for i, e in enumerate(events) if e.kind == "fault")
+    m3 = _redelivery(events, "m3", 1, 0, 1)
+    start = dataclasses.replace(events[i], kind="fault_start", process="partition")
+    end = Event("fault_end", "partition", 1, b"", None, events[m3].time + 0.1)
+    assert check_it([*events[:i], start, *events[i + 1:m3 + 1], end, *events[m3 + 1:]]).ok
+    assert check_it([*events[:i], start, *events[i + 1:]]).ok  # never ended: lasts to the end
+    assert check_it([*events[:i], *events[i + 1:m3 + 1], end, *events[m3 + 1:]]).ok  # ended: on since the start
+
+    first_poll = next(j for j, e in enumerate(events) if e.kind == SHARE_ACQUIRE)
+    over = [dataclasses.replace(start, time=events[first_poll].since - 0.2),
+            dataclasses.replace(end, time=events[first_poll].since - 0.1)]
+    report = check_it([*events[:first_poll], *over, *events[first_poll:i], *events[i + 1:]])
+    assert {k for k in SHARE_ANOMALY_KINDS if report.counts()[k]} == {"count_regression", "concurrent_hold"}
+
+
 def _redelivery(events: list[Event], member: str, partition: int, offset: int, count: int) -> int:
     return next(i for i, e in enumerate(events) if e.kind == SHARE_ACQUIRE and e.process == member
                 and e.partition == partition and e.offset == offset and e.delivery_count == count)
@@ -344,7 +363,8 @@ class ShareModel:
     available records (delivery count + 1), acknowledgements take effect when answered and only for the member
     holding the record, a lock expires ``LOCK_MS`` after acquisition, a release or expiry at the delivery count
     limit archives, a close releases the member's records, a leader change returns acquired records to available
-    with their last persisted count."""
+    with their last persisted count. While a lasting fault is on, leaders change and members are removed from
+    the group (their records released) without any event saying when."""
 
     def __init__(self, n_partitions: int) -> None:
         self.h = ClockedHistory()
@@ -353,6 +373,7 @@ class ShareModel:
         self.pending: dict[tuple[str, int], list[tuple[int, str]]] = {}  # (member, partition) -> unanswered acks
         self.n_members = 0
         self.n_values = 0
+        self.lasting: int | None = None  # the partition (-1: all) of the lasting fault that is on
 
     def produce(self, partition: int) -> None:
         self.n_values += 1
@@ -379,6 +400,8 @@ class ShareModel:
         self.h.poll(member, got)
 
     def acknowledge(self, member: str, partition: int, offset: int, ack_type: str) -> None:
+        if any(o == offset for o, _ in self.pending.get((member, partition), ())):
+            self.answer(member, partition)  # one acknowledgement of an offset per request
         self.views[member].discard((partition, offset))
         self.pending.setdefault((member, partition), []).append((offset, ack_type))
         self.h.share_ack(member, partition, offset, ack_type)
@@ -413,13 +436,30 @@ class ShareModel:
                 if r.state == ACQUIRED and r.acquired_at + LOCK_MS / 1000 <= self.h.now:
                     self._release(r)
 
-    def leader_change(self, partition: int) -> None:
-        self.h.fault("leader_change" if partition >= 0 else "kill", partition)
+    def leader_change(self, partition: int, recorded: bool = True) -> None:
+        if recorded:
+            self.h.fault("leader_change" if partition >= 0 else "kill", partition)
         for p, log in self.logs.items():
             if partition in (p, -1):
                 for r in log:
                     if r.state == ACQUIRED:
                         r.state, r.count, r.holder = AVAILABLE, r.persisted_count, None
+
+    def fault_start(self, partition: int) -> None:
+        self.lasting = partition
+        self.h.fault_start("partition", partition)
+
+    def fault_end(self) -> None:
+        self.h.fault_end("partition", self.lasting)
+        self.lasting = None
+
+    def remove_member(self, member: str) -> None:
+        """The group coordinator drops ``member`` (no heartbeat got through): its records are released; the
+        member does not know and carries on."""
+        for log in self.logs.values():
+            for r in log:
+                if r.state == ACQUIRED and r.holder == member:
+                    self._release(r)
 
     def close(self, member: str) -> None:
         for m, partition in [key for key in self.pending if key[0] == member]:
@@ -458,6 +498,8 @@ def share_runs(draw) -> ShareRun:
         members = sorted(model.views)
         holding = [(m, p, o) for m in members for p, o in sorted(model.views[m])]
         actions = ["produce", "join", "expire", "leader_change"]
+        actions += ["fault_start"] if model.lasting is None else ["fault_end", "silent_leader_change"]
+        actions += ["remove_member"] if model.lasting == -1 and members else []  # the group's, not a partition's
         actions += ["poll", "close"] if members else []
         actions += ["acknowledge"] if holding else []
         actions += ["answer"] if model.pending else []
@@ -470,6 +512,15 @@ def share_runs(draw) -> ShareRun:
             model.expire()
         elif action == "leader_change":
             model.leader_change(draw(st.sampled_from([*partitions, -1])))
+        elif action == "fault_start":
+            model.fault_start(draw(st.sampled_from([*partitions, -1])))
+        elif action == "fault_end":
+            model.fault_end()
+        elif action == "silent_leader_change":
+            partition = model.lasting if model.lasting != -1 else draw(st.sampled_from([*partitions, -1]))
+            model.leader_change(partition, recorded=False)
+        elif action == "remove_member":
+            model.remove_member(draw(st.sampled_from(members)))
         elif action == "poll":
             model.poll(draw(st.sampled_from(members)), draw(st.integers(1, 3)))
         elif action == "close":
@@ -479,6 +530,8 @@ def share_runs(draw) -> ShareRun:
             model.acknowledge(member, partition, offset, draw(st.sampled_from([ACCEPT, RELEASE, REJECT])))
         else:
             model.answer(*draw(st.sampled_from(sorted(model.pending))))
+    if model.lasting is not None and draw(st.booleans()):
+        model.fault_end()  # else it lasts to the end of the history
     model.drain()
     run = ShareRun(model.h.events, model.logs)
     for partition, log in model.logs.items():
@@ -513,6 +566,14 @@ class Injector:
         self.run, self.partition = run, partition
         self.now = run.events[-1].time
         self.events: list[Event] = []
+        started = {}
+        for e in run.events:
+            if e.kind == "fault_start":
+                started[(e.process, e.partition)] = e
+            elif e.kind == "fault_end":
+                started.pop((e.process, e.partition), None)
+        for what, p in started:  # a lasting fault still on would explain anything injected
+            self.add("fault_end", what, partition=p)
 
     def add(self, kind: str, process: str, offset: int | None = None, partition: int | None = None,
             **extra) -> Event:
@@ -547,6 +608,18 @@ def _deliveries(events: list[Event]) -> dict[tuple[int, int], list[int]]:
     return out
 
 
+def _faulty(events: list[Event]) -> list[bool]:
+    """For each event: a fault happens there or a lasting one is on."""
+    on, faulty = set(), []
+    for e in events:
+        if e.kind == "fault_start":
+            on.add((e.process, e.partition))
+        elif e.kind == "fault_end":
+            on.discard((e.process, e.partition))
+        faulty.append(bool(on) or e.kind in ("fault", "fault_end"))
+    return faulty
+
+
 def inject(kind: str, run: ShareRun, draw) -> list[Event]:
     """Put one fault of ``kind`` into ``run``: in its own records when it has fitting ones, else on a new record
     produced after its end."""
@@ -554,7 +627,6 @@ def inject(kind: str, run: ShareRun, draw) -> list[Event]:
     partition = draw(st.sampled_from(sorted(run.logs)))
     use_existing = draw(st.booleans())
     inj = Injector(run, partition)
-    fault_times = [e.time for e in events if e.kind == "fault"]
 
     if kind == "delivery_after_ack":
         terminal = sorted({(e.partition, o) for e in events if e.kind == "share_ack_result" and e.error is None
@@ -578,8 +650,9 @@ def inject(kind: str, run: ShareRun, draw) -> list[Event]:
         else:
             inj.new_record(draw(st.sampled_from([None, ACKNOWLEDGED, ARCHIVED])))  # never delivered
     elif kind == "count_regression":
+        faulty = _faulty(events)
         pairs = [(i, j) for indexes in _deliveries(events).values() for i, j in zip(indexes, indexes[1:])
-                 if not any(events[i].since <= t <= events[j].time for t in fault_times)]
+                 if not any(faulty[i:j + 1])]
         if use_existing and pairs:  # a redelivery with the count of the delivery before it
             i, j = draw(st.sampled_from(pairs))
             events[j] = dataclasses.replace(events[j], delivery_count=events[i].delivery_count)
@@ -599,10 +672,11 @@ def inject(kind: str, run: ShareRun, draw) -> list[Event]:
             inj.acquire("i1", o, LIMIT + 1)
             inj.ack("i1", o, ACCEPT)
     elif kind == "concurrent_hold":
-        held = []  # last deliveries whose member had not acknowledged that offset before (so they are held)
+        held = []  # last deliveries, outside faults, whose member had not acknowledged that offset before
+        faulty = _faulty(events)
         for indexes in _deliveries(events).values():
             x = events[indexes[-1]]
-            if x.delivery_count < LIMIT and not any(
+            if x.delivery_count < LIMIT and not faulty[indexes[-1]] and not any(
                     e.kind == "share_ack" and (e.process, e.partition, e.offset) == (x.process, x.partition, x.offset)
                     for e in events[:indexes[-1]]):
                 held.append(indexes[-1])
