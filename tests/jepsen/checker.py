@@ -76,8 +76,9 @@ duration (Kafka's defaults: 45 s and 30 s). Only what the history proves is repo
   acknowledgement unanswered by the earlier one's ``since`` counts from then), closed, or a fault of the
   partition. Per-acquisition lock timers only ever fire late, so the lock lasts at least that long.
 - ack_unacquired: an acknowledgement answered ok for an offset its member did not hold: more ok answers for
-  (member, offset) than deliveries of it to that member recorded before the acknowledgement was sent, or an
-  answer for an offset the member had not acknowledged. An error answer is indeterminate, as a failed send.
+  (member, offset) than deliveries of it to that member recorded before the acknowledgement was sent (an ok
+  Renew keeps the record held, so it must find one but does not use it up), or an answer for an offset the
+  member had not acknowledged. An error answer is indeterminate, as a failed send.
 
 Information per partition: deliveries, redeliveries (deliveries of an offset delivered before), accepted and
 rejected (distinct offsets whose Accept or Reject was answered ok), archived (offsets known archived: rejected,
@@ -104,6 +105,7 @@ from tests.jepsen.history import (
     KINDS,
     REJECT,
     RELEASE,
+    RENEW,
     SHARE_ACK,
     SHARE_ACK_RESULT,
     SHARE_ACQUIRE,
@@ -798,7 +800,7 @@ def check_share(history: History | list[Event], delivery_count_limit: int = DEFA
                 if e.error is None:
                     if ack is None or settled.get(key, 0) >= delivered_before:
                         at(e.partition).ack_unacquired.append(AckUnacquired(answer))
-                    else:
+                    elif ack.ack_type != RENEW:
                         settled[key] = settled.get(key, 0) + 1
         elif kind == SHARE_CLOSE:
             closes.setdefault(e.process, e.time)

@@ -16,12 +16,16 @@ partition's end offset. A history describes one topic: the input topic's partiti
 and ``committed_offset``. Events without the new fields dump and load exactly as before.
 
 Share groups (KIP-932): a share consumer *member* (one name per consumer instance: a new one whenever a consumer
-is created) records each record a poll returned as ``share_acquire`` with its delivery count and ``since``, the
-earliest time the broker can have acquired it (the poll's start when the client fetches only inside poll, the
-consumer's creation when it may fetch ahead); ``share_ack`` when it calls acknowledge (accept, release or
-reject; before the acknowledgement is sent); ``share_ack_result`` for each per-partition answer (commit_sync's
-result or the acknowledgement commit callback: the offsets answered and the error, None for ok); ``share_close``
-when it starts closing (its acquired records are released). ``fault`` marks a moment when share-partition state
+is created) records each record a poll returned as ``share_acquire`` with its delivery count
+(``Message.delivery_count()``) and ``since``, the earliest time the broker can have acquired it: the start of the
+earliest poll whose ShareFetch may have returned it (librdkafka sends ShareFetch from inside poll, and a response
+that comes after one poll timed out is returned by the next), or, when unsure, the consumer's creation (sound,
+but it proves less). ``share_ack`` when it calls acknowledge (accept, release, reject, or renew; recorded before
+the acknowledgement can be sent); ``share_ack_result`` for each per-partition answer: commit_sync's result per
+partition with the offsets acknowledged there since the last answer, or the acknowledgement commit callback's
+offsets with its error (None for ok; a client-side invalidation such as NOT_LEADER_OR_FOLLOWER is an error
+too); ``share_close`` when it starts closing or is killed (its acquired records are released when its connection
+drops). ``fault`` marks a moment when share-partition state
 held only in a leader's memory may be lost (a leader change of one partition, or -1: a broker killed, ...);
 ``fault_start`` and ``fault_end`` (paired by what and partition) bound a fault that lasts (a network partition, a
 paused broker): such state may be lost at any time between them (a start without an end lasts to the end of the
@@ -76,9 +80,10 @@ ISOLATIONS = frozenset({READ_COMMITTED, READ_UNCOMMITTED})
 UNKNOWN_PARTITION = -1
 ALL_PARTITIONS = -1  # a fault's partition when it may touch every partition's leader
 
-# KIP-932 acknowledgement types (AcknowledgeType: ACCEPT=1, RELEASE=2, REJECT=3) and record states (RecordState)
-ACCEPT, RELEASE, REJECT = "accept", "release", "reject"
-ACK_TYPES = frozenset({ACCEPT, RELEASE, REJECT})
+# KIP-932 acknowledgement types (AcknowledgeType: ACCEPT=1, RELEASE=2, REJECT=3; KIP-1222's RENEW=4 keeps the
+# record acquired with a new lock) and record states (RecordState)
+ACCEPT, RELEASE, REJECT, RENEW = "accept", "release", "reject", "renew"
+ACK_TYPES = frozenset({ACCEPT, RELEASE, REJECT, RENEW})
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = "available", "acquired", "acknowledged", "archived"
 RECORD_STATES = frozenset({AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED})
 
@@ -106,7 +111,7 @@ class Event:
     source: tuple[int, int, bytes] | None = None  # send: the input (partition, offset, value) it was derived from
     delivery_count: int | None = None  # share_acquire: the record's delivery count; share_state: the batch's
     since: float | None = None  # share_acquire: the earliest time the broker can have acquired the record
-    ack_type: str | None = None  # share_ack: ACCEPT, RELEASE or REJECT
+    ack_type: str | None = None  # share_ack: ACCEPT, RELEASE, REJECT or RENEW
     offsets: tuple[int, ...] | None = None  # share_ack_result: the offsets the answer is for
     state: str | None = None  # share_state: the batch's record state (RECORD_STATES)
 
@@ -249,7 +254,8 @@ class History:
         self._record(SHARE_ACK_RESULT, member, partition, b"", None, error, offsets=tuple(sorted(offsets)))
 
     def share_close(self, member: str) -> None:
-        """``member`` starts closing (or leaves the group): the records it holds may be released from now on."""
+        """``member`` starts closing, leaves the group or is killed: the records it holds may be released from
+        now on."""
         self._record(SHARE_CLOSE, member, UNKNOWN_PARTITION, b"", None)
 
     def fault(self, what: str, partition: int = ALL_PARTITIONS) -> None:

@@ -31,6 +31,7 @@ from tests.jepsen.history import (
     AVAILABLE,
     REJECT,
     RELEASE,
+    RENEW,
     SHARE_ACQUIRE,
     Event,
     History,
@@ -317,6 +318,21 @@ def test_ok_answer_for_an_offset_never_acknowledged():
     assert found.ack.ack_type is None and found.ack.sent is None
 
 
+def test_an_ok_renew_needs_the_record_held_and_keeps_it():
+    h = clean_share_history()
+    h.poll("m4", [(1, 2, b"g", 1)])
+    h.acks("m4", 1, [(2, RENEW)])
+    h.acks("m4", 1, [(2, RENEW)])
+    h.acks("m4", 1, [(2, ACCEPT)])  # still its to accept
+    h.send("p1", 1, b"g")
+    h.ack("p1", 1, b"g", 2)
+    h.share_state("g", 1, 2, 2, ACKNOWLEDGED, 1)
+    assert check_it(h).ok
+    h.acks("m4", 1, [(2, RENEW)])  # no longer held
+    found = only_share_anomaly(check_it(h), "ack_unacquired", 1)
+    assert (found.ack.member, found.ack.offset, found.ack.ack_type) == ("m4", 2, RENEW)
+
+
 def test_error_answers_are_indeterminate():
     h = clean_share_history()
     h.acks("m3", 0, [(2, ACCEPT)], error="INVALID_RECORD_STATE")
@@ -329,7 +345,7 @@ def test_share_events_round_trip_and_unknown_types_are_refused(tmp_path):
     h.dump(tmp_path / "share.jsonl")
     assert History.load(tmp_path / "share.jsonl").events == h.events
     with pytest.raises(ValueError):
-        h.share_ack("m1", 0, 0, "renew")
+        h.share_ack("m1", 0, 0, "extend")
     with pytest.raises(ValueError):
         h.share_state("g", 0, 0, 0, "gone", 1)
 
@@ -361,10 +377,10 @@ class ShareRun:
 class ShareModel:
     """Share partitions as KIP-932 runs them, recording what members see into a ``ClockedHistory``: polls acquire
     available records (delivery count + 1), acknowledgements take effect when answered and only for the member
-    holding the record, a lock expires ``LOCK_MS`` after acquisition, a release or expiry at the delivery count
-    limit archives, a close releases the member's records, a leader change returns acquired records to available
-    with their last persisted count. While a lasting fault is on, leaders change and members are removed from
-    the group (their records released) without any event saying when."""
+    holding the record (a renew restarts its lock), a lock expires ``LOCK_MS`` after acquisition, a release or
+    expiry at the delivery count limit archives, a close releases the member's records, a leader change returns
+    acquired records to available with their last persisted count. While a lasting fault is on, leaders change
+    and members are removed from the group (their records released) without any event saying when."""
 
     def __init__(self, n_partitions: int) -> None:
         self.h = ClockedHistory()
@@ -402,7 +418,8 @@ class ShareModel:
     def acknowledge(self, member: str, partition: int, offset: int, ack_type: str) -> None:
         if any(o == offset for o, _ in self.pending.get((member, partition), ())):
             self.answer(member, partition)  # one acknowledgement of an offset per request
-        self.views[member].discard((partition, offset))
+        if ack_type != RENEW:
+            self.views[member].discard((partition, offset))
         self.pending.setdefault((member, partition), []).append((offset, ack_type))
         self.h.share_ack(member, partition, offset, ack_type)
 
@@ -414,6 +431,9 @@ class ShareModel:
         if ok:
             for offset, ack_type in acks:
                 r = log[offset]
+                if ack_type == RENEW:
+                    r.acquired_at = self.h.now  # a new lock, nothing persisted
+                    continue
                 if ack_type == ACCEPT:
                     r.state = ACKNOWLEDGED
                 elif ack_type == REJECT:
@@ -527,7 +547,7 @@ def share_runs(draw) -> ShareRun:
             model.close(draw(st.sampled_from(members)))
         elif action == "acknowledge":
             member, partition, offset = draw(st.sampled_from(holding))
-            model.acknowledge(member, partition, offset, draw(st.sampled_from([ACCEPT, RELEASE, REJECT])))
+            model.acknowledge(member, partition, offset, draw(st.sampled_from([ACCEPT, RELEASE, REJECT, RENEW])))
         else:
             model.answer(*draw(st.sampled_from(sorted(model.pending))))
     if model.lasting is not None and draw(st.booleans()):
