@@ -758,8 +758,8 @@ def check_share(history: History | list[Event], delivery_count_limit: int = DEFA
     delivered_to: dict[tuple[str, int, int], int] = {}  # (member, partition, offset) -> deliveries so far
     settled: dict[tuple[str, int, int], int] = {}  # (member, partition, offset) -> ok-answered acknowledgements
     # (member, partition, offset) -> its unanswered share_acks, first sent first, with the deliveries to the
-    # member of the offset recorded before each was sent
-    unanswered: dict[tuple[str, int, int], deque[tuple[Event, int]]] = {}
+    # member of the offset recorded before each was sent and the list its answer's time goes into
+    unanswered: dict[tuple[str, int, int], deque[tuple[Event, int, list[float]]]] = {}
     acks_of: dict[tuple[str, int, int], list[tuple[Event, list[float]]]] = {}  # -> (share_ack, [answer time])
     answers: list[AckAnswer] = []
     closes: dict[str, float] = {}
@@ -785,15 +785,15 @@ def check_share(history: History | list[Event], delivery_count_limit: int = DEFA
                 at(e.partition).over_limit.append(OverLimit(d, delivery_count_limit))
         elif kind == SHARE_ACK:
             key = (e.process, e.partition, e.offset)
-            unanswered.setdefault(key, deque()).append((e, delivered_to.get(key, 0)))
-            acks_of.setdefault(key, []).append((e, []))
+            answered: list[float] = []
+            unanswered.setdefault(key, deque()).append((e, delivered_to.get(key, 0), answered))
+            acks_of.setdefault(key, []).append((e, answered))
         elif kind == SHARE_ACK_RESULT:
             for offset in e.offsets:
                 key = (e.process, e.partition, offset)
                 pending = unanswered.get(key)
-                ack, delivered_before = pending.popleft() if pending else (None, 0)
-                if ack is not None:
-                    next(times for a, times in acks_of[key] if a is ack).append(e.time)
+                ack, delivered_before, answered = pending.popleft() if pending else (None, 0, [])
+                answered.append(e.time)
                 answer = AckAnswer(e.process, e.partition, offset, ack.ack_type if ack else None,
                                    ack.time if ack else None, e.time, e.error)
                 answers.append(answer)

@@ -731,3 +731,32 @@ def inject(kind: str, run: ShareRun, draw) -> list[Event]:
 def test_one_injected_share_anomaly_is_found_as_its_kind(kind: str, run: ShareRun, data):
     report = check_it(inject(kind, run, data.draw))
     assert {k for k in SHARE_ANOMALY_KINDS if report.counts()[k]} == {kind}, report.summary()
+
+
+def test_a_large_share_history_checks_clean():
+    """20,000 records on 4 partitions, each delivered once or twice (released at first by every third): about
+    100,000 events (the work is linear in them but for each offset's deliveries; its time is not asserted)."""
+    events = []
+    t = 0.0
+
+    def add(kind: str, process: str, partition: int, offset: int | None, **extra) -> None:
+        nonlocal t
+        t += 1
+        events.append(Event(kind, process, partition, extra.pop("value", b""), offset, t, **extra))
+
+    n = 20_000
+    for i in range(n):
+        add("ack", "p", i % 4, i // 4, value=b"%d" % i)
+    for i in range(n):
+        partition, offset, member = i % 4, i // 4, f"m{i % 3}"
+        for count, ack_type in ([(1, RELEASE), (2, ACCEPT)] if i % 3 == 0 else [(1, ACCEPT)]):
+            add(SHARE_ACQUIRE, member, partition, offset, value=b"%d" % i, delivery_count=count, since=t + 0.5)
+            add("share_ack", member, partition, offset, ack_type=ack_type)
+            add("share_ack_result", member, partition, None, offsets=(offset,))
+        if i % 1000 == 0:
+            add("fault", "leader_change", partition, None)
+    for partition in range(4):
+        add("share_final", "g", partition, n // 4)
+    report = check_it(events)
+    assert report.ok, report.summary()
+    assert report.counts()["deliveries"] == n + 6667 and report.counts()["accepted"] == n
