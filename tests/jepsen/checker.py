@@ -104,7 +104,6 @@ from tests.jepsen.history import (
     FAULT_START,
     KINDS,
     REJECT,
-    RELEASE,
     RENEW,
     SHARE_ACK,
     SHARE_ACK_RESULT,
@@ -777,6 +776,8 @@ def check_share(history: History | list[Event], delivery_count_limit: int = DEFA
     for e in events:
         kind = e.kind
         if kind == SHARE_ACQUIRE:
+            if e.since is None or e.since > e.time or not e.delivery_count or e.delivery_count < 1:
+                raise ValueError(f"a share_acquire needs a delivery count >= 1 and since <= its time: {e}")
             d = Delivery(e.process, e.partition, e.offset, e.delivery_count, e.since, e.time)
             deliveries.setdefault((e.partition, e.offset), []).append(d)
             key = (e.process, e.partition, e.offset)
@@ -836,15 +837,10 @@ def check_share(history: History | list[Event], delivery_count_limit: int = DEFA
     terminal: dict[tuple[int, int], AckAnswer] = {}  # (partition, offset) -> earliest ok Accept/Reject answer
     accepted: dict[int, set[int]] = {}
     rejected: dict[int, set[int]] = {}
-    released: set[tuple[str, int, int, float]] = set()  # ok-answered Release: (member, partition, offset, sent)
     for a in answers:
-        if a.error is not None or a.ack_type is None:
-            continue
-        if a.ack_type in (ACCEPT, REJECT):
+        if a.error is None and a.ack_type in (ACCEPT, REJECT):
             terminal.setdefault((a.partition, a.offset), a)
             (accepted if a.ack_type == ACCEPT else rejected).setdefault(a.partition, set()).add(a.offset)
-        elif a.ack_type == RELEASE:
-            released.add((a.member, a.partition, a.offset, a.sent))
 
     archived: dict[int, set[int]] = {p: set(offsets) for p, offsets in rejected.items()}
     for (partition, offset), found in deliveries.items():
@@ -854,8 +850,8 @@ def check_share(history: History | list[Event], delivery_count_limit: int = DEFA
         last = max(found, key=lambda d: d.delivery_count)
         if last.delivery_count >= delivery_count_limit and offset not in accepted.get(partition, ()):
             archived.setdefault(partition, set()).add(offset)  # released or expired at the limit
-        _judge_deliveries(here, found, terminal.get((partition, offset)), fault_between, lock_duration,
-                          lambda d: _hold_end(d, acks_of, closes, fault_between, lock_duration))
+        ends = [_hold_end(d, acks_of, closes, fault_between, lock_duration) for d in found]
+        _judge_deliveries(here, found, ends, terminal.get((partition, offset)), fault_between)
 
     for partition, batch_events in states.items():
         for b in batch_events:
@@ -905,10 +901,10 @@ def _hold_end(d: Delivery, acks_of, closes: dict[str, float], fault_between, loc
     return end if fault is None else fault
 
 
-def _judge_deliveries(here: SharePartitionReport, found: list[Delivery], terminal: AckAnswer | None,
-                      fault_between, lock_duration: float, hold_end) -> None:
-    """The deliveries of one offset: after its acknowledgement, count regressions, concurrent holds."""
-    ends = [hold_end(d) for d in found]
+def _judge_deliveries(here: SharePartitionReport, found: list[Delivery], ends: list[float],
+                      terminal: AckAnswer | None, fault_between) -> None:
+    """The deliveries of one offset (``ends``: the earliest each one's lock may have ended): after its
+    acknowledgement, count regressions, concurrent holds."""
     for i, d in enumerate(found):
         if terminal is not None and d.since >= terminal.answered:
             here.delivery_after_ack.append(DeliveryAfterAck(d, terminal))
@@ -920,7 +916,7 @@ def _judge_deliveries(here: SharePartitionReport, found: list[Delivery], termina
                 if fault_between(d.partition, start, stop) is None:
                     here.count_regression.append(CountRegression(d, earlier))
                     break
-        for earlier, end in zip(found[:i], ends, strict=False):
+        for earlier, end in zip(found[:i], ends[:i], strict=True):
             if earlier.time <= d.since and d.time < end:
                 here.concurrent_hold.append(ConcurrentHold(d, earlier, end))
                 break

@@ -342,12 +342,22 @@ def test_error_answers_are_indeterminate():
 
 def test_share_events_round_trip_and_unknown_types_are_refused(tmp_path):
     h = clean_share_history()
+    h.fault_start("partition broker 2")
+    h.share_ack("m5", 0, 9, RENEW)
+    h.fault_end("partition broker 2")
     h.dump(tmp_path / "share.jsonl")
     assert History.load(tmp_path / "share.jsonl").events == h.events
+    kinds = {e.kind for e in h.events}
+    assert kinds >= {"share_acquire", "share_ack", "share_ack_result", "share_close", "share_final", "share_state",
+                     "fault", "fault_start", "fault_end"}
     with pytest.raises(ValueError):
         h.share_ack("m1", 0, 0, "extend")
     with pytest.raises(ValueError):
         h.share_state("g", 0, 0, 0, "gone", 1)
+    for bad in ({"delivery_count": 0}, {"delivery_count": None}, {"since": None}, {"since": h.now + 5}):
+        acquire = Event(SHARE_ACQUIRE, "m9", 0, b"a", 0, h.now + 1, delivery_count=1, since=h.now)
+        with pytest.raises(ValueError, match="share_acquire needs"):
+            check_it([*h.events, dataclasses.replace(acquire, **bad)])
 
 
 # ---- generated share-group histories -----------------------------------------------------------------------------
