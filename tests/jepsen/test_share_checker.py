@@ -20,6 +20,7 @@ from tests.jepsen.checker import (
     DeliveryAfterAck,
     OverLimit,
     ShareLost,
+    ShareReport,
     check,
     check_share,
 )
@@ -66,7 +67,7 @@ class ClockedHistory(History):
         self.share_ack_result(member, partition, [offset for offset, _ in acks], error)
 
 
-def check_it(events) -> object:
+def check_it(events) -> ShareReport:
     return check_share(events, delivery_count_limit=LIMIT, record_lock_duration_ms=LOCK_MS)
 
 
