@@ -15,25 +15,28 @@ For consume-transform-produce, a send names the input record its value was deriv
 partition's end offset. A history describes one topic: the input topic's partitions exist only in ``source``
 and ``committed_offset``. Events without the new fields dump and load exactly as before.
 
-Share groups (KIP-932): a share consumer *member* (one name per consumer instance: a new one whenever a consumer
-is created) records each record a poll returned as ``share_acquire`` with its delivery count
+Share groups (KIP-932): a share consumer *member* (one name per consumer instance: a new one whenever a consumer is
+created) records each record a poll returned as ``share_acquire`` with its delivery count
 (``Message.delivery_count()``) and ``since``, the earliest time the broker can have acquired it: the start of the
 earliest poll whose ShareFetch may have returned it (librdkafka sends ShareFetch from inside poll, and a response
-that comes after one poll timed out is returned by the next), or, when unsure, the consumer's creation (sound,
-but it proves less). ``share_ack`` when it calls acknowledge (accept, release, reject, or renew; recorded before
-the acknowledgement can be sent); ``share_ack_result`` for each per-partition answer: commit_sync's result per
-partition with the offsets acknowledged there since the last answer, or the acknowledgement commit callback's
-offsets with its error (None for ok; a client-side invalidation such as NOT_LEADER_OR_FOLLOWER is an error
-too); ``share_close`` when it starts closing or is killed (its acquired records are released when its connection
-drops). ``fault`` marks a moment when share-partition state
-held only in a leader's memory may be lost (a leader change of one partition, or -1: a broker killed, ...);
-``fault_start`` and ``fault_end`` (paired by what and partition) bound a fault that lasts (a network partition, a
-paused broker): such state may be lost at any time between them (a start without an end lasts to the end of the
-history, an end without a start from its beginning). A fault that may remove members from the group (one that
-can cut them off from the group coordinator) is a fault of all partitions: their records are released. At the end the
-workload records the
-group's share-partition start offset (SPSO) per partition with ``share_final`` and the persisted state batches
-above it (``share_state``: first and last offset, state, delivery count), e.g. from ReadShareGroupState.
+that comes after one poll timed out is returned by the next), or, when unsure, the consumer's creation (sound, but
+it proves less). ``share_ack`` when it calls acknowledge (accept, release, reject, or renew; recorded before the
+acknowledgement can be sent); ``share_ack_result`` for each per-partition answer: commit_sync's result per partition
+with the offsets acknowledged there since the last answer, or the acknowledgement commit callback's offsets with its
+error (None for ok; a client-side invalidation such as NOT_LEADER_OR_FOLLOWER is an error too); ``share_close`` when
+it starts closing or is killed (its acquired records are released when its connection drops). ``fault`` marks a
+moment when share-partition state held only in a leader's memory may be lost (a leader change of one partition that
+the workload saw, or -1: of all); ``fault_start`` and ``fault_end`` (paired by what and partition) bound a fault
+that lasts: such state may be lost at any time between them (a start without an end lasts to the end of the history,
+an end without a start from its beginning). A fault that may remove members from the group (one that can cut them
+off from the group coordinator) is a fault of all partitions: their records are released. What to record: any
+broker's kill -9 is a fault of all partitions lasting until leadership has settled after its restart (leaders move
+back to their preferred replicas later, and the share coordinator, whose loss can make leaders reload state, may
+have been on it); a network partition or pause likewise from its start until it has healed and settled; a
+client-side disconnect the workload learns of (librdkafka's error_cb) a moment of all partitions. At the end the
+workload records the group's share-partition start offset (SPSO) per partition with ``share_final`` and the
+persisted state batches above it (``share_state``: first and last offset, state, delivery count), e.g. from
+ReadShareGroupState.
 
 ``JournaledHistory`` writes each event to a file as it is recorded, for a client in a process of its own that
 may be killed -9 (the exactly-once app of tests/integration/eos_app.py); the test merges the journals.
