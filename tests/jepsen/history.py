@@ -18,9 +18,9 @@ and ``committed_offset``. Events without the new fields dump and load exactly as
 Share groups (KIP-932): a share consumer *member* (one name per consumer instance: a new one whenever a consumer is
 created) records each record a poll returned as ``share_acquire`` with its delivery count
 (``Message.delivery_count()``) and ``since``, the earliest time the broker can have acquired it: the start of the
-earliest poll whose ShareFetch may have returned it (librdkafka sends ShareFetch from inside poll, and a response
-that comes after one poll timed out is returned by the next), or, when unsure, the consumer's creation (sound, but
-it proves less). ``share_ack`` when it calls acknowledge (accept, release, reject, or renew; recorded before the
+earliest poll whose ShareFetch may have returned it (librdkafka sends ShareFetch from inside poll; a response that
+arrives after that poll returned may be handed out by a later one), or, when unsure, the consumer's creation (sound,
+but it proves less). ``share_ack`` when it calls acknowledge (accept, release, reject, or renew; recorded before the
 acknowledgement can be sent); ``share_ack_result`` for each per-partition answer: commit_sync's result per partition
 with the offsets acknowledged there since the last answer, or the acknowledgement commit callback's offsets with its
 error (None for ok; a client-side invalidation such as NOT_LEADER_OR_FOLLOWER is an error too); ``share_close`` when
