@@ -36,14 +36,20 @@ MAX_TOPIC_NAME = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 # Kafka 4.0's production metadata.version (MetadataVersion.IBP_4_0_IV3) and the other finalized features.
+# share.version 1 turns share groups (KIP-932) on, as Kafka 4.2 bootstraps it. Kafka's ShareVersion.SV_1 depends
+# on metadata.version 27 (4.1-IV1); odradek stays at 25 and lets share.version 1 stand beside it: 26 (4.1-IV0) only
+# makes ELR the default of new clusters (odradek has no ELR) and 27 makes the replica fetcher send Fetch v18 with
+# its high watermark (KIP-1166), which odradek's fetcher does not (it sends v17); neither changes a metadata record.
 METADATA_VERSION = 25
 BOOTSTRAP_FEATURES = {"metadata.version": METADATA_VERSION, "kraft.version": 0, "group.version": 1,
-                      "transaction.version": 2, "eligible.leader.replicas.version": 0}
+                      "transaction.version": 2, "eligible.leader.replicas.version": 0, "share.version": 1}
 
 # The feature ranges this software supports (ApiVersions' SupportedFeatures): metadata.version from
-# IBP_3_3_IV3 (7, Kafka 4.0's minimum) to 25; group.version 1 enables the KIP-848 consumer protocol.
+# IBP_3_3_IV3 (7, Kafka 4.0's minimum) to 25; group.version 1 enables the KIP-848 consumer protocol, share.version 1
+# the share-group APIs (broker/apis/share_gate.py).
 SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION), "kraft.version": (0, 0), "group.version": (0, 1),
-                      "transaction.version": (0, 2), "eligible.leader.replicas.version": (0, 0)}  # no ELR (KIP-966)
+                      "transaction.version": (0, 2), "eligible.leader.replicas.version": (0, 0),  # no ELR (KIP-966)
+                      "share.version": (0, 1)}
 
 PRODUCER_ID_BLOCK_SIZE = 1000  # ProducerIdManager.PID_BLOCK_SIZE
 FENCE, UNFENCE = 1, -1  # BrokerRegistrationFencingChange
