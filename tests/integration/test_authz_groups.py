@@ -18,6 +18,7 @@ from cluster.acls import AclOperation as Op, AclPermissionType, PatternType, Res
 from protocol.errors import ErrorCode as E
 from protocol.generated.messages import (
     AlterConfigsRequest, ApiVersionsRequest, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
+    ShareGroupDescribeRequest, ShareGroupHeartbeatRequest,
     CreateDelegationTokenRequest, DeleteGroupsRequest, DescribeClientQuotasRequest, DescribeClusterRequest,
     DescribeConfigsRequest, DescribeDelegationTokenRequest, DescribeGroupsRequest,
     DescribeUserScramCredentialsRequest, ExpireDelegationTokenRequest, FindCoordinatorRequest,
@@ -74,6 +75,9 @@ ROWS: dict[int, str] = {
     71: "KafkaApis.handleGetTelemetrySubscriptionsRequest: no check",
     72: "KafkaApis.handlePushTelemetryRequest: no check",
     74: "KafkaApis.handleListConfigResources: CLUSTER DESCRIBE_CONFIGS",
+    76: "KafkaApis.handleShareGroupHeartbeat: share.version first, then GROUP READ, TOPIC DESCRIBE on subscribed "
+        "names",
+    77: "KafkaApis.handleShareGroupDescribe: share.version first, then GROUP DESCRIBE; assigned topics need DESCRIBE",
 }
 
 NOBODY = "nobody"
@@ -132,6 +136,9 @@ ACLS = [
     acl("cgd", RT.GROUP, "cg-g", Op.DESCRIBE), acl("cgd", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
     acl("cgd_group_only", RT.GROUP, "cg-g", Op.DESCRIBE),
     acl("cgr", RT.GROUP, "cgr-g", Op.READ), acl("cgr", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
+    # k76 ShareGroupHeartbeat, k77 ShareGroupDescribe
+    acl("sgh", RT.GROUP, "sg-g", Op.READ), acl("sgh", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
+    acl("sgd", RT.GROUP, "sg-g", Op.DESCRIBE),
     # real clients
     topic_read("consumer", TOPIC_REAL), acl("consumer", RT.GROUP, "real-g", Op.READ),
     topic_read("consumer_nogroup", TOPIC_REAL),
@@ -340,6 +347,31 @@ def test_consumer_group_heartbeat_and_describe(node):
     assert heartbeat(node, "cgh", [TOPIC_A], epoch=-1).error_code == 0  # leaves
 
 
+def test_share_group_heartbeat_and_describe(node):
+    """k76 then k77: GROUP READ and TOPIC DESCRIBE of the subscribed names to heartbeat, GROUP DESCRIBE to describe
+    (the member has no assignment without share state, so no topic check hides the group)."""
+    member = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"
+
+    def share_heartbeat(user, topics, epoch=0):
+        return node.call(user, ShareGroupHeartbeatRequest(group_id="sg-g", member_id=member, member_epoch=epoch,
+                                                          subscribed_topic_names=topics), 1)
+    assert share_heartbeat(NOBODY, [TOPIC_A]).error_code == E.GROUP_AUTHORIZATION_FAILED
+    refused = share_heartbeat("sgh", [TOPIC_A, TOPIC_B])
+    assert (refused.error_code, refused.member_epoch) == (E.TOPIC_AUTHORIZATION_FAILED, 0)
+    joined = share_heartbeat("sgh", [TOPIC_A])
+    assert joined.error_code == 0 and joined.member_epoch > 0
+
+    describe = ShareGroupDescribeRequest(group_ids=["sg-g", "of-g"], include_authorized_operations=True)
+    denied = node.call(NOBODY, describe, 1).groups
+    assert [(g.group_id, g.error_code) for g in denied] == [
+        ("sg-g", E.GROUP_AUTHORIZATION_FAILED), ("of-g", E.GROUP_AUTHORIZATION_FAILED)]
+    allowed = node.call("sgd", describe, 1).groups
+    assert [(g.group_id, g.error_code) for g in allowed] == [("of-g", E.GROUP_AUTHORIZATION_FAILED), ("sg-g", 0)]
+    assert allowed[1].authorized_operations == bits({Op.DESCRIBE})
+    assert [m.member_id for m in allowed[1].members] == [member]
+    assert share_heartbeat("sgh", None, epoch=-1).error_code == 0  # leaves
+
+
 def test_consumer_group_regex_resolves_to_describable_topics_only(node):
     """A regex subscription matching TOPIC_A and TOPIC_B, from a member that may describe only TOPIC_A: the
     coordinator's regex refresh keeps TOPIC_A (GroupMetadataManager.refreshRegularExpressions, KAFKA-18813)."""
@@ -542,7 +574,7 @@ def test_confluent_admin_describe_broker_configs_without_describe_configs(node):
 
 def test_rows_cover_every_api_key_of_the_brief():
     assert set(ROWS) == {8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 32, 33, 36, 38, 39, 40, 41, 42, 44, 47, 48, 50,
-                         60, 68, 69, 71, 72, 74}
+                         60, 68, 69, 71, 72, 74, 76, 77}
 
 
 def test_without_an_authorizer_every_check_answers_yes(tmp_path):
