@@ -210,3 +210,27 @@ def test_the_gate_answers_each_share_api_in_its_error_shape(key):
             assert decoded.error_code == E.UNSUPPORTED_VERSION
     assert share_gate.share_groups_enabled({"share.version": 1})
     assert not share_gate.share_groups_enabled({}) and not share_gate.share_groups_enabled({"share.version": 0})
+
+
+def test_confluent_share_consumer_joins_and_leaves(sbroker, wire):
+    """librdkafka's ShareConsumer (confluent-kafka 2.16) heartbeats v1: it joins, shows in ShareGroupDescribe with
+    its client id, and leaves on close."""
+    import time
+
+    from confluent_kafka import ShareConsumer
+
+    consumer = ShareConsumer({"bootstrap.servers": sbroker.bootstrap, "group.id": "sw-librdkafka",
+                              "client.id": "share-client"})
+    try:
+        consumer.subscribe([TOPIC])
+        deadline = time.monotonic() + 30
+        members = []
+        while time.monotonic() < deadline and not members:
+            consumer.poll(0.2)
+            d = describe(wire, "sw-librdkafka").groups[0]
+            members = d.members if d.error_code == 0 else []
+        assert [(m.client_id, m.subscribed_topic_names) for m in members] == [("share-client", [TOPIC])]
+    finally:
+        consumer.close()
+    d = describe(wire, "sw-librdkafka").groups[0]
+    assert (d.group_state, d.members) == ("Empty", [])
