@@ -19,6 +19,7 @@ import cluster.controller.replication_control as rc
 from cluster.controller.broker_heartbeats import BrokerControlState, BrokerHeartbeatManager, BrokerHeartbeatTracker
 from cluster.controller.java_random import from_python_random
 from cluster.controller.replica_placer import InvalidReplicationFactor, UsableBroker, place
+from cluster.groups.group_config import GROUP_RESOURCE, GroupConfig, GroupConfigError, validate_group_configs
 from cluster.metadata_image import RESOURCE_TOPIC, MetadataImage
 from cluster.quotas import ThrottlingQuotaExceeded
 from protocol.errors import ErrorCode
@@ -577,6 +578,22 @@ class Controller:
         old = dict(image.configs.get((RESOURCE_CLIENT_METRICS, name), {}))
         records: list[Message] = [
             ConfigRecord(resource_type=RESOURCE_CLIENT_METRICS, resource_name=name, name=k, value=new_configs.get(k))
+            for k in sorted(set(old) | set(new_configs)) if old.get(k) != new_configs.get(k)]
+        return ControllerResult(records, (0, None))
+
+    def alter_group_configs(self, image: MetadataImage, name: str, new_configs: dict[str, str]) -> ControllerResult:
+        """ConfigRecords turning a GROUP resource's configs into ``new_configs``, validated as the controller's
+        ControllerConfigurationValidator does (GroupConfig.validate against this node's group.* bounds); the group
+        need not exist. The response is (error_code, message)."""
+        if not name:
+            return ControllerResult([], (ErrorCode.INVALID_REQUEST, "Default group resources are not allowed."))
+        try:
+            validate_group_configs(new_configs, GroupConfig.from_props(self.config))
+        except GroupConfigError as exc:
+            return ControllerResult([], (ErrorCode.INVALID_CONFIG, str(exc)))
+        old = dict(image.configs.get((GROUP_RESOURCE, name), {}))
+        records: list[Message] = [
+            ConfigRecord(resource_type=GROUP_RESOURCE, resource_name=name, name=k, value=new_configs.get(k))
             for k in sorted(set(old) | set(new_configs)) if old.get(k) != new_configs.get(k)]
         return ControllerResult(records, (0, None))
 

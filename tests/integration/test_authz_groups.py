@@ -65,7 +65,8 @@ ROWS: dict[int, str] = {
     41: "KafkaApis.handleDescribeTokensRequest: DELEGATION_TOKEN_AUTH_DISABLED before its DESCRIBE checks",
     42: "KafkaApis.handleDeleteGroupsRequest: GROUP DELETE per distinct group",
     44: "KafkaApis.handleIncrementalAlterConfigsRequest: BROKER_LOGGER needs CLUSTER ALTER_CONFIGS "
-        "(ConfigAdminManager.preprocess); the controller authorizes the forwarded resources",
+        "(ConfigAdminManager.preprocess); the controller authorizes the forwarded resources (GROUP: ALTER_CONFIGS "
+        "on the group)",
     47: "KafkaApis.handleOffsetDeleteRequest: GROUP DELETE, TOPIC READ per topic",
     48: "KafkaApis.handleDescribeClientQuotasRequest: CLUSTER DESCRIBE_CONFIGS",
     50: "KafkaApis.handleDescribeUserScramCredentialsRequest: CLUSTER DESCRIBE",
@@ -125,7 +126,7 @@ ACLS = [
     # k42 DeleteGroups
     acl("delg", RT.GROUP, "dl-a", Op.DELETE),
     # k44 IncrementalAlterConfigs
-    cluster_acl("ialter", Op.ALTER_CONFIGS),
+    cluster_acl("ialter", Op.ALTER_CONFIGS), acl("galter", RT.GROUP, "gcfg-g", Op.ALTER_CONFIGS),
     # k47 OffsetDelete
     acl("offdel", RT.GROUP, "od-g", Op.DELETE), topic_read("offdel", TOPIC_A),
     # k48 DescribeClientQuotas, k50 DescribeUserScramCredentials, k60 DescribeCluster, k74 ListConfigResources
@@ -436,6 +437,25 @@ def test_incremental_alter_configs_broker_logger_needs_cluster_alter_configs(nod
     assert (denied.error_code, denied.error_message) == (E.CLUSTER_AUTHORIZATION_FAILED,
                                                          "Cluster authorization failed.")
     assert node.call("ialter", req, 1).responses[0].error_code == 0
+
+
+def test_group_configs_need_alter_configs_and_describe_configs_on_the_group(node):
+    """A GROUP resource (group configs) forwarded to the controller: ALTER_CONFIGS on the group, else
+    GROUP_AUTHORIZATION_FAILED (ControllerApis.authorizeAlterResource); described with DESCRIBE_CONFIGS on it."""
+    def req(group):
+        return IncrementalAlterConfigsRequest(resources=[inc_req.AlterConfigsResource(
+            resource_type=GROUP_CONFIG, resource_name=group,
+            configs=[inc_req.AlterableConfig(name="share.auto.offset.reset", config_operation=0, value="earliest")])])
+    denied = node.call(NOBODY, req("gcfg-g"), 1).responses[0]
+    assert (denied.error_code, denied.error_message) == (E.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
+    assert node.call("galter", req("gcfg-other"), 1).responses[0].error_code == E.GROUP_AUTHORIZATION_FAILED
+    assert node.call("galter", req("gcfg-g"), 1).responses[0].error_code == 0
+    described = node.call(SUPER_USER, DescribeConfigsRequest(resources=[DescribeConfigsResource(
+        resource_type=GROUP_CONFIG, resource_name="gcfg-g")]), 4).results[0]
+    assert {c.name: c.value for c in described.configs}["share.auto.offset.reset"] == "earliest"
+    mine = node.call("dconf", DescribeConfigsRequest(resources=[DescribeConfigsResource(
+        resource_type=GROUP_CONFIG, resource_name="cfg-g")]), 4).results[0]
+    assert mine.error_code == 0 and "share.session.timeout.ms" in {c.name for c in mine.configs}
 
 
 # ---- cluster -----------------------------------------------------------------------------------------------
