@@ -11,7 +11,7 @@ import pytest
 
 from broker.testing.embedded import EmbeddedBroker
 from cluster.groups.group_config import (
-    DynamicGroupConfig, GroupConfig, GroupConfigError, parse_iso_duration_ms, validate_group_configs,
+    GROUP_CONFIG_KEYS, DynamicGroupConfig, GroupConfig, GroupConfigError, parse_iso_duration_ms, validate_group_configs,
 )
 from protocol.errors import ErrorCode as E
 from protocol.generated.messages import (
@@ -71,6 +71,50 @@ def test_invalid_group_configs(props, message):
     with pytest.raises(GroupConfigError) as exc:
         validate_group_configs(props, BROKER)
     assert message in str(exc.value)
+
+
+@pytest.mark.parametrize("name", sorted(GROUP_CONFIG_KEYS))
+def test_from_props_invalid(name):
+    """GroupConfigTest.testFromPropsInvalid: the int keys refuse "not_a_number", "-0.1" and "1.2", the others
+    "not_a_number" and "-1"."""
+    bad = ("not_a_number", "-0.1", "1.2") if GROUP_CONFIG_KEYS[name].type == "int" else ("not_a_number", "-1")
+    for value in bad:
+        with pytest.raises(GroupConfigError):
+            validate_group_configs({name: value}, BROKER)
+
+
+@pytest.mark.parametrize("name, value", [
+    ("consumer.session.timeout.ms", "1"), ("consumer.session.timeout.ms", "70000"),
+    ("consumer.heartbeat.interval.ms", "1"), ("consumer.heartbeat.interval.ms", "70000"),
+    ("share.session.timeout.ms", "1"), ("share.session.timeout.ms", "70000"),
+    ("share.heartbeat.interval.ms", "1"), ("share.heartbeat.interval.ms", "70000"),
+    ("share.record.lock.duration.ms", "10000"), ("share.record.lock.duration.ms", "70000"),
+])
+def test_invalid_props(name, value):
+    """GroupConfigTest.testInvalidProps: each key outside the broker's bounds, the others valid
+    (createValidGroupConfig)."""
+    props = {"consumer.session.timeout.ms": "45000", "consumer.heartbeat.interval.ms": "5000",
+             "share.session.timeout.ms": "45000", "share.heartbeat.interval.ms": "5000",
+             "share.record.lock.duration.ms": "30000"}
+    validate_group_configs(props, BROKER)
+    with pytest.raises(GroupConfigError):
+        validate_group_configs({**props, name: value}, BROKER)
+
+
+def test_invalid_config_name():
+    """GroupConfigTest.testInvalidConfigName."""
+    with pytest.raises(GroupConfigError, match="Unknown group config name: invalid.config.name"):
+        validate_group_configs({"consumer.session.timeout.ms": "45000", "invalid.config.name": "10"}, BROKER)
+
+
+def test_from_props_with_default_value():
+    """GroupConfigTest.testFromPropsWithDefaultValue: unset keys take the defaults given (here the broker's)."""
+    broker = GroupConfig(consumer_session_timeout_ms=10, consumer_heartbeat_interval_ms=10,
+                         share_session_timeout_ms=10, share_heartbeat_interval_ms=10,
+                         share_record_lock_duration_ms=2000)
+    cfg = DynamicGroupConfig.of(broker, {"consumer.session.timeout.ms": "20"})
+    assert (cfg.consumer_heartbeat_interval_ms, cfg.consumer_session_timeout_ms, cfg.share_heartbeat_interval_ms,
+            cfg.share_session_timeout_ms, cfg.share_record_lock_duration_ms) == (10, 20, 10, 10, 2000)
 
 
 def test_bounds_are_the_brokers_and_session_must_exceed_heartbeat():
