@@ -37,8 +37,9 @@ def unsupported_version(request: Message) -> Message:
     key = request.API_KEY
     if key == SHARE_GROUP_HEARTBEAT:
         return m.ShareGroupHeartbeatResponse(error_code=code)
-    if key == SHARE_GROUP_DESCRIBE:  # every requested group at the error
-        return m.ShareGroupDescribeResponse(groups=[sgd.DescribedGroup(group_id=g, error_code=code)
+    if key == SHARE_GROUP_DESCRIBE:  # every requested group at the error (getErrorDescribedGroupList)
+        return m.ShareGroupDescribeResponse(groups=[sgd.DescribedGroup(group_id=g, error_code=code,
+                                                                       error_message=message)
                                                     for g in request.group_ids])
     if key == SHARE_FETCH:  # ShareFetchResponse.of(error, ...): the top-level error, no partitions
         return m.ShareFetchResponse(error_code=code)

@@ -342,6 +342,15 @@ class DynamicGroupConfig:
                    share_isolation_level=str(values[SHARE_ISOLATION_LEVEL]).lower())
 
 
+def auto_offset_reset(value: str) -> tuple[str, int]:
+    """``share.auto.offset.reset`` as (strategy, duration ms): ("latest", 0), ("earliest", 0) or ("by_duration", ms):
+    where a share partition's start offset goes when its state is initialized (ShareGroupAutoOffsetResetStrategy)."""
+    v = value.strip()
+    if v.lower().startswith(BY_DURATION):
+        return "by_duration", parse_iso_duration_ms(v[len(BY_DURATION):])
+    return v.lower(), 0
+
+
 def broker_group_defaults(broker: GroupConfig) -> dict[str, Any]:
     """GroupCoordinatorConfig.extractGroupConfigMap: each group key at the broker's value."""
     return {CONSUMER_SESSION_TIMEOUT: broker.consumer_session_timeout_ms,

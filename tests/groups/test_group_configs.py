@@ -146,6 +146,14 @@ def test_iso_durations_as_java_reads_them():
             parse_iso_duration_ms(bad)
 
 
+def test_auto_offset_reset_strategies():
+    from cluster.groups.group_config import auto_offset_reset
+
+    assert auto_offset_reset("latest") == ("latest", 0)
+    assert auto_offset_reset("EARLIEST") == ("earliest", 0)
+    assert auto_offset_reset("by_duration:PT30M") == ("by_duration", 1_800_000)
+
+
 def test_effective_values_override_the_brokers():
     cfg = DynamicGroupConfig.of(BROKER, {"share.session.timeout.ms": "50000", "share.isolation.level":
                                          "READ_COMMITTED", "consumer.heartbeat.interval.ms": "6000"})
