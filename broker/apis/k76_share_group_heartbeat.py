@@ -8,9 +8,9 @@ Errors: INVALID_REQUEST (empty group id, empty or over-36-character member id, e
 without topics), UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, GROUP_MAX_SIZE_REACHED (group.share.max.size),
 GROUP_ID_NOT_FOUND for a group of another type or a heartbeat with an epoch to an unknown group; UNSUPPORTED_VERSION
 while ``share.version`` is 0 (broker/apis/share_gate.py, before this handler).
-Authorization (KafkaApis.handleShareGroupHeartbeat): GROUP READ, else GROUP_AUTHORIZATION_FAILED; then, when
-subscribed topic names are given, TOPIC DESCRIBE on each of them, else TOPIC_AUTHORIZATION_FAILED (the member is
-left as it was).
+Authorization (KafkaApis.handleShareGroupHeartbeat, with KAFKA-18817): GROUP READ, else GROUP_AUTHORIZATION_FAILED;
+then, when subscribed topic names are given, TOPIC DESCRIBE on each of them, else TOPIC_AUTHORIZATION_FAILED (the
+member is left as it was).
 """
 
 from __future__ import annotations

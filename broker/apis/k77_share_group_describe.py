@@ -4,10 +4,10 @@ Behaviour (GroupMetadataManager.shareGroupDescribe): state, group and assignment
 and every member's rack, client, subscription and assignment with topic names; GROUP_ID_NOT_FOUND for an unknown
 group or a group of another type, INVALID_GROUP_ID for an empty id; UNSUPPORTED_VERSION for every group while
 ``share.version`` is 0 (broker/apis/share_gate.py).
-Authorization (KafkaApis.handleShareGroupDescribe): GROUP DESCRIBE per group, the groups without it first with
-GROUP_AUTHORIZATION_FAILED; include_authorized_operations fills authorized_operations of the groups described
-without error; with an authorizer, a group whose members' assignments name a topic the principal may not DESCRIBE
-is replaced by TOPIC_AUTHORIZATION_FAILED without members, as ConsumerGroupDescribe.
+Authorization (KafkaApis.handleShareGroupDescribe, with KAFKA-18817): GROUP DESCRIBE per group, the groups without
+it first with GROUP_AUTHORIZATION_FAILED; include_authorized_operations fills authorized_operations of the groups
+described without error; with an authorizer, a group whose members' assignments name a topic the principal may not
+DESCRIBE is replaced by TOPIC_AUTHORIZATION_FAILED without members, as ConsumerGroupDescribe.
 """
 
 from __future__ import annotations

@@ -77,8 +77,9 @@ ROWS: dict[int, str] = {
     72: "KafkaApis.handlePushTelemetryRequest: no check",
     74: "KafkaApis.handleListConfigResources: CLUSTER DESCRIBE_CONFIGS",
     76: "KafkaApis.handleShareGroupHeartbeat: share.version first, then GROUP READ, TOPIC DESCRIBE on subscribed "
-        "names",
-    77: "KafkaApis.handleShareGroupDescribe: share.version first, then GROUP DESCRIBE; assigned topics need DESCRIBE",
+        "names (KAFKA-18817)",
+    77: "KafkaApis.handleShareGroupDescribe: share.version first, then GROUP DESCRIBE; assigned topics need DESCRIBE "
+        "(KAFKA-18817)",
 }
 
 NOBODY = "nobody"
