@@ -15,6 +15,8 @@ member is left as it was).
 
 from __future__ import annotations
 
+import logging
+
 from broker.groups.group_service import req_ctx
 from cluster.acls import AclOperation, ResourceType
 from cluster.groups.group_classic import GroupError
@@ -25,6 +27,8 @@ from protocol.generated.messages import ShareGroupHeartbeatRequest, ShareGroupHe
 API_KEY = 76
 VERSIONS = (1, 1)
 
+log = logging.getLogger("odradek.groups")
+
 
 async def handle(ctx, req: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
     if req.group_id is not None and not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
@@ -33,13 +37,15 @@ async def handle(ctx, req: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatRes
         wanted = set(req.subscribed_topic_names)
         if len(ctx.filter_authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, wanted)) < len(wanted):
             return ShareGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    if not req.group_id or not req.group_id.strip():
-        return ShareGroupHeartbeatResponse(error_code=ErrorCode.INVALID_REQUEST,
-                                           error_message="GroupId can't be empty.")
     try:
+        if not req.group_id or not req.group_id.strip():
+            raise GroupError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
         res = await ctx.groups.run(req.group_id, GroupCoordinatorShard.share_group_heartbeat, req_ctx(ctx), req)
         if res.error is not None:
             raise res.error
         return res.response
     except GroupError as exc:
+        # one line per refused heartbeat (bad input, a fenced or unknown member): the group is left as it was
+        log.info("ShareGroupHeartbeat of member %r (epoch %d) of group %r from %s refused: %s %s", req.member_id,
+                 req.member_epoch, req.group_id, ctx.client_id, ErrorCode(exc.code).name, exc.message)
         return ShareGroupHeartbeatResponse(error_code=exc.code, error_message=exc.message)

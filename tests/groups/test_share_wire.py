@@ -100,8 +100,10 @@ def test_describe_of_unknown_empty_and_other_groups(wire):
         ("sw-missing", E.GROUP_ID_NOT_FOUND), ("", E.INVALID_GROUP_ID), ("sw-other", 0)]
 
 
-def test_bad_heartbeats_change_nothing(wire):
-    """Issue 30's bad-input list: each answered with Kafka's code, the group and its member as before."""
+def test_bad_heartbeats_change_nothing(wire, caplog):
+    """Issue 30's bad-input list: each answered with Kafka's code and logged, the group and its member as
+    before."""
+    caplog.set_level("INFO", logger="odradek.groups")
     good = member_id()
     joined = heartbeat(wire, "sw-bad", good, 0, [TOPIC])
     assert joined.error_code == 0
@@ -119,9 +121,12 @@ def test_bad_heartbeats_change_nothing(wire):
         (("sw-unknown", member_id(), 3, None), E.GROUP_ID_NOT_FOUND),              # no such group
     ]
     for args, code in cases:
+        caplog.clear()
         resp = heartbeat(wire, *args)
         assert resp.error_code == code, (args, resp)
         assert resp.error_message, (args, resp)
+        refused = [r.getMessage() for r in caplog.records if "ShareGroupHeartbeat of member" in r.getMessage()]
+        assert len(refused) == 1 and E(code).name in refused[0], (args, refused)
     after = describe(wire, "sw-bad").groups[0]
     assert (after.group_epoch, after.assignment_epoch, [(m.member_id, m.member_epoch) for m in after.members]) == (
         before.group_epoch, before.assignment_epoch, [(m.member_id, m.member_epoch) for m in before.members])
