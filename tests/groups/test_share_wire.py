@@ -20,6 +20,7 @@ from protocol.generated.messages import (
     ShareGroupDescribeRequest, ShareGroupHeartbeatRequest,
 )
 from protocol.generated.messages.join_group_request import JoinGroupRequestProtocol
+from tests.groups.helpers import share_state_initialized
 from tests.groups.workload import create_topic
 from tests.kafka_wire import KafkaWire
 
@@ -91,6 +92,29 @@ def test_join_describe_list_and_leave(wire):
     assert heartbeat(wire, "sw-g", b, -1).error_code == 0
     d = describe(wire, "sw-g").groups[0]
     assert (d.group_state, d.members) == ("Empty", [])
+
+
+def test_initialized_partitions_are_assigned_on_the_next_heartbeats(sbroker, wire):
+    """Once the share state of the subscribed partitions is initialized, the SimpleAssignor assigns them: two
+    members on three partitions each get some, every partition is assigned."""
+    a, b = member_id(), member_id()
+    ja = heartbeat(wire, "sw-assign", a, 0, [TOPIC])
+    jb = heartbeat(wire, "sw-assign", b, 0, [TOPIC])
+    assert ja.assignment.topic_partitions == [] and jb.assignment.topic_partitions == []
+    share_state_initialized(sbroker, "sw-assign", TOPIC, range(3))
+    # what each member was last told (an answer carries the assignment only when it changed)
+    told, epochs = {}, {a: ja.member_epoch, b: jb.member_epoch}
+    for m in (a, b, a, b):
+        resp = heartbeat(wire, "sw-assign", m, epochs[m])
+        assert resp.error_code == 0
+        epochs[m] = resp.member_epoch
+        if resp.assignment is not None:
+            told[m] = {p for t in resp.assignment.topic_partitions for p in t.partitions}
+    d = describe(wire, "sw-assign").groups[0]
+    assigned = {m.member_id: {p for t in m.assignment.topic_partitions for p in t.partitions} for m in d.members}
+    assert assigned[a] and assigned[b] and assigned[a] | assigned[b] == {0, 1, 2}
+    assert {t.topic_name for m in d.members for t in m.assignment.topic_partitions} == {TOPIC}
+    assert told == assigned and epochs[a] == epochs[b] == d.assignment_epoch
 
 
 def test_describe_of_unknown_empty_and_other_groups(wire):

@@ -141,6 +141,7 @@ ACLS = [
     # k76 ShareGroupHeartbeat, k77 ShareGroupDescribe
     acl("sgh", RT.GROUP, "sg-g", Op.READ), acl("sgh", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
     acl("sgd", RT.GROUP, "sg-g", Op.DESCRIBE),
+    acl("sgd_topic", RT.GROUP, "sg-g", Op.DESCRIBE), acl("sgd_topic", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
     # real clients
     topic_read("consumer", TOPIC_REAL), acl("consumer", RT.GROUP, "real-g", Op.READ),
     topic_read("consumer_nogroup", TOPIC_REAL),
@@ -350,8 +351,8 @@ def test_consumer_group_heartbeat_and_describe(node):
 
 
 def test_share_group_heartbeat_and_describe(node):
-    """k76 then k77: GROUP READ and TOPIC DESCRIBE of the subscribed names to heartbeat, GROUP DESCRIBE to describe
-    (the member has no assignment without share state, so no topic check hides the group)."""
+    """k76 then k77: GROUP READ and TOPIC DESCRIBE of the subscribed names to heartbeat, GROUP DESCRIBE to describe;
+    once the member is assigned TOPIC_A, describing needs TOPIC DESCRIBE on it too."""
     member = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"
 
     def share_heartbeat(user, topics, epoch=0):
@@ -371,6 +372,19 @@ def test_share_group_heartbeat_and_describe(node):
     assert [(g.group_id, g.error_code) for g in allowed] == [("of-g", E.GROUP_AUTHORIZATION_FAILED), ("sg-g", 0)]
     assert allowed[1].authorized_operations == bits({Op.DESCRIBE})
     assert [m.member_id for m in allowed[1].members] == [member]
+    # once TOPIC_A's share state is initialized the member is assigned it: a user who may not describe TOPIC_A
+    # no longer sees the group
+    from tests.groups.helpers import share_state_initialized
+
+    share_state_initialized(node.broker, "sg-g", TOPIC_A, [0, 1])
+    assigned = share_heartbeat("sgh", None, epoch=joined.member_epoch)
+    assert sorted(p for t in assigned.assignment.topic_partitions for p in t.partitions) == [0, 1]
+    hidden = node.call("sgd", ShareGroupDescribeRequest(group_ids=["sg-g"]), 1).groups[0]
+    assert (hidden.error_code, hidden.members, hidden.error_message) == (
+        E.TOPIC_AUTHORIZATION_FAILED, [], "The group has described topic(s) that the client is not authorized to "
+                                          "describe.")
+    shown = node.call("sgd_topic", ShareGroupDescribeRequest(group_ids=["sg-g"]), 1).groups[0]
+    assert shown.error_code == 0 and [t.topic_name for t in shown.members[0].assignment.topic_partitions] == [TOPIC_A]
     assert share_heartbeat("sgh", None, epoch=-1).error_code == 0  # leaves
 
 
