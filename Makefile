@@ -49,7 +49,7 @@ java:  # the PySpark tests need a JVM
 # package's tests that start no Spark run on both cores (pytest-xdist): no clusters, no faults timed against each
 # other; everything else after them, one test at a time (clusters of processes, fault injection, Spark). PYTEST_ARGS
 # go to both runs.
-PARALLEL_TESTS := tests/protocol tests/storage tests/cluster tests/sim tests/test_layering.py tests/test_readme_layout.py tests/test_skip_policy.py \
+PARALLEL_TESTS := tests/protocol tests/storage tests/cluster tests/share tests/sim tests/test_layering.py tests/test_readme_layout.py tests/test_skip_policy.py \
 	tests/broker tests/groups tests/jepsen \
 	$(addprefix tests/integration/,test_aiokafka.py test_authz_data.py test_authz_groups.py test_bad_input.py test_confluent_kafka.py test_kafka_python.py \
 	  test_kafkajs.py test_kcat.py test_quotas.py test_read_committed_aborted.py test_sasl.py test_transactions.py \
@@ -94,6 +94,7 @@ soak: venv-test iproute2
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_txn_compaction.py
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_transactions_cluster.py -k "each_clients or lost_markers"
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_transactions_v2.py -k three_nodes
+	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_share_coordinator_cluster.py
 	ODRADEK_SOAK=1 $(PY) -m pytest -s -m soak tests/spark_jobs
 
 ## build docker/Dockerfile and run docker/compose.yaml's cluster for real on this machine (by hand, not in

@@ -39,6 +39,8 @@ from broker.replication.fetch_session import (
 )
 from broker.network.fault_injection import CONFIG_KEY as FAULT_INJECTION_FILE, FaultRules, FaultRulesFile
 from broker.groups.group_service import GroupService
+from broker.share.persister import SharePersister
+from broker.share.share_coordinator_service import ShareCoordinatorCollector, ShareCoordinatorService
 from broker.transactions.txn_service import TxnMarkerChannelCollector, TxnService
 from broker.quorum.log_dirs import METADATA_PARTITION_DIR, ensure_meta_properties, metadata_log_dir
 from broker.quorum.metadata_publisher import MetadataPublisher
@@ -100,6 +102,8 @@ class Broker:
         self.controller: QuorumControllerChannel | None = None  # made at start, once the cluster id is known
         self.groups: GroupService | None = None
         self.txns: TxnService | None = None
+        self.share_coordinator: ShareCoordinatorService | None = None
+        self.share_persister: SharePersister | None = None
         self.telemetry: ClientTelemetry | None = None
         self._telemetry_expiry: asyncio.Task | None = None
         self.log_manager: LogManager | None = None
@@ -223,12 +227,14 @@ class Broker:
             quorum=self.raft, controller_listeners=self.config.controller_listener_names,
             controller_advertised_apis=tuple(ApiVersion(*e) for e in advertised(CONTROLLER_LISTENER_HANDLERS)),
             fetch_sessions=self.fetch_sessions, quotas=self.quotas, authorizer=self.authorizer,
-            authentication=self.server.authentication)
+            authentication=self.server.authentication, share_coordinator=self.share_coordinator)
         if self.txns is not None and self._fault_rules_file is None:
             # the coordinator's markers and a leader's verification for this node itself: in-process
             listener = self._inter_broker_listener()
             self.txns.markers.local = LocalRequests(self.server.handles, listener, f"txn-marker-sender-{self.node_id}")
             self.txns.verifier.local = LocalRequests(self.server.handles, listener, f"txn-verifier-{self.node_id}")
+            self.share_persister.local = LocalRequests(self.server.handles, listener,
+                                                       f"share-persister-{self.node_id}")
         await self.server.bind()
         self.metrics.start(self.config.get("metrics.prometheus.listener"))
         # BrokerServer: the controller listener serves the quorum at once; clients and followers are let in
@@ -277,6 +283,14 @@ class Broker:
                                self.links, self.next_producer_id, self._inter_broker_listener())
         self.metadata.add(self.txns.on_new_metadata_image)
         self.metrics.registry.register(TxnMarkerChannelCollector(self.txns))
+        self.share_coordinator = ShareCoordinatorService(self.node_id, self.config, self.metadata, self.replicas,
+                                                         self.controller, self.clock)
+        self.metadata.add(self.share_coordinator.on_new_metadata_image)
+        self.metrics.registry.register(ShareCoordinatorCollector(self.share_coordinator))
+        self.share_persister = SharePersister(self.node_id, lambda: self.metadata.image, self._inter_broker_listener(),
+                                              self.links, self.share_coordinator,
+                                              int(self.config["request.timeout.ms"]) / 1000)
+        self.groups.persister = self.share_persister
         pushed = PushedMetrics()
         self.metrics.registry.register(pushed)
         self.telemetry = ClientTelemetry(
@@ -504,7 +518,14 @@ class Broker:
         self.log_manager.start_background(clock=self.clock.now_ms)
         await self.groups.start()
         await self.txns.start()
+        await self.share_coordinator.start()
         log.info("loaded %d partitions in %.2f s", len(self.replicas.partitions), self.clock.monotonic() - started)
+
+    async def _stop_share_coordinator(self) -> None:
+        if self.share_coordinator is not None:
+            await self.share_coordinator.stop()
+        if self.share_persister is not None:
+            await self.share_persister.close()
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """Graceful shutdown: stop accepting, answer requests already read, then flush and checkpoint
@@ -516,6 +537,7 @@ class Broker:
             await self.groups.stop()
         if self.txns is not None:
             await self.txns.stop()
+        await self._stop_share_coordinator()
         await self.server.stop(grace_s)
         if self._telemetry_expiry is not None:
             self._telemetry_expiry.cancel()

@@ -52,6 +52,11 @@ from broker.apis import (
     k75_describe_topic_partitions,
     k76_share_group_heartbeat,
     k77_share_group_describe,
+    k83_initialize_share_group_state,
+    k84_read_share_group_state,
+    k85_write_share_group_state,
+    k86_delete_share_group_state,
+    k87_read_share_group_state_summary,
 )
 from broker.apis.forwarding import FORWARDED, forward
 from broker.controlplane.controller_apis import CONTROLLER_HANDLERS
@@ -107,5 +112,10 @@ HANDLERS = build_table([
     k75_describe_topic_partitions,
     k76_share_group_heartbeat,
     k77_share_group_describe,
+    k83_initialize_share_group_state,
+    k84_read_share_group_state,
+    k85_write_share_group_state,
+    k86_delete_share_group_state,
+    k87_read_share_group_state_summary,
 ] + [Declared(key, CONTROLLER_HANDLERS[key].versions, forward, f"{CONTROLLER_HANDLERS[key].module.__name__}, forwarded")
      for key in FORWARDED])

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from broker.replication.fetch_session import FetchManager
     from broker.groups.group_service import GroupService
     from broker.transactions.txn_service import TxnService
+    from broker.share.share_coordinator_service import ShareCoordinatorService
     from broker.quorum.metadata_publisher import MetadataPublisher
     from broker.observability.metrics import BrokerMetrics
     from broker.replication.replica_manager import ReplicaManager
@@ -57,6 +58,7 @@ class BrokerHandles:
     authorizer: "NodeAuthorizer | None" = None  # ACLs (authorizer.class.name); None: every request allowed
     # the listeners' TLS stores: dynamic BROKER configs are validated against them; None: no dynamic SSL change
     authentication: "ListenerAuthentication | None" = None
+    share_coordinator: "ShareCoordinatorService | None" = None  # the share coordinator (KIP-932); broker role
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -199,6 +201,10 @@ class RequestContext:
     @property
     def txns(self) -> "TxnService":
         return self.handles.txns
+
+    @property
+    def share_coordinator(self) -> "ShareCoordinatorService":
+        return self.handles.share_coordinator
 
     @property
     def controller(self) -> "ControllerChannel":

@@ -3,7 +3,9 @@
 Behaviour (GroupCoordinatorShard.deleteGroups): a group can be deleted when it is empty (classic:
 Empty; consumer: no members), else NON_EMPTY_GROUP; unknown groups GROUP_ID_NOT_FOUND; deleting
 writes tombstones for every committed offset and for the group's records, so compaction removes
-them from __consumer_offsets.
+them from __consumer_offsets. A share group's share state is deleted first, through the share coordinators
+(DeleteShareGroupState); the group is deleted only if that succeeded, else its error is the group's
+(GroupCoordinatorService.deleteGroups' share step).
 Authorization (KafkaApis.handleDeleteGroupsRequest): the distinct group ids are split by GROUP DELETE; the
 coordinator's results for the authorized ones come first, then GROUP_AUTHORIZATION_FAILED for the others.
 """
@@ -12,7 +14,6 @@ from __future__ import annotations
 
 from cluster.acls import AclOperation, ResourceType
 from cluster.groups.group_classic import GroupError
-from cluster.groups.group_coordinator import GroupCoordinatorShard
 from protocol.errors import ErrorCode
 from protocol.generated.messages import DeleteGroupsRequest, DeleteGroupsResponse
 from protocol.generated.messages.delete_groups_response import DeletableGroupResult
@@ -33,10 +34,7 @@ async def handle(ctx, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
             out.append(DeletableGroupResult(group_id=gid, error_code=ErrorCode.INVALID_GROUP_ID))
             continue
         try:
-            res = await groups.run(gid, GroupCoordinatorShard.delete_groups, [gid])
-            if res.error is not None:
-                raise res.error
-            out.extend(DeletableGroupResult(group_id=g, error_code=code) for g, code in res.response)
+            out.extend(DeletableGroupResult(group_id=g, error_code=code) for g, code in await groups.delete_group(gid))
         except GroupError as exc:
             out.append(DeletableGroupResult(group_id=gid, error_code=exc.code))
     out += [DeletableGroupResult(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)

@@ -117,6 +117,11 @@ BROKER_CONFIG_TYPES: dict[str, str] = {
     # TransactionLogConfig, TransactionStateManagerConfig
     "producer.id.expiration.check.interval.ms": INT, "producer.id.expiration.ms": INT,
     "transaction.state.log.min.isr": INT, "transaction.state.log.replication.factor": SHORT,
+    "share.coordinator.state.topic.num.partitions": INT, "share.coordinator.state.topic.replication.factor": SHORT,
+    "share.coordinator.state.topic.min.isr": SHORT, "share.coordinator.state.topic.segment.bytes": INT,
+    "share.coordinator.snapshot.update.records.per.snapshot": INT, "share.coordinator.write.timeout.ms": INT,
+    "share.coordinator.state.topic.prune.interval.ms": INT,
+    "share.coordinator.cold.partition.snapshot.interval.ms": INT,
     "transaction.max.timeout.ms": INT, "transaction.state.log.num.partitions": INT,
     "transaction.state.log.segment.bytes": INT, "transactional.id.expiration.ms": INT,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": INT,

@@ -14,7 +14,11 @@ GroupCoordinatorService + CoordinatorRuntime for one broker).
 * writes a TxnOffsetCommit as the producer's transactional batch and the COMMIT / ABORT markers the
   transaction coordinator sends for ``__consumer_offsets`` (KIP-447), applying each to the shard once appended;
 * wakes the shards' timers (session and rebalance timeouts, the initial rebalance delay, offset
-  expiration) from one task that sleeps until the earliest deadline.
+  expiration) from one task that sleeps until the earliest deadline;
+* sends a result's share-state requests (``res.share_state``) once its records are committed, through the share
+  persister (broker/share/persister.py): an InitializeShareGroupState whose outcome moves the partitions to
+  initialized, or back to uninitialized with the error as the heartbeat's answer (GroupCoordinatorService
+  .persisterInitialize); DeleteGroups deletes a share group's share state first (``delete_group``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from cluster.groups.group_classic import GroupError
 from cluster.groups.group_config import GroupConfig
 from cluster.groups.group_coordinator import GroupCoordinatorShard, ReqCtx, Result
 from cluster.groups.group_records import UnknownRecordType, decode_record, partition_for
-from protocol.errors import ErrorCode
+from cluster.groups.group_share import InitializeShareState
+from protocol.errors import MESSAGES, ErrorCode
 from protocol.generated.messages import CreateTopicsRequest
 from protocol.generated.messages.create_topics_request import CreatableTopic, CreatableTopicConfig
 from protocol.record_codec import Record, build_batch, build_end_txn_marker_batch, decode_batch, parse_end_txn_marker
@@ -70,6 +75,7 @@ class GroupService:
         self._create_lock: asyncio.Lock | None = None
         self._image_seen = None
         self._finishing: set[asyncio.Task] = set()  # timer results waiting for their commit
+        self.persister = None  # the share persister (broker/share/persister.py), set by the node
         self.active = False
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -260,9 +266,66 @@ class GroupService:
                 await committed
             except Exception as exc:  # noqa: BLE001 - a failed commit becomes a coordinator error
                 self._fail(p, res, exc)
+        if res.share_state and res.error is None:
+            await self._send_share_state(p, res)
         self._resolve(res.completions)
         self._poke()
         return res
+
+    # ---- share state (KIP-932) -----------------------------------------------------------------------
+    async def _send_share_state(self, p: int, res: Result) -> None:
+        """The result's share-state requests, sent once its records are committed."""
+        for item in res.share_state:
+            if isinstance(item, InitializeShareState):
+                code = await self._initialize_share_state(p, item)
+                if code and type(res.response).__name__ == "ShareGroupHeartbeatResponse":
+                    # persisterInitialize: the heartbeat is answered with the persister's error
+                    res.response = type(res.response)(error_code=code, error_message=MESSAGES.get(ErrorCode(code)))
+
+    async def _initialize_share_state(self, p: int, item: InitializeShareState) -> int:
+        """InitializeShareGroupState through the persister, then the partitions marked initialized, or all of
+        them uninitialized on any partition's error (handlePersisterInitializeResponse); the error (0: none)."""
+        if self.persister is None:
+            return ErrorCode.NONE
+        try:
+            resp = await self.persister.initialize(item.to_request())
+            code = next((pr.error_code for t in resp.results for pr in t.partitions if pr.error_code), 0)
+        except Exception as exc:  # noqa: BLE001 - the group retries initializing at a later heartbeat
+            log.warning("initializing share group state of %s failed: %r", item.group_id, exc)
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
+        if code:
+            log.error("could not initialize share group state of %s: %s", item.group_id, ErrorCode(code).name)
+        shard = self._current_shard(p)
+        if shard is None:
+            return code or ErrorCode.NOT_COORDINATOR  # moved meanwhile: the new coordinator asks again
+        op = GroupCoordinatorShard.share_group_uninitialized if code else GroupCoordinatorShard.share_group_initialized
+        await self._apply(p, op(shard, item.group_id, item.partitions(), self.clock.now_ms()))
+        return code
+
+    async def delete_group(self, group_id: str) -> list[tuple[str, int]]:
+        """DeleteGroups of one group (GroupCoordinatorService.deleteGroups): a share group's share state is deleted
+        through the persister first (sharePartitionDeleteRequests, deleteShareGroups), and the group only if that
+        succeeded; (group id, error) pairs."""
+        res = await self.run(group_id, GroupCoordinatorShard.share_group_delete_requests, [group_id])
+        if res.error is not None:
+            raise res.error
+        request, code = res.response.get(group_id, (None, 0))
+        if code:
+            return [(group_id, code)]
+        if request is not None and self.persister is not None:
+            try:
+                resp = await self.persister.delete(request.to_request())
+                code = next((pr.error_code for t in resp.results for pr in t.partitions if pr.error_code), 0)
+            except Exception as exc:  # noqa: BLE001 - the group stays; DeleteGroups can be retried
+                log.warning("deleting share group state of %s failed: %r", group_id, exc)
+                code = ErrorCode.UNKNOWN_SERVER_ERROR
+            if code:
+                log.error("could not delete share group state of %s: %s", group_id, ErrorCode(code).name)
+                return [(group_id, code)]
+        res = await self.run(group_id, GroupCoordinatorShard.delete_groups, [group_id])
+        if res.error is not None:
+            raise res.error
+        return list(res.response)
 
     def _write_records(self, p: int, res: Result) -> asyncio.Future | None:
         """Append at once, so the log keeps the order of the shard's state changes; the commit comes later."""
@@ -285,15 +348,18 @@ class GroupService:
 
     def _finish_later(self, p: int, res: Result) -> None:
         committed = self._write_records(p, res)
-        if committed is None:
+        if committed is None and not res.share_state:
             self._resolve(res.completions)
             return
 
         async def finish() -> None:
-            try:
-                await committed
-            except Exception as exc:  # noqa: BLE001 - a failed commit becomes a coordinator error
-                self._fail(p, res, exc)
+            if committed is not None:
+                try:
+                    await committed
+                except Exception as exc:  # noqa: BLE001 - a failed commit becomes a coordinator error
+                    self._fail(p, res, exc)
+            if res.share_state and res.error is None:
+                await self._send_share_state(p, res)
             self._resolve(res.completions)
             self._poke()
 

@@ -50,7 +50,8 @@ def node_configs(data: Path, controller_ports: dict[int, int], broker_ports: dic
                  "controller.listener.names": "CONTROLLER", "controller.quorum.voters": quorum,
                  "log.dirs": str(data / f"node{i}"), "cluster.id": cluster_id,
                  "offsets.topic.replication.factor": 1, "transaction.state.log.replication.factor": 1,
-                 "transaction.state.log.min.isr": 1, "metrics.prometheus.listener": None}
+                 "transaction.state.log.min.isr": 1, "share.coordinator.state.topic.replication.factor": 1,
+                 "share.coordinator.state.topic.min.isr": 1, "metrics.prometheus.listener": None}
         props.update(extra or {})
         props.update((per_node or {}).get(i, {}))
         out[i] = props
@@ -93,7 +94,9 @@ def main(argv: list[str]) -> int:
     extra = {"offsets.topic.replication.factor": min(3, len(brokers)),
              "transaction.state.log.replication.factor": min(3, len(brokers)),
              "transaction.state.log.min.isr": min(2, len(brokers)), "transaction.state.log.num.partitions": 6,
-             **extra}
+             "share.coordinator.state.topic.replication.factor": min(3, len(brokers)),
+             "share.coordinator.state.topic.min.isr": min(2, len(brokers)),
+             "share.coordinator.state.topic.num.partitions": 6, **extra}
     configs = node_configs(data, {i: args.base_port + 100 + i - 1 for i in voters},
                            {i: args.base_port + i - 1 for i in brokers}, extra)
     procs: dict[int, subprocess.Popen] = {}

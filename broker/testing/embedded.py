@@ -26,7 +26,8 @@ class EmbeddedBroker:
         # one node: its __consumer_offsets has one replica (as config/single-node.yaml says)
         values = {"listeners": "PLAINTEXT://127.0.0.1:0", "advertised.listeners": None,
                   "log.dirs": str(data_dir), "event.loop": event_loop, "offsets.topic.replication.factor": 1,
-                  "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1}
+                  "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1,
+                  "share.coordinator.state.topic.replication.factor": 1, "share.coordinator.state.topic.min.isr": 1}
         values.update(overrides or {})
         self.config = BrokerConfig(values)
         self.broker = Broker(self.config)

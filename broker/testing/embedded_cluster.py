@@ -42,7 +42,7 @@ from protocol.generated.messages import MetadataRequest
 from protocol.generated.messages.metadata_request import MetadataRequestTopic
 
 # the directory holding the ``broker`` package: a node imports the same code as its parent
-SOURCE_ROOT = Path(__file__).resolve().parents[1]
+SOURCE_ROOT = Path(__file__).resolve().parents[2]  # <root>/broker/testing/this file
 # ``odradek`` (the console script's entry point) for this interpreter and this code
 ODRADEK = [sys.executable, "-m", "broker.cli"]
 TEST_CLUSTER_ID = "b2RyYWRlay10ZXN0LWNsdQ"
@@ -149,7 +149,8 @@ class NodeProcess:
         props = {"listeners": "PLAINTEXT://127.0.0.1:0", "advertised.listeners": "PLAINTEXT://127.0.0.1:0",
                  "log.dirs": self.data_dir, "metrics.prometheus.listener": "",
                  "offsets.topic.replication.factor": 1, "transaction.state.log.replication.factor": 1,
-                 "transaction.state.log.min.isr": 1, **self.overrides}
+                 "transaction.state.log.min.isr": 1, "share.coordinator.state.topic.replication.factor": 1,
+                 "share.coordinator.state.topic.min.isr": 1, **self.overrides}
         # the properties go in a file only its owner reads, never on the command line: they may hold passwords
         # (ps shows every process's argv)
         config_path = self.data_dir.parent / f"{self.data_dir.name}.yaml"
@@ -510,7 +511,9 @@ class EmbeddedCluster(ProcessCluster):
       ``__consumer_offsets`` partition, and ``offsets.topic.num.partitions=6`` so that topic is made quickly;
     * ``group.initial.rebalance.delay.ms=0``: a group's first assignment does not wait 3 s for more members;
     * ``transaction.state.log.replication.factor=min(3, brokers)``, ``transaction.state.log.min.isr=min(2,
-      brokers)`` and ``transaction.state.log.num.partitions=6``: a transaction coordinator that fails over.
+      brokers)`` and ``transaction.state.log.num.partitions=6``: a transaction coordinator that fails over;
+    * ``share.coordinator.state.topic.replication.factor=min(3, brokers)``, ``share.coordinator.state.topic.min.isr=
+      min(2, brokers)`` and ``share.coordinator.state.topic.num.partitions=6``: likewise the share coordinator.
 
     Everything else is Kafka's default (``default.replication.factor=1``, ``min.insync.replicas=1``).
 
@@ -543,7 +546,10 @@ class EmbeddedCluster(ProcessCluster):
         defaults = {**FAST_FAILOVER, "offsets.topic.replication.factor": min(3, brokers),
                     "offsets.topic.num.partitions": 6, "group.initial.rebalance.delay.ms": 0,
                     "transaction.state.log.replication.factor": min(3, brokers),
-                    "transaction.state.log.min.isr": min(2, brokers), "transaction.state.log.num.partitions": 6}
+                    "transaction.state.log.min.isr": min(2, brokers), "transaction.state.log.num.partitions": 6,
+                    "share.coordinator.state.topic.replication.factor": min(3, brokers),
+                    "share.coordinator.state.topic.min.isr": min(2, brokers),
+                    "share.coordinator.state.topic.num.partitions": 6}
         self._security = None
         if security is not None:
             if security != "SASL_SSL":

@@ -4,7 +4,7 @@ The same layout as ``__consumer_offsets`` (ShareCoordinatorRecordSerde extends C
 ``int16 record type`` + the key struct (version 0), the value ``int16 version`` + the value struct, a tombstone
 has a null value. Type 0 is ShareSnapshot (a share-partition's whole state), type 1 ShareUpdate (a delta on the
 latest snapshot). Kafka 4.2 writes both values at version 0, with KIP-1226's DeliveryCompleteCount as tagged
-field 0. Nothing writes this topic yet: the share coordinator comes with the share-group handlers (issue 30).
+field 0. The share coordinator (cluster/share/share_coordinator.py) writes and replays them.
 """
 
 from __future__ import annotations

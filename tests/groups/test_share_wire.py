@@ -2,8 +2,9 @@
 ListGroups and DescribeGroups of a share group, ShareGroupHeartbeat's bad input (Kafka's codes, no state change,
 other members unharmed) and the ``share.version`` gate.
 
-Without a share coordinator the group's partitions have no initialized share state, so the SimpleAssignor assigns
-nothing: members join with an empty assignment (the share coordinator's branch initializes them).
+A member's first heartbeat is answered with an empty assignment: its subscription's partitions have no share state
+yet; the group coordinator has the share coordinator initialize it once the heartbeat is written (before the
+answer), and the SimpleAssignor assigns them from the next heartbeat on.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from broker.testing.embedded import EmbeddedBroker
 from protocol.errors import ErrorCode as E
 from protocol.generated.messages import (
     ConsumerGroupHeartbeatRequest, DescribeGroupsRequest, JoinGroupRequest, ListGroupsRequest,
-    ShareGroupDescribeRequest, ShareGroupHeartbeatRequest,
+    ReadShareGroupStateSummaryRequest, ShareGroupDescribeRequest, ShareGroupHeartbeatRequest,
 )
+from protocol.generated.messages import read_share_group_state_summary_request as rssq
 from protocol.generated.messages.join_group_request import JoinGroupRequestProtocol
-from tests.groups.helpers import share_state_initialized
 from tests.groups.workload import create_topic
 from tests.kafka_wire import KafkaWire
 
@@ -95,15 +96,26 @@ def test_join_describe_list_and_leave(wire):
 
 
 def test_initialized_partitions_are_assigned_on_the_next_heartbeats(sbroker, wire):
-    """Once the share state of the subscribed partitions is initialized, the SimpleAssignor assigns them: two
-    members on three partitions each get some, every partition is assigned."""
+    """The first heartbeat has the share coordinator initialize the subscribed partitions' state (start offset -1,
+    the group's epoch as state epoch) before it is answered, with no partitions yet; from then on the
+    SimpleAssignor assigns them: two members on three partitions each get some, every partition is assigned."""
     a, b = member_id(), member_id()
     ja = heartbeat(wire, "sw-assign", a, 0, [TOPIC])
+    assert ja.error_code == 0 and ja.assignment.topic_partitions == []
+    topic_id = sbroker.broker.metadata.image.topic(TOPIC).topic_id
+    summary = wire.call(87, 1, ReadShareGroupStateSummaryRequest(group_id="sw-assign", topics=[
+        rssq.ReadStateSummaryData(topic_id=topic_id, partitions=[rssq.PartitionData(partition=p, leader_epoch=0)
+                                                                 for p in range(3)])]))
+    (t,) = summary.results
+    assert [(p.partition, p.error_code, p.start_offset, p.state_epoch) for p in t.partitions] == \
+        [(p, 0, -1, ja.member_epoch) for p in range(3)]
     jb = heartbeat(wire, "sw-assign", b, 0, [TOPIC])
-    assert ja.assignment.topic_partitions == [] and jb.assignment.topic_partitions == []
-    share_state_initialized(sbroker, "sw-assign", TOPIC, range(3))
-    # what each member was last told (an answer carries the assignment only when it changed)
+    assert jb.error_code == 0
+    # what each member was last told (an answer carries the assignment only when it changed); b joins a group
+    # whose partitions are initialized already: its first answer may carry some
     told, epochs = {}, {a: ja.member_epoch, b: jb.member_epoch}
+    if jb.assignment is not None and jb.assignment.topic_partitions:
+        told[b] = {p for t in jb.assignment.topic_partitions for p in t.partitions}
     for m in (a, b, a, b):
         resp = heartbeat(wire, "sw-assign", m, epochs[m])
         assert resp.error_code == 0
@@ -131,6 +143,9 @@ def test_bad_heartbeats_change_nothing(wire, caplog):
     good = member_id()
     joined = heartbeat(wire, "sw-bad", good, 0, [TOPIC])
     assert joined.error_code == 0
+    # its partitions' share state is initialized with the join: the next heartbeat assigns them (a new epoch)
+    joined = heartbeat(wire, "sw-bad", good, joined.member_epoch)
+    assert joined.error_code == 0 and joined.assignment is not None and joined.assignment.topic_partitions
     before = describe(wire, "sw-bad").groups[0]
 
     cases = [

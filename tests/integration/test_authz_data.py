@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from broker.security.authorization import SUPPORTED_OPERATIONS, to_32bit_field
+from cluster.client_metrics import uuid_string
 from cluster.acls import AclOperation as Op
 from cluster.acls import AclPermissionType, PatternType, ResourceType
 from protocol.errors import ErrorCode as E
@@ -65,6 +66,11 @@ ROWS: dict[int, str] = {
     65: "KafkaApis.handleDescribeTransactionsRequest: TRANSACTIONAL_ID DESCRIBE, topics filtered by TOPIC DESCRIBE",
     66: "KafkaApis.handleListTransactionsRequest: only TRANSACTIONAL_IDs with DESCRIBE",
     75: "DescribeTopicPartitionsRequestHandler: TOPIC DESCRIBE per topic, topic authorized operations",
+    83: "KafkaApis.handleInitializeShareGroupStateRequest: CLUSTER CLUSTER_ACTION (getErrorResponse per partition)",
+    84: "KafkaApis.handleReadShareGroupStateRequest: CLUSTER CLUSTER_ACTION (getErrorResponse per partition)",
+    85: "KafkaApis.handleWriteShareGroupStateRequest: CLUSTER CLUSTER_ACTION (getErrorResponse per partition)",
+    86: "KafkaApis.handleDeleteShareGroupStateRequest: CLUSTER CLUSTER_ACTION (getErrorResponse per partition)",
+    87: "KafkaApis.handleReadShareGroupStateSummaryRequest: CLUSTER CLUSTER_ACTION (getErrorResponse per partition)",
 }
 
 ORDERS, SECRET, PUBLIC, PFX_TOPIC = "orders", "secret", "public", "pfx-orders"
@@ -567,6 +573,29 @@ def test_write_txn_markers_need_cluster_action_or_alter(node):
     assert list_offsets(node, SUPER_USER, MARKERS)[MARKERS].offset == end_before  # nothing written
     assert write("follower", 9002) == {(9002, MARKERS, 0): "NONE"}  # CLUSTER_ACTION: a coordinator
     assert write("alterer", 9003) == {(9003, MARKERS, 0): "NONE"}  # ALTER: an admin aborting a hanging one
+
+
+# ---- k83-k87 the share coordinator's RPCs; FindCoordinator's SHARE keys --------------------------------------
+
+def test_share_state_rpcs_need_cluster_action(node):
+    """Each share-state RPC as a user without CLUSTER_ACTION: CLUSTER_AUTHORIZATION_FAILED for every partition and
+    nothing written; as a broker's principal (CLUSTER_ACTION) it is served; FindCoordinator's SHARE key likewise."""
+    from tests.share.share_rpcs import share_rpcs
+
+    tid = topic_id(node, ORDERS)
+    for name, version, request, _ in share_rpcs("authz-share", tid, 0):
+        r = node.call("writer", request, version)
+        assert [(t.topic_id, p.partition, E(p.error_code).name) for t in r.results for p in t.partitions] == \
+            [(tid, 0, "CLUSTER_AUTHORIZATION_FAILED")], name
+    key = f"authz-share:{uuid_string(tid)}:0"
+    (c,) = node.call("writer", FindCoordinatorRequest(key_type=2, coordinator_keys=[key]), 6).coordinators
+    assert (E(c.error_code).name, c.node_id) == ("CLUSTER_AUTHORIZATION_FAILED", -1)
+    (c,) = _wait("the share coordinator", lambda: [c for c in node.call(
+        "follower", FindCoordinatorRequest(key_type=2, coordinator_keys=[key]), 6).coordinators if c.error_code == 0])
+    assert c.node_id == 1
+    for name, version, request, check in share_rpcs("authz-share", tid, 0):  # in order: initialize first
+        r = node.call("follower", request, version)
+        check(r)
 
 
 # ---- k35 DescribeLogDirs -------------------------------------------------------------------------------------

@@ -372,11 +372,9 @@ def test_share_group_heartbeat_and_describe(node):
     assert [(g.group_id, g.error_code) for g in allowed] == [("of-g", E.GROUP_AUTHORIZATION_FAILED), ("sg-g", 0)]
     assert allowed[1].authorized_operations == bits({Op.DESCRIBE})
     assert [m.member_id for m in allowed[1].members] == [member]
-    # once TOPIC_A's share state is initialized the member is assigned it: a user who may not describe TOPIC_A
+    # TOPIC_A's share state was initialized by the share coordinator when the member joined (the node's own
+    # InitializeShareGroupState, in-process): its next heartbeat assigns it, and a user who may not describe TOPIC_A
     # no longer sees the group
-    from tests.groups.helpers import share_state_initialized
-
-    share_state_initialized(node.broker, "sg-g", TOPIC_A, [0, 1])
     assigned = share_heartbeat("sgh", None, epoch=joined.member_epoch)
     assert sorted(p for t in assigned.assignment.topic_partitions for p in t.partitions) == [0, 1]
     hidden = node.call("sgd", ShareGroupDescribeRequest(group_ids=["sg-g"]), 1).groups[0]

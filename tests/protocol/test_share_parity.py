@@ -45,14 +45,20 @@ def test_api_table_serves_kafka_4_2_ranges():
         assert spec.flexible_min <= lo, spec.name  # every share version is flexible
 
 
-def test_no_share_api_is_advertised():
-    """No share handler exists yet, so ApiVersions lists none of them (the registry advertises handlers only)."""
+def test_share_apis_are_advertised_only_with_their_handlers():
+    """ApiVersions lists a share API only where a handler serves it (the registry advertises handlers only), at
+    Kafka 4.2's versions: the share coordinator's inter-broker RPCs (83-87) on the broker listener, never on the
+    controller's."""
     from broker.apis import HANDLERS
     from broker.controlplane.controller_apis import CONTROLLER_HANDLERS
     from broker.controlplane.controller_listener import CONTROLLER_LISTENER_HANDLERS
     from broker.network.registry import advertised
     for table in (HANDLERS, CONTROLLER_HANDLERS, CONTROLLER_LISTENER_HANDLERS):
-        assert not set(SERVED_4_2) & {k for k, _, _ in advertised(table)}
+        listed = {k: (lo, hi) for k, lo, hi in advertised(table) if k in SERVED_4_2}
+        assert listed == {k: SERVED_4_2[k] for k in listed}
+        assert set(listed) == {k for k in table if k in SERVED_4_2}
+    assert {83, 84, 85, 86, 87} <= {k for k, _, _ in advertised(HANDLERS)}
+    assert not {83, 84, 85, 86, 87} & {k for k, _, _ in advertised(CONTROLLER_LISTENER_HANDLERS)}
 
 
 def _kio_class(key: int, kind: str, version: int, name: str) -> type:
