@@ -703,11 +703,15 @@ def inject(kind: str, run: ShareRun, draw) -> list[Event]:
             inj.acquire("i1", o, LIMIT + 1)
             inj.ack("i1", o, ACCEPT)
     elif kind == "concurrent_hold":
-        held = []  # last deliveries, outside faults, whose member had not acknowledged that offset before
+        # last deliveries, outside faults, whose member had not acknowledged that offset before, and whose lock
+        # certainly still runs when the intruder comes (it counts from the poll's start: a poll returning many
+        # records, one time unit apart, records its last ones after their locks may have expired)
+        held = []
         faulty = _faulty(events)
         for indexes in _deliveries(events).values():
             x = events[indexes[-1]]
-            if x.delivery_count < LIMIT and not faulty[indexes[-1]] and not any(
+            locked = x.time + 0.2 < x.since + LOCK_MS / 1000  # the intruder is recorded at x.time + 0.2
+            if x.delivery_count < LIMIT and locked and not faulty[indexes[-1]] and not any(
                     e.kind == "share_ack" and (e.process, e.partition, e.offset) == (x.process, x.partition, x.offset)
                     for e in events[:indexes[-1]]):
                 held.append(indexes[-1])
