@@ -46,6 +46,7 @@ SEND_OFFSETS_TIMEOUT_S = 20
 # timeout is never checked); the app then exits with HUNG, as a supervisor would restart a stuck process
 WATCHDOG_S = SEND_OFFSETS_TIMEOUT_S + 10
 HUNG = 4
+RECONNECT_BACKOFF_MAX_MS = 1000
 
 
 def say(**what) -> None:
@@ -79,12 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     def on_revoke(consumer, tps):
         say(event="revoked", name=args.name, partitions=sorted(tp.partition for tp in tps))
 
-    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": args.group,
+    # librdkafka backs its reconnects to a dead broker off up to reconnect.backoff.max.ms (10 s; the Java
+    # client's default is 1 s), and it asks for a moved coordinator only after such a reconnect fails: after a
+    # coordinator's kill it found the new one 0-5 s after the move, a run's largest random delay
+    backoff = {"reconnect.backoff.max.ms": RECONNECT_BACKOFF_MAX_MS}
+    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": args.group, **backoff,
                          "enable.auto.commit": False, "isolation.level": "read_committed",
                          "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
                          "heartbeat.interval.ms": 1000, "fetch.wait.max.ms": 100})
     debug = {"debug": os.environ["EOS_APP_DEBUG"]} if os.environ.get("EOS_APP_DEBUG") else {}  # librdkafka's
-    producer = Producer({"bootstrap.servers": args.bootstrap, "transactional.id": f"eos-{args.slot}",
+    producer = Producer({"bootstrap.servers": args.bootstrap, "transactional.id": f"eos-{args.slot}", **backoff,
                          "transaction.timeout.ms": 60000, "acks": "all", "linger.ms": 5, **debug})
     producer.init_transactions(120)
     say(event="ready", name=args.name, pid=os.getpid())

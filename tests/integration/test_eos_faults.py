@@ -7,7 +7,10 @@ RF 3.
   -9 at seeded random points (anywhere, inside a transaction, right after it asked to commit) and restarted with the
   same transactional id, 3 times (20 under ``ODRADEK_SOAK=1``); the broker coordinating its transactional id is
   killed -9 and restarted, so is the leader of an output partition, and the coordinator's broker is stopped
-  (SIGSTOP) for a few seconds. The seed is printed; ``ODRADEK_FAULT_SEED`` replays a run's plan.
+  (SIGSTOP) for a few seconds. The seed is printed; ``ODRADEK_FAULT_SEED`` replays a run's plan. The input is
+  written a stretch ahead of the plan (``InputFeed``), so that no fault finds the app done; a broker fault waits
+  for the app to have begun a transaction (not to stack on a restart's fencing and session timeout); the phases'
+  times are printed (shown with a failure).
 * ``test_a_zombie_after_a_rebalance_is_fenced``: two instances in one group; one stops itself (SIGSTOP) with
   its transaction's records written and before its offsets are sent; once the group has given its partitions
   to the other, it is resumed: its ``send_offsets_to_transaction`` is refused (the group generation it carries
@@ -16,7 +19,8 @@ RF 3.
 librdkafka 2.16's ``send_offsets_to_transaction`` can block for good when the group coordinator's broker is
 killed (confluentinc/librdkafka#5511, #5456, open): the app then exits (tests/integration/eos_app.py's watchdog)
 and is restarted like a killed one, and the run counts it. The output-leader kill spares the group coordinator
-when it can, so that CI meets that client bug only when the transaction coordinator leads the group too.
+when it can (after a preferred leader election when only coordinators lead the output), so that CI meets that
+client bug only when the transaction coordinator leads the group too.
 
 Judged by the Jepsen-style checker (tests/jepsen/checker.py) over the apps' journals and a final
 read_committed drain of the output, and directly: every input record's output read exactly once, per
@@ -56,12 +60,13 @@ from tests.jepsen.workload import drain_read_committed, record_committed_offsets
 from tests.kafka_wire import KafkaWire
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 SOAK = bool(os.environ.get("ODRADEK_SOAK"))
 IN, OUT, PARTITIONS = "in", "out", 3
 RECORDS = 30_000 if SOAK else 6_000  # CI: the same faults over fewer records
+AHEAD = RECORDS // 10  # input written beyond the next fault's threshold and the app's progress
 APP_KILLS = 20 if SOAK else 3
 # what a fenced zombie's TxnOffsetCommit is answered (GroupMetadata / ClassicGroup.validateOffsetCommit)
 GENERATION_FENCED = {"UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "FENCED_INSTANCE_ID"}
@@ -274,24 +279,65 @@ def _wait_in_sync(c: EmbeddedCluster, topics: list[str], timeout: float) -> None
         raise AssertionError(f"{exc}; still short (topic, partition, leader, ISR): {short}") from None
 
 
+class InputFeed:
+    """The input, written round-robin over its partitions (idempotent, acks=all) a stretch at a time: the fault
+    plan's thresholds stay ahead of what the app has read, so that every fault meets it at work (a run that
+    wrote all input first let a fast app commit it all before its last kills, which then waited for a
+    transaction that never began)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.written = 0
+        self.offsets: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+
+    def up_to(self, n: int) -> None:
+        """Write records ``written`` .. ``n`` - 1 (at most ``RECORDS`` in all)."""
+        n = min(n, RECORDS)
+        if n <= self.written:
+            return
+        errors: list = []
+
+        def report(err, msg):
+            if err is not None:
+                errors.append(err)
+            else:
+                self.offsets[msg.partition()].append(msg.offset())
+
+        p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
+                      "linger.ms": 20})
+        for i in range(self.written, n):
+            p.produce(IN, b"%d-%06d" % (i % PARTITIONS, i), partition=i % PARTITIONS, on_delivery=report)
+            if i % 1000 == 999:
+                p.poll(0)
+        assert p.flush(120) == 0 and not errors, errors[:3]
+        self.written = n
+
+    def inputs(self) -> dict[int, list[int]]:
+        """Each input partition's offsets, once all input is written."""
+        assert self.written == RECORDS
+        return {q: sorted(o) for q, o in self.offsets.items()}
+
+
 def _produce_input(bootstrap: str, n: int) -> dict[int, list[int]]:
-    """``n`` records round-robin over the input partitions (idempotent, acks=all); their offsets per partition."""
-    offsets: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
-    errors: list = []
+    """``n`` records at once; their offsets per partition."""
+    assert n <= RECORDS
+    feed = InputFeed(bootstrap)
+    feed.up_to(n)
+    return {q: sorted(o) for q, o in feed.offsets.items()}
 
-    def report(err, msg):
-        if err is not None:
-            errors.append(err)
-        else:
-            offsets[msg.partition()].append(msg.offset())
 
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 20})
-    for i in range(n):
-        p.produce(IN, b"%d-%06d" % (i % PARTITIONS, i), partition=i % PARTITIONS, on_delivery=report)
-        if i % 1000 == 999:
-            p.poll(0)
-    assert p.flush(120) == 0 and not errors, errors[:3]
-    return {q: sorted(o) for q, o in offsets.items()}
+def _output_leaders(c: EmbeddedCluster, spared: set[int]) -> list[int]:
+    """The output partitions' leaders; when all of them are ``spared`` nodes (leadership gathers on the nodes
+    that stayed up through earlier faults), after a preferred leader election that spreads them back over
+    their first replicas."""
+    leaders = [c.leader_of(OUT, p) for p in range(PARTITIONS)]
+    if set(leaders) - spared:
+        return leaders
+    print(f"[output leaders {leaders}, all spared: preferred leader election]")
+    admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+    admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(OUT, p) for p in range(PARTITIONS)]).result(30)
+    return wait_until(lambda: (now := [c.leader_of(OUT, p) for p in range(PARTITIONS)])
+                      and set(now) - spared and now, 30, 0.2, f"an output leader outside {spared}")
 
 
 def _coordinator(c: EmbeddedCluster, key: str, key_type: int) -> int:
@@ -381,9 +427,8 @@ def test_exactly_once_through_app_kills_and_broker_faults(tmp_path):
     with EmbeddedCluster(brokers=3, data_dir=tmp_path / "cluster") as c:
         try:
             _create_topics(c)
-            inputs = _produce_input(c.bootstrap_servers, RECORDS)
+            feed = InputFeed(c.bootstrap_servers)
             progress = Progress()
-            offsets = GroupOffsets(c.bootstrap_servers, "eos", inputs)
 
             def start_app() -> App:
                 app = App(tmp_path, c.bootstrap_servers, "eos", 0, f"app0.{len(apps)}", rng.randrange(2**31))
@@ -393,7 +438,8 @@ def test_exactly_once_through_app_kills_and_broker_faults(tmp_path):
             def advance(committed_before: int, what: str, timeout: float = 120) -> None:
                 """Until the app commits more input (it carries on through the fault), or all is done."""
                 wait_until(lambda: live() and progress.poll(apps).committed > committed_before
-                           or progress.estimate == RECORDS, timeout, 0.1, f"the app to commit more input {what}")
+                           or progress.estimate >= feed.written, timeout, 0.1,
+                           f"the app to commit more input {what}")
 
             def live() -> App:
                 """The running app; one that hung in librdkafka (eos_app.HUNG) is replaced like a killed one,
@@ -412,12 +458,32 @@ def test_exactly_once_through_app_kills_and_broker_faults(tmp_path):
                 progress.poll(apps)
                 print(f"[{time.monotonic() - started:5.1f} s, {progress.estimate} committed] {fault.log[-1]}")
 
-            print(f"[{time.monotonic() - started:5.1f} s] {RECORDS} input records written")
+            mark = [time.monotonic()]
+
+            def phase(what: str) -> None:
+                now = time.monotonic()
+                print(f"  <{now - started:5.1f} s, +{now - mark[0]:4.1f} s> {what}", flush=True)
+                mark[0] = now
+
+            def at_work() -> App | None:
+                """The running app once it has begun a transaction: past init_transactions and its group's
+                join, so that a broker fault meets its transactions rather than stacking on its restart
+                (its fencing of the killed predecessor and the predecessor's session timeout)."""
+                app = live()
+                tail = progress.poll(apps).tails[app.journal_path]
+                return app if any(e.kind == TXN_BEGIN for e in tail.events) else None
+
             start_app()
             budget = time.monotonic() + (3600 if SOAK else 600)  # a hang guard, not a speed requirement
             for fault in plan:
+                feed.up_to(fault.at + AHEAD)
                 wait_until(lambda: live() and progress.poll(apps).estimate >= fault.at,
                            budget - time.monotonic(), 0.05, f"the app to commit {fault.at} input records")
+                phase(f"reached {fault.at} for {fault.kind}")
+                if fault.kind != "app":
+                    wait_until(at_work, budget - time.monotonic(), 0.05, "the app at work")
+                    phase("app at work")
+                feed.up_to(progress.estimate + AHEAD)  # work for the app through the fault
                 if fault.kind == "app":
                     if fault.point == "in_txn":
                         begun = progress.transactions
@@ -431,6 +497,7 @@ def test_exactly_once_through_app_kills_and_broker_faults(tmp_path):
                     else:
                         time.sleep(rng.uniform(0, 0.5))
                     app = live()
+                    phase("kill point")
                     app.kill()
                     progress.poll(apps)
                     last = progress.tails[app.journal_path].events[-1:]
@@ -440,7 +507,7 @@ def test_exactly_once_through_app_kills_and_broker_faults(tmp_path):
                     note(fault)
                     continue
                 coordinator = _coordinator(c, "eos-0", 1)
-                before = progress.poll(apps).committed
+                phase(f"coordinator {coordinator} found")
                 if fault.kind == "coordinator_stop":
                     c.pause(coordinator)
                     time.sleep(rng.uniform(2, 5))
@@ -451,22 +518,37 @@ def test_exactly_once_through_app_kills_and_broker_faults(tmp_path):
                     if fault.kind == "leader_kill":
                         # not the group's coordinator either where there is a choice: its kill meets librdkafka#5511
                         # (the coordinator kill may)
-                        leaders = [c.leader_of(OUT, p) for p in range(PARTITIONS)]
                         spared = {coordinator, _coordinator(c, "eos", 0)}
+                        leaders = _output_leaders(c, spared)
                         victim = rng.choice([n for n in leaders if n not in spared]
                                             or [n for n in leaders if n != coordinator] or leaders)
+                    phase(f"victim {victim} chosen (group coordinator {_coordinator(c, 'eos', 0)})")
+                    before = progress.poll(apps).committed  # what it commits from now on, with the victim down
                     c.kill(victim)
                     advance(before, f"with node {victim} killed")
+                    phase("advanced with the victim down")
                     c.restart(victim)
+                    phase("restarted")
                     fault.log.append(f"node {victim} killed ({fault.kind}), restarted")
                 _wait_in_sync(c, [IN, OUT, *INTERNAL], 120)
+                phase("in sync")
                 note(fault)
                 live()
+            feed.up_to(RECORDS)
+            inputs = feed.inputs()
+            offsets = GroupOffsets(c.bootstrap_servers, "eos", inputs)
             wait_until(lambda: live() and offsets.at_end(), budget - time.monotonic(), 0.5,
                        "the group's committed offsets at the input's end")
+            phase("offsets at end")
             offsets.close()
             assert live().stop() == 0, apps[-1].output()
+            phase("app stopped")
             history, counts = _judge(c, apps, "eos", inputs, tmp_path)
+            phase("judged")
+            for a in apps:
+                for line in a.output(10**6).splitlines():
+                    if line.startswith("{") and '"assigned"' not in line and '"ready"' not in line:
+                        print(f"  {a.name}: {line}")
         finally:
             for a in apps:
                 a.kill()
