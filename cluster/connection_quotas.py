@@ -89,6 +89,11 @@ def parse_overrides(text: str | None) -> dict[str, int]:
     return out
 
 
+class InvalidReconfiguration(ValueError):
+    """ListenerConnectionQuota.validateReconfiguration refused the listener's limits (Kafka then answers a dynamic
+    change "Invalid dynamic configuration"; a bad value itself is a plain ValueError with its own message)."""
+
+
 def _int(values: Mapping[str, Any], key: str) -> int:
     value = values.get(key)
     return INT_MAX if value is None else int(value)
@@ -113,14 +118,14 @@ def validate(values: Mapping[str, Any], listeners: list[str]) -> None:
             raise ValueError(f"Invalid value {value} for configuration {key}: Value must be at least 0")
     overrides = parse_overrides(values.get(MAX_CONNECTIONS_PER_IP_OVERRIDES))
     if _int(values, MAX_CONNECTIONS_PER_IP) == 0 and not overrides:
-        raise ValueError(f"{MAX_CONNECTIONS_PER_IP} can be set to zero only if {MAX_CONNECTIONS_PER_IP_OVERRIDES} "
-                         f"property is set.")
+        raise ValueError(f"requirement failed: {MAX_CONNECTIONS_PER_IP} can be set to zero only if "
+                         f"{MAX_CONNECTIONS_PER_IP_OVERRIDES} property is set.")
     for listener in listeners:
         max_connections, rate = listener_limits(values, listener)
         if max_connections <= 0:
-            raise ValueError(f"Invalid {MAX_CONNECTIONS} {max_connections}")
+            raise InvalidReconfiguration(f"Invalid {MAX_CONNECTIONS} {max_connections}")
         if rate <= 0:
-            raise ValueError(f"Invalid {MAX_CONNECTION_CREATION_RATE} {rate}")
+            raise InvalidReconfiguration(f"Invalid {MAX_CONNECTION_CREATION_RATE} {rate}")
 
 
 class Avg:

@@ -387,8 +387,8 @@ def test_incremental_alter_configs_of_the_listener_stores_reloads_them_and_a_res
             "ssl.keystore.location", "x", incremental_operation=AlterConfigOpType.SET)])
         with pytest.raises(KafkaException, match="only per-listener using the listener prefix"):
             admin.incremental_alter_configs([resource])[resource].result(timeout=30)
-        assert refused({"max.connections": "10"}) == ("INVALID_CONFIG", "Cannot update these configs dynamically: "
-                                                      "Set(listener.name.ssl.max.connections)")
+        assert refused({"num.network.threads": "10"}) == ("INVALID_CONFIG", "Cannot update these configs "
+                                                          "dynamically: Set(listener.name.ssl.num.network.threads)")
         assert reloads() == 0 and answers(tls_port, old_ca, old_client)
 
         alter(new_stores)

@@ -1,0 +1,171 @@
+"""This node's connection quotas (Kafka's ConnectionQuotas, its pure part in cluster/connection_quotas.py): their
+settings (static, then the cluster-default and this broker's dynamic configs over them, as DynamicBrokerConfig
+orders them), the IP ``connection_creation_rate`` client quotas from the metadata image, and their metrics.
+
+The broker listeners and the controller listeners are counted apart, as Kafka's BrokerServer and ControllerServer
+each have their own SocketServer. The network server's acceptors (broker/network/server.py) ask them per accepted
+socket; a change of limits wakes the acceptors waiting for a slot and closes what is over a lowered
+``max.connections``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import TYPE_CHECKING, Any, Mapping
+
+from prometheus_client.core import Metric
+
+from cluster.connection_quotas import (
+    MAX_CONNECTIONS_PER_IP_OVERRIDES, ConnectionQuotas, normalise_ip, parse_overrides, validate,
+)
+from cluster.dynamic_broker_config import RESOURCE_BROKER, connection_quota_configs, is_connection_quota_key
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.network.server import NetworkServer
+    from cluster.metadata_image import MetadataImage
+
+log = logging.getLogger("odradek.server")
+
+
+def quota_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The connection quota settings among a node's configs (broker-wide keys and listener-prefixed ones)."""
+    return {k: v for k, v in values.items() if v is not None and is_connection_quota_key(k)}
+
+
+def parse_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings as given (dynamic ones are strings) parsed by their Kafka types, a listener-prefixed one by its
+    base key's (ConfigException, a ValueError, worded as Kafka's)."""
+    from broker.config.config_types import BROKER_CONFIG_TYPES, parse_value
+
+    return {k: parse_value(k, v, BROKER_CONFIG_TYPES[k.split(".", 3)[3] if k.startswith("listener.name.") else k])
+            for k, v in values.items()}
+
+
+def check_settings(values: Mapping[str, Any], listeners: list[str]) -> dict[str, Any]:
+    """Parsed and checked (cluster/connection_quotas.validate); ValueError."""
+    parsed = parse_settings(values)
+    validate(parsed, listeners)
+    return parsed
+
+
+def resolve_overrides(text: str | None) -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` with each host name resolved to its (first) address, as Kafka's
+    ``InetAddress.getByName``. ValueError when malformed or a name does not resolve."""
+    out = {}
+    for host, count in parse_overrides(text).items():
+        try:
+            ip = normalise_ip(host)
+        except ValueError:
+            try:
+                ip = normalise_ip(socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0])
+            except OSError as exc:
+                raise ValueError(f"{MAX_CONNECTIONS_PER_IP_OVERRIDES}: cannot resolve {host}: {exc}") from None
+        out[ip] = count
+    return out
+
+
+class NodeConnectionQuotas:
+    def __init__(self, config: "BrokerConfig", server: "NetworkServer") -> None:
+        controller_names = config.controller_listener_names
+        window_num, window_s = int(config["quota.window.num"]), int(config["quota.window.size.seconds"])
+        inter_broker = config.inter_broker_listener if "broker" in config.process_roles else None
+        self.server = server
+        self.node_id = config.node_id
+        self.static = quota_settings(config.values)
+        self._listeners = {lst.name for lst in config.listeners}
+        self._brokers = ConnectionQuotas(inter_broker, window_num, window_s)
+        self._controllers = ConnectionQuotas(None, window_num, window_s)
+        self._plane: dict[str, ConnectionQuotas] = {}
+        for lst in config.listeners:
+            quotas = self._controllers if lst.name in controller_names else self._brokers
+            quotas.add_listener(lst.name, self.static)
+            self._plane[lst.name] = quotas
+        self.values: dict[str, Any] = {}
+        try:
+            self.static = check_settings(self.static, sorted(self._listeners))
+            self._configure(self.static, resolve_overrides(self.static.get(MAX_CONNECTIONS_PER_IP_OVERRIDES)))
+        except ValueError as exc:
+            from broker.config.config_types import ConfigException
+
+            raise ConfigException(str(exc)) from None
+        self._dynamic_seen: tuple | None = None
+        metrics = server.metrics
+        metrics.registry.register(_QuotaCollector(self))
+        self._blocked = metrics.acceptor_blocked
+
+    def plane(self, listener: str) -> ConnectionQuotas | None:
+        return self._plane.get(listener)
+
+    def planes(self) -> list[tuple[ConnectionQuotas, set[str]]]:
+        return [(q, {n for n, p in self._plane.items() if p is q}) for q in (self._brokers, self._controllers)]
+
+    def acceptor_blocked(self, listener: str, seconds: float) -> None:
+        """AcceptorBlockedPercent: the time an acceptor waited for the creation rates or a slot (nanoseconds)."""
+        self._blocked.labels(listener).inc(seconds * 1e9)
+
+    def _configure(self, values: Mapping[str, Any], overrides: Mapping[str, int]) -> None:
+        for quotas in (self._brokers, self._controllers):
+            quotas.configure(values, overrides)
+        self.values = dict(values)
+
+    async def on_new_metadata_image(self, image: "MetadataImage") -> None:
+        """Publisher step: the IP quotas, then the dynamic configs (the cluster default's and this broker's)."""
+        for quotas in (self._brokers, self._controllers):
+            quotas.update_ip_quotas(image.client_quotas)
+        default = image.configs.get((RESOURCE_BROKER, ""))
+        own = image.configs.get((RESOURCE_BROKER, str(self.node_id)))
+        if self._dynamic_seen is not None and self._dynamic_seen[0] is default and self._dynamic_seen[1] is own:
+            return
+        self._dynamic_seen = (default, own)
+        values = {**self.static, **connection_quota_configs(default, own)}
+        try:
+            values = check_settings(values, sorted(self._listeners))
+            overrides = await asyncio.get_running_loop().run_in_executor(
+                None, resolve_overrides, values.get(MAX_CONNECTIONS_PER_IP_OVERRIDES))
+        except ValueError as exc:  # Kafka logs it and keeps the configs in force
+            log.error("dynamic connection quota configs not applied: %s", exc)
+            return
+        if values == self.values:
+            return
+        self._configure(values, overrides)
+        log.info("connection quotas: %s", ", ".join(f"{k}={v}" for k, v in sorted(values.items())) or "no limits")
+        self.server.notify_slots()
+        self.server.close_excess_connections()
+
+
+class _QuotaCollector:
+    """Kafka's socket-server-metrics of the connection quotas, measured when scraped."""
+
+    def __init__(self, quotas: NodeConnectionQuotas) -> None:
+        self.quotas = quotas
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        now_ms = self.quotas.server.clock.now_ms()
+        prefix = "kafka_server_socketservermetrics_"
+        rate = Metric(prefix + "connection_accept_rate", "Tracking rate of accepting new connections (per second)",
+                      "gauge")
+        broker = Metric(prefix + "broker_connection_accept_rate",
+                        "Tracking rate of accepting new connections (per second)", "gauge")
+        throttle = Metric(prefix + "connection_accept_throttle_time", "Tracking average throttle-time, out of "
+                          "non-zero throttle times, per listener", "gauge")
+        ip_throttle = Metric(prefix + "ip_connection_accept_throttle_time", "Tracking average throttle-time, out "
+                             "of non-zero throttle times, per listener", "gauge")
+        for quotas, _ in self.quotas.planes():
+            if not quotas.listeners:
+                continue
+            quotas.expire(now_ms)
+            if not broker.samples:  # the broker listeners' (a controller-only node: its controller listeners')
+                broker.add_sample(broker.name, {}, quotas.broker_accept_rate(now_ms))
+            for listener, (r, t, ip_t) in sorted(quotas.listener_metrics(now_ms).items()):
+                rate.add_sample(rate.name, {"listener": listener}, r)
+                throttle.add_sample(throttle.name, {"listener": listener}, t)
+                ip_throttle.add_sample(ip_throttle.name, {"listener": listener}, ip_t)
+            for ip, r in sorted(quotas.ip_accept_rates(now_ms).items()):
+                rate.add_sample(rate.name, {"ip": ip}, r)
+        return [rate, broker, throttle, ip_throttle]
