@@ -3,11 +3,14 @@ may set on a BROKER resource, at which level, and the ConfigRecords that do it.
 
 Built: the SSL store settings Kafka reconfigures without a restart (SslConfigs.RECONFIGURABLE_CONFIGS), each under
 a listener prefix (``listener.name.<l>.ssl.keystore.location`` ...), per broker only (Kafka refuses per-listener
-configs at the cluster-default level). A bare ``ssl.*`` store key is refused as Kafka does (only per listener);
-every other key (Kafka's dynamic thread pools, log cleaner, connection quotas, ... and the non-dynamic ones) is
-refused with INVALID_CONFIG. Passwords are stored as given, as Kafka's KRaft brokers do (PasswordEncoder.NOOP: no
-``password.encoder.secret`` in KRaft); DescribeConfigs never shows them. Records are written for every key named
-even when its value is unchanged (KAFKA-14136): the broker then reads its store files again."""
+configs at the cluster-default level). A bare ``ssl.*`` store key is refused as Kafka does (only per listener).
+The connection quotas (SocketServer.ReconfigurableConfigs: ``max.connections``, ``max.connections.per.ip``,
+``max.connections.per.ip.overrides``, ``max.connection.creation.rate``, the first and last also per listener) at
+both levels, a broker's own over the cluster default's. Every other key (Kafka's dynamic thread pools, log cleaner,
+... and the non-dynamic ones) is refused with INVALID_CONFIG. Passwords are stored as given, as Kafka's KRaft
+brokers do (PasswordEncoder.NOOP: no ``password.encoder.secret`` in KRaft); DescribeConfigs never shows them.
+Records are written for every key named even when its value is unchanged (KAFKA-14136): the broker then reads its
+store files again."""
 
 from __future__ import annotations
 

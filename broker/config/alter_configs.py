@@ -195,7 +195,7 @@ def check_connection_quotas(ctx, name: str, new: dict, named: list[str]) -> None
     """DynamicBrokerConfig.validate of the connection quota settings (broker/network/connection_quotas.py): a bad
     value is INVALID_REQUEST with Kafka's message (the new KafkaConfig fails), limits a listener refuses
     (ListenerConnectionQuota.validateReconfiguration) are INVALID_REQUEST "Invalid dynamic configuration"."""
-    from broker.network.connection_quotas import check_settings, quota_settings
+    from broker.config.connection_quotas import check_settings, quota_settings
     from cluster.connection_quotas import InvalidReconfiguration
     from cluster.dynamic_broker_config import connection_quota_configs, is_connection_quota_key
 

@@ -12,63 +12,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from typing import TYPE_CHECKING, Any, Mapping
 
 from prometheus_client.core import Metric
 
-from cluster.connection_quotas import (
-    MAX_CONNECTIONS_PER_IP_OVERRIDES, ConnectionQuotas, normalise_ip, parse_overrides, validate,
-)
-from cluster.dynamic_broker_config import RESOURCE_BROKER, connection_quota_configs, is_connection_quota_key
+from broker.config.connection_quotas import check_settings, quota_settings, resolve_overrides
+from cluster.connection_quotas import MAX_CONNECTIONS_PER_IP_OVERRIDES, ConnectionQuotas
+from cluster.dynamic_broker_config import RESOURCE_BROKER, connection_quota_configs
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
-    from broker.network.server import NetworkServer
     from cluster.metadata_image import MetadataImage
 
 log = logging.getLogger("odradek.server")
 
 
-def quota_settings(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The connection quota settings among a node's configs (broker-wide keys and listener-prefixed ones)."""
-    return {k: v for k, v in values.items() if v is not None and is_connection_quota_key(k)}
-
-
-def parse_settings(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Settings as given (dynamic ones are strings) parsed by their Kafka types, a listener-prefixed one by its
-    base key's (ConfigException, a ValueError, worded as Kafka's)."""
-    from broker.config.config_types import BROKER_CONFIG_TYPES, parse_value
-
-    return {k: parse_value(k, v, BROKER_CONFIG_TYPES[k.split(".", 3)[3] if k.startswith("listener.name.") else k])
-            for k, v in values.items()}
-
-
-def check_settings(values: Mapping[str, Any], listeners: list[str]) -> dict[str, Any]:
-    """Parsed and checked (cluster/connection_quotas.validate); ValueError."""
-    parsed = parse_settings(values)
-    validate(parsed, listeners)
-    return parsed
-
-
-def resolve_overrides(text: str | None) -> dict[str, int]:
-    """``max.connections.per.ip.overrides`` with each host name resolved to its (first) address, as Kafka's
-    ``InetAddress.getByName``. ValueError when malformed or a name does not resolve."""
-    out = {}
-    for host, count in parse_overrides(text).items():
-        try:
-            ip = normalise_ip(host)
-        except ValueError:
-            try:
-                ip = normalise_ip(socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0])
-            except OSError as exc:
-                raise ValueError(f"{MAX_CONNECTIONS_PER_IP_OVERRIDES}: cannot resolve {host}: {exc}") from None
-        out[ip] = count
-    return out
-
-
 class NodeConnectionQuotas:
-    def __init__(self, config: "BrokerConfig", server: "NetworkServer") -> None:
+    def __init__(self, config: "BrokerConfig", server: Any) -> None:
+        """``server``: the NetworkServer (its metrics and clock; woken with notify_slots and
+        close_excess_connections when the limits change)."""
         controller_names = config.controller_listener_names
         window_num, window_s = int(config["quota.window.num"]), int(config["quota.window.size.seconds"])
         inter_broker = config.inter_broker_listener if "broker" in config.process_roles else None

@@ -1,5 +1,9 @@
 """The network server: listeners, one reader task per connection, requests answered in order, bounded frames.
 
+Each listener has its own acceptor (Kafka's Acceptor): it takes a socket from the kernel, asks the connection
+quotas (broker/network/connection_quotas.py) whether to wait, serve, close at once or hold-then-close it, and only
+then hands it to its protocol (after the TLS handshake on a TLS listener).
+
 The socket work is here; everything about bytes lives in protocol.connection (sans-IO), and what a
 request means lives in the handlers behind broker.network.dispatch. The node (broker/node.py) owns this server.
 """
