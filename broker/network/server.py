@@ -66,6 +66,7 @@ class NetworkServer:
         self._accept_locks: dict[str, asyncio.Lock] = {}
         self._slot_waiters: set[asyncio.Future] = set()
         self._throttled: set[socket.socket] = set()  # per-IP throttled sockets awaiting their delayed close
+        self._handing: set[asyncio.Task] = set()  # sockets being handed to their protocol (TLS handshakes)
         self._conn_ids = itertools.count()
         self.connections: set[KafkaConnection] = set()
         self._stopping = False
@@ -118,6 +119,10 @@ class NetworkServer:
         if self._acceptors:
             await asyncio.wait(self._acceptors, timeout=5)
         self._acceptors.clear()
+        for t in list(self._handing):
+            t.cancel()
+        if self._handing:
+            await asyncio.wait(list(self._handing), timeout=5)
         for socks in self._sockets.values():
             for sock in socks:
                 sock.close()
@@ -157,7 +162,9 @@ class NetworkServer:
                 raise
             connection = KafkaConnection(self, listener)
             connection.quota_ip = ip
-            asyncio.ensure_future(self._serve(listener, conn, connection))
+            task = asyncio.ensure_future(self._serve(listener, conn, connection))
+            self._handing.add(task)
+            task.add_done_callback(self._handing.discard)
 
     async def _admit(self, listener: str, ip: str, conn: socket.socket) -> bool:
         """ConnectionQuotas.inc for an accepted socket: wait for the creation rates and a free slot (the listener
