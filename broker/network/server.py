@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import logging
 import socket
+import ssl
 from typing import TYPE_CHECKING
 
 from broker.clock import SYSTEM_CLOCK, Clock
@@ -213,24 +214,30 @@ class NetworkServer:
 
     async def _serve(self, listener: str, conn: socket.socket, connection: "KafkaConnection") -> None:
         """Hand a counted socket to its protocol (a TLS handshake first, bounded by ``connections.max.idle.ms``, at
-        most 10 s). A handshake that fails or times out (plaintext on a TLS port, no or half a ClientHello, a
-        foreign CA) is counted as a failed authentication, as Kafka's Selector counts an SslAuthenticationException."""
+        most 10 s). A connection that never reaches the protocol is released here; a TLS handshake that fails or
+        times out (plaintext on a TLS port, half a ClientHello, a foreign CA) counts as a failed authentication,
+        as Kafka's Selector counts an SslAuthenticationException, but a peer gone before it (a port probe) does not
+        (Kafka's EOFException during the handshake is no authentication failure)."""
         context = self._tls.get(listener)
         extra = {"ssl": context, "ssl_handshake_timeout": min(self.idle_ms / 1000.0, 10.0)} if context else {}
+        failure: BaseException | None = None
         try:
             await asyncio.get_running_loop().connect_accepted_socket(lambda: connection, conn, **extra)
         except asyncio.CancelledError:
-            conn.close()
-            self.release(connection)
+            if not connection.made[0]:
+                conn.close()
+                self.release(connection)
             raise
         except (OSError, asyncio.TimeoutError, RuntimeError) as exc:
-            conn.close()
-            if not connection.made[0]:
-                self.release(connection)
-                if context is not None:
-                    self.metrics.auth_failures.labels(listener).inc()
-                    log.info("a TLS handshake on listener %s failed or timed out; the connection is closed (%s)",
-                             listener, exc)
+            failure = exc
+        if connection.made[0]:  # the protocol has it: its connection_lost releases it
+            return
+        conn.close()
+        self.release(connection)
+        if context is not None and isinstance(failure, (ssl.SSLError, asyncio.TimeoutError, ConnectionAbortedError)):
+            self.metrics.auth_failures.labels(listener).inc()
+            log.info("a TLS handshake on listener %s failed or timed out; the connection is closed (%r)", listener,
+                     failure)
 
     def release(self, connection: "KafkaConnection") -> None:
         """A counted connection has gone (ConnectionQuotas.dec): once, whichever way it went."""
