@@ -181,6 +181,12 @@ class ConnectionQuotas:
 
     # ---- configuration ---------------------------------------------------------------------------------------
 
+    def share_sensors(self, other: "ConnectionQuotas") -> None:
+        """Record into ``other``'s broker-wide and IP rates: a combined node's broker and controller socket
+        servers share Kafka's Metrics, where those sensors are found by name (the counts stay apart)."""
+        self.broker_rate = other.broker_rate
+        self._ip_sensors = other._ip_sensors
+
     def configure(self, values: Mapping[str, Any], resolved_overrides: Mapping[str, int]) -> None:
         """The broker-wide settings and every listener's (SocketServer.reconfigure and each
         ListenerConnectionQuota.reconfigure); ``resolved_overrides`` is ``max.connections.per.ip.overrides`` with

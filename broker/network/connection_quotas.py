@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from typing import TYPE_CHECKING, Any, Mapping
 
 from prometheus_client.core import Metric
@@ -35,11 +36,14 @@ class NodeConnectionQuotas:
         window_num, window_s = int(config["quota.window.num"]), int(config["quota.window.size.seconds"])
         inter_broker = config.inter_broker_listener if "broker" in config.process_roles else None
         self.server = server
+        # the rates are recorded on the event loop and measured by the Prometheus endpoint's thread: one lock
+        self.lock = threading.Lock()
         self.node_id = config.node_id
         self.static = quota_settings(config.values)
         self._listeners = {lst.name for lst in config.listeners}
         self._brokers = ConnectionQuotas(inter_broker, window_num, window_s)
         self._controllers = ConnectionQuotas(None, window_num, window_s)
+        self._controllers.share_sensors(self._brokers)
         self._plane: dict[str, ConnectionQuotas] = {}
         for lst in config.listeners:
             quotas = self._controllers if lst.name in controller_names else self._brokers
@@ -69,14 +73,22 @@ class NodeConnectionQuotas:
         self._blocked.labels(listener).inc(seconds * 1e9)
 
     def _configure(self, values: Mapping[str, Any], overrides: Mapping[str, int]) -> None:
-        for quotas in (self._brokers, self._controllers):
-            quotas.configure(values, overrides)
+        with self.lock:
+            for quotas in (self._brokers, self._controllers):
+                quotas.configure(values, overrides)
         self.values = dict(values)
+
+    def expire(self, now_ms: int) -> None:
+        """IP sensors idle for an hour go (on the event loop: the idle sweeper calls it)."""
+        with self.lock:
+            for quotas in (self._brokers, self._controllers):
+                quotas.expire(now_ms)
 
     async def on_new_metadata_image(self, image: "MetadataImage") -> None:
         """Publisher step: the IP quotas, then the dynamic configs (the cluster default's and this broker's)."""
-        for quotas in (self._brokers, self._controllers):
-            quotas.update_ip_quotas(image.client_quotas)
+        with self.lock:
+            for quotas in (self._brokers, self._controllers):
+                quotas.update_ip_quotas(image.client_quotas)
         default = image.configs.get((RESOURCE_BROKER, ""))
         own = image.configs.get((RESOURCE_BROKER, str(self.node_id)))
         if self._dynamic_seen is not None and self._dynamic_seen[0] is default and self._dynamic_seen[1] is own:
@@ -118,16 +130,21 @@ class _QuotaCollector:
                           "non-zero throttle times, per listener", "gauge")
         ip_throttle = Metric(prefix + "ip_connection_accept_throttle_time", "Tracking average throttle-time, out "
                              "of non-zero throttle times, per listener", "gauge")
-        for quotas, _ in self.quotas.planes():
-            if not quotas.listeners:
-                continue
-            quotas.expire(now_ms)
+        with self.quotas.lock:
+            for quotas, _ in self.quotas.planes():
+                self._measure(quotas, now_ms, rate, broker, throttle, ip_throttle)
+        return [rate, broker, throttle, ip_throttle]
+
+    @staticmethod
+    def _measure(quotas: ConnectionQuotas, now_ms: int, rate: Metric, broker: Metric, throttle: Metric,
+                 ip_throttle: Metric) -> None:
+        if quotas.listeners:
             if not broker.samples:  # the broker listeners' (a controller-only node: its controller listeners')
                 broker.add_sample(broker.name, {}, quotas.broker_accept_rate(now_ms))
             for listener, (r, t, ip_t) in sorted(quotas.listener_metrics(now_ms).items()):
                 rate.add_sample(rate.name, {"listener": listener}, r)
                 throttle.add_sample(throttle.name, {"listener": listener}, t)
                 ip_throttle.add_sample(ip_throttle.name, {"listener": listener}, ip_t)
-            for ip, r in sorted(quotas.ip_accept_rates(now_ms).items()):
-                rate.add_sample(rate.name, {"ip": ip}, r)
-        return [rate, broker, throttle, ip_throttle]
+            if not any("ip" in sample.labels for sample in rate.samples):  # shared by both planes
+                for ip, r in sorted(quotas.ip_accept_rates(now_ms).items()):
+                    rate.add_sample(rate.name, {"ip": ip}, r)

@@ -175,7 +175,9 @@ class NetworkServer:
         if quotas is None:
             return True
         clock = self.clock
-        throttle_ms = quotas.record_connection(listener, clock.now_ms())
+        lock = self.quotas.lock
+        with lock:
+            throttle_ms = quotas.record_connection(listener, clock.now_ms())
         if throttle_ms > 0 or not quotas.slot_available(listener):
             started = clock.monotonic()
             end_ms = clock.now_ms() + throttle_ms
@@ -192,7 +194,8 @@ class NetworkServer:
                     self._slot_waiters.discard(waiter)
             self.quotas.acceptor_blocked(listener, clock.monotonic() - started)
         try:
-            quotas.inc(listener, ip, clock.now_ms())
+            with lock:
+                quotas.inc(listener, ip, clock.now_ms())
         except ConnectionThrottled as exc:
             log.debug("delaying closing of connection from %s for %d ms", ip, exc.throttle_ms)
             self._throttled.add(conn)
@@ -247,7 +250,8 @@ class NetworkServer:
         if self.quotas is not None:
             quotas = self.quotas.plane(connection.listener)
             if quotas is not None:
-                quotas.dec(connection.listener, ip)
+                with self.quotas.lock:
+                    quotas.dec(connection.listener, ip)
         self.notify_slots()
 
     def notify_slots(self) -> None:
@@ -277,6 +281,8 @@ class NetworkServer:
         idle_s = self.idle_ms / 1000.0
         while True:
             await asyncio.sleep(min(max(idle_s / 4, 0.01), 30.0))
+            if self.quotas is not None:
+                self.quotas.expire(self.clock.now_ms())
             now = self.clock.monotonic()
             for c in list(self.connections):
                 if not c.in_flight and now - c.last_active > idle_s:

@@ -209,3 +209,18 @@ def test_avg_is_nan_without_values_and_forgets_old_samples():
     a.record(30, 1500)
     assert a.measure(1500) == 20.0
     assert a.measure(2600) == 30.0 and math.isnan(a.measure(4000))
+
+
+def test_shared_sensors_count_apart():
+    brokers, controllers = quotas({"max.connection.creation.rate": 2}), quotas(
+        {"max.connection.creation.rate": 2}, listeners=("CONTROLLER",), inter_broker=None)
+    controllers.share_sensors(brokers)
+    brokers.record_connection("EXTERNAL", 0)
+    controllers.record_connection("CONTROLLER", 0)
+    assert brokers.record_connection("EXTERNAL", 0) == 500  # the broker-wide rate is one sensor
+    brokers.update_ip_quotas({(("ip", IP1),): {"connection_creation_rate": 10.0}})
+    controllers.update_ip_quotas({(("ip", IP1),): {"connection_creation_rate": 10.0}})
+    brokers.inc("EXTERNAL", IP1, 0)
+    controllers.inc("CONTROLLER", IP1, 0)
+    assert brokers.ip_accept_rates(0) == {IP1: 2.0}
+    assert (brokers.total, controllers.total) == (1, 1)
