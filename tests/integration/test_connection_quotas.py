@@ -17,6 +17,7 @@ metrics."""
 
 from __future__ import annotations
 
+import gc
 import math
 import socket
 import struct
@@ -93,12 +94,17 @@ def metric(b: EmbeddedBroker, name: str, **labels) -> float | None:
 
 
 def alter_cluster_default(b: EmbeddedBroker, settings: dict) -> tuple[int, str | None]:
+    return alter_broker(b, "", settings)
+
+
+def alter_broker(b: EmbeddedBroker, name: str, settings: dict, listener: str = "EXTERNAL") -> tuple[int, str | None]:
+    """IncrementalAlterConfigs of BROKER ``name`` over the wire (librdkafka sends none without a name)."""
     from protocol.generated.messages import IncrementalAlterConfigsRequest
     from protocol.generated.messages import incremental_alter_configs_request as iac
 
-    with KafkaWire(b.port) as wire:
+    with KafkaWire(b.broker.bound_port(listener)) as wire:
         answer = wire.call(44, 1, IncrementalAlterConfigsRequest(resources=[iac.AlterConfigsResource(
-            resource_type=4, resource_name="", configs=[iac.AlterableConfig(
+            resource_type=4, resource_name=name, configs=[iac.AlterableConfig(
                 name=k, config_operation=1 if v is None else 0, value=v) for k, v in settings.items()])]))
     return answer.responses[0].error_code, answer.responses[0].error_message
 
@@ -204,7 +210,8 @@ def test_dynamic_changes_at_both_levels_and_their_refusals(tmp_path, open_socket
                 alter(node, settings)
             return e.value.args[0].name(), e.value.args[0].str()
 
-        assert all(answered(connect(b, open_sockets, "127.0.0.2")) for _ in range(3))
+        oldest = [connect(b, open_sockets, "127.0.0.2") for _ in range(3)]
+        assert all(answered(s) for s in oldest)
         alter("", {"max.connections.per.ip": "4", "max.connections.per.ip.overrides": "127.0.0.1:100"})
         wait_until(lambda: live.values.get("max.connections.per.ip") == 4, 15, what="the cluster default")
         assert [answered(connect(b, open_sockets, "127.0.0.2")) for _ in range(2)] == [True, False]
@@ -227,4 +234,18 @@ def test_dynamic_changes_at_both_levels_and_their_refusals(tmp_path, open_socket
         alter(node, {"listener.name.external.max.connection.creation.rate": "1000"})
         wait_until(lambda: live.plane("EXTERNAL").listeners["EXTERNAL"].rate_bound == 1000, 15,
                    what="the listener's rate")
+
+        # a lowered max.connections closes the least recently used connections over it; the admin client's
+        # connections go first, so that only this test's (from 127.0.0.2) are left
+        admin = None  # librdkafka closes its connections when destroyed
+        gc.collect()
+        plane = live.plane("EXTERNAL")
+        wait_until(lambda: plane.get("127.0.0.1") == 0, 30, what="the admin client's connections to go")
+        open_now = plane.total
+        assert alter_broker(b, node, {"max.connections": str(open_now - 2)}) == (0, None)
+        assert not answered(oldest[0]) and not answered(oldest[1])
+        wait_until(lambda: plane.total <= open_now - 2, 15, what="the count under the new limit")
+        # the EXTERNAL listener is full now; the inter-broker one is not held by the broker-wide limit
+        assert alter_broker(b, node, {"max.connections": None}, "REPLICATION") == (0, None)
+        wait_until(lambda: plane.max_connections == 2**31 - 1, 15, what="no limit again")
         round_trip(b, "dynamic")
