@@ -108,10 +108,11 @@ def listener_limits(values: Mapping[str, Any], listener: str) -> tuple[int, int]
                  for k in LISTENER_KEYS)  # type: ignore[return-value]
 
 
-def validate(values: Mapping[str, Any], listeners: list[str]) -> None:
-    """The checks a change of these configs passes (ConfigDef's atLeast(0), KafkaConfig's
-    ``max.connections.per.ip`` 0 only with overrides, ListenerConnectionQuota.validateReconfiguration's positive
-    listener limits). ValueError with Kafka's wording."""
+def validate(values: Mapping[str, Any], listeners: list[str], current: Mapping[str, Any] | None = None) -> None:
+    """The checks these configs pass (ConfigDef's atLeast(0), KafkaConfig's ``max.connections.per.ip`` 0 only
+    with overrides) and, for a dynamic change from ``current``, ListenerConnectionQuota.validateReconfiguration's
+    positive limits of each listener whose limits change (a static 0 is allowed, as Kafka's start allows it).
+    ValueError with Kafka's wording."""
     for key in (MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, MAX_CONNECTION_CREATION_RATE):
         value = _int(values, key)
         if value < 0:
@@ -120,7 +121,9 @@ def validate(values: Mapping[str, Any], listeners: list[str]) -> None:
     if _int(values, MAX_CONNECTIONS_PER_IP) == 0 and not overrides:
         raise ValueError(f"requirement failed: {MAX_CONNECTIONS_PER_IP} can be set to zero only if "
                          f"{MAX_CONNECTIONS_PER_IP_OVERRIDES} property is set.")
-    for listener in listeners:
+    for listener in listeners if current is not None else ():
+        if listener_limits(values, listener) == listener_limits(current, listener):
+            continue  # DynamicBrokerConfig reconfigures (and validates) only the listeners whose configs changed
         max_connections, rate = listener_limits(values, listener)
         if max_connections <= 0:
             raise InvalidReconfiguration(f"Invalid {MAX_CONNECTIONS} {max_connections}")

@@ -201,11 +201,13 @@ def check_connection_quotas(ctx, name: str, new: dict, named: list[str]) -> None
 
     if not any(is_connection_quota_key(n) for n in named):
         return
-    default = new if name == "" else ctx.image.configs.get((BROKER, ""), {})
-    own = new if name != "" else ctx.image.configs.get((BROKER, str(ctx.node_id)), {})
-    values = {**quota_settings(ctx.config.values), **connection_quota_configs(default, own)}
+    static = quota_settings(ctx.config.values)
+    default = ctx.image.configs.get((BROKER, ""), {})
+    own = ctx.image.configs.get((BROKER, str(ctx.node_id)), {})
+    current = {**static, **connection_quota_configs(default, own)}
+    values = {**static, **connection_quota_configs(new if name == "" else default, new if name != "" else own)}
     try:
-        check_settings(values, [lst.name for lst in ctx.config.listeners])
+        check_settings(values, [lst.name for lst in ctx.config.listeners], current)
     except InvalidReconfiguration as exc:
         logging.getLogger("odradek.config").error("validation of the dynamic configs of broker %r failed: %s",
                                                   name, exc)

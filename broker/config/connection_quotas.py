@@ -25,10 +25,12 @@ def parse_settings(values: Mapping[str, Any]) -> dict[str, Any]:
             for k, v in values.items()}
 
 
-def check_settings(values: Mapping[str, Any], listeners: list[str]) -> dict[str, Any]:
-    """Parsed and checked (cluster/connection_quotas.validate); ValueError."""
+def check_settings(values: Mapping[str, Any], listeners: list[str],
+                   current: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Parsed and checked (cluster/connection_quotas.validate; ``current``: a dynamic change from those);
+    ValueError."""
     parsed = parse_settings(values)
-    validate(parsed, listeners)
+    validate(parsed, listeners, None if current is None else parse_settings(current))
     return parsed
 
 

@@ -96,7 +96,7 @@ class NodeConnectionQuotas:
         self._dynamic_seen = (default, own)
         values = {**self.static, **connection_quota_configs(default, own)}
         try:
-            values = check_settings(values, sorted(self._listeners))
+            values = check_settings(values, sorted(self._listeners), self.values)
             overrides = await asyncio.get_running_loop().run_in_executor(
                 None, resolve_overrides, values.get(MAX_CONNECTIONS_PER_IP_OVERRIDES))
         except ValueError as exc:  # Kafka logs it and keeps the configs in force

@@ -193,12 +193,19 @@ def test_parse_overrides_and_normalise():
 ])
 def test_validate_refuses(values, message):
     with pytest.raises(ValueError, match=message):
-        validate(values, ["EXTERNAL"])
+        validate(values, ["EXTERNAL"], current={})
+
+
+def test_listener_limits_are_checked_only_when_they_change():
+    validate({"max.connections": 0}, ["EXTERNAL"])  # static: Kafka starts with it (nothing is accepted)
+    validate({"max.connections": 0, "max.connections.per.ip": 5}, ["EXTERNAL"], current={"max.connections": 0})
+    with pytest.raises(ValueError, match="Invalid max.connections 0"):
+        validate({"max.connections": 0}, ["EXTERNAL"], current={})
 
 
 def test_validate_accepts():
     validate({"max.connections.per.ip": 0, "max.connections.per.ip.overrides": "h:1", "max.connections": 5,
-              "listener.name.external.max.connection.creation.rate": 3}, ["EXTERNAL"])
+              "listener.name.external.max.connection.creation.rate": 3}, ["EXTERNAL"], current={})
 
 
 def test_avg_is_nan_without_values_and_forgets_old_samples():
