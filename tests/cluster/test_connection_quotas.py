@@ -1,6 +1,7 @@
-"""cluster/connection_quotas.py: Kafka's ConnectionQuotasTest cases on the pure part (counts per IP and overrides,
-listener and broker-wide limits with the inter-broker exemption, creation rates and their delays, the IP
-``connection_creation_rate`` quota with its un-recording, dynamic changes, the config parsing and checks)."""
+"""cluster/connection_quotas.py, written anew after the behaviours Kafka's ConnectionQuotasTest checks: counts per
+IP and overrides, listener and broker-wide limits with the inter-broker exemption, creation rates and their
+delays, the IP ``connection_creation_rate`` quota with its un-recording, dynamic changes, the config parsing and
+checks."""
 
 from __future__ import annotations
 
