@@ -189,7 +189,9 @@ def test_max_connections_waits_for_a_slot_and_the_inter_broker_listener_is_exemp
 
 def test_dynamic_changes_at_both_levels_and_their_refusals(tmp_path, open_sockets):
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    from confluent_kafka.admin import (
+        AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType,
+    )
 
     with EmbeddedBroker(data_dir=tmp_path, overrides=TWO_LISTENERS) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
@@ -217,6 +219,10 @@ def test_dynamic_changes_at_both_levels_and_their_refusals(tmp_path, open_socket
         assert [answered(connect(b, open_sockets, "127.0.0.2")) for _ in range(2)] == [True, False]
         alter(node, {"max.connections.per.ip": "5"})  # the broker's own wins over the cluster default
         wait_until(lambda: live.values.get("max.connections.per.ip") == 5, 15, what="the broker's own")
+        described = admin.describe_configs([ConfigResource(ResourceType.BROKER, node)])
+        entry = next(iter(described.values())).result(timeout=30)["max.connections.per.ip"]
+        assert (entry.value, entry.source, entry.is_read_only) == ("5", ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+                                                                    False)
         assert [answered(connect(b, open_sockets, "127.0.0.2")) for _ in range(2)] == [True, False]
         alter(node, {"max.connections.per.ip": None})
         alter("", {"max.connections.per.ip": None, "max.connections.per.ip.overrides": None})
