@@ -50,6 +50,8 @@ from broker.apis import (
     k72_push_telemetry,
     k74_list_config_resources,
     k75_describe_topic_partitions,
+    k76_share_group_heartbeat,
+    k77_share_group_describe,
 )
 from broker.apis.forwarding import FORWARDED, forward
 from broker.controlplane.controller_apis import CONTROLLER_HANDLERS
@@ -103,5 +105,7 @@ HANDLERS = build_table([
     k72_push_telemetry,
     k74_list_config_resources,
     k75_describe_topic_partitions,
+    k76_share_group_heartbeat,
+    k77_share_group_describe,
 ] + [Declared(key, CONTROLLER_HANDLERS[key].versions, forward, f"{CONTROLLER_HANDLERS[key].module.__name__}, forwarded")
      for key in FORWARDED])

@@ -8,7 +8,8 @@ IncrementalAlterConfigs) first as DYNAMIC_BROKER_CONFIG, passwords null and sens
 dynamic defaults) is empty since none can be set; another broker id INVALID_REQUEST. BROKER_LOGGER lists logger levels.
 CLIENT_METRICS resources list the subscription's configured entries (source CLIENT_METRICS_CONFIG, no
 defaults or synonyms, as Kafka's ConfigHelper); an empty name is INVALID_REQUEST.
-Not implemented: GROUP resources (INVALID_REQUEST).
+GROUP resources list every group config (consumer.*, share.*) at the group's value (source GROUP_CONFIG) or the
+broker's (DEFAULT_CONFIG), whether or not the group exists; an empty name is INVALID_REQUEST.
 Authorization (ConfigHelper.handleDescribeConfigsRequest): DESCRIBE_CONFIGS per resource, on the CLUSTER for
 BROKER, BROKER_LOGGER and CLIENT_METRICS (else CLUSTER_AUTHORIZATION_FAILED), on the TOPIC (else
 TOPIC_AUTHORIZATION_FAILED) and on the GROUP (else GROUP_AUTHORIZATION_FAILED); denied resources answer the
@@ -17,10 +18,11 @@ error with its message and no configs, after the described ones.
 
 from __future__ import annotations
 
-from broker.config.config_describe import broker_entries, logger_entries, topic_entries
+from broker.config.config_describe import broker_entries, group_entries, logger_entries, topic_entries
 from cluster.acls import AclOperation, ResourceType
 from cluster.controller import validate_topic_name
 from cluster.dynamic_broker_config import is_connection_quota_key, listener_ssl_key
+from cluster.groups.group_config import GroupConfig
 from protocol.errors import MESSAGES, ErrorCode
 from protocol.generated.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from protocol.generated.messages.describe_configs_response import (
@@ -102,6 +104,14 @@ async def handle(ctx, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
                                                              config_source=CLIENT_METRICS_CONFIG,
                                                              is_sensitive=False, synonyms=[], documentation=None)
                                for k, v in props.items() if keys is None or k in keys]
+        elif r.resource_type == GROUP:
+            if not r.resource_name:
+                res.error_code = ErrorCode.INVALID_REQUEST
+                res.error_message = "Group name must not be empty"
+            else:
+                overrides = dict(ctx.image.configs.get((GROUP, r.resource_name), {}))
+                res.configs = group_entries(GroupConfig.from_props(ctx.config.values), overrides, keys,
+                                            req.include_synonyms, req.include_documentation)
         else:
             res.error_code = ErrorCode.INVALID_REQUEST
             res.error_message = f"Unsupported resource type {r.resource_type}"

@@ -1,8 +1,8 @@
 """ListConfigResources: v0-1 (KIP-714's ListClientMetricsResources, generalised by KIP-1142 in Kafka 4.1).
 
 Behaviour (Kafka 4.1's KafkaApis.handleListConfigResources): v0 lists the CLIENT_METRICS resources; v1
-lists the requested resource types (an empty list: every supported type): GROUP (groups with dynamic
-configs: none, since odradek does not take GROUP configs), CLIENT_METRICS, BROKER_LOGGER and BROKER (the
+lists the requested resource types (an empty list: every supported type): GROUP (the groups with dynamic
+configs, whether or not the group exists), CLIENT_METRICS, BROKER_LOGGER and BROKER (the
 registered brokers) and TOPIC (every topic). A type outside those: UNSUPPORTED_VERSION, as Kafka.
 Authorization (KafkaApis.handleListConfigResources, as handleListClientMetricsResources before it): CLUSTER
 DESCRIBE_CONFIGS, else CLUSTER_AUTHORIZATION_FAILED and no resources.
@@ -41,7 +41,7 @@ async def handle(ctx, req: ListConfigResourcesRequest) -> ListConfigResourcesRes
             names = [str(b) for b in sorted(image.brokers)]
         elif rtype == TOPIC:
             names = sorted(image.topics_by_name)
-        else:  # GROUP: no group has dynamic configs
-            names = []
+        else:  # GROUP: the groups with dynamic configs
+            names = sorted(name for (t, name) in image.configs if t == GROUP)
         out += [ConfigResource(resource_name=n, resource_type=rtype) for n in names]
     return ListConfigResourcesResponse(error_code=0, config_resources=out)

@@ -102,8 +102,8 @@ def authorize_alter_resource(cctx, resource_type: int, name: str) -> None:
 def alter_resources(cctx, req, response_type, item_type, new_configs) -> ControllerResult:
     """The controller's per-resource loop of AlterConfigs and IncrementalAlterConfigs (each resource on its
     own, ConfigurationControlManager), each resource authorized first (authorize_alter_resource):
-    ``new_configs(resource, current)`` is the API's rule for a TOPIC's or CLIENT_METRICS subscription's new
-    configs."""
+    ``new_configs(resource, current)`` is the API's rule for a TOPIC's, CLIENT_METRICS subscription's, BROKER's
+    or GROUP's new configs."""
     records: list = []
     out = []
     for r in req.resources:
@@ -129,6 +129,13 @@ def alter_resources(cctx, req, response_type, item_type, new_configs) -> Control
                 records += [] if req.validate_only else res.records
             elif r.resource_type == BROKER:
                 records += broker_resource_records(cctx, r, new_configs, req.validate_only)
+            elif r.resource_type == GROUP:  # settable before the group exists (GroupConfig)
+                current = dict(cctx.image.configs.get((GROUP, r.resource_name), {}))
+                res = cctx.controller.alter_group_configs(cctx.image, r.resource_name, new_configs(r, current))
+                code, message = res.response
+                if code:
+                    raise ResourceError(code, message)
+                records += [] if req.validate_only else res.records
             else:
                 raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}")
         except ResourceError as exc:

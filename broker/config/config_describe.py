@@ -16,6 +16,7 @@ from broker.config.broker_config_docs import BROKER_CONFIG_DOCS
 from broker.config.config_types import BROKER_CONFIG_TYPES
 from broker.config.topic_config_docs import TOPIC_CONFIG_DOCS
 from broker.security.secrets import base_name, is_sensitive
+from cluster.groups.group_config import GROUP_CONFIG_KEYS, effective_values
 from protocol.generated.messages.describe_configs_response import DescribeConfigsResourceResult, DescribeConfigsSynonym
 from storage.config import TOPIC_CONFIGS, LogConfig
 
@@ -139,4 +140,27 @@ def logger_entries(keys: list[str] | None) -> list[DescribeConfigsResourceResult
         out.append(DescribeConfigsResourceResult(
             name=n, value=logging.getLevelName(lg.getEffectiveLevel()), read_only=False,
             config_source=DYNAMIC_BROKER_LOGGER_CONFIG, is_sensitive=False, synonyms=[], config_type=0))
+    return out
+
+
+GROUP_CONFIG = 8  # DescribeConfigsResponse.ConfigSource.GROUP_CONFIG
+
+
+def group_entries(broker_group_config, overrides: dict[str, str], keys: list[str] | None, include_synonyms: bool,
+                  include_documentation: bool) -> list[DescribeConfigsResourceResult]:
+    """A GROUP resource's configs (ConfigHelper.createGroupConfigEntry): every group key at the group's override
+    (GROUP_CONFIG) or the broker's value (DEFAULT_CONFIG), its only synonym itself; the group need not exist."""
+    values = effective_values(broker_group_config, overrides)
+    out = []
+    for name in sorted(GROUP_CONFIG_KEYS):
+        if keys and name not in keys:
+            continue
+        key = GROUP_CONFIG_KEYS[name]
+        value = str(values[name])
+        source = GROUP_CONFIG if name in overrides else DEFAULT_CONFIG
+        out.append(DescribeConfigsResourceResult(
+            name=name, value=value, read_only=False, config_source=source, is_default=source == DEFAULT_CONFIG,
+            is_sensitive=False,
+            synonyms=[DescribeConfigsSynonym(name=name, value=value, source=source)] if include_synonyms else [],
+            config_type=CONFIG_TYPES[key.type], documentation=key.doc if include_documentation else None))
     return out

@@ -4,6 +4,7 @@
   connection (Kafka raises InvalidRequestException while parsing);
 * ApiVersions at an unknown version: UNSUPPORTED_VERSION in a v0 body (KIP-511);
 * a body that does not decode: close the connection;
+* a share API while ``share.version`` is 0: UNSUPPORTED_VERSION in its error shape (``broker.apis.share_gate``);
 * a handler exception: one log line, close that connection; the broker keeps running.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from broker.apis import HANDLERS, k18_api_versions
+from broker.apis import HANDLERS, k18_api_versions, share_gate
 from broker.apis.context import EncodedResponse, RequestContext
 from broker.controlplane.controller_listener import CONTROLLER_LISTENER_HANDLERS
 from broker.errors import CloseConnection
@@ -41,7 +42,10 @@ async def dispatch(ctx: RequestContext) -> list | None:
     except (DecodeError, ProtocolError) as exc:
         raise CloseConnection(f"malformed {handler.spec.name} v{req.api_version}: {exc}") from None
     started = ctx.clock.monotonic()
-    response = await handler.handle(ctx, body)
+    if req.api_key in share_gate.GATED_KEYS and not share_gate.share_groups_enabled(ctx.image.features):
+        response = share_gate.unsupported_version(body)
+    else:
+        response = await handler.handle(ctx, body)
     finished = ctx.clock.monotonic()
     ctx.metrics.request_done(handler.spec.name, req.api_version, ctx.received or started, started,
                              finished, getattr(response, "error_code", 0) or 0)

@@ -19,6 +19,7 @@ import cluster.controller.replication_control as rc
 from cluster.controller.broker_heartbeats import BrokerControlState, BrokerHeartbeatManager, BrokerHeartbeatTracker
 from cluster.controller.java_random import from_python_random
 from cluster.controller.replica_placer import InvalidReplicationFactor, UsableBroker, place
+from cluster.groups.group_config import GROUP_RESOURCE, GroupConfig, GroupConfigError, validate_group_configs
 from cluster.metadata_image import RESOURCE_TOPIC, MetadataImage
 from cluster.quotas import ThrottlingQuotaExceeded
 from protocol.errors import ErrorCode
@@ -36,14 +37,20 @@ MAX_TOPIC_NAME = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 # Kafka 4.0's production metadata.version (MetadataVersion.IBP_4_0_IV3) and the other finalized features.
+# share.version 1 turns share groups (KIP-932) on, as Kafka 4.2 bootstraps it. Kafka's ShareVersion.SV_1 depends
+# on metadata.version 27 (4.1-IV1); odradek stays at 25 and lets share.version 1 stand beside it: 26 (4.1-IV0) only
+# makes ELR the default of new clusters (odradek has no ELR) and 27 makes the replica fetcher send Fetch v18 with
+# its high watermark (KIP-1166), which odradek's fetcher does not (it sends v17); neither changes a metadata record.
 METADATA_VERSION = 25
 BOOTSTRAP_FEATURES = {"metadata.version": METADATA_VERSION, "kraft.version": 0, "group.version": 1,
-                      "transaction.version": 2, "eligible.leader.replicas.version": 0}
+                      "transaction.version": 2, "eligible.leader.replicas.version": 0, "share.version": 1}
 
 # The feature ranges this software supports (ApiVersions' SupportedFeatures): metadata.version from
-# IBP_3_3_IV3 (7, Kafka 4.0's minimum) to 25; group.version 1 enables the KIP-848 consumer protocol.
+# IBP_3_3_IV3 (7, Kafka 4.0's minimum) to 25; group.version 1 enables the KIP-848 consumer protocol, share.version 1
+# the share-group APIs (broker/apis/share_gate.py).
 SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION), "kraft.version": (0, 0), "group.version": (0, 1),
-                      "transaction.version": (0, 2), "eligible.leader.replicas.version": (0, 0)}  # no ELR (KIP-966)
+                      "transaction.version": (0, 2), "eligible.leader.replicas.version": (0, 0),  # no ELR (KIP-966)
+                      "share.version": (0, 1)}
 
 PRODUCER_ID_BLOCK_SIZE = 1000  # ProducerIdManager.PID_BLOCK_SIZE
 FENCE, UNFENCE = 1, -1  # BrokerRegistrationFencingChange
@@ -571,6 +578,22 @@ class Controller:
         old = dict(image.configs.get((RESOURCE_CLIENT_METRICS, name), {}))
         records: list[Message] = [
             ConfigRecord(resource_type=RESOURCE_CLIENT_METRICS, resource_name=name, name=k, value=new_configs.get(k))
+            for k in sorted(set(old) | set(new_configs)) if old.get(k) != new_configs.get(k)]
+        return ControllerResult(records, (0, None))
+
+    def alter_group_configs(self, image: MetadataImage, name: str, new_configs: dict[str, str]) -> ControllerResult:
+        """ConfigRecords turning a GROUP resource's configs into ``new_configs``, validated as the controller's
+        ControllerConfigurationValidator does (GroupConfig.validate against this node's group.* bounds); the group
+        need not exist. The response is (error_code, message)."""
+        if not name:
+            return ControllerResult([], (ErrorCode.INVALID_REQUEST, "Default group resources are not allowed."))
+        try:
+            validate_group_configs(new_configs, GroupConfig.from_props(self.config))
+        except GroupConfigError as exc:
+            return ControllerResult([], (ErrorCode.INVALID_CONFIG, str(exc)))
+        old = dict(image.configs.get((GROUP_RESOURCE, name), {}))
+        records: list[Message] = [
+            ConfigRecord(resource_type=GROUP_RESOURCE, resource_name=name, name=k, value=new_configs.get(k))
             for k in sorted(set(old) | set(new_configs)) if old.get(k) != new_configs.get(k)]
         return ControllerResult(records, (0, None))
 

@@ -33,7 +33,7 @@ from cluster.groups.group_classic import (
     UNKNOWN_MEMBER_ID, ClassicGroup, ClassicGroupMember, ClassicGroupState, GroupError, heartbeat_key, join_key,
     sync_key,
 )
-from cluster.groups.group_config import GroupConfig
+from cluster.groups.group_config import DynamicGroupConfig, GroupConfig, group_settings
 from cluster.groups.group_record_helpers import group_metadata_record
 from cluster.groups.group_records import (
     CONSUMER_PROTOCOL_TYPE, CoordinatorRecord, SchemaError, consumer_protocol_version, parse_assignment,
@@ -547,9 +547,14 @@ class ConsumerGroupManager:
     def _sync_key(self, gid, mid):
         return f"consumer-sync-timeout-{gid}-{mid}"
 
+    def group_config(self, gid: str) -> DynamicGroupConfig:
+        """The group's consumer.session.timeout.ms / consumer.heartbeat.interval.ms (GROUP configs) over the
+        broker's (GroupMetadataManager.consumerGroupSessionTimeoutMs / consumerGroupHeartbeatIntervalMs)."""
+        return group_settings(self.config, self._image(), gid)
+
     def schedule_session_timeout(self, gid: str, mid: str, timeout_ms: int | None = None) -> None:
         self._timer.schedule(self._session_key(gid, mid), self._now(),
-                             self.config.consumer_session_timeout_ms if timeout_ms is None else timeout_ms,
+                             self.group_config(gid).consumer_session_timeout_ms if timeout_ms is None else timeout_ms,
                              lambda: self._fence_member_operation(gid, mid, "the member session expired."))
 
     def schedule_rebalance_timeout(self, gid: str, mid: str, epoch: int, timeout_ms: int) -> None:
@@ -856,7 +861,7 @@ class ConsumerGroupManager:
         updated = self._update_and_assign(group, member, updated, records, owned)
         self.schedule_session_timeout(gid, updated.member_id)
         resp = ConsumerGroupHeartbeatResponse(member_id=updated.member_id, member_epoch=updated.member_epoch,
-                                              heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms)
+                                              heartbeat_interval_ms=self.group_config(gid).consumer_heartbeat_interval_ms)
         full = req.member_epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
                                          and owned is not None)
         if full or _norm(member.assigned) != _norm(updated.assigned):

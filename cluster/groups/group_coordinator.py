@@ -1022,7 +1022,7 @@ class GroupCoordinatorShard:
         out = []
         for gid in group_ids:
             group = self.groups.get(gid)
-            if group is None:
+            if group is None or group.type == "share":  # a share group is not a classic group: as unknown
                 out.append(DescribedGroup(group_id=gid, group_state=str(S.DEAD), members=[]))
             elif group.type == "classic":
                 if group.is_in_state(S.STABLE):

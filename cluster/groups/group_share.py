@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from cluster.groups.assignors import GroupSpec, MemberSpec, PartitionAssignorError, subscription_is_homogeneous
 from cluster.groups.group_classic import GroupError
-from cluster.groups.group_config import GroupConfig
+from cluster.groups.group_config import DynamicGroupConfig, GroupConfig, group_settings
 from cluster.groups.group_records import CoordinatorRecord
 from cluster.groups.share_assignor import SimpleAssignor
 from protocol.errors import ErrorCode
@@ -396,8 +396,12 @@ class ShareGroupManager:
     def _session_key(gid: str, mid: str) -> str:
         return f"share-session-timeout-{gid}-{mid}"
 
+    def group_config(self, gid: str) -> DynamicGroupConfig:
+        """The group's share.session.timeout.ms / share.heartbeat.interval.ms (GROUP configs) over the broker's."""
+        return group_settings(self.config, self._image(), gid)
+
     def schedule_session_timeout(self, gid: str, mid: str) -> None:
-        self._timer.schedule(self._session_key(gid, mid), self._now(), self.config.share_session_timeout_ms,
+        self._timer.schedule(self._session_key(gid, mid), self._now(), self.group_config(gid).share_session_timeout_ms,
                              lambda: self._fence_member_operation(gid, mid, "the member session expired."))
 
     def _fence_member_operation(self, gid: str, mid: str, reason: str) -> None:
@@ -619,7 +623,7 @@ class ShareGroupManager:
 
         self.schedule_session_timeout(gid, mid)
         resp = ShareGroupHeartbeatResponse(member_id=updated.member_id, member_epoch=updated.member_epoch,
-                                           heartbeat_interval_ms=self.config.share_heartbeat_interval_ms)
+                                           heartbeat_interval_ms=self.group_config(gid).share_heartbeat_interval_ms)
         if req.member_epoch == 0 or req.subscribed_topic_names is not None or \
                 _norm(member.assigned) != _norm(updated.assigned):
             resp.assignment = sgh.Assignment(topic_partitions=[

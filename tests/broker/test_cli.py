@@ -169,19 +169,22 @@ def test_format_writes_the_bootstrap_features_a_new_cluster_starts_with(tmp_path
 
     cfg = str(REPO / "config" / "single-node.yaml")
     out = _odradek("format", "--config", cfg, "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qk", "--feature",
-                   "group.version=0", cwd=tmp_path)
+                   "group.version=0", "--feature", "share.version=0", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "Formatting" in out.stdout and "bootstrap.checkpoint" in out.stdout
     features, _ = read_bootstrap(tmp_path / "data")
     assert features["metadata.version"] == 25 and "group.version" not in features  # level 0 is left out
+    assert "share.version" not in features
     again = _odradek("format", "--config", cfg, "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qk", cwd=tmp_path)
     assert again.returncode == 1 and "is already formatted. Use --ignore-formatted" in again.stderr
     assert _odradek("format", "--config", cfg, "--ignore-formatted", cwd=tmp_path).returncode == 0
     bad = _odradek("format", "--config", cfg, "--feature", "eligible.leader.replicas.version=1",
                    cwd=tmp_path / "data")
     assert bad.returncode == 1 and "Unsupported value 1 for eligible.leader.replicas.version" in bad.stderr
-    unknown = _odradek("format", "--config", cfg, "--feature", "share.version=1", cwd=tmp_path / "data")
-    assert unknown.returncode == 1 and "Unsupported feature: share.version" in unknown.stderr
+    unknown = _odradek("format", "--config", cfg, "--feature", "queue.version=1", cwd=tmp_path / "data")
+    assert unknown.returncode == 1 and "Unsupported feature: queue.version" in unknown.stderr
+    too_high = _odradek("format", "--config", cfg, "--feature", "share.version=2", cwd=tmp_path / "data")
+    assert too_high.returncode == 1 and "Unsupported value 2 for share.version" in too_high.stderr
 
     # the node commits the formatted levels: group.version 0 means no KIP-848 consumer protocol finalized
     from broker import EmbeddedBroker
@@ -189,6 +192,12 @@ def test_format_writes_the_bootstrap_features_a_new_cluster_starts_with(tmp_path
     with EmbeddedBroker(tmp_path / "data", overrides={"cluster.id": "MkU3OEVBNTcwNTJENDM2Qk"}) as b:
         assert b.broker.image.features.get("metadata.version") == 25
         assert "group.version" not in b.broker.image.features
+        assert "share.version" not in b.broker.image.features  # share groups off: their APIs answer 35
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    assert _odradek("format", "--config", cfg, "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qk", cwd=fresh).returncode == 0
+    assert read_bootstrap(fresh / "data")[0]["share.version"] == 1  # new clusters get share groups, as Kafka 4.2
 
 
 @pytest.mark.parametrize("override, message", [

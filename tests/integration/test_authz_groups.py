@@ -18,6 +18,7 @@ from cluster.acls import AclOperation as Op, AclPermissionType, PatternType, Res
 from protocol.errors import ErrorCode as E
 from protocol.generated.messages import (
     AlterConfigsRequest, ApiVersionsRequest, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
+    ShareGroupDescribeRequest, ShareGroupHeartbeatRequest,
     CreateDelegationTokenRequest, DeleteGroupsRequest, DescribeClientQuotasRequest, DescribeClusterRequest,
     DescribeConfigsRequest, DescribeDelegationTokenRequest, DescribeGroupsRequest,
     DescribeUserScramCredentialsRequest, ExpireDelegationTokenRequest, FindCoordinatorRequest,
@@ -64,7 +65,8 @@ ROWS: dict[int, str] = {
     41: "KafkaApis.handleDescribeTokensRequest: DELEGATION_TOKEN_AUTH_DISABLED before its DESCRIBE checks",
     42: "KafkaApis.handleDeleteGroupsRequest: GROUP DELETE per distinct group",
     44: "KafkaApis.handleIncrementalAlterConfigsRequest: BROKER_LOGGER needs CLUSTER ALTER_CONFIGS "
-        "(ConfigAdminManager.preprocess); the controller authorizes the forwarded resources",
+        "(ConfigAdminManager.preprocess); the controller authorizes the forwarded resources (GROUP: ALTER_CONFIGS "
+        "on the group)",
     47: "KafkaApis.handleOffsetDeleteRequest: GROUP DELETE, TOPIC READ per topic",
     48: "KafkaApis.handleDescribeClientQuotasRequest: CLUSTER DESCRIBE_CONFIGS",
     50: "KafkaApis.handleDescribeUserScramCredentialsRequest: CLUSTER DESCRIBE",
@@ -74,6 +76,10 @@ ROWS: dict[int, str] = {
     71: "KafkaApis.handleGetTelemetrySubscriptionsRequest: no check",
     72: "KafkaApis.handlePushTelemetryRequest: no check",
     74: "KafkaApis.handleListConfigResources: CLUSTER DESCRIBE_CONFIGS",
+    76: "KafkaApis.handleShareGroupHeartbeat: share.version first, then GROUP READ, TOPIC DESCRIBE on subscribed "
+        "names (KAFKA-18817)",
+    77: "KafkaApis.handleShareGroupDescribe: share.version first, then GROUP DESCRIBE; assigned topics need DESCRIBE "
+        "(KAFKA-18817)",
 }
 
 NOBODY = "nobody"
@@ -121,7 +127,7 @@ ACLS = [
     # k42 DeleteGroups
     acl("delg", RT.GROUP, "dl-a", Op.DELETE),
     # k44 IncrementalAlterConfigs
-    cluster_acl("ialter", Op.ALTER_CONFIGS),
+    cluster_acl("ialter", Op.ALTER_CONFIGS), acl("galter", RT.GROUP, "gcfg-g", Op.ALTER_CONFIGS),
     # k47 OffsetDelete
     acl("offdel", RT.GROUP, "od-g", Op.DELETE), topic_read("offdel", TOPIC_A),
     # k48 DescribeClientQuotas, k50 DescribeUserScramCredentials, k60 DescribeCluster, k74 ListConfigResources
@@ -132,6 +138,10 @@ ACLS = [
     acl("cgd", RT.GROUP, "cg-g", Op.DESCRIBE), acl("cgd", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
     acl("cgd_group_only", RT.GROUP, "cg-g", Op.DESCRIBE),
     acl("cgr", RT.GROUP, "cgr-g", Op.READ), acl("cgr", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
+    # k76 ShareGroupHeartbeat, k77 ShareGroupDescribe
+    acl("sgh", RT.GROUP, "sg-g", Op.READ), acl("sgh", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
+    acl("sgd", RT.GROUP, "sg-g", Op.DESCRIBE),
+    acl("sgd_topic", RT.GROUP, "sg-g", Op.DESCRIBE), acl("sgd_topic", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
     # real clients
     topic_read("consumer", TOPIC_REAL), acl("consumer", RT.GROUP, "real-g", Op.READ),
     topic_read("consumer_nogroup", TOPIC_REAL),
@@ -340,6 +350,44 @@ def test_consumer_group_heartbeat_and_describe(node):
     assert heartbeat(node, "cgh", [TOPIC_A], epoch=-1).error_code == 0  # leaves
 
 
+def test_share_group_heartbeat_and_describe(node):
+    """k76 then k77: GROUP READ and TOPIC DESCRIBE of the subscribed names to heartbeat, GROUP DESCRIBE to describe;
+    once the member is assigned TOPIC_A, describing needs TOPIC DESCRIBE on it too."""
+    member = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"
+
+    def share_heartbeat(user, topics, epoch=0):
+        return node.call(user, ShareGroupHeartbeatRequest(group_id="sg-g", member_id=member, member_epoch=epoch,
+                                                          subscribed_topic_names=topics), 1)
+    assert share_heartbeat(NOBODY, [TOPIC_A]).error_code == E.GROUP_AUTHORIZATION_FAILED
+    refused = share_heartbeat("sgh", [TOPIC_A, TOPIC_B])
+    assert (refused.error_code, refused.member_epoch) == (E.TOPIC_AUTHORIZATION_FAILED, 0)
+    joined = share_heartbeat("sgh", [TOPIC_A])
+    assert joined.error_code == 0 and joined.member_epoch > 0
+
+    describe = ShareGroupDescribeRequest(group_ids=["sg-g", "of-g"], include_authorized_operations=True)
+    denied = node.call(NOBODY, describe, 1).groups
+    assert [(g.group_id, g.error_code) for g in denied] == [
+        ("sg-g", E.GROUP_AUTHORIZATION_FAILED), ("of-g", E.GROUP_AUTHORIZATION_FAILED)]
+    allowed = node.call("sgd", describe, 1).groups
+    assert [(g.group_id, g.error_code) for g in allowed] == [("of-g", E.GROUP_AUTHORIZATION_FAILED), ("sg-g", 0)]
+    assert allowed[1].authorized_operations == bits({Op.DESCRIBE})
+    assert [m.member_id for m in allowed[1].members] == [member]
+    # once TOPIC_A's share state is initialized the member is assigned it: a user who may not describe TOPIC_A
+    # no longer sees the group
+    from tests.groups.helpers import share_state_initialized
+
+    share_state_initialized(node.broker, "sg-g", TOPIC_A, [0, 1])
+    assigned = share_heartbeat("sgh", None, epoch=joined.member_epoch)
+    assert sorted(p for t in assigned.assignment.topic_partitions for p in t.partitions) == [0, 1]
+    hidden = node.call("sgd", ShareGroupDescribeRequest(group_ids=["sg-g"]), 1).groups[0]
+    assert (hidden.error_code, hidden.members, hidden.error_message) == (
+        E.TOPIC_AUTHORIZATION_FAILED, [], "The group has described topic(s) that the client is not authorized to "
+                                          "describe.")
+    shown = node.call("sgd_topic", ShareGroupDescribeRequest(group_ids=["sg-g"]), 1).groups[0]
+    assert shown.error_code == 0 and [t.topic_name for t in shown.members[0].assignment.topic_partitions] == [TOPIC_A]
+    assert share_heartbeat("sgh", None, epoch=-1).error_code == 0  # leaves
+
+
 def test_consumer_group_regex_resolves_to_describable_topics_only(node):
     """A regex subscription matching TOPIC_A and TOPIC_B, from a member that may describe only TOPIC_A: the
     coordinator's regex refresh keeps TOPIC_A (GroupMetadataManager.refreshRegularExpressions, KAFKA-18813)."""
@@ -404,6 +452,25 @@ def test_incremental_alter_configs_broker_logger_needs_cluster_alter_configs(nod
     assert (denied.error_code, denied.error_message) == (E.CLUSTER_AUTHORIZATION_FAILED,
                                                          "Cluster authorization failed.")
     assert node.call("ialter", req, 1).responses[0].error_code == 0
+
+
+def test_group_configs_need_alter_configs_and_describe_configs_on_the_group(node):
+    """A GROUP resource (group configs) forwarded to the controller: ALTER_CONFIGS on the group, else
+    GROUP_AUTHORIZATION_FAILED (ControllerApis.authorizeAlterResource); described with DESCRIBE_CONFIGS on it."""
+    def req(group):
+        return IncrementalAlterConfigsRequest(resources=[inc_req.AlterConfigsResource(
+            resource_type=GROUP_CONFIG, resource_name=group,
+            configs=[inc_req.AlterableConfig(name="share.auto.offset.reset", config_operation=0, value="earliest")])])
+    denied = node.call(NOBODY, req("gcfg-g"), 1).responses[0]
+    assert (denied.error_code, denied.error_message) == (E.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
+    assert node.call("galter", req("gcfg-other"), 1).responses[0].error_code == E.GROUP_AUTHORIZATION_FAILED
+    assert node.call("galter", req("gcfg-g"), 1).responses[0].error_code == 0
+    described = node.call(SUPER_USER, DescribeConfigsRequest(resources=[DescribeConfigsResource(
+        resource_type=GROUP_CONFIG, resource_name="gcfg-g")]), 4).results[0]
+    assert {c.name: c.value for c in described.configs}["share.auto.offset.reset"] == "earliest"
+    mine = node.call("dconf", DescribeConfigsRequest(resources=[DescribeConfigsResource(
+        resource_type=GROUP_CONFIG, resource_name="cfg-g")]), 4).results[0]
+    assert mine.error_code == 0 and "share.session.timeout.ms" in {c.name for c in mine.configs}
 
 
 # ---- cluster -----------------------------------------------------------------------------------------------
@@ -542,7 +609,7 @@ def test_confluent_admin_describe_broker_configs_without_describe_configs(node):
 
 def test_rows_cover_every_api_key_of_the_brief():
     assert set(ROWS) == {8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 32, 33, 36, 38, 39, 40, 41, 42, 44, 47, 48, 50,
-                         60, 68, 69, 71, 72, 74}
+                         60, 68, 69, 71, 72, 74, 76, 77}
 
 
 def test_without_an_authorizer_every_check_answers_yes(tmp_path):

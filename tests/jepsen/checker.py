@@ -47,20 +47,76 @@ judged by these kinds, not by ``lost``.
   or beyond the group's final committed offset on that input partition (it will be produced again), under the
   output's partition; a final committed offset different from its input partition's end (the group did not
   commit exactly what was processed), under partition -1.
+
+Share groups (KIP-932): ``check_share`` judges a share group's deliveries of one topic against what producers were
+acknowledged, given ``group.share.delivery.count.limit`` and ``group.share.record.lock.duration.ms``. A delivery
+(share_acquire) happened at a broker time in [its ``since``, its recorded time]; an acknowledgement took effect,
+if at all, between its share_ack and its answer; an ok answer means it took effect. Kafka persists a record's
+state on acknowledgements, releases and lock expiry, not on acquisition, so a leader change may forget
+acquisitions: a record held then is redelivered with its last persisted delivery count, and whoever held it may
+still believe it does. A *fault* of a partition is a ``fault`` event of it or of all partitions (a moment), or a
+``fault_start``..``fault_end`` span (any moment in it). A member leaves the group (its records released) by
+closing, by a fault, or after its session timeout without heartbeats, which is assumed longer than the lock
+duration (Kafka's defaults: 45 s and 30 s). Only what the history proves is reported:
+
+- delivery_after_ack: a delivery acquired after an Accept or Reject of that offset was answered ok (its ``since``
+  is at or after the answer): the record was acknowledged or archived for good.
+- share_lost: a record acknowledged to a producer (outside transactions) that does not end acknowledged or
+  archived given the final SPSO and state batches (reason "not_done", with its final state), or that ends so
+  without any member ever having acquired it (reason "skipped": the SPSO moved past an undelivered record).
+  Judged only when the history has share_final events (then every partition with acked records needs one).
+- count_regression: a delivery whose delivery count is not above that of a delivery of the same offset that
+  was acquired before it (the earlier one's recorded time is at or before the later one's ``since``; equal
+  counts need no order), with no fault of the partition between the earlier one's ``since`` and the later
+  one's recorded time.
+- over_limit: a delivery whose delivery count is above ``delivery_count_limit``.
+- concurrent_hold: a delivery acquired while another delivery of the same offset was certainly still held: the
+  later one was acquired after the earlier one was recorded and before the earlier one's lock could have
+  ended: not before its ``since`` plus the lock duration, nor before its member acknowledged that offset (an
+  acknowledgement unanswered by the earlier one's ``since`` counts from then), closed, or a fault of the
+  partition. Per-acquisition lock timers only ever fire late, so the lock lasts at least that long.
+- ack_unacquired: an acknowledgement answered ok for an offset its member did not hold: more ok answers for
+  (member, offset) than deliveries of it to that member recorded before the acknowledgement was sent (an ok
+  Renew keeps the record held, so it must find one but does not use it up), or an answer for an offset the
+  member had not acknowledged. An error answer is indeterminate, as a failed send.
+
+Information per partition: deliveries, redeliveries (deliveries of an offset delivered before), accepted and
+rejected (distinct offsets whose Accept or Reject was answered ok), archived (offsets known archived: rejected,
+released or expired at the delivery count limit, or archived in the final state), the final SPSO.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections import deque
 from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
 from tests.jepsen.history import (
+    ACCEPT,
     ACK,
+    ACKNOWLEDGED,
+    ALL_PARTITIONS,
+    ARCHIVED,
+    AVAILABLE,
+    FAULT,
+    FAULT_END,
+    FAULT_START,
+    KINDS,
+    REJECT,
+    RENEW,
+    SHARE_ACK,
+    SHARE_ACK_RESULT,
+    SHARE_ACQUIRE,
+    SHARE_CLOSE,
+    SHARE_FINAL,
+    SHARE_STATE,
     COMMITTED_OFFSET,
     FAIL,
     READ,
     READ_SPAN,
     SEND,
+    SHARE_KINDS,
     TXN_ABORT_OK,
     TXN_BEGIN,
     TXN_COMMIT_OK,
@@ -281,6 +337,12 @@ def _describe(anomaly) -> str:
         v = getattr(anomaly, f.name)
         if isinstance(v, bytes):
             v = _short(v)
+        elif isinstance(v, Delivery):
+            v = f"({v.member} p{v.partition}@{v.offset} count={v.delivery_count} in [{v.since:.3f}, {v.time:.3f}])"
+        elif isinstance(v, AckAnswer):
+            sent = "never" if v.sent is None else f"{v.sent:.3f}"
+            v = (f"({v.ack_type} by {v.member} p{v.partition}@{v.offset} sent {sent} answered {v.answered:.3f} "
+                 f"{v.error or 'ok'})")
         elif f.name == "reads":
             v = "[" + ", ".join(f"p{r.partition}@{r.offset} by {r.session}" for r in v) + "]"
         elif f.name == "outputs":
@@ -345,6 +407,8 @@ def check(history: History | list[Event]) -> Report:
             txns.ending(e)
         elif kind == COMMITTED_OFFSET:
             txns.committed_offsets[e.partition] = e
+        elif kind in SHARE_KINDS:
+            continue  # judged by check_share; plain readers of a share-group workload's topic are judged here
         else:
             raise ValueError(f"unknown event kind {kind!r} in {e}")
 
@@ -537,3 +601,342 @@ class _Transactions:
             if e.offset != e.end:
                 at(UNKNOWN_PARTITION).duplicate_output.append(OffsetNotAtEnd(e.process, input_partition, e.offset,
                                                                              e.end))
+
+
+# ---- share groups (KIP-932) --------------------------------------------------------------------------------------
+
+SHARE_ANOMALY_KINDS = ("delivery_after_ack", "share_lost", "count_regression", "over_limit", "concurrent_hold",
+                       "ack_unacquired")
+SHARE_INFO_KINDS = ("deliveries", "redeliveries", "accepted", "rejected", "archived")
+DEFAULT_DELIVERY_COUNT_LIMIT = 5  # group.share.delivery.count.limit
+DEFAULT_RECORD_LOCK_DURATION_MS = 30000  # group.share.record.lock.duration.ms
+BELOW_SPSO = "below_spso"  # a final state: acknowledged or archived, Kafka keeps no state to say which
+
+
+class Delivery(NamedTuple):
+    """One share_acquire: ``member`` got ``partition``/``offset`` with ``delivery_count``, acquired by the broker
+    at a time in [``since``, ``time``]."""
+
+    member: str
+    partition: int
+    offset: int
+    delivery_count: int
+    since: float
+    time: float
+
+
+class AckAnswer(NamedTuple):
+    """An acknowledgement (``ack_type`` None: none was sent) and its answer (``error`` None: ok)."""
+
+    member: str
+    partition: int
+    offset: int
+    ack_type: str | None
+    sent: float | None
+    answered: float
+    error: str | None
+
+
+@dataclass(frozen=True)
+class DeliveryAfterAck:
+    delivery: Delivery
+    ack: AckAnswer  # the earliest ok-answered Accept or Reject of the offset
+
+
+@dataclass(frozen=True)
+class ShareLost:
+    partition: int
+    offset: int
+    value: bytes
+    producer: str
+    reason: str  # "not_done" | "skipped"
+    state: str  # its final state: AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED or BELOW_SPSO
+
+
+@dataclass(frozen=True)
+class CountRegression:
+    delivery: Delivery
+    earlier: Delivery  # acquired before it (or of the same count) with no fault of the partition in between
+
+
+@dataclass(frozen=True)
+class OverLimit:
+    delivery: Delivery
+    limit: int
+
+
+@dataclass(frozen=True)
+class ConcurrentHold:
+    delivery: Delivery
+    held: Delivery  # certainly still held when ``delivery`` was acquired
+    held_until: float  # the earliest its lock could have ended
+
+
+@dataclass(frozen=True)
+class AckUnacquired:
+    ack: AckAnswer
+
+
+@dataclass
+class SharePartitionReport:
+    """A share group's anomalies and figures for one partition of the topic."""
+
+    partition: int
+    delivery_after_ack: list[DeliveryAfterAck] = field(default_factory=list)
+    share_lost: list[ShareLost] = field(default_factory=list)
+    count_regression: list[CountRegression] = field(default_factory=list)
+    over_limit: list[OverLimit] = field(default_factory=list)
+    concurrent_hold: list[ConcurrentHold] = field(default_factory=list)
+    ack_unacquired: list[AckUnacquired] = field(default_factory=list)
+    deliveries: int = 0
+    redeliveries: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    archived: int = 0
+    start_offset: int | None = None  # the final SPSO (None: not recorded)
+
+    @property
+    def ok(self) -> bool:
+        return not any(getattr(self, kind) for kind in SHARE_ANOMALY_KINDS)
+
+    def counts(self) -> dict[str, int]:
+        out = {kind: len(getattr(self, kind)) for kind in SHARE_ANOMALY_KINDS}
+        out.update({kind: getattr(self, kind) for kind in SHARE_INFO_KINDS})
+        return out
+
+    def summary(self) -> str:
+        counts = self.counts()
+        head = " ".join(f"{kind}={counts[kind]}" for kind in (*SHARE_INFO_KINDS, *SHARE_ANOMALY_KINDS))
+        lines = [f"partition {self.partition}: {'ok' if self.ok else 'ANOMALIES'} spso={self.start_offset} {head}"]
+        for kind in SHARE_ANOMALY_KINDS:
+            found = getattr(self, kind)
+            if found:
+                more = f" (+{len(found) - EXAMPLES_PER_KIND} more)" if len(found) > EXAMPLES_PER_KIND else ""
+                examples = "; ".join(_describe(a) for a in found[:EXAMPLES_PER_KIND])
+                lines.append(f"  {kind}: {examples}{more}")
+        return "\n".join(lines)
+
+
+@dataclass
+class ShareReport:
+    partitions: dict[int, SharePartitionReport] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(p.ok for p in self.partitions.values())
+
+    def counts(self) -> dict[str, int]:
+        """Totals over all partitions, per anomaly kind and per figure."""
+        totals = dict.fromkeys((*SHARE_ANOMALY_KINDS, *SHARE_INFO_KINDS), 0)
+        for report in self.partitions.values():
+            for kind, n in report.counts().items():
+                totals[kind] += n
+        return totals
+
+    def start_offsets(self) -> dict[int, int | None]:
+        return {p: r.start_offset for p, r in sorted(self.partitions.items())}
+
+    def summary(self) -> str:
+        """One line per partition with up to 5 examples per anomaly kind, then the totals."""
+        lines = [self.partitions[p].summary() for p in sorted(self.partitions)]
+        totals = self.counts()
+        lines.append(f"total: {'ok' if self.ok else 'ANOMALIES'} "
+                     + " ".join(f"{kind}={totals[kind]}" for kind in (*SHARE_INFO_KINDS, *SHARE_ANOMALY_KINDS)))
+        return "\n".join(lines)
+
+
+def check_share(history: History | list[Event], delivery_count_limit: int = DEFAULT_DELIVERY_COUNT_LIMIT,
+                record_lock_duration_ms: int = DEFAULT_RECORD_LOCK_DURATION_MS) -> ShareReport:
+    """Find every share-group anomaly in ``history`` (see the module docstring), per partition. Events must be
+    in time order (a ``History`` records them so; merged journals are sorted by time). The work per offset is
+    quadratic in that offset's deliveries, which the delivery count limit and the faults bound."""
+    events = history.events if isinstance(history, History) else history
+    lock_duration = record_lock_duration_ms / 1000.0
+    produced: dict[tuple[int, int], Event] = {}  # (partition, offset) -> its non-transactional ack
+    deliveries: dict[tuple[int, int], list[Delivery]] = {}  # (partition, offset) -> in recording order
+    delivered_to: dict[tuple[str, int, int], int] = {}  # (member, partition, offset) -> deliveries so far
+    settled: dict[tuple[str, int, int], int] = {}  # (member, partition, offset) -> ok-answered acknowledgements
+    # (member, partition, offset) -> its unanswered share_acks, first sent first, with the deliveries to the
+    # member of the offset recorded before each was sent and the list its answer's time goes into
+    unanswered: dict[tuple[str, int, int], deque[tuple[Event, int, list[float]]]] = {}
+    acks_of: dict[tuple[str, int, int], list[tuple[Event, list[float]]]] = {}  # -> (share_ack, [answer time])
+    answers: list[AckAnswer] = []
+    closes: dict[str, float] = {}
+    faults: dict[int, list[tuple[float, float]]] = {}  # partition (or ALL_PARTITIONS) -> (start, end) spans
+    started: dict[tuple[str, int], float] = {}  # (what, partition) -> start of a lasting fault not yet ended
+    finals: dict[int, int] = {}
+    states: dict[int, list[Event]] = {}
+    report = ShareReport()
+
+    def at(partition: int) -> SharePartitionReport:
+        if partition not in report.partitions:
+            report.partitions[partition] = SharePartitionReport(partition)
+        return report.partitions[partition]
+
+    for e in events:
+        kind = e.kind
+        if kind == SHARE_ACQUIRE:
+            if e.since is None or e.since > e.time or not e.delivery_count or e.delivery_count < 1:
+                raise ValueError(f"a share_acquire needs a delivery count >= 1 and since <= its time: {e}")
+            d = Delivery(e.process, e.partition, e.offset, e.delivery_count, e.since, e.time)
+            deliveries.setdefault((e.partition, e.offset), []).append(d)
+            key = (e.process, e.partition, e.offset)
+            delivered_to[key] = delivered_to.get(key, 0) + 1
+            if e.delivery_count > delivery_count_limit:
+                at(e.partition).over_limit.append(OverLimit(d, delivery_count_limit))
+        elif kind == SHARE_ACK:
+            key = (e.process, e.partition, e.offset)
+            answered: list[float] = []
+            unanswered.setdefault(key, deque()).append((e, delivered_to.get(key, 0), answered))
+            acks_of.setdefault(key, []).append((e, answered))
+        elif kind == SHARE_ACK_RESULT:
+            for offset in e.offsets:
+                key = (e.process, e.partition, offset)
+                pending = unanswered.get(key)
+                ack, delivered_before, answered = pending.popleft() if pending else (None, 0, [])
+                answered.append(e.time)
+                answer = AckAnswer(e.process, e.partition, offset, ack.ack_type if ack else None,
+                                   ack.time if ack else None, e.time, e.error)
+                answers.append(answer)
+                if e.error is None:
+                    if ack is None or settled.get(key, 0) >= delivered_before:
+                        at(e.partition).ack_unacquired.append(AckUnacquired(answer))
+                    elif ack.ack_type != RENEW:
+                        settled[key] = settled.get(key, 0) + 1
+        elif kind == SHARE_CLOSE:
+            closes.setdefault(e.process, e.time)
+        elif kind == FAULT:
+            faults.setdefault(e.partition, []).append((e.time, e.time))
+        elif kind == FAULT_START:
+            started.setdefault((e.process, e.partition), e.time)
+        elif kind == FAULT_END:
+            start = started.pop((e.process, e.partition), float("-inf"))
+            faults.setdefault(e.partition, []).append((start, e.time))
+        elif kind == SHARE_FINAL:
+            finals[e.partition] = e.offset
+        elif kind == SHARE_STATE:
+            states.setdefault(e.partition, []).append(e)
+        elif kind == ACK:
+            if e.txn is None:  # a transaction's records may be aborted: archived by the share partition
+                produced.setdefault((e.partition, e.offset), e)
+        elif kind not in KINDS:
+            raise ValueError(f"unknown event kind {kind!r} in {e}")
+
+    for (_, partition), start in started.items():
+        faults.setdefault(partition, []).append((start, float("inf")))
+    everywhere = _merged(faults.get(ALL_PARTITIONS, []))
+    spans = {p: _merged([*found, *faults.get(ALL_PARTITIONS, [])]) for p, found in faults.items()
+             if p != ALL_PARTITIONS}
+
+    def fault_between(partition: int, start: float, end: float) -> float | None:
+        """The first moment in [``start``, ``end``] at which ``partition`` has a fault, if any."""
+        starts, ends = spans.get(partition, everywhere)
+        i = bisect_left(ends, start)  # the first span not over before ``start``
+        return max(starts[i], start) if i < len(starts) and starts[i] <= end else None
+
+    terminal: dict[tuple[int, int], AckAnswer] = {}  # (partition, offset) -> earliest ok Accept/Reject answer
+    accepted: dict[int, set[int]] = {}
+    rejected: dict[int, set[int]] = {}
+    for a in answers:
+        if a.error is None and a.ack_type in (ACCEPT, REJECT):
+            terminal.setdefault((a.partition, a.offset), a)
+            (accepted if a.ack_type == ACCEPT else rejected).setdefault(a.partition, set()).add(a.offset)
+
+    archived: dict[int, set[int]] = {p: set(offsets) for p, offsets in rejected.items()}
+    for (partition, offset), found in deliveries.items():
+        here = at(partition)
+        here.deliveries += len(found)
+        here.redeliveries += len(found) - 1
+        last = max(found, key=lambda d: d.delivery_count)
+        if last.delivery_count >= delivery_count_limit and offset not in accepted.get(partition, ()):
+            archived.setdefault(partition, set()).add(offset)  # released or expired at the limit
+        ends = [_hold_end(d, acks_of, closes, fault_between, lock_duration) for d in found]
+        _judge_deliveries(here, found, ends, terminal.get((partition, offset)), fault_between)
+
+    for partition, batch_events in states.items():
+        for b in batch_events:
+            if b.state == ARCHIVED:
+                archived.setdefault(partition, set()).update(range(b.offset, b.end))
+    for partition, offsets in accepted.items():
+        at(partition).accepted = len(offsets)
+    for partition, offsets in rejected.items():
+        at(partition).rejected = len(offsets)
+    for partition, offsets in archived.items():
+        at(partition).archived = len(offsets)
+    for partition, spso in finals.items():
+        at(partition).start_offset = spso
+
+    if finals:
+        _judge_lost(at, produced, deliveries, finals, states)
+    return report
+
+
+def _merged(spans: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    """Fault spans as disjoint ones in time order: their starts and their ends (both ascending)."""
+    starts: list[float] = []
+    ends: list[float] = []
+    for start, end in sorted(spans):
+        if ends and start <= ends[-1]:
+            ends[-1] = max(ends[-1], end)
+        else:
+            starts.append(start)
+            ends.append(end)
+    return starts, ends
+
+
+def _hold_end(d: Delivery, acks_of, closes: dict[str, float], fault_between, lock_duration: float) -> float:
+    """The earliest time delivery ``d``'s lock may have ended: its lock duration from ``since``, an
+    acknowledgement of the offset by its member that may have been applied after ``since``, the member's close,
+    a fault of the partition."""
+    end = d.since + lock_duration
+    for ack, answered in acks_of.get((d.member, d.partition, d.offset), ()):
+        if ack.time >= end:
+            break
+        if not answered or answered[0] >= d.since:
+            end = min(end, max(ack.time, d.since))
+    close = closes.get(d.member)
+    if close is not None:
+        end = min(end, max(close, d.since))
+    fault = fault_between(d.partition, d.since, end)
+    return end if fault is None else fault
+
+
+def _judge_deliveries(here: SharePartitionReport, found: list[Delivery], ends: list[float],
+                      terminal: AckAnswer | None, fault_between) -> None:
+    """The deliveries of one offset (``ends``: the earliest each one's lock may have ended): after its
+    acknowledgement, count regressions, concurrent holds."""
+    for i, d in enumerate(found):
+        if terminal is not None and d.since >= terminal.answered:
+            here.delivery_after_ack.append(DeliveryAfterAck(d, terminal))
+        for earlier in found[:i]:
+            ordered = earlier.time <= d.since
+            if (ordered and d.delivery_count <= earlier.delivery_count) or \
+                    d.delivery_count == earlier.delivery_count:
+                start, stop = min(earlier.since, d.since), max(earlier.time, d.time)
+                if fault_between(d.partition, start, stop) is None:
+                    here.count_regression.append(CountRegression(d, earlier))
+                    break
+        for earlier, end in zip(found[:i], ends[:i], strict=True):
+            if earlier.time <= d.since and d.time < end:
+                here.concurrent_hold.append(ConcurrentHold(d, earlier, end))
+                break
+
+
+def _judge_lost(at, produced: dict[tuple[int, int], Event], deliveries: dict[tuple[int, int], list[Delivery]],
+                finals: dict[int, int], states: dict[int, list[Event]]) -> None:
+    """Each record acknowledged to a producer against the final SPSO and state batches of its partition."""
+    missing = sorted({p for p, _ in produced} - set(finals))
+    if missing:
+        raise ValueError(f"records were produced to partitions {missing} without a share_final for them")
+    state_at: dict[tuple[int, int], str] = {}
+    for partition, batch_events in states.items():
+        for b in batch_events:
+            for offset in range(max(b.offset, finals.get(partition, 0)), b.end):
+                state_at[(partition, offset)] = b.state
+    for (partition, offset), ack in sorted(produced.items()):
+        # below the SPSO: acknowledged or archived, Kafka keeps no state to say which
+        state = BELOW_SPSO if offset < finals[partition] else state_at.get((partition, offset), AVAILABLE)
+        if state not in (ACKNOWLEDGED, ARCHIVED, BELOW_SPSO):
+            at(partition).share_lost.append(ShareLost(partition, offset, ack.value, ack.process, "not_done", state))
+        elif (partition, offset) not in deliveries:
+            at(partition).share_lost.append(ShareLost(partition, offset, ack.value, ack.process, "skipped", state))

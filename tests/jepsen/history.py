@@ -15,6 +15,29 @@ For consume-transform-produce, a send names the input record its value was deriv
 partition's end offset. A history describes one topic: the input topic's partitions exist only in ``source``
 and ``committed_offset``. Events without the new fields dump and load exactly as before.
 
+Share groups (KIP-932): a share consumer *member* (one name per consumer instance: a new one whenever a consumer is
+created) records each record a poll returned as ``share_acquire`` with its delivery count
+(``Message.delivery_count()``) and ``since``, the earliest time the broker can have acquired it: the start of the
+earliest poll whose ShareFetch may have returned it (librdkafka sends ShareFetch from inside poll; a response that
+arrives after that poll returned may be handed out by a later one), or, when unsure, the consumer's creation (sound,
+but it proves less). ``share_ack`` when it calls acknowledge (accept, release, reject, or renew; recorded before the
+acknowledgement can be sent); ``share_ack_result`` for each per-partition answer: commit_sync's result per partition
+with the offsets acknowledged there since the last answer, or the acknowledgement commit callback's offsets with its
+error (None for ok; a client-side invalidation such as NOT_LEADER_OR_FOLLOWER is an error too); ``share_close`` when
+it starts closing or is killed (its acquired records are released when its connection drops). ``fault`` marks a
+moment when share-partition state held only in a leader's memory may be lost (a leader change of one partition that
+the workload saw, or -1: of all); ``fault_start`` and ``fault_end`` (paired by what and partition) bound a fault
+that lasts: such state may be lost at any time between them (a start without an end lasts to the end of the history,
+an end without a start from its beginning). A fault that may remove members from the group (one that can cut them
+off from the group coordinator) is a fault of all partitions: their records are released. What to record: any
+broker's kill -9 is a fault of all partitions lasting until leadership has settled after its restart (leaders move
+back to their preferred replicas later, and the share coordinator, whose loss can make leaders reload state, may
+have been on it); a network partition or pause likewise from its start until it has healed and settled; a
+client-side disconnect the workload learns of (librdkafka's error_cb) a moment of all partitions. At the end the
+workload records the group's share-partition start offset (SPSO) per partition with ``share_final`` and the
+persisted state batches above it (``share_state``: first and last offset, state, delivery count), e.g. from
+ReadShareGroupState.
+
 ``JournaledHistory`` writes each event to a file as it is recorded, for a client in a process of its own that
 may be killed -9 (the exactly-once app of tests/integration/eos_app.py); the test merges the journals.
 """
@@ -38,14 +61,34 @@ TXN_ABORT_OK = "txn_abort_ok"
 TXN_END_UNKNOWN = "txn_end_unknown"
 READ_SPAN = "read_span"
 COMMITTED_OFFSET = "committed_offset"
+SHARE_ACQUIRE = "share_acquire"
+SHARE_ACK = "share_ack"
+SHARE_ACK_RESULT = "share_ack_result"
+SHARE_CLOSE = "share_close"
+SHARE_FINAL = "share_final"
+SHARE_STATE = "share_state"
+FAULT = "fault"
+FAULT_START = "fault_start"
+FAULT_END = "fault_end"
+FAULT_KINDS = frozenset({FAULT, FAULT_START, FAULT_END})
 TXN_END_KINDS = frozenset({TXN_COMMIT_OK, TXN_ABORT_OK, TXN_END_UNKNOWN})
-KINDS = frozenset({SEND, ACK, FAIL, READ, TXN_BEGIN, *TXN_END_KINDS, READ_SPAN, COMMITTED_OFFSET})
+SHARE_KINDS = frozenset({SHARE_ACQUIRE, SHARE_ACK, SHARE_ACK_RESULT, SHARE_CLOSE, SHARE_FINAL, SHARE_STATE,
+                         *FAULT_KINDS})
+KINDS = frozenset({SEND, ACK, FAIL, READ, TXN_BEGIN, *TXN_END_KINDS, READ_SPAN, COMMITTED_OFFSET, *SHARE_KINDS})
 
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"  # what a read without an isolation level (``None``) means
 ISOLATIONS = frozenset({READ_COMMITTED, READ_UNCOMMITTED})
 
 UNKNOWN_PARTITION = -1
+ALL_PARTITIONS = -1  # a fault's partition when it may touch every partition's leader
+
+# KIP-932 acknowledgement types (AcknowledgeType: ACCEPT=1, RELEASE=2, REJECT=3; KIP-1222's RENEW=4 keeps the
+# record acquired with a new lock) and record states (RecordState)
+ACCEPT, RELEASE, REJECT, RENEW = "accept", "release", "reject", "renew"
+ACK_TYPES = frozenset({ACCEPT, RELEASE, REJECT, RENEW})
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = "available", "acquired", "acknowledged", "archived"
+RECORD_STATES = frozenset({AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +97,8 @@ class Event:
 
     ``process`` is the producer's name for send/ack/fail/txn_*, the consumer *session* id for read and
     read_span (a session is one continuous read position: a new one whenever a consumer is created, re-assigned
-    or seeks) and the consumer group for committed_offset.
+    or seeks), the consumer group for committed_offset, share_final and share_state, the share consumer member
+    for share_acquire, share_ack, share_ack_result and share_close, and what happened for fault*.
     """
 
     kind: str  # one of KINDS
@@ -66,8 +110,13 @@ class Event:
     error: str | None = None  # fail and txn_end_unknown only
     txn: str | None = None  # the transaction of a send/ack/fail inside one, and of txn_* events
     isolation: str | None = None  # read and read_span: READ_COMMITTED or READ_UNCOMMITTED (None: uncommitted)
-    end: int | None = None  # read_span: first offset past the range; committed_offset: the input partition's end
+    end: int | None = None  # read_span, share_state: first offset past the range; committed_offset: the input's end
     source: tuple[int, int, bytes] | None = None  # send: the input (partition, offset, value) it was derived from
+    delivery_count: int | None = None  # share_acquire: the record's delivery count; share_state: the batch's
+    since: float | None = None  # share_acquire: the earliest time the broker can have acquired the record
+    ack_type: str | None = None  # share_ack: ACCEPT, RELEASE, REJECT or RENEW
+    offsets: tuple[int, ...] | None = None  # share_ack_result: the offsets the answer is for
+    state: str | None = None  # share_state: the batch's record state (RECORD_STATES)
 
     @property
     def read_committed(self) -> bool:
@@ -83,12 +132,15 @@ class Event:
             "time": self.time,
             "error": self.error,
         }
-        for name in ("txn", "isolation", "end"):  # only when set: old events dump as before
+        # only when set: old events dump as before
+        for name in ("txn", "isolation", "end", "delivery_count", "since", "ack_type", "state"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         if self.source is not None:
             partition, offset, value = self.source
             out["source"] = [partition, offset, value.hex()]
+        if self.offsets is not None:
+            out["offsets"] = list(self.offsets)
         return out
 
     @classmethod
@@ -108,6 +160,11 @@ class Event:
             end=obj.get("end"),
             source=(obj["source"][0], obj["source"][1], bytes.fromhex(obj["source"][2])) if obj.get("source")
             else None,
+            delivery_count=obj.get("delivery_count"),
+            since=obj.get("since"),
+            ack_type=obj.get("ack_type"),
+            offsets=tuple(obj["offsets"]) if obj.get("offsets") is not None else None,
+            state=obj.get("state"),
         )
 
 
@@ -179,6 +236,58 @@ class History:
         """At the end of a consume-transform-produce run: ``group``'s committed offset on the input topic's
         ``input_partition``, and that partition's end offset (the two must be equal once all is processed)."""
         self._record(COMMITTED_OFFSET, group, input_partition, b"", offset, end=input_end)
+
+    def share_acquire(self, member: str, partition: int, offset: int, value: bytes, delivery_count: int,
+                      since: float) -> None:
+        """A poll of share consumer ``member`` returned the record at ``partition``/``offset`` with its
+        ``delivery_count``; the broker acquired it for ``member`` no earlier than ``since`` (the poll's start when
+        the client fetches only inside poll, else the consumer's creation)."""
+        self._record(SHARE_ACQUIRE, member, partition, value, offset, delivery_count=delivery_count, since=since)
+
+    def share_ack(self, member: str, partition: int, offset: int, ack_type: str) -> None:
+        """``member`` acknowledges the record it acquired at ``partition``/``offset`` (recorded before the
+        acknowledgement can be sent: call it just before ``acknowledge``)."""
+        if ack_type not in ACK_TYPES:
+            raise ValueError(f"unknown acknowledgement type {ack_type!r}")
+        self._record(SHARE_ACK, member, partition, b"", offset, ack_type=ack_type)
+
+    def share_ack_result(self, member: str, partition: int, offsets: Iterable[int], error: str | None) -> None:
+        """The broker answered ``member``'s acknowledgements of ``offsets`` on ``partition``: ``error`` None for
+        ok (they took effect), else its name (indeterminate, as a failed send)."""
+        self._record(SHARE_ACK_RESULT, member, partition, b"", None, error, offsets=tuple(sorted(offsets)))
+
+    def share_close(self, member: str) -> None:
+        """``member`` starts closing, leaves the group or is killed: the records it holds may be released from
+        now on."""
+        self._record(SHARE_CLOSE, member, UNKNOWN_PARTITION, b"", None)
+
+    def fault(self, what: str, partition: int = ALL_PARTITIONS) -> None:
+        """Share-partition state held in a leader's memory may have been lost at this moment: ``partition``'s
+        leader changed, or (``ALL_PARTITIONS``) a broker was killed or restarted."""
+        self._record(FAULT, what, partition, b"", None)
+
+    def fault_start(self, what: str, partition: int = ALL_PARTITIONS) -> None:
+        """A fault that lasts starts (e.g. a broker partitioned away or paused): until its ``fault_end``,
+        ``partition``'s (or every partition's) leader may change and members may be removed at any moment."""
+        self._record(FAULT_START, what, partition, b"", None)
+
+    def fault_end(self, what: str, partition: int = ALL_PARTITIONS) -> None:
+        """The fault ``what`` that ``fault_start`` began on ``partition`` is over (healed, resumed)."""
+        self._record(FAULT_END, what, partition, b"", None)
+
+    def share_final(self, group: str, partition: int, start_offset: int) -> None:
+        """At the end: share group ``group``'s share-partition start offset (SPSO) on ``partition``; every record
+        below it is acknowledged or archived."""
+        self._record(SHARE_FINAL, group, partition, b"", start_offset)
+
+    def share_state(self, group: str, partition: int, first: int, last: int, state: str,
+                    delivery_count: int) -> None:
+        """At the end: a persisted state batch above the SPSO: records ``first``..``last`` (inclusive) are in
+        ``state`` with ``delivery_count``; offsets above the SPSO in no batch are available."""
+        if state not in RECORD_STATES:
+            raise ValueError(f"unknown record state {state!r}")
+        self._record(SHARE_STATE, group, partition, b"", first, end=last + 1, state=state,
+                     delivery_count=delivery_count)
 
     @property
     def events(self) -> list[Event]:
