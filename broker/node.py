@@ -52,6 +52,7 @@ from broker.quorum.metrics import QuorumCollector
 from broker.quorum.raft_quorum import RaftQuorum, SnapshotPolicy, parse_voters
 from broker.replication.replica_manager import ReplicaManager
 from broker.network.sendfile import SendStats
+from broker.network.connection_quotas import NodeConnectionQuotas
 from broker.network.server import NetworkServer
 from broker.timeouts import wait_for
 from cluster.client_metrics import ClientMetricsManager
@@ -91,6 +92,8 @@ class Broker:
         self.server = NetworkServer(config.listeners, int(config["socket.request.max.bytes"]),
                                     int(config["connections.max.idle.ms"]), self.metrics, send_stats, clock)
         self.metadata = MetadataPublisher()
+        self.server.quotas = NodeConnectionQuotas(config, self.server)
+        self.metadata.add(self.server.quotas.on_new_metadata_image)
         self.quotas = ClientQuotas(int(config["quota.window.num"]), int(config["quota.window.size.seconds"]))
         self.metadata.add(self.quotas.on_new_metadata_image)
         self.authorizer = NodeAuthorizer.from_config(config.values, config.node_id)

@@ -3,11 +3,14 @@ may set on a BROKER resource, at which level, and the ConfigRecords that do it.
 
 Built: the SSL store settings Kafka reconfigures without a restart (SslConfigs.RECONFIGURABLE_CONFIGS), each under
 a listener prefix (``listener.name.<l>.ssl.keystore.location`` ...), per broker only (Kafka refuses per-listener
-configs at the cluster-default level). A bare ``ssl.*`` store key is refused as Kafka does (only per listener);
-every other key (Kafka's dynamic thread pools, log cleaner, connection quotas, ... and the non-dynamic ones) is
-refused with INVALID_CONFIG. Passwords are stored as given, as Kafka's KRaft brokers do (PasswordEncoder.NOOP: no
-``password.encoder.secret`` in KRaft); DescribeConfigs never shows them. Records are written for every key named
-even when its value is unchanged (KAFKA-14136): the broker then reads its store files again."""
+configs at the cluster-default level). A bare ``ssl.*`` store key is refused as Kafka does (only per listener).
+The connection quotas (SocketServer.ReconfigurableConfigs: ``max.connections``, ``max.connections.per.ip``,
+``max.connections.per.ip.overrides``, ``max.connection.creation.rate``, the first and last also per listener) at
+both levels, a broker's own over the cluster default's. Every other key (Kafka's dynamic thread pools, log cleaner,
+... and the non-dynamic ones) is refused with INVALID_CONFIG. Passwords are stored as given, as Kafka's KRaft
+brokers do (PasswordEncoder.NOOP: no ``password.encoder.secret`` in KRaft); DescribeConfigs never shows them.
+Records are written for every key named even when its value is unchanged (KAFKA-14136): the broker then reads its
+store files again."""
 
 from __future__ import annotations
 
@@ -29,6 +32,10 @@ SSL_RECONFIGURABLE = frozenset({
 CLUSTER_LEVEL_LISTENER_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate",
                                             "num.network.threads"})
 _LISTENER_CONFIG = re.compile(r"listener\.name\.([^.]*)\.(.*)")
+# SocketServer.ReconfigurableConfigs and, per listener, ListenerReconfigurableConfigs: the connection quotas
+CONNECTION_QUOTA_CONFIGS = frozenset({"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+                                      "max.connection.creation.rate"})
+LISTENER_CONNECTION_QUOTA_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate"})
 
 
 class DynamicConfigError(Exception):
@@ -44,6 +51,22 @@ def listener_ssl_key(name: str) -> tuple[str, str] | None:
     if m is None or m.group(2) not in SSL_RECONFIGURABLE:
         return None
     return m.group(1), m.group(2)
+
+
+def is_connection_quota_key(name: str) -> bool:
+    """A connection quota setting, broker-wide or ``listener.name.<l>.``-prefixed (both levels may set them)."""
+    if name in CONNECTION_QUOTA_CONFIGS:
+        return True
+    m = _LISTENER_CONFIG.fullmatch(name)
+    return m is not None and m.group(2) in LISTENER_CONNECTION_QUOTA_CONFIGS
+
+
+def connection_quota_configs(cluster_default: Mapping[str, str] | None,
+                             per_broker: Mapping[str, str] | None) -> dict[str, str]:
+    """The dynamic connection quota settings in force on a broker: its own over the cluster default's
+    (DynamicBrokerConfig's order; the static ones are under both)."""
+    return {k: v for configs in (cluster_default, per_broker) for k, v in (configs or {}).items()
+            if v is not None and is_connection_quota_key(k)}
 
 
 def _scala_set(names: Iterable[str]) -> str:
@@ -64,7 +87,7 @@ def check_keys(names: Iterable[str], per_broker: bool, refuse_unsupported: bool 
     if listener and not per_broker:
         raise DynamicConfigError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster level, "
                                  f"broker id must be specified: {_scala_set(listener)}")
-    other = {n for n in names if listener_ssl_key(n) is None}
+    other = {n for n in names if listener_ssl_key(n) is None and not is_connection_quota_key(n)}
     if other and refuse_unsupported:
         raise DynamicConfigError(ErrorCode.INVALID_CONFIG,
                                  f"Cannot update these configs dynamically: {_scala_set(other)}")

@@ -21,7 +21,7 @@ from __future__ import annotations
 from broker.config.config_describe import broker_entries, group_entries, logger_entries, topic_entries
 from cluster.acls import AclOperation, ResourceType
 from cluster.controller import validate_topic_name
-from cluster.dynamic_broker_config import listener_ssl_key
+from cluster.dynamic_broker_config import is_connection_quota_key, listener_ssl_key
 from cluster.groups.group_config import GroupConfig
 from protocol.errors import MESSAGES, ErrorCode
 from protocol.generated.messages import DescribeConfigsRequest, DescribeConfigsResponse
@@ -78,9 +78,10 @@ async def handle(ctx, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
                 res.configs = []
             elif r.resource_name == str(ctx.node_id):
                 own = dict(ctx.image.configs.get((BROKER, r.resource_name), {}))
-                ssl_keys = {k for k in ctx.config.values if listener_ssl_key(k)}
+                dynamic_keys = {k for k in ctx.config.values
+                                if listener_ssl_key(k) or is_connection_quota_key(k)}
                 res.configs = broker_entries(ctx.config.values, ctx.config.explicit, keys,
-                                             req.include_synonyms, dynamic=ssl_keys,
+                                             req.include_synonyms, dynamic=dynamic_keys,
                                              include_documentation=req.include_documentation,
                                              dynamic_values=own)
             else:

@@ -8,9 +8,10 @@ validate_only checks without changing anything. BROKER_LOGGER is answered on thi
 resource is forwarded to the controller (broker/controlplane/controller_apis/k44_incremental_alter_configs.py), as
 Kafka's ConfigAdminManager splits it. A BROKER resource is checked here first (ConfigAdminManager.preprocess:
 this broker's id or empty; per-broker ``listener.name.<l>.ssl.*`` store settings, whose new stores must load and
-keep the certificate's subject and SANs; broker/config/alter_configs.validate_broker_resource), then committed by
-the controller as ConfigRecords and applied by the broker (new TLS contexts: broker/node.py); any other BROKER key
-is INVALID_CONFIG (cluster/dynamic_broker_config.py).
+keep the certificate's subject and SANs; the connection quotas, per broker or at the cluster default, whose values
+must parse and pass the listeners' checks; broker/config/alter_configs.validate_broker_resource), then committed by
+the controller as ConfigRecords and applied by the broker (new TLS contexts: broker/node.py; new connection limits:
+broker/network/connection_quotas.py); any other BROKER key is INVALID_CONFIG (cluster/dynamic_broker_config.py).
 
 Authorization (with an authorizer): a BROKER_LOGGER resource needs ALTER_CONFIGS on the cluster, else
 CLUSTER_AUTHORIZATION_FAILED (RuntimeLoggerManager.applyChangesForResource, after the duplicate-key check); the

@@ -98,6 +98,11 @@ DEFAULTS: dict[str, Any] = {
     "authorizer.class.name": "",  # no authorizer: every request allowed; else Kafka's StandardAuthorizer
     "super.users": "",  # StandardAuthorizer: principals allowed everything, ;-separated
     "allow.everyone.if.no.acl.found": False,  # StandardAuthorizer: a resource no ACL names is denied
+    # connection quotas (SocketServerConfigs; broker/network/connection_quotas.py): Kafka's defaults, no limits
+    "max.connections": 2147483647,
+    "max.connections.per.ip": 2147483647,
+    "max.connections.per.ip.overrides": "",
+    "max.connection.creation.rate": 2147483647,
     "quota.window.num": 11,  # QuotaConfig: samples, and seconds each, of a client quota's rate
     "quota.window.size.seconds": 1,
     # TLS (SslConfigs, BrokerSecurityConfigs): Kafka's defaults; read per listener in broker/security/tls.py

@@ -187,6 +187,7 @@ def validate_broker_resource(ctx, resource, configs_after) -> None:
         check_keys([c.name for c in resource.configs], per_broker=name != "", refuse_unsupported=False)
     except DynamicConfigError as exc:
         raise ResourceError(exc.code, exc.message) from None
+    check_connection_quotas(ctx, name, new, [c.name for c in resource.configs])
     authentication = ctx.handles.authentication
     if name != "" and authentication is not None:
         try:
@@ -195,6 +196,31 @@ def validate_broker_resource(ctx, resource, configs_after) -> None:
             logging.getLogger("odradek.config").error("validation of the dynamic configs of broker %s failed: %s",
                                                       name, exc)
             raise ResourceError(ErrorCode.INVALID_REQUEST, "Invalid dynamic configuration") from None
+
+
+def check_connection_quotas(ctx, name: str, new: dict, named: list[str]) -> None:
+    """DynamicBrokerConfig.validate of the connection quota settings (broker/network/connection_quotas.py): a bad
+    value is INVALID_REQUEST with Kafka's message (the new KafkaConfig fails), limits a listener refuses
+    (ListenerConnectionQuota.validateReconfiguration) are INVALID_REQUEST "Invalid dynamic configuration"."""
+    from broker.config.connection_quotas import check_settings, quota_settings
+    from cluster.connection_quotas import InvalidReconfiguration
+    from cluster.dynamic_broker_config import connection_quota_configs, is_connection_quota_key
+
+    if not any(is_connection_quota_key(n) for n in named):
+        return
+    static = quota_settings(ctx.config.values)
+    default = ctx.image.configs.get((BROKER, ""), {})
+    own = ctx.image.configs.get((BROKER, str(ctx.node_id)), {})
+    current = {**static, **connection_quota_configs(default, own)}
+    values = {**static, **connection_quota_configs(new if name == "" else default, new if name != "" else own)}
+    try:
+        check_settings(values, [lst.name for lst in ctx.config.listeners], current)
+    except InvalidReconfiguration as exc:
+        logging.getLogger("odradek.config").error("validation of the dynamic configs of broker %r failed: %s",
+                                                  name, exc)
+        raise ResourceError(ErrorCode.INVALID_REQUEST, "Invalid dynamic configuration") from None
+    except ValueError as exc:
+        raise ResourceError(ErrorCode.INVALID_REQUEST, str(exc)) from None
 
 
 async def forward_remaining(ctx, req, local: dict[int, Any], response_type) -> Any:

@@ -59,6 +59,8 @@ BROKER_CONFIG_TYPES: dict[str, str] = {
     # SocketServerConfigs
     "advertised.listeners": STRING, "connections.max.idle.ms": LONG, "listener.security.protocol.map": STRING,
     "listeners": STRING, "socket.request.max.bytes": INT,
+    "max.connections": INT, "max.connections.per.ip": INT, "max.connections.per.ip.overrides": STRING,
+    "max.connection.creation.rate": INT,
     "connections.max.reauth.ms": LONG, "connection.failed.authentication.delay.ms": INT,
     # BrokerSecurityConfigs, SaslConfigs
     "security.inter.broker.protocol": STRING, "sasl.enabled.mechanisms": LIST,

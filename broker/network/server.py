@@ -1,5 +1,9 @@
 """The network server: listeners, one reader task per connection, requests answered in order, bounded frames.
 
+Each listener has its own acceptor (Kafka's Acceptor): it takes a socket from the kernel, asks the connection
+quotas (broker/network/connection_quotas.py) whether to wait, serve, close at once or hold-then-close it, and only
+then hands it to its protocol (after the TLS handshake on a TLS listener).
+
 The socket work is here; everything about bytes lives in protocol.connection (sans-IO), and what a
 request means lives in the handlers behind broker.network.dispatch. The node (broker/node.py) owns this server.
 """
@@ -9,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import weakref
+import socket
+import ssl
 from typing import TYPE_CHECKING
 
 from broker.clock import SYSTEM_CLOCK, Clock
@@ -19,6 +24,7 @@ from broker.network.dispatch import dispatch
 from broker.network.tcp_nodelay import set_nodelay
 from broker.errors import CloseConnection
 from broker.network.sendfile import PartWriter, SendStats
+from cluster.connection_quotas import ConnectionThrottled, TooManyConnections, normalise_ip
 from protocol.connection import CONNECTION_CLOSED, NEED_DATA, ServerConnection
 from protocol.errors import DecodeError
 from protocol.sasl_server import SASL_HANDSHAKE, SaslServerAuthenticator, Step
@@ -27,6 +33,7 @@ MIN_REAUTH_INTERVAL_MS = 1000  # KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NAN
 FAILED_AUTHENTICATION_LINGER_S = 0.05  # between a failed authentication's answer and the close
 
 if TYPE_CHECKING:
+    from broker.network.connection_quotas import NodeConnectionQuotas
     from broker.observability.metrics import BrokerMetrics
     from broker.security.authentication import ListenerAuthentication
 
@@ -36,7 +43,9 @@ MAX_IN_FLIGHT = 16  # requests read ahead per connection (clients pipeline up to
 
 
 class NetworkServer:
-    """Kafka's SocketServer: accepts on every listener and feeds each connection's requests to dispatch."""
+    """Kafka's SocketServer: an acceptor per listener, which applies the connection quotas
+    (broker/network/connection_quotas.py) before a connection is served, and feeds each connection's requests to
+    dispatch."""
 
     def __init__(self, listeners: list[Listener], max_frame: int, idle_ms: int, metrics: "BrokerMetrics",
                  send_stats: SendStats, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -49,8 +58,16 @@ class NetworkServer:
         self.zero_copy = True
         self.handles: BrokerHandles | None = None  # set by the node before serving starts
         self.authentication: "ListenerAuthentication | None" = None  # SASL listeners (set by the node)
+        self.quotas: "NodeConnectionQuotas | None" = None  # connection quotas (set by the node; None: no limits)
         self.bound: dict[str, Listener] = {}
-        self._servers: list[asyncio.base_events.Server] = []
+        self._sockets: dict[str, list[socket.socket]] = {}
+        self._tls: dict = {}  # listener -> SSLContext of its new connections
+        self._acceptors: list[asyncio.Task] = []
+        self._serving: set[str] = set()
+        self._accept_locks: dict[str, asyncio.Lock] = {}
+        self._slot_waiters: set[asyncio.Future] = set()
+        self._throttled: set[socket.socket] = set()  # per-IP throttled sockets awaiting their delayed close
+        self._handing: set[asyncio.Task] = set()  # sockets being handed to their protocol (TLS handshakes)
         self._conn_ids = itertools.count()
         self.connections: set[KafkaConnection] = set()
         self._stopping = False
@@ -58,66 +75,33 @@ class NetworkServer:
 
     async def bind(self) -> None:
         """Bind every listener (ports known from here on), without accepting yet."""
-        loop = asyncio.get_running_loop()
-        tls = self.authentication.tls if self.authentication is not None else {}
+        self._tls = dict(self.authentication.tls) if self.authentication is not None else {}
         for lst in self.listeners:
-            context = tls.get(lst.name)
-            # a TLS connection exists for the protocol only after its handshake: one that never completes is not
-            # seen by the idle sweeper, so the handshake has its own bound (connections.max.idle.ms, at most 10 s)
-            extra = {"ssl": context, "ssl_handshake_timeout": min(self.idle_ms / 1000.0, 10.0)} if context else {}
-            server = await loop.create_server(
-                lambda name=lst.name: self._new_connection(name, tls=context is not None),
-                host=lst.host or None, port=lst.port, reuse_address=True, start_serving=False, **extra,
-            )
-            self._servers.append(server)
-            port = server.sockets[0].getsockname()[1]
-            self.bound[lst.name] = Listener(lst.name, lst.host, port)
+            socks = _bind(lst.host or None, lst.port)
+            self._sockets[lst.name] = socks
+            self._accept_locks[lst.name] = asyncio.Lock()
+            self.bound[lst.name] = Listener(lst.name, lst.host, socks[0].getsockname()[1])
 
     async def reload_tls(self, contexts: dict) -> list[str]:
-        """New SSLContexts for TLS listeners (keystores and truststores read again: SIGHUP): each such listener
-        stops accepting and is bound again at its port with its new context; connections already open keep
-        theirs. Returns the listeners reloaded."""
-        loop = asyncio.get_running_loop()
+        """New SSLContexts for TLS listeners (keystores and truststores read again: SIGHUP, dynamic configs): new
+        connections get them, connections already open keep theirs. Returns the listeners reloaded."""
         done = []
-        for i, lst in enumerate(self.listeners):
-            context = contexts.get(lst.name)
-            old = self._servers[i] if i < len(self._servers) else None
-            if context is None or old is None:
-                continue
-            serving = old.is_serving()
-            old.close()
-            await old.wait_closed()
-            bound = self.bound[lst.name]
-            self._servers[i] = await loop.create_server(
-                lambda name=lst.name: self._new_connection(name, tls=True), host=lst.host or None, port=bound.port,
-                reuse_address=True, start_serving=serving, ssl=context,
-                ssl_handshake_timeout=min(self.idle_ms / 1000.0, 10.0))
-            done.append(lst.name)
+        for lst in self.listeners:
+            if lst.name in contexts and lst.name in self._tls:
+                self._tls[lst.name] = contexts[lst.name]
+                done.append(lst.name)
         return done
-
-    def _new_connection(self, listener: str, tls: bool) -> "KafkaConnection":
-        """The protocol of an accepted socket. On TLS it hears of the connection only once the handshake is done:
-        one that fails or times out (plaintext on a TLS port, no or half a ClientHello, a foreign CA) never
-        reaches ``connection_made``, so it is counted and logged when its protocol object goes (at once on uvloop;
-        on the asyncio loop its exception's reference cycle waits for the garbage collector)."""
-        connection = KafkaConnection(self, listener)
-        if tls:
-            weakref.finalize(connection, self._tls_connection_gone, listener, connection.made)
-        return connection
-
-    def _tls_connection_gone(self, listener: str, made: list) -> None:
-        if not made[0]:
-            # Kafka counts a failed SSL handshake as a failed authentication (Selector, SslAuthenticationException)
-            self.metrics.auth_failures.labels(listener).inc()
-            log.info("a TLS handshake on listener %s failed or timed out; the connection is closed", listener)
 
     async def start_serving(self, only: frozenset[str] | None = None) -> None:
         """Accept on every bound listener (``only``: just those names; a later call starts the others)."""
         handles = self.handles
         assert handles is not None, "the node sets the handlers' handles before serving"
-        for lst, server in zip(self.listeners, self._servers):
-            if (only is None or lst.name in only) and not server.is_serving():
-                await server.start_serving()
+        for lst in self.listeners:
+            if (only is None or lst.name in only) and lst.name not in self._serving and not self._stopping:
+                self._serving.add(lst.name)
+                for sock in self._sockets[lst.name]:
+                    sock.listen(LISTEN_BACKLOG)
+                    self._acceptors.append(asyncio.ensure_future(self._accept_loop(lst.name, sock)))
         if only is not None:
             return
         if self._sweeper is None:
@@ -131,8 +115,21 @@ class NetworkServer:
         self._stopping = True
         if self._sweeper is not None:
             self._sweeper.cancel()
-        for s in self._servers:
-            s.close()
+        for t in self._acceptors:
+            t.cancel()
+        if self._acceptors:
+            await asyncio.wait(self._acceptors, timeout=5)
+        self._acceptors.clear()
+        for t in list(self._handing):
+            t.cancel()
+        if self._handing:
+            await asyncio.wait(list(self._handing), timeout=5)
+        for socks in self._sockets.values():
+            for sock in socks:
+                sock.close()
+        for sock in list(self._throttled):
+            sock.close()
+        self._throttled.clear()
         writers = [c.finish() for c in list(self.connections)]
         if writers:
             _, pending = await asyncio.wait(writers, timeout=grace_s)
@@ -142,20 +139,200 @@ class NetworkServer:
                 await asyncio.wait(pending, timeout=5)
         for c in list(self.connections):
             c.transport.abort()
-        for s in self._servers:
-            await s.wait_closed()
-        self._servers.clear()
+
+    # ---- the acceptor (Kafka's Acceptor and ConnectionQuotas.inc) -------------------------------------------
+
+    async def _accept_loop(self, listener: str, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            try:
+                conn, addr = await loop.sock_accept(sock)
+            except asyncio.CancelledError:
+                raise
+            except OSError as exc:  # EMFILE and the like: Kafka's acceptor logs and goes on
+                log.error("error accepting a connection on listener %s: %s", listener, exc)
+                await asyncio.sleep(0.1)
+                continue
+            try:
+                async with self._accept_locks[listener]:  # one acceptor per listener, as Kafka's
+                    ip = _peer_ip(addr)
+                    if not await self._admit(listener, ip, conn):
+                        continue
+            except BaseException:
+                conn.close()
+                raise
+            connection = KafkaConnection(self, listener)
+            connection.quota_ip = ip
+            task = asyncio.ensure_future(self._serve(listener, conn, connection))
+            self._handing.add(task)
+            task.add_done_callback(self._handing.discard)
+
+    async def _admit(self, listener: str, ip: str, conn: socket.socket) -> bool:
+        """ConnectionQuotas.inc for an accepted socket: wait for the creation rates and a free slot (the listener
+        accepts nothing meanwhile), then the IP's rate (over it: kept open, unread, then closed) and count (at its
+        maximum: closed at once). True: the connection is counted and is to be served."""
+        quotas = self.quotas.plane(listener) if self.quotas is not None else None
+        if quotas is None:
+            return True
+        clock = self.clock
+        lock = self.quotas.lock
+        with lock:
+            throttle_ms = quotas.record_connection(listener, clock.now_ms())
+        if throttle_ms > 0 or not quotas.slot_available(listener):
+            started = clock.monotonic()
+            end_ms = clock.now_ms() + throttle_ms
+            loop = asyncio.get_running_loop()
+            while True:  # as long as the limit holds: ends when the delay has passed and a slot is free
+                remaining_ms = end_ms - clock.now_ms()
+                if remaining_ms <= 0 and quotas.slot_available(listener):
+                    break
+                waiter = loop.create_future()
+                self._slot_waiters.add(waiter)
+                try:
+                    await asyncio.wait([waiter], timeout=remaining_ms / 1000.0 if remaining_ms > 0 else None)
+                finally:
+                    self._slot_waiters.discard(waiter)
+            self.quotas.acceptor_blocked(listener, clock.monotonic() - started)
+        try:
+            with lock:
+                quotas.inc(listener, ip, clock.now_ms())
+        except ConnectionThrottled as exc:
+            log.debug("delaying closing of connection from %s for %d ms", ip, exc.throttle_ms)
+            self._throttled.add(conn)
+            delay_s = max(0, exc.start_ms + exc.throttle_ms - clock.now_ms()) / 1000.0
+            asyncio.get_running_loop().call_later(delay_s, self._close_throttled, conn)
+            return False
+        except TooManyConnections as exc:
+            log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
+                     exc.ip, exc.count)
+            conn.close()
+            return False
+        if quotas.protected(listener):
+            self.close_excess_connections()
+        return True
+
+    def _close_throttled(self, conn: socket.socket) -> None:
+        self._throttled.discard(conn)
+        conn.close()
+
+    async def _serve(self, listener: str, conn: socket.socket, connection: "KafkaConnection") -> None:
+        """Hand a counted socket to its protocol (a TLS handshake first, bounded by ``connections.max.idle.ms``, at
+        most 10 s). A connection that never reaches the protocol is released here; a TLS handshake that fails or
+        times out (plaintext on a TLS port, half a ClientHello, a foreign CA) counts as a failed authentication,
+        as Kafka's Selector counts an SslAuthenticationException, but a peer gone before it (a port probe) does not
+        (Kafka's EOFException during the handshake is no authentication failure)."""
+        context = self._tls.get(listener)
+        extra = {"ssl": context, "ssl_handshake_timeout": min(self.idle_ms / 1000.0, 10.0)} if context else {}
+        failure: BaseException | None = None
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(lambda: connection, conn, **extra)
+        except asyncio.CancelledError:
+            if not connection.made[0]:
+                conn.close()
+                self.release(connection)
+            raise
+        except (OSError, asyncio.TimeoutError, RuntimeError) as exc:
+            failure = exc
+        if connection.made[0]:  # the protocol has it: its connection_lost releases it
+            return
+        conn.close()
+        self.release(connection)
+        if context is not None and isinstance(failure, (ssl.SSLError, asyncio.TimeoutError, ConnectionAbortedError)):
+            self.metrics.auth_failures.labels(listener).inc()
+            log.info("a TLS handshake on listener %s failed or timed out; the connection is closed (%r)", listener,
+                     failure)
+
+    def release(self, connection: "KafkaConnection") -> None:
+        """A counted connection has gone (ConnectionQuotas.dec): once, whichever way it went."""
+        if connection.quota_ip is None:
+            return
+        ip, connection.quota_ip = connection.quota_ip, None
+        if self.quotas is not None:
+            quotas = self.quotas.plane(connection.listener)
+            if quotas is not None:
+                with self.quotas.lock:
+                    quotas.dec(connection.listener, ip)
+        self.notify_slots()
+
+    def notify_slots(self) -> None:
+        """Wake the acceptors waiting for a slot (counts.notifyAll): a connection went or a limit changed."""
+        waiters, self._slot_waiters = self._slot_waiters, set()
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    def close_excess_connections(self) -> None:
+        """Over the broker-wide ``max.connections`` (inter-broker connections past it, or a lowered limit), each
+        other listener closes its least recently used connections (Processor.closeExcessConnections)."""
+        if self.quotas is None:
+            return
+        for quotas, listeners in self.quotas.planes():
+            excess = quotas.total - quotas.max_connections
+            candidates = [c for c in self.connections if c.listener in listeners and c.quota_ip is not None
+                          and quotas.max_connections_exceeded(c.listener)]
+            excess -= sum(1 for c in candidates if c.evicted)
+            for c in sorted((c for c in candidates if not c.evicted), key=lambda c: c.last_active)[:max(excess, 0)]:
+                log.info("closing connection %s: the broker has more than max.connections", c.conn_id)
+                c.evicted = True
+                c.transport.close()
 
     async def _close_idle_connections(self) -> None:
         """connections.max.idle.ms: a connection with nothing read, written or in flight that long is closed."""
         idle_s = self.idle_ms / 1000.0
         while True:
             await asyncio.sleep(min(max(idle_s / 4, 0.01), 30.0))
+            if self.quotas is not None:
+                self.quotas.expire(self.clock.now_ms())
             now = self.clock.monotonic()
             for c in list(self.connections):
                 if not c.in_flight and now - c.last_active > idle_s:
                     log.info("closing idle connection %s", c.conn_id)
                     c.transport.close()
+
+
+LISTEN_BACKLOG = 100  # asyncio's default backlog
+
+
+def _bind(host: str | None, port: int) -> list[socket.socket]:
+    """Listening sockets for a listener, as asyncio's create_server binds them (every address of ``host``, all
+    interfaces when empty); with port 0 the later ones take the first's port."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    socks: list[socket.socket] = []
+    seen = set()
+    try:
+        for family, type_, proto, _, address in infos:
+            if (family, address) in seen:
+                continue
+            seen.add((family, address))
+            sock = socket.socket(family, type_, proto)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if socks and port == 0:
+                address = (address[0], socks[0].getsockname()[1], *address[2:])
+            try:
+                sock.bind(address)
+            except OSError:
+                sock.close()
+                if socks and port == 0:  # that port is taken in the other family: serve the first
+                    continue
+                raise
+            sock.setblocking(False)
+            socks.append(sock)
+    except BaseException:
+        for sock in socks:
+            sock.close()
+        raise
+    return socks
+
+
+def _peer_ip(addr) -> str:
+    """The peer's IP as the quotas key it (IPv4-mapped IPv6 as IPv4)."""
+    host = addr[0] if isinstance(addr, tuple) and addr else str(addr)
+    try:
+        return normalise_ip(host)
+    except ValueError:
+        return host
 
 
 class _FlowControl:
@@ -214,7 +391,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.listener = listener
         self.conn = ServerConnection(server.max_frame)
         self.conn_id = f"{listener}-{next(server._conn_ids)}"
-        self.made = [False]  # set by connection_made; on TLS, read when the object goes (a failed handshake)
+        self.made = [False]  # set by connection_made: a TLS handshake that fails never reaches it
+        self.quota_ip: str | None = None  # counted in the connection quotas under this IP until released
+        self.evicted = False  # closed for the broker-wide max.connections
         self.transport: asyncio.Transport = None  # type: ignore[assignment]
         self.peer = None
         self.peer_host = "unknown"
@@ -266,6 +445,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._part_writer = PartWriter(self._flow, server.send_stats, zero_copy=server.zero_copy)
         server.connections.add(self)
         server.metrics.connections.labels(self.listener).inc()
+        server.metrics.connection_creations.labels(self.listener).inc()
         self._writer_task = asyncio.ensure_future(self._write_responses())
         if server._stopping:
             self.finish()
@@ -298,6 +478,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self in server.connections:
             server.connections.discard(self)
             server.metrics.connections.labels(self.listener).dec()
+        server.release(self)
         if self._flow is not None:
             self._flow.lost()
         if self._writer_task is not None and not self._writer_task.done():

@@ -66,6 +66,13 @@ class BrokerMetrics:
         self.expired_killed = Counter("kafka_server_socketservermetrics_expired_connections_killed",
                                       "Connections closed because their session expired "
                                       "(expired-connections-killed-count)", ["listener"], registry=r)
+        self.connection_creations = Counter("kafka_server_socketservermetrics_connection_creation",
+                                            "Connections made (connection-creation-total)", ["listener"], registry=r)
+        # Acceptor's AcceptorBlockedPercent meter: nanoseconds an acceptor waited for the connection quotas (the
+        # rate of this counter / 1e9 is the fraction of time blocked)
+        self.acceptor_blocked = Counter("kafka_network_acceptor_acceptorblockedpercent",
+                                        "Nanoseconds the acceptor was blocked by connection quotas "
+                                        "(AcceptorBlockedPercent)", ["listener"], registry=r)
         # client quotas (Kafka's per-quota-type throttle-time sensors), per quota type
         self.throttle_time = Counter("kafka_server_clientquota_throttle_time_ms",
                                      "Throttle time imposed by client quotas (throttle-time)", ["quota"], registry=r)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from cluster.dynamic_broker_config import (
-    DynamicConfigError, applicable, broker_config_records, check_broker_name, check_keys, listener_ssl_key,
+    DynamicConfigError, applicable, broker_config_records, check_broker_name, check_keys, connection_quota_configs,
+    listener_ssl_key,
 )
 from cluster.metadata_image import MetadataImage
 from protocol.errors import ErrorCode
@@ -38,6 +39,21 @@ def test_a_key_odradek_cannot_apply_is_refused_by_the_controller_only():
         ErrorCode.INVALID_CONFIG, "Cannot update these configs dynamically: Set(log.cleaner.threads)")
     check_keys(["log.cleaner.threads"], per_broker=True, refuse_unsupported=False)  # the broker leaves it
     check_keys(["listener.name.ssl.max.connections"], per_broker=False, refuse_unsupported=False)  # cluster level
+
+
+def test_connection_quotas_are_dynamic_at_both_levels_and_the_broker_own_win():
+    keys = ["max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+            "max.connection.creation.rate", "listener.name.ssl.max.connections",
+            "listener.name.ssl.max.connection.creation.rate"]
+    for per_broker in (True, False):
+        check_keys(keys, per_broker=per_broker)
+    assert error(check_keys, ["listener.name.ssl.max.connections.per.ip"], per_broker=True) == (
+        ErrorCode.INVALID_CONFIG,
+        "Cannot update these configs dynamically: Set(listener.name.ssl.max.connections.per.ip)")
+    assert connection_quota_configs({"max.connections": "5", "max.connections.per.ip": "2", "log.cleaner.threads": "2"},
+                                    {"max.connections": "7", KEYSTORE: "x"}) == {
+        "max.connections": "7", "max.connections.per.ip": "2"}
+    assert connection_quota_configs(None, None) == {}
 
 
 def test_broker_names():

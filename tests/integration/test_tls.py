@@ -215,15 +215,23 @@ def test_plaintext_on_a_tls_port_and_half_a_client_hello_are_closed_and_counted(
     closed, counted as a failed authentication as Kafka counts a failed SSL handshake, and logged."""
     port = tls.broker.bound_port("SSL")
     before = failed_authentications(tls, "SSL")
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:  # a Kafka request, in clear
+    quotas = tls.broker.server.quotas.plane("SSL")
+    source = ("127.0.0.5", 0)  # this test's own address, counted apart from the other tests' clients
+    # a port probe: gone before any handshake
+    socket.create_connection(("127.0.0.1", port), timeout=10, source_address=source).close()
+    with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=source) as s:  # a request, in clear
         s.sendall(b"\x00\x00\x00\x0c\x00\x12\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00")
         assert s.recv(1024) == b""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:  # half a ClientHello: the handshake bound
+    with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=source) as s:  # half a ClientHello
         s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
         started = time.monotonic()
         assert s.recv(1024) == b""
         assert time.monotonic() - started < 9
     wait_until(lambda: failed_authentications(tls, "SSL") >= before + 2, 10, 0.05, "both counted")
+    # none of the three is left in the connection quotas' count; the probe is no failed authentication (Kafka's
+    # EOFException during a handshake is not an SslAuthenticationException)
+    wait_until(lambda: quotas.get("127.0.0.5") == 0, 10, 0.05, "the connection count back")
+    assert failed_authentications(tls, "SSL") == before + 2
     assert round_trip(sasl_ssl_conf(tls), new_topic(), 3) == [b"v0", b"v1", b"v2"]
 
 
@@ -387,8 +395,8 @@ def test_incremental_alter_configs_of_the_listener_stores_reloads_them_and_a_res
             "ssl.keystore.location", "x", incremental_operation=AlterConfigOpType.SET)])
         with pytest.raises(KafkaException, match="only per-listener using the listener prefix"):
             admin.incremental_alter_configs([resource])[resource].result(timeout=30)
-        assert refused({"max.connections": "10"}) == ("INVALID_CONFIG", "Cannot update these configs dynamically: "
-                                                      "Set(listener.name.ssl.max.connections)")
+        assert refused({"num.network.threads": "10"}) == ("INVALID_CONFIG", "Cannot update these configs "
+                                                          "dynamically: Set(listener.name.ssl.num.network.threads)")
         assert reloads() == 0 and answers(tls_port, old_ca, old_client)
 
         alter(new_stores)
