@@ -81,6 +81,7 @@ class GroupService:
         self._image_seen = None
         self._finishing: set[asyncio.Task] = set()  # timer results waiting for their commit
         self.persister = None  # the share persister (broker/share/persister.py), set by the node
+        self.share_rebalances_unloaded = 0  # share-group-rebalance-count of shards no longer loaded
         self.active = False
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -220,6 +221,7 @@ class GroupService:
         shard = self.shards.pop(p, None)
         self._epochs.pop(p, None)
         if shard is not None:
+            self.share_rebalances_unloaded += shard.share.rebalances
             self._resolve(shard.on_unloaded().completions)
             log.debug("unloaded %s-%d", GROUP_METADATA_TOPIC, p)
 
@@ -668,6 +670,47 @@ class GroupService:
             except Exception:  # noqa: BLE001 - the timer task must survive a bad group
                 log.exception("group coordinator timer task error")
                 await asyncio.sleep(0.1)
+
+
+class GroupCoordinatorCollector:
+    """kafka.server:type=group-coordinator-metrics (GroupCoordinatorMetrics, KIP-848/KIP-932), named as
+    broker/observability/metrics.py names Kafka's metrics, over the groups of the shards this broker has loaded:
+    group-count per protocol (classic, consumer, share), share-group-count per state (Empty, Stable, Dead) and
+    share-group-rebalance-count (heartbeats that bumped a share group's epoch; Kafka's share-group-rebalance-rate
+    is its rate)."""
+
+    def __init__(self, service: GroupService) -> None:
+        self.service = service
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        by_type = {"classic": 0, "consumer": 0, "share": 0}
+        share_states = {"Empty": 0, "Stable": 0, "Dead": 0}
+        rebalances = self.service.share_rebalances_unloaded
+        for _, shard in self.service.all_shards():
+            rebalances += shard.share.rebalances
+            for group in shard.groups.values():
+                by_type[group.type] = by_type.get(group.type, 0) + 1
+                if group.type == "share":
+                    share_states[group.state_string()] = share_states.get(group.state_string(), 0) + 1
+        count = GaugeMetricFamily("kafka_server_group_coordinator_metrics_group_count",
+                                  "The total number of groups using each protocol (group-count)", labels=["protocol"])
+        for protocol, n in by_type.items():
+            count.add_metric([protocol], n)
+        yield count
+        share = GaugeMetricFamily("kafka_server_group_coordinator_metrics_share_group_count",
+                                  "The number of share groups in each state (share-group-count)", labels=["state"])
+        for state, n in share_states.items():
+            share.add_metric([state], n)
+        yield share
+        rb = CounterMetricFamily("kafka_server_group_coordinator_metrics_share_group_rebalance",
+                                 "The total number of share group rebalances (share-group-rebalance-count)")
+        rb.add_metric([], rebalances)
+        yield rb
 
 
 def _lag_known(pr) -> bool:

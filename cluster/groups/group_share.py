@@ -369,6 +369,8 @@ class ShareGroupManager:
         self.assignor = SimpleAssignor()  # tests may put a mock assignor here
         # group id -> ShareGroupStatePartitionMetadata (GroupMetadataManager.shareGroupStatePartitionMetadata)
         self.state_metadata: dict[str, SharePartitionMetadata] = {}
+        # heartbeats that bumped a group epoch (the ShareGroupRebalances sensor: share-group-rebalance-count)
+        self.rebalances = 0
 
     # ---- metadata -------------------------------------------------------------------------------
     def _image_topics(self):
@@ -607,6 +609,7 @@ class ShareGroupManager:
                 group_epoch += 1
                 records.append(epoch_record(gid, group_epoch, new_hash))
                 log.info("[GroupId %s] Bumped group epoch to %d with metadata hash %d.", gid, group_epoch, new_hash)
+                self.rebalances += 1
             group.metadata_refresh_key = (self._image_key(), group_epoch)
 
         # 2. the target assignment, when the group epoch moved past it

@@ -171,3 +171,30 @@ def test_groups_of_another_type_and_bad_ids(wire):
     empty = wire.call(90, 1, DescribeShareGroupOffsetsRequest(groups=[
         dsgoq.DescribeShareGroupOffsetsRequestGroup(group_id="sa-missing", topics=[])]))
     assert (empty.groups[0].error_code, empty.groups[0].topics) == (0, [])
+
+
+def group_metrics(sbroker) -> dict:
+    from broker.groups.group_service import GroupCoordinatorCollector
+
+    return {(s.name, tuple(s.labels.values())): s.value
+            for fam in GroupCoordinatorCollector(sbroker.broker.groups).collect() for s in fam.samples}
+
+
+def test_group_coordinator_metrics(sbroker, wire):
+    """group-coordinator-metrics as Kafka names them: group-count{protocol=share}, share-group-count{state} and
+    share-group-rebalance-count, moved by a member joining (a new group, Stable, an epoch bump) and leaving."""
+    before = group_metrics(sbroker)
+    mid, _ = join(wire, "sa-metrics")
+    joined = group_metrics(sbroker)
+    assert joined[("kafka_server_group_coordinator_metrics_group_count", ("share",))] == \
+        before[("kafka_server_group_coordinator_metrics_group_count", ("share",))] + 1
+    assert joined[("kafka_server_group_coordinator_metrics_share_group_count", ("Stable",))] == \
+        before[("kafka_server_group_coordinator_metrics_share_group_count", ("Stable",))] + 1
+    assert joined[("kafka_server_group_coordinator_metrics_share_group_rebalance_total", ())] == \
+        before[("kafka_server_group_coordinator_metrics_share_group_rebalance_total", ())] + 1
+    leave(wire, "sa-metrics", mid)
+    left = group_metrics(sbroker)
+    assert left[("kafka_server_group_coordinator_metrics_share_group_count", ("Stable",))] == \
+        before[("kafka_server_group_coordinator_metrics_share_group_count", ("Stable",))]
+    assert left[("kafka_server_group_coordinator_metrics_share_group_count", ("Empty",))] == \
+        before[("kafka_server_group_coordinator_metrics_share_group_count", ("Empty",))] + 1
