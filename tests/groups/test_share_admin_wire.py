@@ -198,3 +198,20 @@ def test_group_coordinator_metrics(sbroker, wire):
         before[("kafka_server_group_coordinator_metrics_share_group_count", ("Stable",))]
     assert left[("kafka_server_group_coordinator_metrics_share_group_count", ("Empty",))] == \
         before[("kafka_server_group_coordinator_metrics_share_group_count", ("Empty",))] + 1
+
+
+def test_cluster_status_lists_share_groups(sbroker, wire, capsys):
+    """``odradek cluster status``: each share group with its state, members and lag per topic (the sum of its
+    partitions', ``-`` while one is unknown: a member's fresh partitions start at -1)."""
+    from broker import cluster_status
+
+    assert alter(wire, "sa-status-reset", (TOPIC, [(0, 3)])).error_code == 0  # lag 10 - 3 - 0
+    mid, _ = join(wire, "sa-status-live")
+    try:
+        assert cluster_status.main(["status", "--bootstrap-server", sbroker.bootstrap]) == 0
+    finally:
+        leave(wire, "sa-status-live", mid)
+    out = capsys.readouterr().out
+    lines = out[out.index("Share groups:"):].splitlines()
+    assert f"  sa-status-reset  Empty  members=0  {TOPIC} lag=7" in lines
+    assert f"  sa-status-live  Stable  members=1  {TOPIC} lag=-" in lines
