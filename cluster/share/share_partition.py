@@ -487,7 +487,7 @@ class SharePartition:
         self.state_epoch = state_epoch
         gap_start = -1
         previous_last = start_offset - 1
-        for sb in state_batches:
+        for sb in sorted(state_batches, key=lambda sb: sb.first_offset):
             if sb.first_offset < start_offset or sb.last_offset < sb.first_offset or sb.first_offset <= previous_last:
                 raise ShareError(ErrorCode.UNKNOWN_SERVER_ERROR,
                                  f"invalid state batch {sb} for start offset {start_offset}")
