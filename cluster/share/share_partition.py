@@ -209,8 +209,8 @@ class _InFlightState:
         self.delivery_count = delivery_count
         self.member_id = member_id
         self.lock_deadline = lock_deadline
-        # (previous state, previous member, max delivery count, write id) while a transition awaits its write
-        self.rollback: tuple[RecordState, str, int, int] | None = None
+        # (previous state, member, delivery count, max delivery count, write id) while a transition awaits its write
+        self.rollback: tuple[RecordState, str, int, int, int] | None = None
         self.terminal = False  # archived for good (log start moved, aborted): a rollback keeps it archived
 
     def copy(self) -> _InFlightState:
@@ -244,20 +244,22 @@ class _InFlightState:
 
     def start_transition(self, new: RecordState, ops: DeliveryCountOps, max_delivery_count: int, member_id: str,
                          write_id: int) -> bool:
-        previous = (self.state, self.member_id)
+        previous = (self.state, self.member_id, self.delivery_count)
         if not self.try_update(new, ops, max_delivery_count, member_id):
             return False
-        self.rollback = (previous[0], previous[1], max_delivery_count, write_id)
+        self.rollback = (previous[0], previous[1], previous[2], max_delivery_count, write_id)
         return True
 
     def complete_transition(self, commit: bool, now: int) -> None:
         """``completeStateTransition``: a rollback whose lock expired meanwhile makes the record Available (or
-        Archived at the limit); the delivery count is not reverted, as in Kafka."""
+        Archived at the limit). Unlike Kafka, the delivery count is restored too: a failed session release
+        (which decreases it) would otherwise lower it for good, and a second one below zero."""
         if commit or self.terminal or self.rollback is None:
             self.lock_deadline = None
             self.rollback = None
             return
-        prev_state, prev_member, max_delivery_count, _ = self.rollback
+        prev_state, prev_member, prev_count, max_delivery_count, _ = self.rollback
+        self.delivery_count = prev_count
         if self.lock_deadline is not None and self.lock_deadline <= now:
             self.state = RecordState.ARCHIVED if self.delivery_count >= max_delivery_count else RecordState.AVAILABLE
             self.member_id = EMPTY_MEMBER_ID
@@ -1055,14 +1057,17 @@ class SharePartition:
             completed: _InFlightState | None = None
             for b in self._sub(self._floor_key(sb.first_offset), sb.last_offset):
                 for _f, _l, st in b.states_in(sb.first_offset, sb.last_offset):
-                    if st.rollback is not None and st.rollback[3] == write_id:
+                    if st.rollback is not None and st.rollback[4] == write_id:
                         st.complete_transition(commit, now)
                         completed = st
                         if st.state is RecordState.AVAILABLE:
                             self._find_next_fetch_offset = True
-            if not commit and completed is not None and is_terminal(RecordState(sb.delivery_state)) \
-                    and not is_terminal(completed.state):
-                self.delivery_complete_count -= self._num_in_flight_in(sb.first_offset, sb.last_offset)
+            if not commit and completed is not None:
+                # a rollback can also archive (the lock expired meanwhile at the limit): count both ways
+                was, now_terminal = is_terminal(RecordState(sb.delivery_state)), is_terminal(completed.state)
+                if was != now_terminal:
+                    n = self._num_in_flight_in(sb.first_offset, sb.last_offset)
+                    self.delivery_complete_count += n if now_terminal else -n
 
     def _floor_key(self, offset: int) -> int:
         b = self._floor(offset)
@@ -1081,6 +1086,9 @@ class SharePartition:
             return ErrorCode.NONE
         if error_code:
             self._complete(write_id, pending.batches, False, now)
+            # Kafka does not move the start offset here, but a rollback whose lock had expired at the delivery
+            # limit archives: without this the SPSO would wait for some later write to pass it.
+            self._maybe_update_cached_state_and_offsets()
             self._wake()
             return _persister_error(error_code)
         self._complete(write_id, pending.batches, True, now)
