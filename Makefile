@@ -50,7 +50,7 @@ java:  # the PySpark tests need a JVM
 # other; everything else after them, one test at a time (clusters of processes, fault injection, Spark). PYTEST_ARGS
 # go to both runs.
 PARALLEL_TESTS := tests/protocol tests/storage tests/cluster tests/sim tests/test_layering.py tests/test_readme_layout.py tests/test_skip_policy.py \
-	tests/broker tests/groups tests/jepsen \
+	tests/broker tests/groups tests/share tests/jepsen \
 	$(addprefix tests/integration/,test_aiokafka.py test_authz_data.py test_authz_groups.py test_bad_input.py test_confluent_kafka.py test_kafka_python.py \
 	  test_kafkajs.py test_kcat.py test_quotas.py test_read_committed_aborted.py test_sasl.py test_transactions.py \
 	  test_transactions_observed.py test_tls.py test_zero_copy.py test_transactional_offsets.py) \
