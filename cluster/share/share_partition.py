@@ -593,10 +593,13 @@ class SharePartition:
         base = first_batch.base_offset
         self._maybe_archive_stale_batches(fetch_offset, base)
         floor = self._floor(base)
-        if floor is None:
-            if base < self.start_offset:
-                base = self.start_offset
-        elif floor.last >= base:
+        if floor is None and base < self.start_offset:
+            # Kafka moves to the start offset and stops there; a cached batch can hold the start offset though
+            # (loaded with a later start, or acquired from it), so look again or the read's first batch would be
+            # cached a second time over it.
+            base = self.start_offset
+            floor = self._floor(base)
+        if floor is not None and floor.last >= base:
             base = floor.first
         sub = self._sub(base, last_to_acquire)
         if not sub:
@@ -683,7 +686,7 @@ class SharePartition:
                      batch_size: int, max_fetch_records: int, now: int,
                      lock_duration_ms: int | None) -> ShareAcquiredRecords:
         """``acquireNewBatchRecords``: records not cached yet become acquired batches."""
-        first_acquired = first
+        first_acquired = max(first, self.start_offset)
         if not self._keys and self.end_offset > first_acquired:
             first_acquired = self.end_offset
         last_acquired = last
@@ -804,8 +807,23 @@ class SharePartition:
         if self._gap_window is not None:
             if self._gap_window[0] == self.end_offset and offset <= self._gap_window[0]:
                 self._gap_window[1] = offset
+                self._normalize_gap_window()
             else:
                 self._gap_window = None
+
+    def _normalize_gap_window(self) -> None:
+        """Move the gap start past cached batches: unlike Kafka, a gap start on a cached offset (the acquisition
+        ended right before a loaded batch) would otherwise hold the SPSO until records past the loaded end come."""
+        w = self._gap_window
+        if w is None:
+            return
+        for _ in range(len(self._keys) + 1):
+            b = self._floor(w[1])
+            if b is None or b.last < w[1]:
+                break
+            w[1] = b.last + 1
+        if w[1] > w[0]:
+            self._gap_window = None
 
     def _maybe_archive_stale_batches(self, fetch_offset: int, base_offset: int) -> None:
         """``maybeArchiveStaleBatches``: cached batches compaction removed from the log before ``base_offset``."""
