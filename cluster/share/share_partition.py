@@ -448,19 +448,20 @@ class SharePartition:
 
     # ------------------------------------------------------------------ initialization
 
-    def begin_initialize(self) -> None:
-        """``maybeInitialize``'s first step: the adapter reads the state next. Raises unless Empty."""
-        self._check_initializable()
-        self.partition_state = SharePartitionState.INITIALIZING
-
-    def _check_initializable(self) -> None:
+    def begin_initialize(self) -> bool:
+        """``maybeInitialize``'s first step: True when the adapter should now read the state (ReadShareGroupState)
+        and call :meth:`initialize`, False when already initialized. Raises :class:`ShareError` while another
+        initialization runs or once fenced (LEADER_NOT_AVAILABLE), or after a failed one (UNKNOWN_SERVER_ERROR:
+        the adapter drops the partition and makes a new one, as Kafka's SharePartitionManager does)."""
         st = self.partition_state
+        if st is SharePartitionState.ACTIVE:
+            return False
         if st is SharePartitionState.FAILED:
             raise ShareError(ErrorCode.UNKNOWN_SERVER_ERROR, "share partition failed to load")
         if st in (SharePartitionState.INITIALIZING, SharePartitionState.FENCED):
             raise ShareError(ErrorCode.LEADER_NOT_AVAILABLE, f"share partition is {st.value.lower()}")
-        if st is SharePartitionState.ACTIVE:
-            raise ShareError(ErrorCode.NONE, "already initialized")
+        self.partition_state = SharePartitionState.INITIALIZING
+        return True
 
     def initialize(self, start_offset: int, state_epoch: int, state_batches: Sequence[StateBatch],
                    error_code: int = 0) -> None:

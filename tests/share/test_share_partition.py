@@ -102,14 +102,16 @@ def test_maybe_initialize():
 def test_maybe_initialize_share_partition_again():
     """testMaybeInitializeSharePartitionAgain: a second initialization is refused while one runs, a no-op after."""
     sp = SharePartition("group", "topic-id", 0)
-    sp.begin_initialize()
+    assert sp.begin_initialize()
     with pytest.raises(ShareError) as e:
         sp.begin_initialize()
     assert e.value.code == ErrorCode.LEADER_NOT_AVAILABLE
     sp.initialize(0, 0, [])
+    assert not sp.begin_initialize()
+    sp.mark_fenced()
     with pytest.raises(ShareError) as e:
         sp.begin_initialize()
-    assert e.value.code == ErrorCode.NONE
+    assert e.value.code == ErrorCode.LEADER_NOT_AVAILABLE
 
 
 def test_maybe_initialize_with_empty_state_batches():
