@@ -17,15 +17,26 @@ changes the in-memory state at once, marked as an ongoing transition, and return
 write's outcome, which commits the transitions or rolls them back (to Acquired, or to Available/Archived if the lock
 expired meanwhile). Lock expiry changes state for good and writes without waiting (Kafka ignores its failures).
 
-Wiring (the adapter's part): read the state with ReadShareGroupState and call :meth:`SharePartition.initialize`
-(a start offset of -1 means ``share.auto.offset.reset``: pass the offset it resolves to); fetch from
-:meth:`SharePartition.next_fetch_offset` when :meth:`SharePartition.can_acquire_records`, pass the read slice's
-batch headers (``FileRecords.batches_from``: anything with ``base_offset`` and ``last_offset``) to
-:meth:`SharePartition.acquire`; send each returned or drained :class:`StateWrite`; call
-:meth:`SharePartition.on_time` at :meth:`SharePartition.next_deadline`; wake waiting ShareFetches when
-:meth:`SharePartition.take_woken` says so; call :meth:`SharePartition.update_log_start_offset` when the log start
-moves. Under read_committed the read stops at the last stable offset, so the headers never pass it, and the batches
-of aborted transactions (:func:`aborted_transaction_batches`) are archived by :meth:`SharePartition.acquire`.
+Wiring (the adapter's part), per (group, topic id, partition) on the partition's leader:
+
+- first use: if :meth:`SharePartition.begin_initialize`, read the state with ReadShareGroupState (leader epoch as
+  given) and call :meth:`SharePartition.initialize` (a start offset of -1 means ``share.auto.offset.reset``: pass
+  the offset it resolves to); lost leadership: :meth:`SharePartition.mark_fenced` and drop it.
+- ShareFetch: when :meth:`SharePartition.can_acquire_records`, read the log from
+  :meth:`SharePartition.next_fetch_offset` and pass the slice's batch headers (``FileRecords.batches_from``; anything
+  with ``base_offset`` and ``last_offset``) to :meth:`SharePartition.acquire`; answer with its ``AcquiredRecords``
+  and the slice's bytes. Under read_committed the read stops at the last stable offset, and the batches of aborted
+  transactions (:func:`aborted_transaction_batches`) go to ``acquire`` to be archived.
+- acknowledgements (after ``share_session.validate_acknowledgement_batches``):
+  :meth:`SharePartition.acknowledge`; a final request or dropped connection:
+  :meth:`SharePartition.release_acquired_records`. Send the :class:`Transition`'s write as WriteShareGroupState
+  (the group, topic id and partition are the partition's), in the order issued, answer the client once
+  :meth:`SharePartition.write_completed` returns the error to answer with.
+- time: call :meth:`SharePartition.on_time` at :meth:`SharePartition.next_deadline` and send the lock-expiry writes
+  it returns (and those :meth:`SharePartition.drain_writes` returns after any other call); hand each outcome to
+  :meth:`SharePartition.write_completed` too.
+- long poll: wake waiting ShareFetches when :meth:`SharePartition.take_woken` says so (and on appends);
+  :meth:`SharePartition.update_log_start_offset` when the log start moves (retention, DeleteRecords).
 """
 
 from __future__ import annotations
