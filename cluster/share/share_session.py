@@ -214,8 +214,6 @@ def validate_share_fetch_request(epoch: int, fetch_partitions: int, forgotten_pa
     if epoch == FINAL_EPOCH and (fetch_partitions or forgotten_partitions):
         raise ShareError(ErrorCode.INVALID_REQUEST,
                          "a final share fetch request cannot fetch or forget partitions")
-    if epoch < FINAL_EPOCH:
-        raise ShareError(ErrorCode.INVALID_REQUEST, f"invalid share session epoch {epoch}")
     if is_renew_ack and (max_wait_ms or min_bytes or max_bytes or max_records):
         raise ShareError(ErrorCode.INVALID_REQUEST,
                          "a share fetch request renewing acquisition locks cannot fetch records")

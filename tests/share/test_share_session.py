@@ -115,6 +115,8 @@ def test_new_context():
     assert ctx.subsequent and ctx.partitions == ((FOO, 0), (FOO, 1))
     assert code_of(cache.new_context, "grp", [], [], "m1", 1, False, "c") == ErrorCode.INVALID_SHARE_SESSION_EPOCH
     assert cache.new_context("grp", [], [], "m1", 2, False, "c").subsequent
+    validate_share_fetch_request(-2, 0, 0)  # not special: newContext finds the epoch wrong
+    assert code_of(cache.new_context, "grp", [], [], "m1", -2, False, "c") == ErrorCode.INVALID_SHARE_SESSION_EPOCH
     # another group, same member id: another session
     assert code_of(cache.new_context, "grp2", [], [], "m1", 1, False, "c") == ErrorCode.SHARE_SESSION_NOT_FOUND
     # epoch 0 again replaces the session
