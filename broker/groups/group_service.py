@@ -691,9 +691,9 @@ class GroupCoordinatorCollector:
         by_type = {"classic": 0, "consumer": 0, "share": 0}
         share_states = {"Empty": 0, "Stable": 0, "Dead": 0}
         rebalances = self.service.share_rebalances_unloaded
-        for _, shard in self.service.all_shards():
+        for _, shard in self.service.all_shards():  # a copy: scraped on the HTTP server's thread
             rebalances += shard.share.rebalances
-            for group in shard.groups.values():
+            for group in list(shard.groups.values()):
                 by_type[group.type] = by_type.get(group.type, 0) + 1
                 if group.type == "share":
                     share_states[group.state_string()] = share_states.get(group.state_string(), 0) + 1
