@@ -34,7 +34,8 @@ TOPIC = "share-admin"
 @pytest.fixture(scope="module")
 def sbroker(tmp_path_factory):
     with EmbeddedBroker(tmp_path_factory.mktemp("share-admin"),
-                        overrides={"offsets.topic.num.partitions": 2, "group.initial.rebalance.delay.ms": 0}) as b:
+                        overrides={"offsets.topic.num.partitions": 2, "group.initial.rebalance.delay.ms": 0,
+                                   "metrics.prometheus.listener": "127.0.0.1:0"}) as b:
         create_topic(b.bootstrap, TOPIC, 3)
         produce(b.bootstrap, TOPIC, 0, 30, 3)  # 10 records in each partition
         yield b
@@ -174,10 +175,12 @@ def test_groups_of_another_type_and_bad_ids(wire):
 
 
 def group_metrics(sbroker) -> dict:
-    from broker.groups.group_service import GroupCoordinatorCollector
+    """The group coordinator's samples as the Prometheus endpoint serves them."""
+    from tests.broker.test_metrics import scrape
 
-    return {(s.name, tuple(s.labels.values())): s.value
-            for fam in GroupCoordinatorCollector(sbroker.broker.groups).collect() for s in fam.samples}
+    samples = scrape(sbroker.broker.metrics.port)
+    return {(name, tuple(v for _, v in labels)): value for (name, labels), value in samples.items()
+            if name.startswith("kafka_server_group_coordinator_metrics_")}
 
 
 def test_group_coordinator_metrics(sbroker, wire):
