@@ -3,7 +3,10 @@ need attention, as ``kafka-metadata-quorum.sh describe --status --replication`` 
 --describe --unavailable-partitions / --under-replicated-partitions`` show them.
 
 The quorum comes from DescribeQuorum (a broker forwards it to the active controller), the brokers from
-DescribeCluster with fenced brokers included, the partitions from Metadata.
+DescribeCluster with fenced brokers included, the partitions from Metadata. Share groups (KIP-932), as
+``kafka-share-groups.sh --describe --offsets`` sums them: every broker is asked for the share groups it coordinates
+(ListGroups v5, type ``share``), and that broker for each group's state and members (ShareGroupDescribe) and its lag
+per topic (DescribeShareGroupOffsets v1, KIP-1226: the sum of its partitions' lags, ``-`` while one is unknown).
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ import sys
 
 from broker.clock import SYSTEM_CLOCK
 from broker.network.node_client import BadResponse, NodeClient
-from protocol.generated.messages import DescribeClusterRequest, DescribeQuorumRequest, MetadataRequest
+from protocol.generated.messages import (
+    DescribeClusterRequest, DescribeQuorumRequest, DescribeShareGroupOffsetsRequest, ListGroupsRequest,
+    MetadataRequest, ShareGroupDescribeRequest,
+)
+from protocol.generated.messages import describe_share_group_offsets_request as dsgo
 from protocol.generated.messages.describe_quorum_request import PartitionData, TopicData
 from protocol.topics import METADATA_PARTITION, METADATA_TOPIC
 
@@ -33,16 +40,54 @@ async def gather_status(host: str, port: int, security=None) -> tuple:
                                        TIMEOUT_S)
         metadata = await client.request(MetadataRequest(topics=None, allow_auto_topic_creation=False), 12,
                                         TIMEOUT_S)
-        return quorum, cluster, metadata
     finally:
         await client.close()
+    share = await asyncio.gather(*(_share_groups(b.host, b.port, security)
+                                   for b in cluster.brokers if not b.is_fenced))
+    return quorum, cluster, metadata, sorted(g for groups in share for g in groups)
+
+
+async def _share_groups(host: str, port: int, security) -> list[tuple]:
+    """The share groups one broker coordinates: (group id, state, members, {topic: lag or None}); none from a
+    broker that cannot be reached or does not serve share groups."""
+    client = NodeClient(host, port, "odradek-cluster-status", connect_timeout_s=TIMEOUT_S, security=security)
+    out = []
+    try:
+        listed = await client.request(ListGroupsRequest(states_filter=[], types_filter=["share"]), 5, TIMEOUT_S)
+        ids = sorted(g.group_id for g in listed.groups if g.group_type == "share")
+        if not ids:
+            return out
+        described = await client.request(ShareGroupDescribeRequest(group_ids=ids), 1, TIMEOUT_S)
+        offsets = await client.request(DescribeShareGroupOffsetsRequest(groups=[
+            dsgo.DescribeShareGroupOffsetsRequestGroup(group_id=g, topics=None) for g in ids]), 1, TIMEOUT_S)
+        lags = {g.group_id: share_lags(g) for g in offsets.groups}
+        for d in described.groups:
+            if d.error_code == 0:
+                out.append((d.group_id, d.group_state, len(d.members), lags.get(d.group_id, {})))
+    except (ConnectionError, OSError, asyncio.TimeoutError, BadResponse):
+        pass
+    finally:
+        await client.close()
+    return out
+
+
+def share_lags(group) -> dict[str, int | None]:
+    """A DescribeShareGroupOffsets group's lag per topic: the sum over its partitions, None if any is unknown."""
+    out: dict[str, int | None] = {}
+    if group.error_code:
+        return out
+    for t in group.topics:
+        lags = [p.lag for p in t.partitions]
+        out[t.topic_name] = None if any(x < 0 for x in lags) or any(p.error_code for p in t.partitions) \
+            else sum(lags)
+    return out
 
 
 def _ago(now_ms: int, ts: int) -> str:
     return "-" if ts < 0 else f"{max(0, now_ms - ts)} ms ago"
 
 
-def render(quorum, cluster, metadata, now_ms: int) -> str:
+def render(quorum, cluster, metadata, now_ms: int, share_groups=()) -> str:
     lines = [f"ClusterId:              {cluster.cluster_id}"]
     if quorum.error_code or quorum.topics[0].partitions[0].error_code:
         code = quorum.error_code or quorum.topics[0].partitions[0].error_code
@@ -91,6 +136,11 @@ def render(quorum, cluster, metadata, now_ms: int) -> str:
     lines.append("")
     lines.append("Partitions without a leader: " + (", ".join(offline) if offline else "none"))
     lines.append("Under-replicated partitions: " + (", ".join(under) if under else "none"))
+    lines.append("")
+    lines.append("Share groups:" + ("" if share_groups else " none"))
+    for gid, state, members, lags in share_groups:
+        topics = ", ".join(f"{t} lag={'-' if lag is None else lag}" for t, lag in sorted(lags.items()))
+        lines.append(f"  {gid}  {state}  members={members}" + (f"  {topics}" if topics else ""))
     return "\n".join(lines)
 
 
@@ -118,9 +168,9 @@ def main(argv: list[str]) -> int:
             print(f"odradek cluster status: --command-config: {exc}", file=sys.stderr)
             return 1
     try:
-        quorum, cluster, metadata = asyncio.run(gather_status(host.strip("[]"), int(port), security))
+        quorum, cluster, metadata, share = asyncio.run(gather_status(host.strip("[]"), int(port), security))
     except (ConnectionError, asyncio.TimeoutError, BadResponse) as exc:
         print(f"odradek cluster status: {args.bootstrap_server}: {exc or 'no answer'}", file=sys.stderr)
         return 1
-    print(render(quorum, cluster, metadata, SYSTEM_CLOCK.now_ms()))
+    print(render(quorum, cluster, metadata, SYSTEM_CLOCK.now_ms(), share))
     return 0

@@ -38,7 +38,7 @@ from broker.replication.fetch_session import (
     MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, FetchManager, FetchSessionCache, FetchSessionCacheCollector,
 )
 from broker.network.fault_injection import CONFIG_KEY as FAULT_INJECTION_FILE, FaultRules, FaultRulesFile
-from broker.groups.group_service import GroupService
+from broker.groups.group_service import GroupCoordinatorCollector, GroupService
 from broker.share.persister import SharePersister
 from broker.share.share_coordinator_service import ShareCoordinatorCollector, ShareCoordinatorService
 from broker.transactions.txn_service import TxnMarkerChannelCollector, TxnService
@@ -282,6 +282,7 @@ class Broker:
         self.groups = GroupService(self.node_id, self.config, self.metadata, self.replicas, self.controller,
                                    self.clock)
         self.metadata.add(self.groups.on_new_metadata_image)
+        self.metrics.registry.register(GroupCoordinatorCollector(self.groups))
         self.txns = TxnService(self.node_id, self.config, self.metadata, self.replicas, self.controller, self.clock,
                                self.links, self.next_producer_id, self._inter_broker_listener())
         self.metadata.add(self.txns.on_new_metadata_image)

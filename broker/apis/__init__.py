@@ -57,6 +57,9 @@ from broker.apis import (
     k85_write_share_group_state,
     k86_delete_share_group_state,
     k87_read_share_group_state_summary,
+    k90_describe_share_group_offsets,
+    k91_alter_share_group_offsets,
+    k92_delete_share_group_offsets,
 )
 from broker.apis.forwarding import FORWARDED, forward
 from broker.controlplane.controller_apis import CONTROLLER_HANDLERS
@@ -117,5 +120,8 @@ HANDLERS = build_table([
     k85_write_share_group_state,
     k86_delete_share_group_state,
     k87_read_share_group_state_summary,
+    k90_describe_share_group_offsets,
+    k91_alter_share_group_offsets,
+    k92_delete_share_group_offsets,
 ] + [Declared(key, CONTROLLER_HANDLERS[key].versions, forward, f"{CONTROLLER_HANDLERS[key].module.__name__}, forwarded")
      for key in FORWARDED])

@@ -36,7 +36,11 @@ from cluster.groups.group_coordinator import GroupCoordinatorShard, ReqCtx, Resu
 from cluster.groups.group_records import UnknownRecordType, decode_record, partition_for
 from cluster.groups.group_share import InitializeShareState
 from protocol.errors import MESSAGES, ErrorCode
-from protocol.generated.messages import CreateTopicsRequest
+from protocol.generated.messages import CreateTopicsRequest, ListOffsetsRequest, ReadShareGroupStateSummaryRequest
+from protocol.generated.messages import delete_share_group_offsets_response as dsgor
+from protocol.generated.messages import describe_share_group_offsets_response as dsgo
+from protocol.generated.messages import list_offsets_request as lo_req
+from protocol.generated.messages import read_share_group_state_summary_request as rssq
 from protocol.generated.messages.create_topics_request import CreatableTopic, CreatableTopicConfig
 from protocol.record_codec import Record, build_batch, build_end_txn_marker_batch, decode_batch, parse_end_txn_marker
 from protocol.topics import GROUP_METADATA_TOPIC
@@ -52,6 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("odradek.groups")
 
 LEADERSHIP_CHECK_MS = 1000
+LIST_OFFSETS_VERSION = 7  # the share group lag's end offsets (Kafka's PartitionMetadataClient asks the leader)
 
 
 class GroupService:
@@ -76,6 +81,7 @@ class GroupService:
         self._image_seen = None
         self._finishing: set[asyncio.Task] = set()  # timer results waiting for their commit
         self.persister = None  # the share persister (broker/share/persister.py), set by the node
+        self.share_rebalances_unloaded = 0  # share-group-rebalance-count of shards no longer loaded
         self.active = False
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -215,6 +221,7 @@ class GroupService:
         shard = self.shards.pop(p, None)
         self._epochs.pop(p, None)
         if shard is not None:
+            self.share_rebalances_unloaded += shard.share.rebalances
             self._resolve(shard.on_unloaded().completions)
             log.debug("unloaded %s-%d", GROUP_METADATA_TOPIC, p)
 
@@ -326,6 +333,171 @@ class GroupService:
         if res.error is not None:
             raise res.error
         return list(res.response)
+
+    # ---- Describe/Alter/DeleteShareGroupOffsets (KIP-932 admin) ----------------------------------------
+    async def describe_share_group_offsets(self, group_id: str, topics) -> Any:
+        """GroupCoordinatorService.describeShareGroupOffsets (``topics``: the request's, name and partitions) or
+        describeShareGroupAllOffsets (``topics`` None: the group's initialized partitions): each partition's start
+        offset and leader epoch from the share coordinators' ReadShareGroupStateSummary (-1 and 0 where the
+        persister answers an error: no data, as OffsetFetch), and its lag (v1, KIP-1226): the partition's end
+        offset (ListOffsets LATEST, read_uncommitted, at its leader) - start offset - delivery complete count,
+        -1 while either is uninitialized; a topic unknown to the image is answered start offset -1."""
+        if not self.active or self.persister is None:
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        image = self.metadata.image
+        missing, wanted = [], {}  # wanted: topic id -> (name, partitions)
+        if topics is None:
+            _, shard = await self.shard_for(group_id)
+            for tid, parts in sorted(shard.share_group_initialized_partitions(group_id).items()):
+                info = image.topics_by_id.get(tid)
+                if info is not None:
+                    wanted[tid] = (info.name, sorted(parts))
+        else:
+            for name, parts in topics:
+                info = image.topic(name)
+                if info is None:
+                    missing.append(dsgo.DescribeShareGroupOffsetsResponseTopic(
+                        topic_name=name, topic_id=bytes(16), partitions=[
+                            dsgo.DescribeShareGroupOffsetsResponsePartition(partition_index=p, start_offset=-1)
+                            for p in parts]))
+                else:
+                    wanted[info.topic_id] = (name, list(parts))
+        out = dsgo.DescribeShareGroupOffsetsResponseGroup(group_id=group_id, topics=[])
+        if wanted:
+            summary = await self.persister.read_summary(ReadShareGroupStateSummaryRequest(group_id=group_id, topics=[
+                rssq.ReadStateSummaryData(topic_id=t, partitions=[rssq.PartitionData(partition=p) for p in ps])
+                for t, (_, ps) in wanted.items()]))
+            lag_of = [(wanted[bytes(r.topic_id)][0], pr.partition) for r in summary.results for pr in r.partitions
+                      if _lag_known(pr)]
+            ends = await self._latest_offsets(lag_of)
+            for r in summary.results:
+                name = wanted[bytes(r.topic_id)][0]
+                parts = []
+                for pr in r.partitions:
+                    if not _lag_known(pr):
+                        ok = pr.error_code == 0
+                        parts.append(dsgo.DescribeShareGroupOffsetsResponsePartition(
+                            partition_index=pr.partition, start_offset=pr.start_offset if ok else -1,
+                            leader_epoch=pr.leader_epoch if ok else 0, lag=-1))
+                        continue
+                    end, code = ends[(name, pr.partition)]
+                    if code:
+                        parts.append(dsgo.DescribeShareGroupOffsetsResponsePartition(
+                            partition_index=pr.partition, error_code=code, error_message=MESSAGES.get(ErrorCode(code))))
+                    else:
+                        parts.append(dsgo.DescribeShareGroupOffsetsResponsePartition(
+                            partition_index=pr.partition, start_offset=pr.start_offset, leader_epoch=pr.leader_epoch,
+                            lag=end - pr.start_offset - pr.delivery_complete_count))
+                out.topics.append(dsgo.DescribeShareGroupOffsetsResponseTopic(topic_name=name, topic_id=r.topic_id,
+                                                                            partitions=parts))
+        out.topics.extend(missing)
+        return out
+
+    async def _latest_offsets(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        """Each partition's end offset from its leader, as Kafka's NetworkPartitionMetadataClient: one ListOffsets
+        (LATEST, read_uncommitted) per leader; (offset, error) per partition, LEADER_NOT_AVAILABLE without one."""
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        image = self.metadata.image
+        for name, p in tps:
+            info = image.topic(name)
+            part = info.partitions.get(p) if info is not None else None
+            if part is None or part.leader < 0:
+                out[(name, p)] = (-1, ErrorCode.LEADER_NOT_AVAILABLE)
+            else:
+                by_leader.setdefault(part.leader, []).append((name, p))
+
+        async def ask(node: int, parts: list[tuple[str, int]]) -> None:
+            topics: dict[str, list] = {}
+            for name, p in parts:
+                topics.setdefault(name, []).append(lo_req.ListOffsetsPartition(partition_index=p, timestamp=-1))
+            req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+                lo_req.ListOffsetsTopic(name=n, partitions=ps) for n, ps in topics.items()])
+            try:
+                client = self.persister.client_for(node)
+                if client is None:
+                    raise ConnectionError(f"broker {node} has no endpoint")
+                resp = await client.request(req, LIST_OFFSETS_VERSION,
+                                            int(self.broker_config.get("request.timeout.ms")) / 1000)
+                for t in resp.topics:
+                    for pr in t.partitions:
+                        out[(t.name, pr.partition_index)] = (pr.offset, pr.error_code)
+            except (ConnectionError, OSError, asyncio.TimeoutError) as exc:
+                log.info("ListOffsets at broker %d for share group lag failed: %r", node, exc)
+            for tp in parts:
+                out.setdefault(tp, (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        await asyncio.gather(*(ask(n, ps) for n, ps in by_leader.items()))
+        return out
+
+    async def alter_share_group_offsets(self, group_id: str, topics) -> Any:
+        """GroupCoordinatorService.alterShareGroupOffsets: the shard's records (the bumped epoch, the partitions
+        initializing) are committed, then the share coordinators initialize the partitions at their new start
+        offsets (persisterInitialize); success marks them initialized, a partition's error is its answer (the
+        others keep theirs) and nothing is uninitialized; a failed call answers every partition with its error."""
+        res = await self.run(group_id, GroupCoordinatorShard.share_group_alter_offsets, group_id, topics)
+        if res.error is not None:
+            raise res.error
+        response, init = res.response
+        if init is None or self.persister is None:
+            return response
+        try:
+            result = await self.persister.initialize(init.to_request())
+        except Exception as exc:  # noqa: BLE001 - every partition answered with the error
+            log.error("Unable to initialize share group state for %s while altering share group offsets: %r",
+                      group_id, exc)
+            for t in response.responses:
+                for p in t.partitions:
+                    p.error_code, p.error_message = ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)
+            return response
+        errors = {(bytes(t.topic_id), pr.partition): pr for t in result.results for pr in t.partitions
+                  if pr.error_code}
+        if not errors:
+            p, shard = await self.shard_for(group_id)
+            await self._apply(p, shard.share_group_initialized(group_id, init.partitions(), self.clock.now_ms()))
+            return response
+        for t in response.responses:
+            for part in t.partitions:
+                err = errors.get((bytes(t.topic_id), part.partition_index))
+                if part.error_code == 0 and err is not None:
+                    part.error_code, part.error_message = err.error_code, err.error_message
+        return response
+
+    async def delete_share_group_offsets(self, group_id: str, topic_names: list[str]) -> tuple[int, str | None, list]:
+        """GroupCoordinatorService.deleteShareGroupOffsets: (top-level error, its message, topic results). The
+        eligible topics move to deleting, their share state is deleted through the persister, and the topics
+        deleted leave ``deleting``; a topic whose deletion failed is answered with its first partition's error."""
+        res = await self.run(group_id, GroupCoordinatorShard.share_group_delete_offsets_initiate, group_id,
+                             topic_names)
+        if isinstance(res.error, GroupError):
+            return res.error.code, res.error.message, []
+        errors, request = res.response
+        errors = list(errors)
+        if request is None:
+            return 0, None, errors
+        try:
+            result = await self.persister.delete(request.to_request())
+        except Exception as exc:  # noqa: BLE001 - the top-level error
+            log.error("Failed to delete share group state of %s: %r", group_id, exc)
+            return ErrorCode.UNKNOWN_SERVER_ERROR, str(exc), []
+        image = self.metadata.image
+        done: dict[bytes, str] = {}
+        for t in result.results:
+            tid = bytes(t.topic_id)
+            info = image.topics_by_id.get(tid)
+            name = info.name if info is not None else None
+            bad = next((pr for pr in t.partitions if pr.error_code), None)
+            if bad is not None:
+                errors.append(dsgor.DeleteShareGroupOffsetsResponseTopic(
+                    topic_name=name, topic_id=tid, error_code=bad.error_code,
+                    error_message=MESSAGES.get(ErrorCode(bad.error_code))))
+            else:
+                done[tid] = name
+        if not done:
+            return 0, None, errors
+        res = await self.run(group_id, GroupCoordinatorShard.share_group_delete_offsets_complete, group_id, done)
+        if isinstance(res.error, GroupError):
+            return res.error.code, res.error.message, []
+        return 0, None, list(res.response) + errors
 
     def _write_records(self, p: int, res: Result) -> asyncio.Future | None:
         """Append at once, so the log keeps the order of the shard's state changes; the commit comes later."""
@@ -498,6 +670,52 @@ class GroupService:
             except Exception:  # noqa: BLE001 - the timer task must survive a bad group
                 log.exception("group coordinator timer task error")
                 await asyncio.sleep(0.1)
+
+
+class GroupCoordinatorCollector:
+    """kafka.server:type=group-coordinator-metrics (GroupCoordinatorMetrics, KIP-848/KIP-932), named as
+    broker/observability/metrics.py names Kafka's metrics, over the groups of the shards this broker has loaded:
+    group-count per protocol (classic, consumer, share), share-group-count per state (Empty, Stable, Dead) and
+    share-group-rebalance-count (heartbeats that bumped a share group's epoch; Kafka's share-group-rebalance-rate
+    is its rate)."""
+
+    def __init__(self, service: GroupService) -> None:
+        self.service = service
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        by_type = {"classic": 0, "consumer": 0, "share": 0}
+        share_states = {"Empty": 0, "Stable": 0, "Dead": 0}
+        rebalances = self.service.share_rebalances_unloaded
+        for _, shard in self.service.all_shards():  # a copy: scraped on the HTTP server's thread
+            rebalances += shard.share.rebalances
+            for group in list(shard.groups.values()):
+                by_type[group.type] = by_type.get(group.type, 0) + 1
+                if group.type == "share":
+                    share_states[group.state_string()] = share_states.get(group.state_string(), 0) + 1
+        count = GaugeMetricFamily("kafka_server_group_coordinator_metrics_group_count",
+                                  "The total number of groups using each protocol (group-count)", labels=["protocol"])
+        for protocol, n in by_type.items():
+            count.add_metric([protocol], n)
+        yield count
+        share = GaugeMetricFamily("kafka_server_group_coordinator_metrics_share_group_count",
+                                  "The number of share groups in each state (share-group-count)", labels=["state"])
+        for state, n in share_states.items():
+            share.add_metric([state], n)
+        yield share
+        rb = CounterMetricFamily("kafka_server_group_coordinator_metrics_share_group_rebalance",
+                                 "The total number of share group rebalances (share-group-rebalance-count)")
+        rb.add_metric([], rebalances)
+        yield rb
+
+
+def _lag_known(pr) -> bool:
+    """shouldComputeSharePartitionLag: a summary without error, its start offset and delivery count initialized."""
+    return pr.error_code == 0 and pr.start_offset != -1 and pr.delivery_complete_count != -1
 
 
 def _random_uuid() -> str:

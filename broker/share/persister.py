@@ -169,6 +169,11 @@ class SharePersister:
                 answers[tp] = part_cls(partition=tp[1], error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
                                        error_message="The coordinator did not answer for this partition.")
 
+    def client_for(self, node: int):
+        """A client to broker ``node`` (this node's own requests in-process), or None without an endpoint: the group
+        coordinator asks partition leaders for their end offsets through it (DescribeShareGroupOffsets' lag)."""
+        return self._client(node)
+
     def _client(self, node: int):
         if node == self.node_id and self.local is not None:
             return self.local

@@ -105,6 +105,7 @@ class ShareCoordinatorService:
         self._pruned: dict[int, int] = {}  # partition -> the log start offset last set by pruning
         self._last_write: dict[int, asyncio.Future] = {}  # partition -> the commit of its latest append
         self.writes_total = 0  # requests that wrote state (share-coordinator-metrics write-total)
+        self.write_latency = LatencyBuckets()  # WriteShareGroupState answered, written state committed (write-latency)
         self.last_pruned_offset: dict[int, int] = {}  # partition -> log start offset set by pruning
         self.active = False
 
@@ -271,7 +272,11 @@ class ShareCoordinatorService:
 
     # ---- requests ----------------------------------------------------------------------------------
     async def write_state(self, req) -> WriteShareGroupStateResponse:
-        return await self._per_key("write", req, lambda s, r, now: s.write_state(r, now))
+        start = self.clock.monotonic()
+        try:
+            return await self._per_key("write", req, lambda s, r, now: s.write_state(r, now))
+        finally:
+            self.write_latency.observe((self.clock.monotonic() - start) * 1000)
 
     async def read_state(self, req) -> ReadShareGroupStateResponse:
         return await self._per_key("read", req, lambda s, r, now: s.read_state(r, now))
@@ -444,10 +449,33 @@ class ShareCoordinatorService:
 
 
 
+class LatencyBuckets:
+    """A histogram's cumulative buckets, count and sum (ms), for a collector to expose at scrape time."""
+
+    BOUNDS = (0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+
+    def __init__(self) -> None:
+        self.counts = [0] * len(self.BOUNDS)
+        self.count = 0
+        self.sum = 0.0
+
+    def observe(self, ms: float) -> None:
+        self.count += 1
+        self.sum += ms
+        for i, bound in enumerate(self.BOUNDS):
+            if ms <= bound:
+                self.counts[i] += 1
+
+    def buckets(self) -> list[tuple[str, int]]:
+        return [(str(float(b)), n) for b, n in zip(self.BOUNDS, self.counts)] + [("+Inf", self.count)]
+
+
 class ShareCoordinatorCollector:
     """kafka.server:type=share-coordinator-metrics (ShareCoordinatorMetrics), named as
     broker/observability/metrics.py names Kafka's metrics: write-total (the requests that wrote state; Kafka's
-    write-rate is its rate) and last-pruned-offset per ``__share_group_state`` partition this broker leads."""
+    write-rate is its rate), write-latency (each WriteShareGroupState until its answer, as a histogram in ms:
+    Kafka's write-latency-avg and -max are windowed statistics of it) and last-pruned-offset per
+    ``__share_group_state`` partition this broker leads."""
 
     def __init__(self, service: ShareCoordinatorService) -> None:
         self.service = service
@@ -456,12 +484,17 @@ class ShareCoordinatorCollector:
         return []
 
     def collect(self):
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
         writes = CounterMetricFamily("kafka_server_share_coordinator_metrics_write",
                                      "Share-state writes by the share coordinator (write-total)")
         writes.add_metric([], self.service.writes_total)
         yield writes
+        lat = self.service.write_latency
+        latency = HistogramMetricFamily("kafka_server_share_coordinator_metrics_write_latency_ms",
+                                        "Time to answer a WriteShareGroupState, its state written (write-latency)")
+        latency.add_metric([], lat.buckets(), lat.sum)
+        yield latency
         pruned = GaugeMetricFamily("kafka_server_share_coordinator_metrics_last_pruned_offset",
                                    "The offset below which the share-group state topic partition was pruned",
                                    labels=["topic", "partition"])

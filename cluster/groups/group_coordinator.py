@@ -833,6 +833,24 @@ class GroupCoordinatorShard:
             return out
         return self._run(now_ms, run)
 
+    def share_group_initialized_partitions(self, group_id: str) -> dict[bytes, set[int]]:
+        """The share partitions whose state is initialized (a read: DescribeShareGroupOffsets of all topics)."""
+        return self.share.initialized_partitions(group_id)
+
+    def share_group_alter_offsets(self, group_id: str, topics, now_ms: int) -> Result:
+        """AlterShareGroupOffsets: the response is (AlterShareGroupOffsetsResponse, InitializeShareState | None);
+        the adapter sends the initialization once the records are written (not through ``share_state``: its
+        outcome is this request's answer, not a heartbeat's)."""
+        return self._run(now_ms, self.share.alter_offsets, group_id, topics)
+
+    def share_group_delete_offsets_initiate(self, group_id: str, topic_names: list[str], now_ms: int) -> Result:
+        """First step of DeleteShareGroupOffsets: the response is (error topics, DeleteShareState | None)."""
+        return self._run(now_ms, self.share.delete_offsets_initiate, group_id, topic_names)
+
+    def share_group_delete_offsets_complete(self, group_id: str, topics: dict[bytes, str], now_ms: int) -> Result:
+        """Last step of DeleteShareGroupOffsets, for the topics whose share state was deleted."""
+        return self._run(now_ms, self.share.delete_offsets_complete, group_id, topics)
+
     # ==== offsets ================================================================================
     def commit_offsets(self, ctx: ReqCtx, req, now_ms: int) -> Result:
         """``req`` is an OffsetCommitRequest whose topics all exist (the handler answers unknown topics)."""

@@ -38,7 +38,7 @@ from cluster.groups.group_classic import GroupError
 from cluster.groups.group_config import DynamicGroupConfig, GroupConfig, group_settings
 from cluster.groups.group_records import CoordinatorRecord
 from cluster.groups.share_assignor import SimpleAssignor
-from protocol.errors import ErrorCode
+from protocol.errors import MESSAGES, ErrorCode
 from protocol.generated.coordinator import (
     ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue, ShareGroupMemberMetadataKey,
     ShareGroupMemberMetadataValue, ShareGroupMetadataKey, ShareGroupMetadataValue,
@@ -50,8 +50,11 @@ from protocol.generated.coordinator import share_group_current_member_assignment
 from protocol.generated.coordinator import share_group_state_partition_metadata_value as spm_v
 from protocol.generated.coordinator import share_group_target_assignment_member_value as ta_v
 from protocol.generated.messages import (
-    DeleteShareGroupStateRequest, InitializeShareGroupStateRequest, ShareGroupHeartbeatResponse,
+    AlterShareGroupOffsetsResponse, DeleteShareGroupStateRequest, InitializeShareGroupStateRequest,
+    ShareGroupHeartbeatResponse,
 )
+from protocol.generated.messages import alter_share_group_offsets_response as asgo
+from protocol.generated.messages import delete_share_group_offsets_response as dsgo
 from protocol.generated.messages import delete_share_group_state_request as dsgs
 from protocol.generated.messages import initialize_share_group_state_request as isgs
 from protocol.generated.messages import share_group_describe_response as sgd
@@ -138,14 +141,18 @@ class InitializeShareState:
     group_id: str
     state_epoch: int
     topics: tuple[tuple[bytes, tuple[int, ...]], ...]
+    # AlterShareGroupOffsets: ((topic id, partition), start offset) pairs; others start at -1
+    start_offsets: tuple[tuple[tuple[bytes, int], int], ...] = ()
 
     def partitions(self) -> dict[bytes, set[int]]:
         return {t: set(ps) for t, ps in self.topics}
 
     def to_request(self) -> InitializeShareGroupStateRequest:
+        starts = dict(self.start_offsets)
         return InitializeShareGroupStateRequest(group_id=self.group_id, topics=[
             isgs.InitializeStateData(topic_id=t, partitions=[
-                isgs.PartitionData(partition=p, state_epoch=self.state_epoch, start_offset=UNINITIALIZED_START_OFFSET)
+                isgs.PartitionData(partition=p, state_epoch=self.state_epoch,
+                                   start_offset=starts.get((t, p), UNINITIALIZED_START_OFFSET))
                 for p in ps]) for t, ps in self.topics])
 
 
@@ -362,6 +369,8 @@ class ShareGroupManager:
         self.assignor = SimpleAssignor()  # tests may put a mock assignor here
         # group id -> ShareGroupStatePartitionMetadata (GroupMetadataManager.shareGroupStatePartitionMetadata)
         self.state_metadata: dict[str, SharePartitionMetadata] = {}
+        # heartbeats that bumped a group epoch (the ShareGroupRebalances sensor: share-group-rebalance-count)
+        self.rebalances = 0
 
     # ---- metadata -------------------------------------------------------------------------------
     def _image_topics(self):
@@ -600,6 +609,7 @@ class ShareGroupManager:
                 group_epoch += 1
                 records.append(epoch_record(gid, group_epoch, new_hash))
                 log.info("[GroupId %s] Bumped group epoch to %d with metadata hash %d.", gid, group_epoch, new_hash)
+                self.rebalances += 1
             group.metadata_refresh_key = (self._image_key(), group_epoch)
 
         # 2. the target assignment, when the group epoch moved past it
@@ -779,6 +789,104 @@ class ShareGroupManager:
                 topics[t] = set(image.topics_by_id[t].partitions)
         return DeleteShareState(gid, _frozen(topics))
 
+    # ---- admin: Describe/Alter/DeleteShareGroupOffsets -------------------------------------------
+    def initialized_partitions(self, gid: str) -> dict[bytes, set[int]]:
+        """initializedShareGroupPartitions: what DescribeShareGroupOffsets without topics describes."""
+        meta = self.state_metadata.get(gid)
+        return {} if meta is None else {t: set(v.partitions) for t, v in meta.initialized.items()}
+
+    def alter_offsets(self, gid: str, topics) -> tuple[AlterShareGroupOffsetsResponse, InitializeShareState | None]:
+        """GroupMetadataManager.alterShareGroupOffsets (4.2, KAFKA-19662): the group is created when it does not
+        exist, refused with NON_EMPTY_GROUP while it has members; partitions of unknown topics, or beyond a topic's
+        partition count, are answered UNKNOWN_TOPIC_OR_PARTITION; the others become initializing and are
+        initialized by the share coordinator at their new start offsets. The group epoch is bumped (a
+        ShareGroupMetadata record) and is the new state epoch, so a share partition's old state (and a leader still
+        holding it) is fenced (KIP-932's Administration section, KAFKA-20910)."""
+        group = self._get_or_create(gid, True)
+        if not group.is_empty():
+            raise GroupError(ErrorCode.NON_EMPTY_GROUP, f"The group {gid} is not empty.")
+        image_topics = self._image_topics()
+        now = self._now()
+        out = AlterShareGroupOffsetsResponse(responses=[])
+        initializing: dict[bytes, InitTopic] = {}
+        starts: dict[tuple[bytes, int], int] = {}
+        for t in topics:
+            info = image_topics.get(t.topic_name)
+            parts = []
+            if info is None:
+                out.responses.append(asgo.AlterShareGroupOffsetsResponseTopic(
+                    topic_name=t.topic_name, partitions=[_alter_error(p.partition_index) for p in t.partitions]))
+                continue
+            for p in t.partitions:
+                if 0 <= p.partition_index < len(info.partitions):
+                    parts.append(asgo.AlterShareGroupOffsetsResponsePartition(partition_index=p.partition_index))
+                    starts[(info.topic_id, p.partition_index)] = p.start_offset
+                else:
+                    parts.append(_alter_error(p.partition_index))
+            ok = {p.partition_index for p in t.partitions if 0 <= p.partition_index < len(info.partitions)}
+            if ok:
+                cur = initializing.get(info.topic_id)
+                initializing[info.topic_id] = InitTopic(t.topic_name, ok | (cur.partitions if cur else set()), now)
+            out.responses.append(asgo.AlterShareGroupOffsetsResponseTopic(topic_name=t.topic_name,
+                                                                          topic_id=info.topic_id, partitions=parts))
+        if not starts:
+            return out, None
+        epoch = group.group_epoch + 1
+        self._emit([epoch_record(gid, epoch, group.metadata_hash)])
+        log.info("[GroupId %s] Bumped group epoch to %d to alter share group offsets.", gid, epoch)
+        meta = self.state_metadata.get(gid) or SharePartitionMetadata()
+        self._emit([state_partition_metadata_record(gid, SharePartitionMetadata(
+            initializing=_combine(meta.initializing, initializing), initialized=dict(meta.initialized),
+            deleting={t: n for t, n in meta.deleting.items() if t not in initializing}))])
+        req = InitializeShareState(gid, epoch, _frozen({t: v.partitions for t, v in initializing.items()}),
+                                   tuple(sorted(starts.items())))
+        return out, req
+
+    def delete_offsets_initiate(self, gid: str, topic_names: list[str]) -> tuple[list, DeleteShareState | None]:
+        """initiateDeleteShareGroupOffsets / sharePartitionsEligibleForOffsetDeletion: an unknown group (or one of
+        another type) GROUP_ID_NOT_FOUND, a non-empty one NON_EMPTY_GROUP (both raised); an initialized topic moves
+        to deleting and its partitions' state is to be deleted; a topic already deleting is deleted again with all
+        its partitions; any other topic is answered UNKNOWN_TOPIC_OR_PARTITION. Returns the error topics and the
+        DeleteShareState to send (None: nothing to delete)."""
+        group = self.share_group(gid)
+        group.validate_delete_group()
+        errors: list = []
+        meta = self.state_metadata.get(gid)
+        if meta is None:
+            return errors, None
+        initialized = {t: InitTopic(v.name, set(v.partitions), v.timestamp) for t, v in meta.initialized.items()}
+        deleting = dict(meta.deleting)
+        to_delete: dict[bytes, set[int]] = {}
+        image_topics = self._image_topics()
+        for name in topic_names:
+            info = image_topics.get(name)
+            if info is None:
+                errors.append(dsgo.DeleteShareGroupOffsetsResponseTopic(
+                    topic_name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message=MESSAGES.get(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+            elif info.topic_id in initialized:
+                to_delete[info.topic_id] = initialized.pop(info.topic_id).partitions
+                deleting[info.topic_id] = name
+            elif info.topic_id in deleting:
+                to_delete[info.topic_id] = set(info.partitions)
+            else:
+                errors.append(dsgo.DeleteShareGroupOffsetsResponseTopic(
+                    topic_name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message="There is no offset information to delete."))
+        self._emit([state_partition_metadata_record(gid, SharePartitionMetadata(
+            initializing=dict(meta.initializing), initialized=initialized, deleting=deleting))])
+        return errors, (DeleteShareState(gid, _frozen(to_delete)) if to_delete else None)
+
+    def delete_offsets_complete(self, gid: str, topics: dict[bytes, str]) -> list:
+        """completeDeleteShareGroupOffsets: the topics whose share state was deleted leave ``deleting``."""
+        meta = self.state_metadata.get(gid)
+        if meta is None:
+            return []
+        self._emit([state_partition_metadata_record(gid, SharePartitionMetadata(
+            initializing=dict(meta.initializing), initialized=dict(meta.initialized),
+            deleting={t: n for t, n in meta.deleting.items() if t not in topics}))])
+        return [dsgo.DeleteShareGroupOffsetsResponseTopic(topic_name=name, topic_id=t) for t, name in topics.items()]
+
     # ---- leaving and fencing --------------------------------------------------------------------
     def _leave(self, gid: str, mid: str, epoch: int) -> ShareGroupHeartbeatResponse:
         group = self.share_group(gid)
@@ -818,6 +926,12 @@ class ShareGroupManager:
         return sgd.DescribedGroup(group_id=gid, group_state=str(g.state), group_epoch=g.group_epoch,
                                   assignment_epoch=g.assignment_epoch, assignor_name=self.assignor.name,
                                   members=members)
+
+
+def _alter_error(partition: int):
+    return asgo.AlterShareGroupOffsetsResponsePartition(
+        partition_index=partition, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        error_message=MESSAGES.get(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
 
 
 def _validate_request(req) -> None:

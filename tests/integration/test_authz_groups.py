@@ -27,7 +27,13 @@ from protocol.generated.messages import (
     OffsetFetchRequest, PushTelemetryRequest, RenewDelegationTokenRequest, SaslAuthenticateRequest,
     SaslHandshakeRequest, SyncGroupRequest,
 )
+from protocol.generated.messages import (
+    AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequest,
+)
 from protocol.generated.messages import alter_configs_request as alter_req
+from protocol.generated.messages import alter_share_group_offsets_request as asgo
+from protocol.generated.messages import delete_share_group_offsets_request as dsgo
+from protocol.generated.messages import describe_share_group_offsets_request as dsgoq
 from protocol.generated.messages import incremental_alter_configs_request as inc_req
 from protocol.generated.messages.create_delegation_token_request import CreatableRenewers
 from protocol.generated.messages.describe_configs_request import DescribeConfigsResource
@@ -80,6 +86,12 @@ ROWS: dict[int, str] = {
         "names (KAFKA-18817)",
     77: "KafkaApis.handleShareGroupDescribe: share.version first, then GROUP DESCRIBE; assigned topics need DESCRIBE "
         "(KAFKA-18817)",
+    90: "KafkaApis.handleDescribeShareGroupOffsetsRequest: share.version first, then GROUP DESCRIBE per group; named "
+        "topics without TOPIC DESCRIBE TOPIC_AUTHORIZATION_FAILED per partition, all-topics leaves them out",
+    91: "KafkaApis.handleAlterShareGroupOffsetsRequest: share.version first, then GROUP READ (top-level), TOPIC READ "
+        "per topic before the unknown-topic check",
+    92: "KafkaApis.handleDeleteShareGroupOffsetsRequest: share.version first, then GROUP DELETE (top-level), TOPIC "
+        "READ per topic",
 }
 
 NOBODY = "nobody"
@@ -142,6 +154,11 @@ ACLS = [
     acl("sgh", RT.GROUP, "sg-g", Op.READ), acl("sgh", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
     acl("sgd", RT.GROUP, "sg-g", Op.DESCRIBE),
     acl("sgd_topic", RT.GROUP, "sg-g", Op.DESCRIBE), acl("sgd_topic", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
+    # k90-k92 share group offsets
+    acl("sgo_alter", RT.GROUP, "sgo-g", Op.READ), topic_read("sgo_alter", TOPIC_A),
+    acl("sgo_desc", RT.GROUP, "sgo-g", Op.DESCRIBE), acl("sgo_desc", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
+    acl("sgo_desc_group", RT.GROUP, "sgo-g", Op.DESCRIBE),
+    acl("sgo_del", RT.GROUP, "sgo-g", Op.DELETE), topic_read("sgo_del", TOPIC_A),
     # real clients
     topic_read("consumer", TOPIC_REAL), acl("consumer", RT.GROUP, "real-g", Op.READ),
     topic_read("consumer_nogroup", TOPIC_REAL),
@@ -386,6 +403,42 @@ def test_share_group_heartbeat_and_describe(node):
     assert share_heartbeat("sgh", None, epoch=-1).error_code == 0  # leaves
 
 
+def test_share_group_offsets(node):
+    """k91, k90, k92 on an empty share group (the alteration creates it): GROUP READ and TOPIC READ to alter,
+    GROUP DESCRIBE and TOPIC DESCRIBE to describe, GROUP DELETE and TOPIC READ to delete."""
+    def alter(user, *topics):
+        return node.call(user, AlterShareGroupOffsetsRequest(group_id="sgo-g", topics=[
+            asgo.AlterShareGroupOffsetsRequestTopic(topic_name=t, partitions=[
+                asgo.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)]) for t in topics]), 0)
+
+    assert alter(NOBODY, TOPIC_A).error_code == E.GROUP_AUTHORIZATION_FAILED
+    altered = alter("sgo_alter", TOPIC_A, TOPIC_B, "authz-missing")
+    assert altered.error_code == 0
+    assert [(t.topic_name, [p.error_code for p in t.partitions]) for t in altered.responses] == [
+        (TOPIC_B, [E.TOPIC_AUTHORIZATION_FAILED]), ("authz-missing", [E.TOPIC_AUTHORIZATION_FAILED]),
+        (TOPIC_A, [0])]
+
+    def describe(user, topics):
+        req = DescribeShareGroupOffsetsRequest(groups=[dsgoq.DescribeShareGroupOffsetsRequestGroup(
+            group_id="sgo-g", topics=None if topics is None else [
+                dsgoq.DescribeShareGroupOffsetsRequestTopic(topic_name=t, partitions=[0]) for t in topics])])
+        return node.call(user, req, 1).groups[0]
+    assert describe(NOBODY, [TOPIC_A]).error_code == E.GROUP_AUTHORIZATION_FAILED
+    named = describe("sgo_desc", [TOPIC_B, TOPIC_A])
+    assert [(t.topic_name, [(p.start_offset, p.error_code) for p in t.partitions]) for t in named.topics] == [
+        (TOPIC_A, [(0, 0)]), (TOPIC_B, [(-1, E.TOPIC_AUTHORIZATION_FAILED)])]
+    assert [t.topic_name for t in describe("sgo_desc", None).topics] == [TOPIC_A]
+    assert describe("sgo_desc_group", None).topics == []  # all topics: the undescribable ones left out
+
+    def delete(user, *topics):
+        return node.call(user, DeleteShareGroupOffsetsRequest(group_id="sgo-g", topics=[
+            dsgo.DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in topics]), 0)
+    assert delete("sgo_alter", TOPIC_A).error_code == E.GROUP_AUTHORIZATION_FAILED
+    deleted = delete("sgo_del", TOPIC_B, TOPIC_A)
+    assert (deleted.error_code, [(t.topic_name, t.error_code) for t in deleted.responses]) == (
+        0, [(TOPIC_B, E.TOPIC_AUTHORIZATION_FAILED), (TOPIC_A, 0)])
+
+
 def test_consumer_group_regex_resolves_to_describable_topics_only(node):
     """A regex subscription matching TOPIC_A and TOPIC_B, from a member that may describe only TOPIC_A: the
     coordinator's regex refresh keeps TOPIC_A (GroupMetadataManager.refreshRegularExpressions, KAFKA-18813)."""
@@ -607,7 +660,7 @@ def test_confluent_admin_describe_broker_configs_without_describe_configs(node):
 
 def test_rows_cover_every_api_key_of_the_brief():
     assert set(ROWS) == {8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 32, 33, 36, 38, 39, 40, 41, 42, 44, 47, 48, 50,
-                         60, 68, 69, 71, 72, 74, 76, 77}
+                         60, 68, 69, 71, 72, 74, 76, 77, 90, 91, 92}
 
 
 def test_without_an_authorizer_every_check_answers_yes(tmp_path):

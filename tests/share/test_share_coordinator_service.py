@@ -195,6 +195,10 @@ def test_pruning_moves_the_log_start_below_the_oldest_needed_snapshot():
         from broker.share.share_coordinator_service import ShareCoordinatorCollector
         metrics = {m.name: m.samples for m in ShareCoordinatorCollector(s).collect()}
         assert [x.value for x in metrics["kafka_server_share_coordinator_metrics_write"]] == [5.0]
+        latency = {x.name: x.value for x in metrics["kafka_server_share_coordinator_metrics_write_latency_ms"]
+                   if x.name.endswith(("_count", "_sum"))}
+        assert latency["kafka_server_share_coordinator_metrics_write_latency_ms_count"] == 4.0  # the writes
+        assert latency["kafka_server_share_coordinator_metrics_write_latency_ms_sum"] >= 0
         assert [(x.labels, x.value) for x in metrics["kafka_server_share_coordinator_metrics_last_pruned_offset"]] \
             == [({"topic": SHARE_GROUP_STATE_TOPIC, "partition": str(p)}, 4.0)]
         fresh = _service(replicas=replicas)  # a load from the pruned log
