@@ -1,0 +1,55 @@
+"""confluent-kafka ``ShareConsumer``s on a 3-node cluster (RF 3): three consumers of one share group on a topic of
+6 partitions, led by different nodes, each partition's share state read from and written to the share coordinator
+of its ``__share_group_state`` partition (another node, often): every record is accepted exactly once and each
+consumer gets records; then, on topics of one partition (RF 3), a released record returns with delivery count + 1,
+a rejected one never, and a consumer that stops polling loses its records after the 2 s lock.
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker.testing.embedded_cluster import EmbeddedCluster
+from tests.integration.test_share_consumer import (
+    check_lock_expiry, check_release_and_reject, group_configs, poll_records, produce, share_consumer,
+)
+
+TOPIC, GROUP = "share-cluster-records", "share-cluster-consumers"
+PARTITIONS, RECORDS = 6, 1200
+DEADLINE_S = 90
+
+
+def test_three_share_consumers_accept_every_record_once(tmp_path):
+    with EmbeddedCluster(brokers=3, data_dir=tmp_path, overrides={
+            "group.share.min.record.lock.duration.ms": 1000}) as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
+        group_configs(c.bootstrap_servers, GROUP)
+        produce(c.bootstrap_servers, TOPIC, RECORDS, size=100, partitions=PARTITIONS)
+        consumers = [share_consumer(c.bootstrap_servers, GROUP, TOPIC) for _ in range(3)]
+        seen: dict[tuple[int, int], int] = {}
+        by_consumer: list[set[int]] = [set() for _ in consumers]
+        try:
+            end = time.monotonic() + DEADLINE_S
+            while len(seen) < RECORDS and time.monotonic() < end:
+                for i, sc in enumerate(consumers):
+                    for m in poll_records(sc, 0.2):
+                        key = (m.partition(), m.offset())
+                        seen[key] = seen.get(key, 0) + 1
+                        by_consumer[i].add(m.partition())
+            for sc in consumers:
+                sc.commit_sync(30)  # the last poll's records accepted
+        finally:
+            for sc in consumers:
+                sc.close()
+        assert len(seen) == RECORDS, f"{len(seen)} of {RECORDS} records consumed"
+        twice = {k: n for k, n in seen.items() if n > 1}
+        assert not twice, f"records delivered more than once: {sorted(twice)[:20]}"
+        assert all(by_consumer), [sorted(s) for s in by_consumer]
+
+        for topic in ("share-cluster-explicit", "share-cluster-lock"):
+            admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+        check_release_and_reject(c.bootstrap_servers, "share-cluster-explicit", "share-cluster-ex")
+        check_lock_expiry(c.bootstrap_servers, "share-cluster-lock", "share-cluster-lock")
