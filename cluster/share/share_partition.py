@@ -17,15 +17,26 @@ changes the in-memory state at once, marked as an ongoing transition, and return
 write's outcome, which commits the transitions or rolls them back (to Acquired, or to Available/Archived if the lock
 expired meanwhile). Lock expiry changes state for good and writes without waiting (Kafka ignores its failures).
 
-Wiring (the adapter's part): read the state with ReadShareGroupState and call :meth:`SharePartition.initialize`
-(a start offset of -1 means ``share.auto.offset.reset``: pass the offset it resolves to); fetch from
-:meth:`SharePartition.next_fetch_offset` when :meth:`SharePartition.can_acquire_records`, pass the read slice's
-batch headers (``FileRecords.batches_from``: anything with ``base_offset`` and ``last_offset``) to
-:meth:`SharePartition.acquire`; send each returned or drained :class:`StateWrite`; call
-:meth:`SharePartition.on_time` at :meth:`SharePartition.next_deadline`; wake waiting ShareFetches when
-:meth:`SharePartition.take_woken` says so; call :meth:`SharePartition.update_log_start_offset` when the log start
-moves. Under read_committed the read stops at the last stable offset, so the headers never pass it, and the batches
-of aborted transactions (:func:`aborted_transaction_batches`) are archived by :meth:`SharePartition.acquire`.
+Wiring (the adapter's part), per (group, topic id, partition) on the partition's leader:
+
+- first use: if :meth:`SharePartition.begin_initialize`, read the state with ReadShareGroupState (leader epoch as
+  given) and call :meth:`SharePartition.initialize` (a start offset of -1 means ``share.auto.offset.reset``: pass
+  the offset it resolves to); lost leadership: :meth:`SharePartition.mark_fenced` and drop it.
+- ShareFetch: when :meth:`SharePartition.can_acquire_records`, read the log from
+  :meth:`SharePartition.next_fetch_offset` and pass the slice's batch headers (``FileRecords.batches_from``; anything
+  with ``base_offset`` and ``last_offset``) to :meth:`SharePartition.acquire`; answer with its ``AcquiredRecords``
+  and the slice's bytes. Under read_committed the read stops at the last stable offset, and the batches of aborted
+  transactions (:func:`aborted_transaction_batches`) go to ``acquire`` to be archived.
+- acknowledgements (after ``share_session.validate_acknowledgement_batches``):
+  :meth:`SharePartition.acknowledge`; a final request or dropped connection:
+  :meth:`SharePartition.release_acquired_records`. Send the :class:`Transition`'s write as WriteShareGroupState
+  (the group, topic id and partition are the partition's), in the order issued, answer the client once
+  :meth:`SharePartition.write_completed` returns the error to answer with.
+- time: call :meth:`SharePartition.on_time` at :meth:`SharePartition.next_deadline` and send the lock-expiry writes
+  it returns (and those :meth:`SharePartition.drain_writes` returns after any other call); hand each outcome to
+  :meth:`SharePartition.write_completed` too.
+- long poll: wake waiting ShareFetches when :meth:`SharePartition.take_woken` says so (and on appends);
+  :meth:`SharePartition.update_log_start_offset` when the log start moves (retention, DeleteRecords).
 """
 
 from __future__ import annotations
@@ -448,19 +459,20 @@ class SharePartition:
 
     # ------------------------------------------------------------------ initialization
 
-    def begin_initialize(self) -> None:
-        """``maybeInitialize``'s first step: the adapter reads the state next. Raises unless Empty."""
-        self._check_initializable()
-        self.partition_state = SharePartitionState.INITIALIZING
-
-    def _check_initializable(self) -> None:
+    def begin_initialize(self) -> bool:
+        """``maybeInitialize``'s first step: True when the adapter should now read the state (ReadShareGroupState)
+        and call :meth:`initialize`, False when already initialized. Raises :class:`ShareError` while another
+        initialization runs or once fenced (LEADER_NOT_AVAILABLE), or after a failed one (UNKNOWN_SERVER_ERROR:
+        the adapter drops the partition and makes a new one, as Kafka's SharePartitionManager does)."""
         st = self.partition_state
+        if st is SharePartitionState.ACTIVE:
+            return False
         if st is SharePartitionState.FAILED:
             raise ShareError(ErrorCode.UNKNOWN_SERVER_ERROR, "share partition failed to load")
         if st in (SharePartitionState.INITIALIZING, SharePartitionState.FENCED):
             raise ShareError(ErrorCode.LEADER_NOT_AVAILABLE, f"share partition is {st.value.lower()}")
-        if st is SharePartitionState.ACTIVE:
-            raise ShareError(ErrorCode.NONE, "already initialized")
+        self.partition_state = SharePartitionState.INITIALIZING
+        return True
 
     def initialize(self, start_offset: int, state_epoch: int, state_batches: Sequence[StateBatch],
                    error_code: int = 0) -> None:
@@ -593,10 +605,13 @@ class SharePartition:
         base = first_batch.base_offset
         self._maybe_archive_stale_batches(fetch_offset, base)
         floor = self._floor(base)
-        if floor is None:
-            if base < self.start_offset:
-                base = self.start_offset
-        elif floor.last >= base:
+        if floor is None and base < self.start_offset:
+            # Kafka moves to the start offset and stops there; a cached batch can hold the start offset though
+            # (loaded with a later start, or acquired from it), so look again or the read's first batch would be
+            # cached a second time over it.
+            base = self.start_offset
+            floor = self._floor(base)
+        if floor is not None and floor.last >= base:
             base = floor.first
         sub = self._sub(base, last_to_acquire)
         if not sub:
@@ -683,7 +698,7 @@ class SharePartition:
                      batch_size: int, max_fetch_records: int, now: int,
                      lock_duration_ms: int | None) -> ShareAcquiredRecords:
         """``acquireNewBatchRecords``: records not cached yet become acquired batches."""
-        first_acquired = first
+        first_acquired = max(first, self.start_offset)
         if not self._keys and self.end_offset > first_acquired:
             first_acquired = self.end_offset
         last_acquired = last
@@ -804,8 +819,23 @@ class SharePartition:
         if self._gap_window is not None:
             if self._gap_window[0] == self.end_offset and offset <= self._gap_window[0]:
                 self._gap_window[1] = offset
+                self._normalize_gap_window()
             else:
                 self._gap_window = None
+
+    def _normalize_gap_window(self) -> None:
+        """Move the gap start past cached batches: unlike Kafka, a gap start on a cached offset (the acquisition
+        ended right before a loaded batch) would otherwise hold the SPSO until records past the loaded end come."""
+        w = self._gap_window
+        if w is None:
+            return
+        for _ in range(len(self._keys) + 1):
+            b = self._floor(w[1])
+            if b is None or b.last < w[1]:
+                break
+            w[1] = b.last + 1
+        if w[1] > w[0]:
+            self._gap_window = None
 
     def _maybe_archive_stale_batches(self, fetch_offset: int, base_offset: int) -> None:
         """``maybeArchiveStaleBatches``: cached batches compaction removed from the log before ``base_offset``."""

@@ -131,19 +131,25 @@ class ShareSessionCache:
         self._sessions.clear()
         self._num_members.clear()
 
-    def on_disconnect(self, connection_id: str) -> ShareSessionKey | None:
-        """``ClientConnectionDisconnectListener.onDisconnect``: the key of the session removed with the connection
-        (the adapter then releases the member's records in the group's share partitions), or None."""
+    def on_disconnect(self, connection_id: str) -> ShareSession | None:
+        """``ClientConnectionDisconnectListener.onDisconnect``: the session removed with the connection (the adapter
+        then releases the member's records in its partitions, ``releaseSession``), or None."""
         entry = self._connections.pop(connection_id, None)
         if entry is None:
             return None
         key, stale = entry
-        removed = None
-        if not stale and self.remove(key) is not None:
-            removed = key
+        removed = None if stale else self.remove(key)
         if self._num_members.get(key.group_id, 0) == 0:
             self._num_members.pop(key.group_id, None)
         return removed
+
+    def close_session(self, group_id: str, member_id: str) -> ShareSession:
+        """``releaseSession``'s first step, after a final request's acknowledgements: remove the session and return
+        it (its partitions are where the adapter releases the member's records); SHARE_SESSION_NOT_FOUND if none."""
+        session = self.remove(ShareSessionKey(group_id, member_id))
+        if session is None:
+            raise ShareError(ErrorCode.SHARE_SESSION_NOT_FOUND, f"no share session for {group_id}/{member_id}")
+        return session
 
     # ------------------------------------------------------------------ SharePartitionManager's rules
 
@@ -208,8 +214,6 @@ def validate_share_fetch_request(epoch: int, fetch_partitions: int, forgotten_pa
     if epoch == FINAL_EPOCH and (fetch_partitions or forgotten_partitions):
         raise ShareError(ErrorCode.INVALID_REQUEST,
                          "a final share fetch request cannot fetch or forget partitions")
-    if epoch < FINAL_EPOCH:
-        raise ShareError(ErrorCode.INVALID_REQUEST, f"invalid share session epoch {epoch}")
     if is_renew_ack and (max_wait_ms or min_bytes or max_bytes or max_records):
         raise ShareError(ErrorCode.INVALID_REQUEST,
                          "a share fetch request renewing acquisition locks cannot fetch records")

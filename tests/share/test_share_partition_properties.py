@@ -25,6 +25,8 @@ from cluster.share.share_partition import (
     BatchRange,
     RecordState,
     SharePartition,
+    StateBatch,
+    StateWrite,
     is_terminal,
 )
 from protocol.errors import ErrorCode
@@ -43,6 +45,7 @@ class Model:
     counts: dict = dataclasses.field(default_factory=dict)  # offset -> last delivery count seen
     held: dict = dataclasses.field(default_factory=lambda: {m: [] for m in MEMBERS})  # member -> acquired ranges
     pending: dict = dataclasses.field(default_factory=dict)  # write id -> (kind, member, [(offset, type)])
+    writes: dict = dataclasses.field(default_factory=dict)  # write id -> StateWrite
 
     @property
     def log_end(self) -> int:
@@ -98,36 +101,25 @@ def answer(sp: SharePartition, m: Model, wid: int, ok: bool) -> None:
 
 def take_background(sp: SharePartition, m: Model) -> None:
     for w in sp.drain_writes():
+        m.writes[w.write_id] = w
         m.pending[w.write_id] = ("timeout", "", [])
 
 
-@st.composite
-def logs(draw):
-    sizes = draw(st.lists(st.integers(1, 4), min_size=2, max_size=10))
-    out, base = [], 0
-    for s in sizes:
-        out.append(BatchRange(base, base + s - 1))
-        base += s
-    return out
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(log=logs(), max_delivery=st.integers(2, 5), max_in_flight=st.integers(3, 12), data=st.data())
-def test_share_partition_against_model(log, max_delivery, max_in_flight, data):
-    sp = SharePartition("g", "t", 0, max_in_flight_records=max_in_flight, max_delivery_count=max_delivery,
-                        record_lock_duration_ms=LOCK_MS)
-    sp.begin_initialize()
-    sp.initialize(0, 0, [])
-    m = Model(log, max_delivery)
+def random_steps(sp: SharePartition, m: Model, data, fifo: bool, coord: Coordinator | None = None) -> None:
+    """Members fetch, acknowledge, close sessions; time passes; writes are answered (in order when ``fifo``)."""
     for _step in range(data.draw(st.integers(5, 40), label="steps")):
         op = data.draw(st.sampled_from(["fetch", "fetch", "ack", "ack", "release", "time", "answer"]), label="op")
         member = data.draw(st.sampled_from(MEMBERS), label="member")
         if op == "fetch":
             offset = sp.next_fetch_offset()
             batches = m.read(offset, data.draw(st.integers(1, 4), label="batches"))
-            got = sp.acquire(member, batches, fetch_offset=offset, max_fetch_records=data.draw(st.integers(1, 8)),
-                             batch_size=data.draw(st.integers(1, 8)), now=m.now,
-                             record_limit=data.draw(st.booleans(), label="record_limit"))
+            max_fetch = data.draw(st.integers(1, 8), label="max_fetch")
+            record_limit = data.draw(st.booleans(), label="record_limit")
+            got = sp.acquire(member, batches, fetch_offset=offset, max_fetch_records=max_fetch,
+                             batch_size=data.draw(st.integers(1, 8)), now=m.now, record_limit=record_limit)
+            n = sum(r.last_offset - r.first_offset + 1 for r in got.records)
+            assert got.count == n
+            assert not record_limit or n <= max_fetch, (got, max_fetch)
             deliver(sp, m, member, got)
         elif op == "ack" and m.held[member]:
             first, last = data.draw(st.sampled_from(m.held[member]), label="range")
@@ -144,49 +136,138 @@ def test_share_partition_against_model(log, max_delivery, max_in_flight, data):
                     if ty == 4:
                         m.holder[o] = (member, m.now + LOCK_MS)
                 if t.write is not None:
+                    m.writes[t.write.write_id] = t.write
                     m.pending[t.write.write_id] = ("ack", member, [(o, ty) for o, ty in per if ty != 4])
         elif op == "release":
             t = sp.release_acquired_records(member, m.now)
             if t.write is not None:
                 offs = [(o, 2) for sb in t.write.state_batches for o in range(sb.first_offset, sb.last_offset + 1)]
+                m.writes[t.write.write_id] = t.write
                 m.pending[t.write.write_id] = ("release", member, offs)
             m.held[member] = []
         elif op == "time":
             m.now += data.draw(st.integers(1, LOCK_MS), label="dt")
-            for w in sp.on_time(m.now):
-                m.pending[w.write_id] = ("timeout", "", [])
+            expired(sp, m, sp.on_time(m.now))
         elif op == "answer" and m.pending:
-            wid = data.draw(st.sampled_from(sorted(m.pending)), label="write")
-            answer(sp, m, wid, data.draw(st.booleans(), label="ok"))
+            wid = min(m.pending) if fifo else data.draw(st.sampled_from(sorted(m.pending)), label="write")
+            ok = data.draw(st.booleans(), label="ok")
+            if ok and coord is not None:
+                coord.apply(m.writes[wid])
+            answer(sp, m, wid, ok)
         take_background(sp, m)
         check_invariants(sp)
 
-    # Drain: answer every write, let every lock run out, then one member accepts everything.
+
+def expired(sp: SharePartition, m: Model, writes) -> None:
+    for w in writes:
+        m.writes[w.write_id] = w
+        m.pending[w.write_id] = ("timeout", "", [])
+
+
+def drain(sp: SharePartition, m: Model, coord: Coordinator | None = None) -> None:
+    """Answer every write, let every lock run out, then one member accepts whatever it gets, until the SPSO
+    reaches the log's end (bounded)."""
     for _round in range(200):
-        for wid in sorted(m.pending):
-            answer(sp, m, wid, True)
-        m.now += LOCK_MS
-        for w in sp.on_time(m.now):
-            m.pending[w.write_id] = ("timeout", "", [])
-        for wid in sorted(m.pending):
-            answer(sp, m, wid, True)
+        for _ in range(2):
+            for wid in sorted(m.pending):
+                if coord is not None:
+                    coord.apply(m.writes[wid])
+                answer(sp, m, wid, True)
+            m.now += LOCK_MS
+            expired(sp, m, sp.on_time(m.now))
         check_invariants(sp)
         if sp.start_offset >= m.log_end:
-            break
+            return
         offset = sp.next_fetch_offset()
-        got = sp.acquire("m0", m.read(offset, len(log)), fetch_offset=offset, max_fetch_records=500,
+        got = sp.acquire("m0", m.read(offset, len(m.log)), fetch_offset=offset, max_fetch_records=500,
                          batch_size=500, now=m.now)
         deliver(sp, m, "m0", got)
         if got.records:
             t = sp.acknowledge("m0", [AcknowledgementBatch(r.first_offset, r.last_offset, (1,))
                                       for r in got.records], m.now)
             assert t.error == ErrorCode.NONE, t
+            m.writes[t.write.write_id] = t.write
             m.pending[t.write.write_id] = ("ack", "m0", [(o, 1) for r in got.records
                                                          for o in range(r.first_offset, r.last_offset + 1)])
         take_background(sp, m)
+
+
+@st.composite
+def logs(draw):
+    sizes = draw(st.lists(st.integers(1, 4), min_size=2, max_size=10))
+    out, base = [], 0
+    for s in sizes:
+        out.append(BatchRange(base, base + s - 1))
+        base += s
+    return out
+
+
+def new_partition(max_in_flight: int, max_delivery: int, start: int = 0, state_epoch: int = 0,
+                  batches=()) -> SharePartition:
+    sp = SharePartition("g", "t", 0, max_in_flight_records=max_in_flight, max_delivery_count=max_delivery,
+                        record_lock_duration_ms=LOCK_MS)
+    sp.begin_initialize()
+    sp.initialize(start, state_epoch, list(batches))
+    return sp
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(log=logs(), max_delivery=st.integers(2, 5), max_in_flight=st.integers(3, 12), data=st.data())
+def test_share_partition_against_model(log, max_delivery, max_in_flight, data):
+    sp = new_partition(max_in_flight, max_delivery)
+    m = Model(log, max_delivery)
+    random_steps(sp, m, data, fifo=False)
+    drain(sp, m)
     assert sp.start_offset == m.log_end, (sp.start_offset, sp.cached_batches())
     assert sp.cached_batches() == [] and sp.delivery_complete_count == 0
     assert all(m.counts.get(o, 0) <= max_delivery for o in range(m.log_end))
+
+
+class Coordinator:
+    """The share coordinator's view, as its ShareUpdate records combine: the latest start offset and, per offset
+    from it, the last state written (acquisitions are never written)."""
+
+    def __init__(self) -> None:
+        self.start = 0
+        self.states: dict[int, tuple[int, int]] = {}
+
+    def apply(self, w: StateWrite) -> None:
+        self.start = max(self.start, w.start_offset)
+        for sb in w.state_batches:
+            for o in range(sb.first_offset, sb.last_offset + 1):
+                self.states[o] = (sb.delivery_state, sb.delivery_count)
+        self.states = {o: v for o, v in self.states.items() if o >= self.start}
+
+    def read(self) -> tuple[int, list[StateBatch]]:
+        return self.start, [StateBatch(o, o, *self.states[o]) for o in sorted(self.states)]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(log=logs(), max_delivery=st.integers(2, 5), max_in_flight=st.integers(3, 12), data=st.data())
+def test_leader_change_reloads_persisted_state(log, max_delivery, max_in_flight, data):
+    """A new leader loads what was written (ReadShareGroupState) and carries on: nothing whose Accept or Reject
+    was answered comes back; records held or unwritten return (counts back to the last written, as the issue
+    allows across a leader change), gaps of the initial read included; everything ends Acknowledged or Archived.
+    Writes are sent and applied in the order the partition issued them."""
+    sp = new_partition(max_in_flight, max_delivery)
+    m = Model(log, max_delivery)
+    coord = Coordinator()
+    random_steps(sp, m, data, fifo=True, coord=coord)
+    # the leader dies: writes in flight may or may not have been applied, none was answered
+    for wid in sorted(m.pending):
+        if data.draw(st.booleans(), label="applied"):
+            coord.apply(m.writes[wid])
+    m.pending.clear()
+    start, batches = coord.read()
+    sp = new_partition(max_in_flight, max_delivery, start, 1, batches)
+    m.holder.clear()
+    m.held = {k: [] for k in MEMBERS}
+    m.counts = {o: c for o, (_s, c) in coord.states.items()}
+    random_steps(sp, m, data, fifo=True, coord=coord)
+    drain(sp, m, coord)
+    assert sp.start_offset == m.log_end, (sp.start_offset, sp.cached_batches())
+    # what was answered is durable: an answered Accept/Reject/Gap is below the persisted start or persisted terminal
+    assert all(o < coord.start or coord.states[o][0] in (2, 4) for o in m.final)
 
 
 def test_release_on_session_close_keeps_records_deliverable():

@@ -65,7 +65,8 @@ def test_connection_disconnect_removes_session():
     """ShareSessionCacheTest (4.1+) testRemoveConnection: a dropped connection removes its member's session."""
     cache = ShareSessionCache(10)
     key = cache.maybe_create_session("grp", "m1", parts(1), "conn-1")
-    assert cache.on_disconnect("conn-1") == key
+    session = cache.on_disconnect("conn-1")
+    assert session.key == key and list(session.partitions) == parts(1)
     assert cache.get(key) is None and cache.num_members("grp") is None
     assert cache.on_disconnect("conn-1") is None
 
@@ -78,7 +79,7 @@ def test_disconnect_of_stale_connection_spares_new_session():
     cache.new_context("grp", [(FOO, 0)], [], "m1", INITIAL_EPOCH, False, "conn-new")
     assert cache.on_disconnect("conn-old") is None
     assert cache.get(ShareSessionKey("grp", "m1")) is not None
-    assert cache.on_disconnect("conn-new") == ShareSessionKey("grp", "m1")
+    assert cache.on_disconnect("conn-new").key == ShareSessionKey("grp", "m1")
 
 
 def test_new_context_returns_final_context_without_request_data():
@@ -114,6 +115,8 @@ def test_new_context():
     assert ctx.subsequent and ctx.partitions == ((FOO, 0), (FOO, 1))
     assert code_of(cache.new_context, "grp", [], [], "m1", 1, False, "c") == ErrorCode.INVALID_SHARE_SESSION_EPOCH
     assert cache.new_context("grp", [], [], "m1", 2, False, "c").subsequent
+    validate_share_fetch_request(-2, 0, 0)  # not special: newContext finds the epoch wrong
+    assert code_of(cache.new_context, "grp", [], [], "m1", -2, False, "c") == ErrorCode.INVALID_SHARE_SESSION_EPOCH
     # another group, same member id: another session
     assert code_of(cache.new_context, "grp2", [], [], "m1", 1, False, "c") == ErrorCode.SHARE_SESSION_NOT_FOUND
     # epoch 0 again replaces the session
@@ -186,6 +189,19 @@ def test_acknowledge_session_update():
     cache.acknowledge_session_update("grp", "m1", FINAL_EPOCH)
     assert cache.get(ShareSessionKey("grp", "m1")).epoch == 2
     assert code_of(cache.acknowledge_session_update, "grp", "m2", FINAL_EPOCH) == ErrorCode.SHARE_SESSION_NOT_FOUND
+
+
+def test_release_session():
+    """SharePartitionManagerTest.testReleaseSessionSuccess / testReleaseSessionWithIncorrectGroupId /
+    testReleaseSessionWithIncorrectMemberId: the final request's session goes, with its partitions."""
+    cache = ShareSessionCache(10)
+    cache.new_context("grp", [(FOO, 0), (BAR, 1)], [], "m1", INITIAL_EPOCH, False, "c")
+    assert code_of(cache.close_session, "grp2", "m1") == ErrorCode.SHARE_SESSION_NOT_FOUND
+    assert code_of(cache.close_session, "grp", "m2") == ErrorCode.SHARE_SESSION_NOT_FOUND
+    assert cache.new_context("grp", [], [], "m1", FINAL_EPOCH, False, "c").final
+    assert list(cache.close_session("grp", "m1").partitions) == [(FOO, 0), (BAR, 1)]
+    assert cache.size() == 0
+    assert cache.on_disconnect("c") is None  # already gone: nothing more to release
 
 
 def test_next_epoch():
