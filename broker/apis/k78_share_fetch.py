@@ -139,8 +139,10 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
     for tp, code in ack_codes.items():
         pd(tp).acknowledge_error_code = code
     if context.final:
-        if mgr.sessions.remove(ShareSessionKey(group_id, member_id)) is not None:
-            await mgr.release_member(ShareSessionKey(group_id, member_id))
+        session = mgr.sessions.get(ShareSessionKey(group_id, member_id))
+        if session is not None:
+            mgr.sessions.remove(session.key)
+            await mgr.release_session(session)
         return _response(out, lock_ms)
     if is_renew:
         return _response(out, lock_ms)

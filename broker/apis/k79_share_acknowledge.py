@@ -17,7 +17,7 @@ import logging
 from broker.apis.k78_share_fetch import ack_batches, acknowledge_all, readable_topics
 from cluster.acls import AclOperation, ResourceType
 from cluster.share.share_partition import AcknowledgementBatch, ShareError
-from cluster.share.share_session import FINAL_EPOCH, ShareSessionKey
+from cluster.share.share_session import FINAL_EPOCH
 from protocol.errors import ErrorCode
 from protocol.generated.messages import ShareAcknowledgeRequest, ShareAcknowledgeResponse
 from protocol.generated.messages.share_acknowledge_response import (
@@ -53,9 +53,10 @@ async def handle(ctx, req: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
     readable = readable_topics(ctx, names)
     codes = await acknowledge_all(ctx, mgr, group_id, member_id, acks, readable, is_renew)
     if epoch == FINAL_EPOCH:
-        key = ShareSessionKey(group_id, member_id)
-        if mgr.sessions.remove(key) is not None:
-            await mgr.release_member(key)
+        try:
+            await mgr.release_session(mgr.sessions.close_session(group_id, member_id))
+        except ShareError:
+            pass  # closed meanwhile (its connection dropped): released then
     responses: list[ShareAcknowledgeTopicResponse] = []
     by_topic: dict = {}
     for (tid, p), code in codes.items():

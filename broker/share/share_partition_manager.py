@@ -30,7 +30,7 @@ from cluster.groups.group_config import GroupConfig, auto_offset_reset, group_se
 from cluster.share.share_partition import (
     AcknowledgementBatch, ShareError, SharePartition, StateBatch, Transition, aborted_transaction_batches,
 )
-from cluster.share.share_session import ShareSessionCache, ShareSessionKey
+from cluster.share.share_session import ShareSession, ShareSessionCache
 from protocol.errors import ErrorCode, KafkaError
 from protocol.generated.messages import ReadShareGroupStateRequest, WriteShareGroupStateRequest
 from protocol.generated.messages import read_share_group_state_request as rsr
@@ -54,7 +54,7 @@ MAX_WAIT_S = 60.0
 
 
 class _Entry:
-    __slots__ = ("sp", "topic", "part", "ready", "error")
+    __slots__ = ("sp", "topic", "part", "ready", "error", "tail")
 
     def __init__(self, sp: SharePartition, topic: str, part: "Partition") -> None:
         self.sp = sp
@@ -62,6 +62,7 @@ class _Entry:
         self.part = part
         self.ready: asyncio.Future | None = None
         self.error = ErrorCode.NONE
+        self.tail: asyncio.Future | None = None  # the last write sent: writes go out in the order issued
 
 
 def _zigzag_varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -236,9 +237,20 @@ class SharePartitionManager:
         if transition.write is None:
             self._after(e)
             return 0
-        return await self._write(e, transition.write)
+        return await asyncio.shield(self._write(e, transition.write))
 
-    async def _write(self, e: _Entry, write) -> int:
+    def _write(self, e: _Entry, write) -> asyncio.Future:
+        """Send ``write`` after the partition's earlier writes (the coordinator applies them in order); the future's
+        result is the code to answer the acknowledgement or release with."""
+        task = asyncio.ensure_future(self._send_write(e, write, e.tail))
+        e.tail = task
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def _send_write(self, e: _Entry, write, previous: asyncio.Future | None) -> int:
+        if previous is not None and not previous.done():
+            await asyncio.wait([previous])
         sp = e.sp
         req = WriteShareGroupStateRequest(group_id=sp.group_id, topics=[wsr.WriteStateData(
             topic_id=sp.topic_id, partitions=[wsr.PartitionData(
@@ -267,7 +279,7 @@ class SharePartitionManager:
         if e.sp.take_woken():
             self.waiters.wake((e.topic, e.sp.partition))
         for w in e.sp.drain_writes():
-            self._spawn(self._write(e, w))
+            self._write(e, w)
         self._poke()
 
     async def _timers(self) -> None:
@@ -288,7 +300,7 @@ class SharePartitionManager:
                     d = e.sp.next_deadline()
                     if d is not None and d <= now:
                         for w in e.sp.on_time(now):
-                            self._spawn(self._write(e, w))
+                            self._write(e, w)
                         self._after(e)
                 self.check_leadership()
                 await asyncio.sleep(0)
@@ -301,18 +313,20 @@ class SharePartitionManager:
     # ---- sessions -------------------------------------------------------------------------------------------
     def on_disconnect(self, connection_id: str) -> None:
         """A connection closed: its share session goes and the member's records are released."""
-        key = self.sessions.on_disconnect(connection_id)
-        if key is not None:
-            self._spawn(self.release_member(key))
+        session = self.sessions.on_disconnect(connection_id)
+        if session is not None:
+            self._spawn(self.release_session(session))
 
-    async def release_member(self, key: ShareSessionKey) -> None:
-        """``releaseSession``: every record the member holds in the group's partitions here becomes Available."""
+    async def release_session(self, session: ShareSession) -> None:
+        """``releaseSession``: every record the member holds in the session's partitions here becomes Available
+        (the delivery not counted), each release written before this returns."""
         now = self.clock.now_ms()
+        group, member = session.key.group_id, session.key.member_id
         pending = []
-        for (group, _tid, _p), e in list(self.partitions.items()):
-            if group != key.group_id:
-                continue
-            pending.append(self.persist(e, e.sp.release_acquired_records(key.member_id, now)))
+        for tid, index in session.partitions:
+            e = self.partitions.get((group, tid, index))
+            if e is not None and e.sp.active:
+                pending.append(self.persist(e, e.sp.release_acquired_records(member, now)))
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
 

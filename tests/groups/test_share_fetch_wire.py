@@ -229,7 +229,7 @@ def test_bad_input(sbroker):
         # request level (top-level error, no partitions)
         assert a.fetch(acks=[(0, 0, [ACCEPT])], epoch=0).error_code == E.INVALID_REQUEST  # acks with epoch 0
         assert a.fetch(epoch=-1).error_code == E.INVALID_REQUEST  # a final request fetching
-        assert a.fetch(epoch=-2).error_code == E.INVALID_REQUEST
+        assert a.fetch(epoch=-2).error_code == E.SHARE_SESSION_NOT_FOUND  # newContext: no session to compare with
         assert a.fetch(epoch=0, is_renew_ack=True, max_wait_ms=100).error_code == E.INVALID_REQUEST
         assert a.fetch(epoch=0, share_acquire_mode=7).error_code == E.INVALID_REQUEST
         assert a.ack([(0, 0, [ACCEPT])], epoch=0).error_code == E.INVALID_SHARE_SESSION_EPOCH
@@ -238,6 +238,7 @@ def test_bad_input(sbroker):
         assert acquired(fetch_until(a)) == [(0, 4, 1)]
         assert a.ack([(0, 0, [ACCEPT])], epoch=7).error_code == E.INVALID_SHARE_SESSION_EPOCH
         assert a.fetch(epoch=7).error_code == E.INVALID_SHARE_SESSION_EPOCH
+        assert a.fetch(epoch=-2).error_code == E.INVALID_SHARE_SESSION_EPOCH
 
         # per partition: refused acknowledgements leave the records acquired by ``a``
         def ack_code(acks, **kw):
