@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from broker.testing.embedded import EmbeddedBroker
+from cluster.share.share_partition import RecordState
 from protocol.errors import ErrorCode as E
 from protocol.generated.messages import (
     IncrementalAlterConfigsRequest, ProduceRequest, ShareAcknowledgeRequest, ShareFetchRequest,
@@ -263,3 +264,75 @@ def test_bad_input(sbroker):
     finally:
         a.close()
         other.close()
+
+
+def test_parked_fetch_is_woken_by_an_append_and_by_a_release(sbroker):
+    """A fetch with records to wait for parks (max_wait 20 s) and answers when an append lands, and again when
+    another member releases the records it holds (DelayedShareFetch completed by the change; a fetch that timed
+    out would answer nothing: it reads only when woken)."""
+    s = Setup(sbroker, "wake", [])
+    a, b = Member(sbroker, s), Member(sbroker, s)
+    try:
+        assert acquired(a.fetch()) == []  # opens the session: nothing there yet
+        corr = a.w.send(78, 1, ShareFetchRequest(
+            group_id=s.group, member_id=a.id, share_session_epoch=a.epoch, max_wait_ms=20000, min_bytes=1,
+            max_records=100, batch_size=100, topics=[sfr.FetchTopic(topic_id=s.topic_id, partitions=[
+                sfr.FetchPartition(partition_index=0)])]))
+        a.epoch += 1
+        with _wire(sbroker) as w:
+            r = w.call(0, 9, ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[TopicProduceData(
+                name=s.topic, partition_data=[PartitionProduceData(index=0, records=build_batch(
+                    [Record(value=b"late-%d" % i) for i in range(3)]))])]))
+            assert r.responses[0].partition_responses[0].error_code == 0
+        woken = a.w.recv(78, 1, corr)
+        assert acquired(woken) == [(0, 2, 1)]
+        assert acquired(b.fetch()) == []  # opens b's session: all held by a
+        corr = b.w.send(78, 1, ShareFetchRequest(
+            group_id=s.group, member_id=b.id, share_session_epoch=b.epoch, max_wait_ms=20000, min_bytes=1,
+            max_records=100, batch_size=100, topics=[sfr.FetchTopic(topic_id=s.topic_id, partitions=[
+                sfr.FetchPartition(partition_index=0)])]))
+        b.epoch += 1
+        assert [p.error_code for t in a.ack([(0, 2, [RELEASE])]).responses for p in t.partitions] == [0]
+        assert acquired(b.w.recv(78, 1, corr)) == [(0, 2, 2)]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_read_committed_stops_at_the_lso_and_archives_aborted_batches(sbroker):
+    """``share.isolation.level=read_committed``: a committed transaction's records are acquired, an aborted one's
+    archived (never acquired), an open one's not read (the LSO stops the read)."""
+    from confluent_kafka import Producer
+
+    s = Setup(sbroker, "txn", [])
+    with _wire(sbroker) as w:
+        alter = w.call(44, 1, IncrementalAlterConfigsRequest(resources=[iac.AlterConfigsResource(
+            resource_type=GROUP_CONFIG, resource_name=s.group, configs=[
+                iac.AlterableConfig(name="share.isolation.level", config_operation=0, value="read_committed")])]))
+        assert alter.responses[0].error_code == 0
+    p = Producer({"bootstrap.servers": sbroker.bootstrap, "transactional.id": "sf-txn", "linger.ms": 0})
+    p.init_transactions(30)
+    for outcome in ("commit", "abort", "commit", "open"):
+        p.begin_transaction()
+        for i in range(3):
+            p.produce(s.topic, value=b"%s-%d" % (outcome.encode(), i), partition=0)
+        p.flush(30)
+        if outcome == "commit":
+            p.commit_transaction(30)
+        elif outcome == "abort":
+            p.abort_transaction(30)
+    # offsets: 0-2 committed, 3 marker, 4-6 aborted, 7 marker, 8-10 committed, 11 marker, 12-14 open
+    a = Member(sbroker, s)
+    try:
+        offsets: set[int] = set()
+        for _ in range(10):
+            resp = a.fetch(max_wait_ms=500)
+            offsets |= {o for f, last, _n in acquired(resp) for o in range(f, last + 1)}
+            if {0, 1, 2, 8, 9, 10} <= offsets:
+                break
+        assert {0, 1, 2, 8, 9, 10} <= offsets and not offsets & {4, 5, 6, 12, 13, 14}, sorted(offsets)
+        sp = sbroker.broker.share_partitions.partitions[(s.group, s.topic_id, 0)].sp
+        assert all(sp.record_state(o) is None or sp.record_state(o)[0] is RecordState.ARCHIVED for o in (4, 5, 6))
+    finally:
+        a.close()
+        p.abort_transaction(30)
