@@ -35,7 +35,7 @@ from cluster.share.share_session import ShareSessionKey
 from protocol.errors import ErrorCode
 from protocol.generated.messages import ShareFetchRequest, ShareFetchResponse
 from protocol.generated.messages.share_fetch_response import (
-    AcquiredRecords, LeaderIdAndEpoch, PartitionData, ShareFetchableTopicResponse,
+    AcquiredRecords, LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareFetchableTopicResponse,
 )
 
 API_KEY = 78
@@ -136,23 +136,50 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
                                           records=b"", acquired_records=[])
         return got
 
-    for tp, code in ack_codes.items():
-        pd(tp).acknowledge_error_code = code
+    _answer_acks(ctx, ack_codes, pd)
     if context.final:
         session = mgr.sessions.get(ShareSessionKey(group_id, member_id))
         if session is not None:
             mgr.sessions.remove(session.key)
             await mgr.release_session(session)
-        return _response(out, lock_ms)
+        return _response(ctx, out, lock_ms)
     if is_renew:
-        return _response(out, lock_ms)
+        return _response(ctx, out, lock_ms)
 
-    entries = await _share_partitions(mgr, group_id, context.partitions, names, readable, pd)
+    entries = await _share_partitions(ctx, mgr, group_id, context.partitions, names, readable, pd)
     await _fetch(ctx, mgr, req, group_id, member_id, entries, pd, record_limit)
-    return _response(out, lock_ms)
+    return _response(ctx, out, lock_ms)
 
 
-def _response(out: dict, lock_ms: int) -> ShareFetchResponse:
+def _answer_acks(ctx, ack_codes: dict, pd) -> None:
+    for tp, code in ack_codes.items():
+        d = pd(tp)
+        d.acknowledge_error_code = code
+        if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            d.current_leader = LeaderIdAndEpoch(*current_leader(ctx, tp[0], tp[1]))
+
+
+def current_leader(ctx, topic_id: bytes, index: int) -> tuple[int, int]:
+    """(leader id, leader epoch) of a partition as this node's image has it; (-1, -1) if unknown."""
+    topic = ctx.image.topics_by_id.get(topic_id)
+    info = topic.partitions.get(index) if topic is not None else None
+    return (info.leader, info.leader_epoch) if info is not None else (-1, -1)
+
+
+def leader_endpoints(ctx, leaders, cls) -> list:
+    """``NodeEndpoints``: where the current leaders named by NOT_LEADER_OR_FOLLOWER answers are, on this listener
+    (the client moves there without a Metadata round trip)."""
+    out = []
+    image = ctx.image
+    for node_id in sorted(set(leaders)):
+        b = image.brokers.get(node_id)
+        ep = b.endpoint(ctx.listener) if b is not None else None
+        if ep is not None:
+            out.append(cls(node_id=node_id, host=ep.host, port=ep.port, rack=b.rack))
+    return out
+
+
+def _response(ctx, out: dict, lock_ms: int) -> ShareFetchResponse:
     responses: list[ShareFetchableTopicResponse] = []
     by_topic: dict[bytes, ShareFetchableTopicResponse] = {}
     for (tid, _p), d in out.items():
@@ -161,10 +188,12 @@ def _response(out: dict, lock_ms: int) -> ShareFetchResponse:
             t = by_topic[tid] = ShareFetchableTopicResponse(topic_id=tid, partitions=[])
             responses.append(t)
         t.partitions.append(d)
-    return ShareFetchResponse(error_code=0, acquisition_lock_timeout_ms=lock_ms, responses=responses)
+    leaders = [d.current_leader.leader_id for d in out.values() if d.current_leader.leader_id >= 0]
+    return ShareFetchResponse(error_code=0, acquisition_lock_timeout_ms=lock_ms, responses=responses,
+                              node_endpoints=leader_endpoints(ctx, leaders, NodeEndpoint))
 
 
-async def _share_partitions(mgr, group_id: str, partitions, names: dict, readable, pd) -> list:
+async def _share_partitions(ctx, mgr, group_id: str, partitions, names: dict, readable, pd) -> list:
     """The session's partitions this request reads: ``(tp, entry)``; the others answer their error."""
     entries = []
     for tp in partitions:
@@ -179,8 +208,8 @@ async def _share_partitions(mgr, group_id: str, partitions, names: dict, readabl
         if code:
             d = pd(tp)
             d.error_code = code
-            if code == ErrorCode.NOT_LEADER_OR_FOLLOWER and part is not None:
-                d.current_leader = LeaderIdAndEpoch(part.info.leader, part.info.leader_epoch)
+            if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                d.current_leader = LeaderIdAndEpoch(*current_leader(ctx, tp[0], tp[1]))
             continue
         entries.append((tp, entry))
     return entries

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import logging
 
-from broker.apis.k78_share_fetch import ack_batches, acknowledge_all, readable_topics
+from broker.apis.k78_share_fetch import (
+    ack_batches, acknowledge_all, current_leader, leader_endpoints, readable_topics,
+)
 from cluster.acls import AclOperation, ResourceType
 from cluster.share.share_partition import AcknowledgementBatch, ShareError
 from cluster.share.share_session import FINAL_EPOCH
 from protocol.errors import ErrorCode
 from protocol.generated.messages import ShareAcknowledgeRequest, ShareAcknowledgeResponse
 from protocol.generated.messages.share_acknowledge_response import (
-    LeaderIdAndEpoch, PartitionData, ShareAcknowledgeTopicResponse,
+    LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareAcknowledgeTopicResponse,
 )
 
 API_KEY = 79
@@ -64,6 +66,8 @@ async def handle(ctx, req: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
         if t is None:
             t = by_topic[tid] = ShareAcknowledgeTopicResponse(topic_id=tid, partitions=[])
             responses.append(t)
-        t.partitions.append(PartitionData(partition_index=p, error_code=code, current_leader=LeaderIdAndEpoch(-1, -1)))
+        leader = current_leader(ctx, tid, p) if code == ErrorCode.NOT_LEADER_OR_FOLLOWER else (-1, -1)
+        t.partitions.append(PartitionData(partition_index=p, error_code=code, current_leader=LeaderIdAndEpoch(*leader)))
+    leaders = [d.current_leader.leader_id for t in responses for d in t.partitions if d.current_leader.leader_id >= 0]
     return ShareAcknowledgeResponse(error_code=0, acquisition_lock_timeout_ms=mgr.lock_duration_ms(group_id),
-                                    responses=responses)
+                                    responses=responses, node_endpoints=leader_endpoints(ctx, leaders, NodeEndpoint))

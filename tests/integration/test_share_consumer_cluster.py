@@ -2,7 +2,8 @@
 6 partitions, led by different nodes, each partition's share state read from and written to the share coordinator
 of its ``__share_group_state`` partition (another node, often): every record is accepted exactly once and each
 consumer gets records; then, on topics of one partition (RF 3), a released record returns with delivery count + 1,
-a rejected one never, and a consumer that stops polling loses its records after the 2 s lock.
+a rejected one never, and a consumer that stops polling loses its records after the 2 s lock. A ShareFetch sent
+to a broker that does not lead the partition answers NOT_LEADER_OR_FOLLOWER with the leader and its endpoint.
 """
 
 from __future__ import annotations
@@ -12,6 +13,11 @@ import time
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.testing.embedded_cluster import EmbeddedCluster
+from protocol.errors import ErrorCode as E
+from protocol.generated.messages import MetadataRequest, ShareFetchRequest
+from protocol.generated.messages import share_fetch_request as sfr
+from protocol.generated.messages.metadata_request import MetadataRequestTopic
+from tests.kafka_wire import KafkaWire
 from tests.integration.test_share_consumer import (
     check_lock_expiry, check_release_and_reject, group_configs, poll_records, produce, share_consumer,
 )
@@ -48,6 +54,18 @@ def test_three_share_consumers_accept_every_record_once(tmp_path):
         twice = {k: n for k, n in seen.items() if n > 1}
         assert not twice, f"records delivered more than once: {sorted(twice)[:20]}"
         assert all(by_consumer), [sorted(s) for s in by_consumer]
+
+        leader = c.leader_of(TOPIC, 0)
+        other = next(n for n in c.broker_ports if n != leader)
+        with KafkaWire(c.broker_ports[other], timeout=10) as w:
+            (meta,) = w.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=TOPIC)])).topics
+            resp = w.call(78, 1, ShareFetchRequest(
+                group_id=GROUP, member_id="0b5e4f1a-8c2d-4e7f-9a6b-3c1d2e0f4a5b", share_session_epoch=0,
+                max_wait_ms=0, min_bytes=1, max_records=10, batch_size=10,
+                topics=[sfr.FetchTopic(topic_id=meta.topic_id, partitions=[sfr.FetchPartition(partition_index=0)])]))
+        (p,) = resp.responses[0].partitions
+        assert (p.error_code, p.current_leader.leader_id) == (E.NOT_LEADER_OR_FOLLOWER, leader)
+        assert [(n.node_id, n.port) for n in resp.node_endpoints] == [(leader, c.broker_ports[leader])]
 
         for topic in ("share-cluster-explicit", "share-cluster-lock"):
             admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
