@@ -17,9 +17,10 @@ the share partitions: broker/share/share_partition_manager.py):
   batches archived), whole batches acquired (v2 ShareAcquireMode 1, record_limit: at most MaxRecords), the
   records sent as the file slice of the acquired batches (sendfile) with their ``AcquiredRecords``;
   ``max_bytes`` over the whole answer with the first partition's first batch always whole, MaxRecords shared out;
-* long poll: nothing acquired and ``max_wait_ms`` left: parked until an append, a release, an acknowledgement, a
-  lock expiry or a lost leadership on one of the partitions, then read again. A fetch that acquired anything
-  answers at once (acquired records are held, not left waiting for ``min_bytes``).
+* long poll (DelayedShareFetch): records are acquired once ``min_bytes`` are readable from the partitions' next
+  fetch offsets (the log's bytes, as Kafka measures), else parked until an append, a release, an acknowledgement,
+  a lock expiry or a lost leadership on one of the partitions, then measured again; when ``max_wait_ms`` ends,
+  whatever can be acquired is.
 * ShareFetch checks neither group membership nor assignment, as Kafka's.
 """
 
@@ -250,12 +251,16 @@ async def _fetch(ctx, mgr, req, group_id: str, member_id: str, entries: list, pd
     for tp, _ in entries:
         pd(tp)
     while keys:
-        if _acquire_all(ctx, mgr, req, member_id, entries, pd, record_limit, read_committed, max_records,
-                        batch_size):
-            return
         remaining = deadline - ctx.clock.monotonic()
-        if remaining <= 0 or not await mgr.wait(keys, remaining):
+        # min_bytes above 1: records are acquired only once that much is readable, or when the wait ends
+        ready = req.min_bytes <= 1 or remaining <= 0 or sum(
+            mgr.readable_bytes(e, req.max_bytes, read_committed) for _, e in entries) >= req.min_bytes
+        if ready and _acquire_all(ctx, mgr, req, member_id, entries, pd, record_limit, read_committed, max_records,
+                                  batch_size):
             return
+        if remaining <= 0:
+            return
+        await mgr.wait(keys, remaining)  # woken or timed out: measured (and at the end acquired) again
         dropped = [(tp, e) for tp, e in entries if mgr.partitions.get((group_id, tp[0], tp[1])) is not e]
         if dropped:  # leadership lost while parked: answered now with its error
             for tp, _e in dropped:

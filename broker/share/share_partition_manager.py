@@ -387,6 +387,18 @@ class SharePartitionManager:
         cut = FileSlice(records.fd, start, end - start, records.path, records.handle)
         return cut, got, end - start
 
+    def readable_bytes(self, e: _Entry, max_bytes: int, read_committed: bool) -> int:
+        """``DelayedShareFetch.tryComplete``'s measure: the bytes a read from the next fetch offset returns now (no
+        acquisition), to hold a fetch back until ``min_bytes`` are there."""
+        sp = e.sp
+        if not sp.active or not sp.can_acquire_records():
+            return 0
+        isolation = FetchIsolation.TXN_COMMITTED if read_committed else FetchIsolation.HIGH_WATERMARK
+        try:
+            return e.part.log.read(sp.next_fetch_offset(), max_bytes, isolation, True).records.length
+        except (OffsetOutOfRangeError, KafkaError):
+            return 0
+
     async def wait(self, keys: list[tuple[str, int]], timeout: float) -> bool:
         """Park until an append to, or a share-state change of, one of ``keys`` (True), or ``timeout`` (False)."""
         timeout = min(timeout, MAX_WAIT_S)

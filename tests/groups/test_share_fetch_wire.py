@@ -87,13 +87,14 @@ class Member:
     def close(self) -> None:
         self.w.close()
 
-    def fetch(self, acks=None, max_wait_ms=0, max_records=500, epoch=None, **kw):
+    def fetch(self, acks=None, max_wait_ms=0, max_records=500, epoch=None, min_bytes=1, **kw):
         parts = [sfr.FetchPartition(partition_index=0, acknowledgement_batches=[
             sfr.AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=list(t))
             for f, last, t in (acks or [])])]
         req = ShareFetchRequest(group_id=self.s.group, member_id=self.id,
                                 share_session_epoch=self.epoch if epoch is None else epoch,
-                                max_wait_ms=max_wait_ms, min_bytes=1, max_records=max_records, batch_size=max_records,
+                                max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_records=max_records,
+                                batch_size=max_records,
                                 topics=[sfr.FetchTopic(topic_id=self.s.topic_id, partitions=parts)], **kw)
         resp = self.w.call(78, self.version, req)
         if resp.error_code == 0 and epoch is None:
@@ -268,8 +269,7 @@ def test_bad_input(sbroker):
 
 def test_parked_fetch_is_woken_by_an_append_and_by_a_release(sbroker):
     """A fetch with records to wait for parks (max_wait 20 s) and answers when an append lands, and again when
-    another member releases the records it holds (DelayedShareFetch completed by the change; a fetch that timed
-    out would answer nothing: it reads only when woken)."""
+    another member releases the records it holds (DelayedShareFetch completed by the change)."""
     s = Setup(sbroker, "wake", [])
     a, b = Member(sbroker, s), Member(sbroker, s)
     try:
@@ -294,6 +294,37 @@ def test_parked_fetch_is_woken_by_an_append_and_by_a_release(sbroker):
         b.epoch += 1
         assert [p.error_code for t in a.ack([(0, 2, [RELEASE])]).responses for p in t.partitions] == [0]
         assert acquired(b.w.recv(78, 1, corr)) == [(0, 2, 2)]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_min_bytes_holds_the_fetch_until_enough_is_readable(sbroker):
+    """A fetch asking for more bytes than are there acquires nothing while it waits: a small batch is there, the
+    fetch parks, a large batch lands and the answer acquires both; when the wait ends first, what is there is
+    acquired (DelayedShareFetch's expiry)."""
+    s = Setup(sbroker, "minbytes", [])
+    a, b = Member(sbroker, s), Member(sbroker, s)
+
+    def append(values):
+        with _wire(sbroker) as w:
+            r = w.call(0, 9, ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[TopicProduceData(
+                name=s.topic, partition_data=[PartitionProduceData(index=0, records=build_batch(
+                    [Record(value=v) for v in values]))])]))
+            assert r.responses[0].partition_responses[0].error_code == 0
+    try:
+        assert acquired(a.fetch()) == [] and acquired(b.fetch()) == []  # the sessions, nothing there yet
+        append([b"small-0", b"small-1"])
+        corr = a.w.send(78, 1, ShareFetchRequest(
+            group_id=s.group, member_id=a.id, share_session_epoch=a.epoch, max_wait_ms=20000, min_bytes=5000,
+            max_records=100, batch_size=100, topics=[sfr.FetchTopic(topic_id=s.topic_id, partitions=[
+                sfr.FetchPartition(partition_index=0)])]))
+        a.epoch += 1
+        append([b"x" * 6000])
+        assert acquired(a.w.recv(78, 1, corr)) == [(0, 2, 1)]
+        append([b"small-3"])
+        expired = b.fetch(max_wait_ms=200, min_bytes=10**6)
+        assert acquired(expired) == [(3, 3, 1)]
     finally:
         a.close()
         b.close()
