@@ -170,6 +170,7 @@ class SharePartitionManager:
         if not e.sp.active:
             if self.partitions.get(key) is e:
                 del self.partitions[key]  # a later request reads the state again
+                self.waiters.wake((topic, index))
             return None, part, int(e.error or ErrorCode.UNKNOWN_SERVER_ERROR)
         e.sp.record_lock_duration_ms = self.lock_duration_ms(group_id)
         e.sp.update_log_start_offset(part.log.log_start_offset)
@@ -268,7 +269,9 @@ class SharePartitionManager:
             log.warning("writing share state of %s %s-%d failed: %r", sp.group_id, e.topic, sp.partition, exc)
             code = ErrorCode.UNKNOWN_SERVER_ERROR
         if code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
+            # a newer leader or state epoch wrote since: this state is stale; the next request reads it again
             sp.mark_fenced()
+            e.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
         result = sp.write_completed(write.write_id, code, self.clock.now_ms())
         self._after(e)
         return int(result)

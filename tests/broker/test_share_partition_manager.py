@@ -167,3 +167,27 @@ def test_writes_are_answered_once_done_in_order_and_a_release_wakes_fetches():
         assert parked.done()
         assert sp.record_state(6)[:2] == (RecordState.AVAILABLE, 0)  # released: the delivery not counted
     asyncio.run(asyncio.wait_for(run(), 10))
+
+
+def test_a_fenced_write_drops_the_state_and_the_next_request_reads_it_again():
+    """A write answered FENCED_STATE_EPOCH (a newer state epoch: the group's offsets were reset meanwhile): the
+    acknowledgement answers NOT_LEADER_OR_FOLLOWER (fetchPersisterError), the share partition is fenced, the next
+    request drops it and reads the state again."""
+    async def run():
+        persister = _Persister(start_offset=0)
+        m = _manager(persister)
+        entry, _part, _ = await m.share_partition("g", TID, "t", 0)
+        entry.sp.acquire("a", [_Batch(0, 1)], fetch_offset=0, max_fetch_records=10, batch_size=10,
+                         now=m.clock.now_ms())
+
+        async def fenced(req):
+            p = req.topics[0].partitions[0]
+            return WriteShareGroupStateResponse(results=[wsr.WriteStateResult(topic_id=TID, partitions=[
+                wsr.PartitionResult(partition=p.partition, error_code=E.FENCED_STATE_EPOCH)])])
+        persister.write = fenced
+        from cluster.share.share_partition import AcknowledgementBatch
+        assert await m.acknowledge(entry, "a", [AcknowledgementBatch(0, 1, (1,))]) == E.NOT_LEADER_OR_FOLLOWER
+        assert (await m.share_partition("g", TID, "t", 0))[2] == E.NOT_LEADER_OR_FOLLOWER
+        again, _part, code = await m.share_partition("g", TID, "t", 0)
+        assert code == 0 and again is not entry and persister.reads == 2
+    asyncio.run(asyncio.wait_for(run(), 10))
