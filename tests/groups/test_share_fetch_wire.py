@@ -153,7 +153,18 @@ def test_acquires_whole_batches_and_accepts(sbroker):
         assert acquired(got) == [(0, 11, 1)]
         assert record_offsets(got) == list(range(12))
         assert got.acquisition_lock_timeout_ms == LOCK_MS
-        again = a.fetch(acks=[(0, 11, [ACCEPT])])
+        # the topic twice in one request (its acknowledgements in the second entry): one partition in the answer
+        req = ShareFetchRequest(group_id=s.group, member_id=a.id, share_session_epoch=a.epoch, max_wait_ms=0,
+                                min_bytes=1, max_records=500, batch_size=500, topics=[
+                                    sfr.FetchTopic(topic_id=s.topic_id, partitions=[
+                                        sfr.FetchPartition(partition_index=0)]),
+                                    sfr.FetchTopic(topic_id=s.topic_id, partitions=[
+                                        sfr.FetchPartition(partition_index=0, acknowledgement_batches=[
+                                            sfr.AcknowledgementBatch(first_offset=0, last_offset=11,
+                                                                     acknowledge_types=[ACCEPT])])])])
+        again = a.w.call(78, 1, req)
+        a.epoch += 1
+        assert again.error_code == 0 and len(again.responses) == 1
         assert partition(again).acknowledge_error_code == 0 and acquired(again) == []
         assert acquired(b.fetch(max_wait_ms=200)) == []
     finally:
