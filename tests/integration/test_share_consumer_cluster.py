@@ -3,7 +3,8 @@
 of its ``__share_group_state`` partition (another node, often): every record is accepted exactly once and each
 consumer gets records; then, on topics of one partition (RF 3), a released record returns with delivery count + 1,
 a rejected one never, and a consumer that stops polling loses its records after the 2 s lock. A ShareFetch sent
-to a broker that does not lead the partition answers NOT_LEADER_OR_FOLLOWER with the leader and its endpoint.
+to a broker that does not lead the partition answers NOT_LEADER_OR_FOLLOWER with the leader and its endpoint. The
+kill -9 of a partition's leader: every record still consumed, none after its acceptance was answered.
 """
 
 from __future__ import annotations
@@ -71,3 +72,57 @@ def test_three_share_consumers_accept_every_record_once(tmp_path):
             admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
         check_release_and_reject(c.bootstrap_servers, "share-cluster-explicit", "share-cluster-ex")
         check_lock_expiry(c.bootstrap_servers, "share-cluster-lock", "share-cluster-lock")
+
+
+def test_share_consumers_continue_after_a_partition_leader_is_killed(tmp_path):
+    """kill -9 of the leader of a partition while two share consumers read 3 partitions (RF 3): the new leader reads
+    the share state from the share coordinators (moved too, when the dead node led them) and every record is still
+    consumed; no record is delivered after its acceptance was answered (the acknowledgement commit callback without
+    an error). Acknowledgements the dead node's coordinators could not write are answered with an error and those
+    records come back, as acquisitions (never persisted) held on the dead leader may."""
+    topic, group = "share-kill", "share-kill-consumers"
+    with EmbeddedCluster(brokers=3, data_dir=tmp_path, overrides={
+            "group.share.min.record.lock.duration.ms": 1000}) as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
+        group_configs(c.bootstrap_servers, group)
+        produce(c.bootstrap_servers, topic, 900, size=100, partitions=3)
+        victim = c.leader_of(topic, 0)
+        accepted: set[tuple[int, int]] = set()
+        violations: list[tuple[int, int]] = []
+        failed_acks = [0]
+
+        def on_ack(offsets, exc):
+            if exc is not None:
+                failed_acks[0] += 1
+                return
+            for tp, offs in offsets.items():
+                accepted.update((tp.partition, o) for o in offs)
+        consumers = [share_consumer(c.bootstrap_servers, group, topic) for _ in range(2)]
+        for sc in consumers:
+            sc.set_acknowledgement_commit_callback(on_ack)
+        seen: set[tuple[int, int]] = set()
+        killed = False
+        try:
+            end = time.monotonic() + DEADLINE_S
+            while not seen >= ALL_KILL and time.monotonic() < end:
+                for sc in consumers:
+                    for m in poll_records(sc, 0.2):
+                        key = (m.partition(), m.offset())
+                        if key in accepted:
+                            violations.append(key)
+                        seen.add(key)
+                if not killed and len(seen) >= 150:
+                    c.kill(victim)
+                    killed = True
+            for sc in consumers:
+                sc.commit_sync(30)
+        finally:
+            for sc in consumers:
+                sc.close()
+        assert killed and seen >= ALL_KILL, f"{len(seen)} of 900 records consumed"
+        assert not violations, f"delivered after an answered acceptance: {violations[:20]}"
+        assert accepted, "no acknowledgement answered"
+
+
+ALL_KILL = {(p, o) for p in range(3) for o in range(300)}
