@@ -278,6 +278,24 @@ def test_bad_input(sbroker):
         other.close()
 
 
+def test_full_share_session_cache(sbroker):
+    """group.share.max.share.sessions reached: a new session is refused with SHARE_SESSION_LIMIT_REACHED (the cache's
+    limit lowered to 0 in place for the test), an existing one keeps working."""
+    s = Setup(sbroker, "limit", [1])
+    a, b = Member(sbroker, s), Member(sbroker, s)
+    cache = sbroker.broker.share_partitions.sessions
+    limit = cache.max_entries
+    try:
+        assert a.fetch().error_code == 0
+        cache.max_entries = 0
+        assert b.fetch().error_code == E.SHARE_SESSION_LIMIT_REACHED
+        assert a.fetch().error_code == 0
+    finally:
+        cache.max_entries = limit
+        a.close()
+        b.close()
+
+
 def test_parked_fetch_is_woken_by_an_append_and_by_a_release(sbroker):
     """A fetch with records to wait for parks (max_wait 20 s) and answers when an append lands, and again when
     another member releases the records it holds (DelayedShareFetch completed by the change)."""
