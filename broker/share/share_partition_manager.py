@@ -289,10 +289,10 @@ class SharePartitionManager:
         """Lock expiry at each partition's next deadline; leadership checked at least every ``IDLE_CHECK_S``."""
         while True:
             try:
+                self._wake.clear()  # before the deadlines are read: a lock taken meanwhile pokes again
                 now = self.clock.now_ms()
                 deadlines = [d for e in self.partitions.values() if (d := e.sp.next_deadline()) is not None]
                 delay = IDLE_CHECK_S if not deadlines else min(IDLE_CHECK_S, max(0.0, (min(deadlines) - now) / 1000))
-                self._wake.clear()
                 if delay > 0:
                     try:
                         await wait_for(self._wake.wait(), delay)
