@@ -112,6 +112,7 @@ class SharePartitionManager:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Future | None = None
         self._background: set[asyncio.Future] = set()
+        self._next_due: int | None = None  # the earliest lock deadline the timer task sleeps until
 
     # ---- lifecycle ------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -283,7 +284,10 @@ class SharePartitionManager:
             self.waiters.wake((e.topic, e.sp.partition))
         for w in e.sp.drain_writes():
             self._write(e, w)
-        self._poke()
+        due = e.sp.next_deadline()
+        if due is not None and (self._next_due is None or due < self._next_due):
+            self._next_due = due
+            self._poke()  # only a lock ending before the timer's next wake-up needs it earlier
 
     async def _timers(self) -> None:
         """Lock expiry at each partition's next deadline; leadership checked at least every ``IDLE_CHECK_S``."""
@@ -292,6 +296,7 @@ class SharePartitionManager:
                 self._wake.clear()  # before the deadlines are read: a lock taken meanwhile pokes again
                 now = self.clock.now_ms()
                 deadlines = [d for e in self.partitions.values() if (d := e.sp.next_deadline()) is not None]
+                self._next_due = min(deadlines) if deadlines else None
                 delay = IDLE_CHECK_S if not deadlines else min(IDLE_CHECK_S, max(0.0, (min(deadlines) - now) / 1000))
                 if delay > 0:
                     try:
