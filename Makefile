@@ -53,7 +53,7 @@ PARALLEL_TESTS := tests/protocol tests/storage tests/cluster tests/share tests/s
 	tests/broker tests/groups tests/jepsen \
 	$(addprefix tests/integration/,test_aiokafka.py test_authz_data.py test_authz_groups.py test_bad_input.py test_confluent_kafka.py test_kafka_python.py \
 	  test_kafkajs.py test_kcat.py test_quotas.py test_read_committed_aborted.py test_sasl.py test_transactions.py \
-	  test_transactions_observed.py test_tls.py test_zero_copy.py test_transactional_offsets.py) \
+	  test_transactions_observed.py test_tls.py test_zero_copy.py test_transactional_offsets.py test_share_consumer.py) \
 	$(addprefix tests/spark_jobs/,test_scan.py test_worker_python.py test_partition_pass.py)
 # the in-process (EmbeddedBroker) tests of modules whose other tests run clusters, and the compose file checks
 # (docker-compose config, node processes that refuse to start), by node id prefix: on both cores too (the

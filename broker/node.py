@@ -40,6 +40,7 @@ from broker.replication.fetch_session import (
 from broker.network.fault_injection import CONFIG_KEY as FAULT_INJECTION_FILE, FaultRules, FaultRulesFile
 from broker.groups.group_service import GroupCoordinatorCollector, GroupService
 from broker.share.persister import SharePersister
+from broker.share.share_partition_manager import SharePartitionManager
 from broker.share.share_coordinator_service import ShareCoordinatorCollector, ShareCoordinatorService
 from broker.transactions.txn_service import TxnMarkerChannelCollector, TxnService
 from broker.quorum.log_dirs import METADATA_PARTITION_DIR, ensure_meta_properties, metadata_log_dir
@@ -107,6 +108,7 @@ class Broker:
         self.txns: TxnService | None = None
         self.share_coordinator: ShareCoordinatorService | None = None
         self.share_persister: SharePersister | None = None
+        self.share_partitions: SharePartitionManager | None = None
         self.telemetry: ClientTelemetry | None = None
         self._telemetry_expiry: asyncio.Task | None = None
         self.log_manager: LogManager | None = None
@@ -230,7 +232,8 @@ class Broker:
             quorum=self.raft, controller_listeners=self.config.controller_listener_names,
             controller_advertised_apis=tuple(ApiVersion(*e) for e in advertised(CONTROLLER_LISTENER_HANDLERS)),
             fetch_sessions=self.fetch_sessions, quotas=self.quotas, authorizer=self.authorizer,
-            authentication=self.server.authentication, share_coordinator=self.share_coordinator)
+            authentication=self.server.authentication, share_coordinator=self.share_coordinator,
+            share_partitions=self.share_partitions)
         if self.txns is not None and self._fault_rules_file is None:
             # the coordinator's markers and a leader's verification for this node itself: in-process
             listener = self._inter_broker_listener()
@@ -295,6 +298,8 @@ class Broker:
                                               self.links, self.share_coordinator,
                                               int(self.config["request.timeout.ms"]) / 1000)
         self.groups.persister = self.share_persister
+        self.share_partitions = SharePartitionManager(self.node_id, self.config, self.replicas, self.share_persister,
+                                                      self.clock, self.metadata)
         pushed = PushedMetrics()
         self.metrics.registry.register(pushed)
         self.telemetry = ClientTelemetry(
@@ -523,9 +528,12 @@ class Broker:
         await self.groups.start()
         await self.txns.start()
         await self.share_coordinator.start()
+        await self.share_partitions.start()
         log.info("loaded %d partitions in %.2f s", len(self.replicas.partitions), self.clock.monotonic() - started)
 
     async def _stop_share_coordinator(self) -> None:
+        if self.share_partitions is not None:
+            await self.share_partitions.stop()
         if self.share_coordinator is not None:
             await self.share_coordinator.stop()
         if self.share_persister is not None:

@@ -106,6 +106,34 @@ class FileSlice:
 EMPTY_SLICE = FileSlice(-1, 0, 0)
 
 
+def _scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+    """``(position, header)`` of each whole batch in ``[start, end)`` of ``fd``, reading headers only."""
+    pos = start
+    while end - pos >= BATCH_HEADER_SIZE:
+        want = min(_SCAN_CHUNK, end - pos)
+        buf = os.pread(fd, want, pos)
+        n = len(buf)
+        if n < BATCH_HEADER_SIZE:
+            return
+        off = 0
+        while n - off >= BATCH_HEADER_SIZE:
+            h = _check_header(buf, off, pos + off)
+            size = h.batch_length + LOG_OVERHEAD
+            if pos + off + size > end:
+                return
+            yield pos + off, h
+            off += size
+        pos += off
+
+
+def slice_batches(records: FileSlice) -> list[tuple[int, BatchHeader]]:
+    """``(position, header)`` of each whole batch of a read's slice, reading headers only (a share fetch acquires
+    whole batches by them: ``FileRecords.batches_from`` over the slice's range)."""
+    if not records.length:
+        return []
+    return list(_scan_headers(records.fd, records.position, records.position + records.length))
+
+
 def _check_header(buf, off: int, abs_pos: int) -> BatchHeader:
     length = int.from_bytes(buf[off + 8:off + 12], "big", signed=True)
     if length < MIN_BATCH_LENGTH:
@@ -283,24 +311,8 @@ class FileRecords:
         (length below 49 or magic other than 2) — Kafka's ``FileLogInputStream`` does the same.
         """
         end = self.size if end is None else min(end, self.size)
-        h = self.handle()  # held while iterating
-        fd = h.fd
-        pos = start
-        while end - pos >= BATCH_HEADER_SIZE:
-            want = min(_SCAN_CHUNK, end - pos)
-            buf = os.pread(fd, want, pos)
-            n = len(buf)
-            if n < BATCH_HEADER_SIZE:
-                return
-            off = 0
-            while n - off >= BATCH_HEADER_SIZE:
-                h = _check_header(buf, off, pos + off)
-                size = h.batch_length + LOG_OVERHEAD
-                if pos + off + size > end:
-                    return
-                yield pos + off, h
-                off += size
-            pos += off
+        handle = self.handle()  # held while iterating
+        yield from _scan_headers(handle.fd, start, end)
 
     def search_for_offset_with_size(self, target_offset: int, starting_position: int,
                                     first_base_at_most: int | None = None) -> LogOffsetPosition | None:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from broker.groups.group_service import GroupService
     from broker.transactions.txn_service import TxnService
     from broker.share.share_coordinator_service import ShareCoordinatorService
+    from broker.share.share_partition_manager import SharePartitionManager
     from broker.quorum.metadata_publisher import MetadataPublisher
     from broker.observability.metrics import BrokerMetrics
     from broker.replication.replica_manager import ReplicaManager
@@ -59,6 +60,7 @@ class BrokerHandles:
     # the listeners' TLS stores: dynamic BROKER configs are validated against them; None: no dynamic SSL change
     authentication: "ListenerAuthentication | None" = None
     share_coordinator: "ShareCoordinatorService | None" = None  # the share coordinator (KIP-932); broker role
+    share_partitions: "SharePartitionManager | None" = None  # share partitions and sessions (KIP-932); broker role
 
 
 @dataclasses.dataclass(slots=True, frozen=True)

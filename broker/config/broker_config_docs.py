@@ -56,6 +56,10 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
                                                'share groups.',
     'group.share.max.record.lock.duration.ms': 'The record acquisition lock maximum duration in milliseconds for '
                                                'share groups.',
+    'group.share.partition.max.record.locks': 'Share-group record lock limit per share-partition.',
+    'group.share.delivery.count.limit': 'The maximum number of delivery attempts for a record delivered to a share '
+                                        'group.',
+    'group.share.max.share.sessions': 'The maximum number of share sessions per broker.',
     'initial.broker.registration.timeout.ms': 'When initially registering with the controller quorum, the number of milliseconds to wait before declaring failure and exiting the broker process.',
     'inter.broker.listener.name': 'Name of listener used for communication between brokers. If this is unset, the listener name is defined by security.inter.broker.protocol. It is an error to set this and security.inter.broker.protocol properties at the same time.',
     'inter.broker.protocol.version': 'Specify which version of the inter-broker protocol will be used.\nThis is typically bumped after all brokers were upgraded to a new version.\n Example of some valid values are: 0.8.0, 0.8.1, 0.8.1.1, 0.8.2, 0.8.2.0, 0.8.2.1, 0.9.0.0, 0.9.0.1 Check MetadataVersion for the full list.\nThis configuration is only applicable in Zookeeper mode.',

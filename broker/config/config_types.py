@@ -113,6 +113,8 @@ BROKER_CONFIG_TYPES: dict[str, str] = {
     "group.share.max.heartbeat.interval.ms": INT, "group.share.max.session.timeout.ms": INT,
     "group.share.max.size": INT, "group.share.min.heartbeat.interval.ms": INT,
     "group.share.min.session.timeout.ms": INT, "group.share.session.timeout.ms": INT,
+    "group.share.partition.max.record.locks": INT, "group.share.delivery.count.limit": INT,
+    "group.share.max.share.sessions": INT,
     "offsets.retention.check.interval.ms": LONG, "offsets.retention.minutes": INT,
     "offsets.topic.num.partitions": INT, "offsets.topic.replication.factor": SHORT,
     "offsets.topic.segment.bytes": INT,

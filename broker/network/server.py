@@ -492,6 +492,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         telemetry = server.handles.telemetry if server.handles is not None else None
         if telemetry is not None:  # a controller-only node has no client telemetry
             telemetry.connection_closed(self.conn_id)
+        shares = server.handles.share_partitions if server.handles is not None else None
+        if shares is not None:  # the connection's share session goes, releasing its records
+            shares.on_disconnect(self.conn_id)
 
     # ---- requests in, responses out ------------------------------------------------------------
 

@@ -40,6 +40,10 @@ GROUP_CONFIG_DEFAULTS: dict[str, Any] = {
     "group.share.record.lock.duration.ms": 30000,
     "group.share.min.record.lock.duration.ms": 15000,
     "group.share.max.record.lock.duration.ms": 60000,
+    # ShareGroupConfig's share-partition settings, read by the share partitions' leader (broker/share/)
+    "group.share.partition.max.record.locks": 2000,
+    "group.share.delivery.count.limit": 5,
+    "group.share.max.share.sessions": 2000,
     "offsets.retention.minutes": 10080,
     "offsets.retention.check.interval.ms": 600000,
     "offset.metadata.max.bytes": 4096,

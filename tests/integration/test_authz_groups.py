@@ -92,6 +92,10 @@ ROWS: dict[int, str] = {
         "per topic before the unknown-topic check",
     92: "KafkaApis.handleDeleteShareGroupOffsetsRequest: share.version first, then GROUP DELETE (top-level), TOPIC "
         "READ per topic",
+    78: "KafkaApis.handleShareFetchRequest: share.version first, then GROUP READ (top level), TOPIC READ per topic "
+        "(TOPIC_AUTHORIZATION_FAILED for its partitions, acknowledgements too)",
+    79: "KafkaApis.handleShareAcknowledgeRequest: share.version first, then GROUP READ (top level), TOPIC READ per "
+        "topic (TOPIC_AUTHORIZATION_FAILED for its partitions)",
 }
 
 NOBODY = "nobody"
@@ -159,6 +163,8 @@ ACLS = [
     acl("sgo_desc", RT.GROUP, "sgo-g", Op.DESCRIBE), acl("sgo_desc", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
     acl("sgo_desc_group", RT.GROUP, "sgo-g", Op.DESCRIBE),
     acl("sgo_del", RT.GROUP, "sgo-g", Op.DELETE), topic_read("sgo_del", TOPIC_A),
+    # k78 ShareFetch, k79 ShareAcknowledge
+    acl("sf", RT.GROUP, "sf-g", Op.READ), topic_read("sf", TOPIC_A), acl("sf", RT.TOPIC, TOPIC_A, Op.DESCRIBE),
     # real clients
     topic_read("consumer", TOPIC_REAL), acl("consumer", RT.GROUP, "real-g", Op.READ),
     topic_read("consumer_nogroup", TOPIC_REAL),
@@ -439,6 +445,60 @@ def test_share_group_offsets(node):
         0, [(TOPIC_B, E.TOPIC_AUTHORIZATION_FAILED), (TOPIC_A, 0)])
 
 
+def test_share_fetch_and_acknowledge_need_group_read_and_topic_read(node):
+    """k78, k79: GROUP READ at the top level (no session opened), then TOPIC READ per topic: TOPIC_B's partition
+    answers TOPIC_AUTHORIZATION_FAILED in the fetch and in the acknowledgement, TOPIC_A's is read."""
+    from protocol.generated.messages import MetadataRequest, ShareAcknowledgeRequest, ShareFetchRequest
+    from protocol.generated.messages import share_acknowledge_request as sar
+    from protocol.generated.messages import share_fetch_request as sfr
+    from protocol.generated.messages.metadata_request import MetadataRequestTopic
+
+    meta = node.call(SUPER_USER, MetadataRequest(topics=[MetadataRequestTopic(name=TOPIC_A),
+                                                         MetadataRequestTopic(name=TOPIC_B)]), 12)
+    ids = {t.name: t.topic_id for t in meta.topics}
+    member = "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d"
+    # a member's join has the share coordinator initialize TOPIC_A's share state (a fetch before it: uninitialized)
+    joined = node.call("sf", ShareGroupHeartbeatRequest(group_id="sf-g", member_id=member, member_epoch=0,
+                                                        subscribed_topic_names=[TOPIC_A]), 1)
+    assert joined.error_code == 0
+
+    sf = node.wire("sf")  # one connection: the share session lives as long as it
+
+    def call(user, req):
+        return sf.call(req.API_KEY, 1, req) if user == "sf" else node.call(user, req, 1)
+
+    def fetch(user, epoch=0):
+        return call(user, ShareFetchRequest(
+            group_id="sf-g", member_id=member, share_session_epoch=epoch, max_wait_ms=0, min_bytes=1,
+            max_records=10, batch_size=10,
+            topics=[sfr.FetchTopic(topic_id=ids[n], partitions=[sfr.FetchPartition(partition_index=0)])
+                    for n in (TOPIC_A, TOPIC_B)]))
+    denied = fetch(NOBODY)
+    assert (denied.error_code, denied.responses) == (E.GROUP_AUTHORIZATION_FAILED, [])
+    got = fetch("sf")
+    assert got.error_code == 0
+    assert {t.topic_id: [p.error_code for p in t.partitions] for t in got.responses} == {
+        ids[TOPIC_A]: [0], ids[TOPIC_B]: [E.TOPIC_AUTHORIZATION_FAILED]}
+
+    def ack(user, epoch):
+        return call(user, ShareAcknowledgeRequest(group_id="sf-g", member_id=member, share_session_epoch=epoch,
+                                                       topics=[sar.AcknowledgeTopic(topic_id=ids[TOPIC_B], partitions=[
+                                                           sar.AcknowledgePartition(partition_index=0,
+                                                                                    acknowledgement_batches=[
+                                                                                        sar.AcknowledgementBatch(
+                                                                                            first_offset=0,
+                                                                                            last_offset=0,
+                                                                                            acknowledge_types=[1])])])]))
+    assert ack(NOBODY, 1).error_code == E.GROUP_AUTHORIZATION_FAILED
+    acked = ack("sf", 1)
+    assert acked.error_code == 0
+    assert [p.error_code for t in acked.responses for p in t.partitions] == [E.TOPIC_AUTHORIZATION_FAILED]
+    assert ack("sf", -1).error_code == 0  # closes the session
+    sf.close()
+    assert node.call("sf", ShareGroupHeartbeatRequest(group_id="sf-g", member_id=member, member_epoch=-1),
+                     1).error_code == 0
+
+
 def test_consumer_group_regex_resolves_to_describable_topics_only(node):
     """A regex subscription matching TOPIC_A and TOPIC_B, from a member that may describe only TOPIC_A: the
     coordinator's regex refresh keeps TOPIC_A (GroupMetadataManager.refreshRegularExpressions, KAFKA-18813)."""
@@ -660,7 +720,7 @@ def test_confluent_admin_describe_broker_configs_without_describe_configs(node):
 
 def test_rows_cover_every_api_key_of_the_brief():
     assert set(ROWS) == {8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 32, 33, 36, 38, 39, 40, 41, 42, 44, 47, 48, 50,
-                         60, 68, 69, 71, 72, 74, 76, 77, 90, 91, 92}
+                         60, 68, 69, 71, 72, 74, 76, 77, 78, 79, 90, 91, 92}
 
 
 def test_without_an_authorizer_every_check_answers_yes(tmp_path):

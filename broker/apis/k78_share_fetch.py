@@ -1,0 +1,268 @@
+"""ShareFetch: v1-2 (KIP-932; v0 was the preview, gone since Kafka 4.1).
+
+Behaviour (KafkaApis.handleShareFetchRequest, SharePartitionManager.newContext/fetchMessages, DelayedShareFetch;
+the share partitions: broker/share/share_partition_manager.py):
+* GROUP READ on the group, else GROUP_AUTHORIZATION_FAILED (top level); then the request's checks
+  (``validate_share_fetch_request``: a final epoch with partitions to fetch or forget, an epoch below -1, v2's
+  IsRenewAck with fetch parameters: INVALID_REQUEST) and the share session (``ShareSessionCache.new_context``:
+  acknowledgements with epoch 0 INVALID_REQUEST, SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH,
+  SHARE_SESSION_LIMIT_REACHED), each answered at the top level with no partitions;
+* TOPIC READ per topic, else TOPIC_AUTHORIZATION_FAILED for its partitions; an unknown topic id UNKNOWN_TOPIC_ID;
+* piggybacked acknowledgements first (per partition: bad batches INVALID_REQUEST, records not held by the member
+  INVALID_RECORD_STATE), each answered in ``acknowledge_error_code`` once its share-state write committed; a
+  final request (-1) then closes the session and releases the member's records, fetching nothing;
+* the fetch: every partition of the session (a new session: the request's), on its leader only
+  (NOT_LEADER_OR_FOLLOWER with the current leader otherwise): the share partition's next records read with
+  ``Log.read`` (up to the last stable offset with the group's ``share.isolation.level`` read_committed, aborted
+  batches archived), whole batches acquired (v2 ShareAcquireMode 1, record_limit: at most MaxRecords), the
+  records sent as the file slice of the acquired batches (sendfile) with their ``AcquiredRecords``;
+  ``max_bytes`` over the whole answer with the first partition's first batch always whole, MaxRecords shared out;
+* long poll (DelayedShareFetch): records are acquired once ``min_bytes`` are readable from the partitions' next
+  fetch offsets (the log's bytes, as Kafka measures), else parked until an append, a release, an acknowledgement,
+  a lock expiry or a lost leadership on one of the partitions, then measured again; when ``max_wait_ms`` ends,
+  whatever can be acquired is.
+* ShareFetch checks neither group membership nor assignment, as Kafka's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from cluster.acls import AclOperation, ResourceType
+from cluster.share.share_partition import AcknowledgementBatch, ShareError
+from cluster.share.share_session import validate_acknowledgement_batches, validate_share_fetch_request
+from cluster.share.share_session import ShareSessionKey
+from protocol.errors import ErrorCode
+from protocol.generated.messages import ShareFetchRequest, ShareFetchResponse
+from protocol.generated.messages.share_fetch_response import (
+    AcquiredRecords, LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareFetchableTopicResponse,
+)
+
+API_KEY = 78
+VERSIONS = (1, 2)
+
+DEFAULT_MAX_RECORDS = 500  # a v1 request without MaxRecords (ShareFetchRequest.DEFAULT max.poll.records)
+RECORD_LIMIT = 1  # ShareAcquireMode: 0 batch_optimized, 1 record_limit (v2, KIP-1206)
+
+log = logging.getLogger("odradek.share.fetch")
+
+
+def ack_batches(batches) -> list[AcknowledgementBatch]:
+    return [AcknowledgementBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in batches]
+
+
+async def acknowledge_all(ctx, mgr, group_id: str, member_id: str, acks: dict, readable, is_renew: bool
+                          ) -> dict[tuple, int]:
+    """``handleAcknowledgements``: each partition's acknowledgements, answered once written; per partition code."""
+    image = ctx.image
+
+    async def one(tp, batches) -> int:
+        topic = image.topics_by_id.get(tp[0])
+        if topic is None:
+            return ErrorCode.UNKNOWN_TOPIC_ID
+        if readable is not None and topic.name not in readable:
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        code = validate_acknowledgement_batches(batches, is_renew)
+        if code:
+            return code
+        entry, _part, code = await mgr.share_partition(group_id, tp[0], topic.name, tp[1])
+        if code:
+            return code
+        return await mgr.acknowledge(entry, member_id, batches)
+
+    keys = list(acks)
+    codes = await asyncio.gather(*(one(tp, acks[tp]) for tp in keys))
+    out = dict(zip(keys, (int(c) for c in codes)))
+    for tp, code in out.items():
+        if code:
+            log.info("share acknowledgement of member %s of group %r on %s-%d refused: %s", member_id, group_id,
+                     tp[0].hex() if isinstance(tp[0], bytes) else tp[0], tp[1], ErrorCode(code).name)
+    return out
+
+
+def readable_topics(ctx, names) -> set | None:
+    """TOPIC READ per topic (one question per name); None without an authorizer."""
+    if ctx.handles.authorizer is None:
+        return None
+    return ctx.filter_authorized(AclOperation.READ, ResourceType.TOPIC, sorted(set(names)))
+
+
+async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
+    mgr = ctx.handles.share_partitions
+    group_id = req.group_id or ""
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
+        return ShareFetchResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    version = ctx.version
+    is_renew = bool(req.is_renew_ack) if version >= 2 else False
+    record_limit = version >= 2 and req.share_acquire_mode == RECORD_LIMIT
+    image = ctx.image
+    fetch: list[tuple] = []
+    acks: dict[tuple, list[AcknowledgementBatch]] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            tp = (t.topic_id, p.partition_index)
+            fetch.append(tp)
+            if p.acknowledgement_batches:
+                acks.setdefault(tp, []).extend(ack_batches(p.acknowledgement_batches))
+    forget = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
+    epoch = req.share_session_epoch
+    member_id = req.member_id
+    try:
+        if req.share_acquire_mode not in (0, 1):
+            raise ShareError(ErrorCode.INVALID_REQUEST, f"unknown share acquire mode {req.share_acquire_mode}")
+        validate_share_fetch_request(epoch, sum(1 for tp in fetch if tp not in acks), len(forget), is_renew,
+                                     req.max_wait_ms, req.min_bytes, req.max_bytes, req.max_records)
+        context = mgr.sessions.new_context(group_id, fetch, forget, member_id, epoch, bool(acks),
+                                           ctx.connection_id)
+    except ShareError as exc:
+        log.info("ShareFetch of member %s of group %r (epoch %d) from %s refused: %s %s", member_id, group_id,
+                 epoch, ctx.client_id, ErrorCode(exc.code).name, exc)
+        return ShareFetchResponse(error_code=exc.code, error_message=str(exc))
+    lock_ms = mgr.lock_duration_ms(group_id)
+    names = {}
+    for tp in (*fetch, *context.partitions):
+        topic = image.topics_by_id.get(tp[0])
+        if topic is not None:
+            names[tp[0]] = topic.name
+    readable = readable_topics(ctx, names.values())
+    ack_codes = await acknowledge_all(ctx, mgr, group_id, member_id, acks, readable, is_renew) if acks else {}
+
+    out: dict[tuple, PartitionData] = {}
+
+    def pd(tp) -> PartitionData:
+        got = out.get(tp)
+        if got is None:
+            got = out[tp] = PartitionData(partition_index=tp[1], current_leader=LeaderIdAndEpoch(-1, -1),
+                                          records=b"", acquired_records=[])
+        return got
+
+    _answer_acks(ctx, ack_codes, pd)
+    if context.final:
+        session = mgr.sessions.get(ShareSessionKey(group_id, member_id))
+        if session is not None:
+            mgr.sessions.remove(session.key)
+            await mgr.release_session(session)
+        return _response(ctx, out, lock_ms)
+    if is_renew:
+        return _response(ctx, out, lock_ms)
+
+    entries = await _share_partitions(ctx, mgr, group_id, context.partitions, names, readable, pd)
+    await _fetch(ctx, mgr, req, group_id, member_id, entries, pd, record_limit)
+    return _response(ctx, out, lock_ms)
+
+
+def _answer_acks(ctx, ack_codes: dict, pd) -> None:
+    for tp, code in ack_codes.items():
+        d = pd(tp)
+        d.acknowledge_error_code = code
+        if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            d.current_leader = LeaderIdAndEpoch(*current_leader(ctx, tp[0], tp[1]))
+
+
+def current_leader(ctx, topic_id: bytes, index: int) -> tuple[int, int]:
+    """(leader id, leader epoch) of a partition as this node's image has it; (-1, -1) if unknown."""
+    topic = ctx.image.topics_by_id.get(topic_id)
+    info = topic.partitions.get(index) if topic is not None else None
+    return (info.leader, info.leader_epoch) if info is not None else (-1, -1)
+
+
+def leader_endpoints(ctx, leaders, cls) -> list:
+    """``NodeEndpoints``: where the current leaders named by NOT_LEADER_OR_FOLLOWER answers are, on this listener
+    (the client moves there without a Metadata round trip)."""
+    out = []
+    image = ctx.image
+    for node_id in sorted(set(leaders)):
+        b = image.brokers.get(node_id)
+        ep = b.endpoint(ctx.listener) if b is not None else None
+        if ep is not None:
+            out.append(cls(node_id=node_id, host=ep.host, port=ep.port, rack=b.rack))
+    return out
+
+
+def _response(ctx, out: dict, lock_ms: int) -> ShareFetchResponse:
+    responses: list[ShareFetchableTopicResponse] = []
+    by_topic: dict[bytes, ShareFetchableTopicResponse] = {}
+    for (tid, _p), d in out.items():
+        t = by_topic.get(tid)
+        if t is None:
+            t = by_topic[tid] = ShareFetchableTopicResponse(topic_id=tid, partitions=[])
+            responses.append(t)
+        t.partitions.append(d)
+    leaders = [d.current_leader.leader_id for d in out.values() if d.current_leader.leader_id >= 0]
+    return ShareFetchResponse(error_code=0, acquisition_lock_timeout_ms=lock_ms, responses=responses,
+                              node_endpoints=leader_endpoints(ctx, leaders, NodeEndpoint))
+
+
+async def _share_partitions(ctx, mgr, group_id: str, partitions, names: dict, readable, pd) -> list:
+    """The session's partitions this request reads: ``(tp, entry)``; the others answer their error."""
+    entries = []
+    for tp in partitions:
+        name = names.get(tp[0])
+        if name is None:
+            pd(tp).error_code = ErrorCode.UNKNOWN_TOPIC_ID
+            continue
+        if readable is not None and name not in readable:
+            pd(tp).error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            continue
+        entry, part, code = await mgr.share_partition(group_id, tp[0], name, tp[1])
+        if code:
+            d = pd(tp)
+            d.error_code = code
+            if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                d.current_leader = LeaderIdAndEpoch(*current_leader(ctx, tp[0], tp[1]))
+            continue
+        entries.append((tp, entry))
+    return entries
+
+
+def _acquire_all(ctx, mgr, req, member_id: str, entries: list, pd, record_limit: bool, read_committed: bool,
+                 max_records: int, batch_size: int) -> int:
+    """One pass over the partitions: acquire and attach records; the bytes acquired."""
+    budget = req.max_bytes
+    records_left = max_records
+    min_one = True
+    acquired = 0
+    for tp, e in entries:
+        if records_left <= 0:
+            break
+        got = mgr.acquire(e, member_id, budget, min_one, records_left, batch_size, record_limit, read_committed)
+        if got is None:
+            continue
+        records, acq, size = got
+        d = pd(tp)
+        d.records = records
+        d.acquired_records = [AcquiredRecords(r.first_offset, r.last_offset, r.delivery_count) for r in acq.records]
+        budget = max(0, budget - size)
+        min_one = False
+        records_left -= acq.count
+        acquired += size
+        ctx.metrics.fetched(e.topic, size)
+    return acquired
+
+
+async def _fetch(ctx, mgr, req, group_id: str, member_id: str, entries: list, pd, record_limit: bool) -> None:
+    """DelayedShareFetch: acquire now, or park until something changes on a partition and acquire again."""
+    read_committed = mgr.settings(group_id).share_isolation_level == "read_committed"
+    deadline = ctx.clock.monotonic() + max(0, req.max_wait_ms) / 1000.0
+    max_records = req.max_records if req.max_records > 0 else DEFAULT_MAX_RECORDS
+    batch_size = req.batch_size if req.batch_size > 0 else max_records
+    keys = [(e.topic, tp[1]) for tp, e in entries]
+    for tp, _ in entries:
+        pd(tp)
+    while keys:
+        remaining = deadline - ctx.clock.monotonic()
+        # min_bytes above 1: records are acquired only once that much is readable, or when the wait ends
+        ready = req.min_bytes <= 1 or remaining <= 0 or sum(
+            mgr.readable_bytes(e, req.max_bytes, read_committed) for _, e in entries) >= req.min_bytes
+        if ready and _acquire_all(ctx, mgr, req, member_id, entries, pd, record_limit, read_committed, max_records,
+                                  batch_size):
+            return
+        if remaining <= 0:
+            return
+        await mgr.wait(keys, remaining)  # woken or timed out: measured (and at the end acquired) again
+        dropped = [(tp, e) for tp, e in entries if mgr.partitions.get((group_id, tp[0], tp[1])) is not e]
+        if dropped:  # leadership lost while parked: answered now with its error
+            for tp, _e in dropped:
+                pd(tp).error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return
