@@ -44,7 +44,9 @@ class SharePersister:
 
     def __init__(self, node_id: int, image: Callable[[], "MetadataImage"], listener: str, links: "PeerLinks",
                  service: "ShareCoordinatorService", request_timeout_s: float, max_attempts: int = 5,
-                 backoff_s: float = 0.1, backoff_max_s: float = 2.0) -> None:
+                 backoff_s: float = 1.0, backoff_max_s: float = 30.0) -> None:
+        # Kafka's PersisterStateManager: REQUEST_BACKOFF_MS 1 s doubling to REQUEST_BACKOFF_MAX_MS 30 s, 5 attempts
+        # (1+2+4+8 s between them: a share coordinator's failover, seconds, is ridden through, not answered as an error)
         self.node_id = node_id
         self._image = image
         self._listener = listener
