@@ -46,6 +46,10 @@ record bytes are read and encrypted in 256 KiB pieces. Side runs of this mode:
   connection, the broker's event-loop lag histogram and an ApiVersions probe's round trips from another process;
 * ``--profile`` (off by default here) profiles the broker with its clients on the secured listener.
 
+``--pin`` (any mode): the brokers run on the first CPU this process may use (taskset), this process and its
+client threads on the others (sched_setaffinity before any client exists), so a broker has a core of its own, as
+when clients are on other machines; on a 2-core machine the clients then have one core between them.
+
 The authorizer's cost (issue 29), ``--acls N``: no Tansu; two odradek brokers with the same SASL_PLAINTEXT
 (PLAIN) listener, one with StandardAuthorizer and N ACLs from its first start (the client's own, and fillers over
 other topics and groups, literal and prefixed, ALLOW and DENY, some for other users on prefixes of the client's
