@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -80,6 +81,7 @@ def main() -> int:
     finally:
         for b, _ in arms.values():
             b.stop()
+    shutil.rmtree(workdir, ignore_errors=True)  # kept (logs, data) when the run failed
     return 0
 
 
