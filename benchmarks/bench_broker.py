@@ -46,6 +46,10 @@ record bytes are read and encrypted in 256 KiB pieces. Side runs of this mode:
   connection, the broker's event-loop lag histogram and an ApiVersions probe's round trips from another process;
 * ``--profile`` (off by default here) profiles the broker with its clients on the secured listener.
 
+``--pin`` (any mode): the brokers run on the first CPU this process may use (taskset), this process and its
+client threads on the others (sched_setaffinity before any client exists), so a broker has a core of its own, as
+when clients are on other machines; on a 2-core machine the clients then have one core between them.
+
 The authorizer's cost (issue 29), ``--acls N``: no Tansu; two odradek brokers with the same SASL_PLAINTEXT
 (PLAIN) listener, one with StandardAuthorizer and N ACLs from its first start (the client's own, and fillers over
 other topics and groups, literal and prefixed, ALLOW and DENY, some for other users on prefixes of the client's
@@ -95,6 +99,7 @@ except ImportError:  # pragma: no cover
 # ---- brokers ---------------------------------------------------------------------------------------
 
 _LIVE: list["BrokerProc"] = []
+_BROKER_CPUS: list[int] = []  # --pin: the CPUs every broker process started from now on runs on
 _STOPPED: list["BrokerProc"] = []  # for the log check at the end
 
 
@@ -153,7 +158,9 @@ class BrokerProc:
     def start(self, timeout: float = 30.0) -> "BrokerProc":
         self._out = open(self.stdout_path, "wb")
         self._err = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen(self.argv, stdout=self._out, stderr=self._err, cwd=self.cwd,
+        # --pin: taskset execs the broker (same pid) with its affinity set before the broker makes any thread
+        pin = ["taskset", "-c", ",".join(map(str, _BROKER_CPUS))] if _BROKER_CPUS else []
+        self.proc = subprocess.Popen(pin + self.argv, stdout=self._out, stderr=self._err, cwd=self.cwd,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         _LIVE.append(self)
         wait_port(self.port, self.proc, timeout)
@@ -1451,6 +1458,10 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=180.0, help="bound on each produce/consume phase, seconds")
     ap.add_argument("--json", help="write all figures to this file")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, data, profiles)")
+    ap.add_argument("--pin", action="store_true",
+                    help="brokers on the first CPU this process may use, this process (the clients: librdkafka's "
+                         "threads, the probe processes) on the others, so a broker has a core of its own as on a "
+                         "real deployment instead of sharing every core with its clients (needs 2+ CPUs, taskset)")
     sec = ap.add_argument_group("secured listeners (issue 29)")
     sec.add_argument("--security", choices=("SSL", "SASL_SSL"),
                      help="instead of Tansu: one odradek with a PLAINTEXT, an SSL and a SASL_SSL (SCRAM-SHA-512) "
@@ -1480,6 +1491,14 @@ def main() -> int:
     if args.acls is not None and args.security:
         ap.error("--acls and --security are separate comparisons")
     acl_mode = args.acls is not None
+    pinned = ""
+    if args.pin:  # before any client thread exists: librdkafka's threads inherit the affinity
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2 or shutil.which("taskset") is None:
+            ap.error(f"--pin needs 2+ CPUs (has {cpus}) and taskset")
+        _BROKER_CPUS[:] = cpus[:1]
+        os.sched_setaffinity(0, cpus[1:])
+        pinned = f"brokers pinned to CPU {cpus[0]}, clients to CPU(s) {','.join(map(str, cpus[1:]))}"
     t_start = time.monotonic()
 
     n100 = args.records or (20_000 if args.quick else 1_000_000 if args.long else 200_000)
@@ -1513,7 +1532,7 @@ def main() -> int:
     print(f"odradek bench: python {sys.version.split()[0]}, confluent-kafka {confluent_kafka.version()} "
           f"(librdkafka {confluent_kafka.libversion()[0]}), {os.cpu_count()} CPUs, load average {loadavg()}; "
           f"work dir {workdir}")
-    print(f"odradek tree: {git_state()}")
+    print(f"odradek tree: {git_state()}" + (f"; {pinned}" if pinned else ""))
     print(f"per case: {n100:,} x 100 B or {n1k:,} x 1 KiB records, {repeat} run(s) per broker, in pairs; "
           f"partitions {parts}; acks {acks_list}; side runs: "
           + (", ".join(k for k, on in (("paced latency", paced_rate), ("zero-copy", zero_copy), ("profile", profile))
@@ -1521,7 +1540,7 @@ def main() -> int:
     results: list[CaseResult] = []
     report: dict = {"args": vars(args), "load_start": loadavg(), "tree": git_state(),
                     "settings": {"records_100b": n100, "records_1k": n1k, "repeat": repeat, "paced_rate": paced_rate,
-                                 "zero_copy": zero_copy, "profile": profile,
+                                 "zero_copy": zero_copy, "profile": profile, "pin": pinned or None,
                                  "target": SECURE_TARGETS if args.security else TARGET}}
     brokers: dict[str, BrokerProc] = {}  # the processes
     arms: dict[str, BrokerProc | ListenerArm] = {}  # what the cases compare: brokers, or listeners of one
