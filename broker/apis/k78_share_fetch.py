@@ -153,7 +153,10 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
         return _response(ctx, out, lock_ms)
 
     entries = await _share_partitions(ctx, mgr, group_id, context.partitions, names, readable, pd)
+    started = ctx.clock.monotonic()
     await _fetch(ctx, mgr, req, group_id, member_id, entries, pd, record_limit)
+    mgr.share_fetch_done(group_id, len(context.partitions), sum(1 for d in out.values() if d.acquired_records),
+                         (ctx.clock.monotonic() - started) * 1000)
     ctx.metrics.share_fetched(_fetched_topics(context.partitions, names, out))
     return _response(ctx, out, lock_ms)
 

@@ -63,6 +63,12 @@ class CountBuckets(LatencyBuckets):
     BOUNDS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2000, 5000)
 
 
+class RatioBuckets(LatencyBuckets):
+    """A histogram of percentages (ShareGroupMetrics' RequestTopicPartitionsFetchRatio)."""
+
+    BOUNDS = (0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100)
+
+
 #: ShareGroupMetrics' ackType tag of each acknowledgement type (Kafka's capitalized AcknowledgeType; Gap uncounted)
 ACK_TYPE_NAMES = {AcknowledgeType.ACCEPT: "Accept", AcknowledgeType.RELEASE: "Release",
                   AcknowledgeType.REJECT: "Reject", AcknowledgeType.RENEW: "Renew"}
@@ -132,6 +138,9 @@ class SharePartitionManager:
         # ShareGroupMetrics: records acknowledged by ackType (RecordAcknowledgementsPerSec), PartitionLoadTimeMs
         self.acknowledged_records = {name: 0 for name in ACK_TYPE_NAMES.values()}
         self.partition_load_time = LatencyBuckets()
+        # per group: RequestTopicPartitionsFetchRatio, TopicPartitionsAcquireTimeMs
+        self.fetch_ratio: dict[str, RatioBuckets] = {}
+        self.acquire_time: dict[str, LatencyBuckets] = {}
 
     # ---- lifecycle ------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -368,6 +377,18 @@ class SharePartitionManager:
             self._count_acknowledgements(batches)
         return code
 
+    def share_fetch_done(self, group_id: str, requested: int, acquired: int, elapsed_ms: float) -> None:
+        """One ShareFetch's read (DelayedShareFetch's metrics): the share of its partitions that acquired records,
+        in percent, and the time until they were acquired or the wait ended."""
+        if requested <= 0:
+            return
+        ratio = self.fetch_ratio.get(group_id)
+        if ratio is None:
+            ratio = self.fetch_ratio[group_id] = RatioBuckets()
+            self.acquire_time[group_id] = LatencyBuckets()
+        ratio.observe(acquired * 100 // requested)
+        self.acquire_time[group_id].observe(elapsed_ms)
+
     def _count_acknowledgements(self, batches: list[AcknowledgementBatch]) -> None:
         """RecordAcknowledgementsPerSec: a batch's records under its one type, else one per offset's type."""
         counts = self.acknowledged_records
@@ -472,8 +493,9 @@ class SharePartitionCollector:
     """KIP-1103's broker metrics of the share partitions led here, named as broker/observability/metrics.py names
     Kafka's (meters are counters):
 
-    * ``kafka.server:type=ShareGroupMetrics``: RecordAcknowledgementsPerSec{ackType} (records acknowledged, written)
-      and PartitionLoadTimeMs (ReadShareGroupState until the state is loaded, a histogram in ms);
+    * ``kafka.server:type=ShareGroupMetrics``: RecordAcknowledgementsPerSec{ackType} (records acknowledged, written),
+      PartitionLoadTimeMs (ReadShareGroupState until the state is loaded, a histogram in ms) and, per group,
+      RequestTopicPartitionsFetchRatio and TopicPartitionsAcquireTimeMs (histograms);
     * ``kafka.server:type=SharePartitionMetrics`` per {group, topic, partition}: InFlightMessageCount,
       InFlightBatchCount (gauges), AcquisitionLockTimeoutPerSec (records whose lock expired) and
       InFlightBatchMessageCount (records of each batch added to the in-flight state, a histogram)."""
@@ -499,6 +521,18 @@ class SharePartitionCollector:
                                    "Time to load a share partition's state (PartitionLoadTimeMs)")
         lt.add_metric([], load.buckets(), load.sum)
         yield lt
+        ratio = HistogramMetricFamily("kafka_server_sharegroupmetrics_requesttopicpartitionsfetchratio",
+                                      "Percent of a ShareFetch's partitions that acquired records "
+                                      "(RequestTopicPartitionsFetchRatio)", labels=["group"])
+        acquire = HistogramMetricFamily("kafka_server_sharegroupmetrics_topicpartitionsacquiretimems",
+                                        "Time until a ShareFetch acquired records or its wait ended "
+                                        "(TopicPartitionsAcquireTimeMs)", labels=["group"])
+        for group, h in list(mgr.fetch_ratio.items()):
+            ratio.add_metric([group], h.buckets(), h.sum)
+            t = mgr.acquire_time[group]
+            acquire.add_metric([group], t.buckets(), t.sum)
+        yield ratio
+        yield acquire
         labels = ["group", "topic", "partition"]
         msgs = GaugeMetricFamily("kafka_server_sharepartitionmetrics_inflightmessagecount",
                                  "Records in the share partition's in-flight window (InFlightMessageCount)",

@@ -429,6 +429,11 @@ def test_kip_1103_metrics_follow_fetches_acknowledgements_and_lock_expiry(sbroke
         assert _metric(sbroker, "kafka_server_sharepartitionmetrics_inflightbatchmessagecount_count", **spm) == 1
         assert _metric(sbroker, "kafka_server_sharepartitionmetrics_inflightbatchmessagecount_sum", **spm) == 7
         assert _metric(sbroker, "kafka_server_sharegroupmetrics_partitionloadtimems_count") >= 1
+        sg = "kafka_server_sharegroupmetrics_"
+        # one observation per fetch: 100% for the fetch that acquired, 0% for any that waited in vain
+        assert _metric(sbroker, sg + "requesttopicpartitionsfetchratio_count", group=s.group) == fetches
+        assert _metric(sbroker, sg + "requesttopicpartitionsfetchratio_sum", group=s.group) == 100
+        assert _metric(sbroker, sg + "topicpartitionsacquiretimems_count", group=s.group) == fetches
 
         resp = a.ack([(0, 3, [ACCEPT]), (4, 6, [RELEASE, REJECT, ACCEPT])])
         assert [p.error_code for t in resp.responses for p in t.partitions] == [0]
