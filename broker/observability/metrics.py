@@ -173,17 +173,21 @@ class BrokerMetrics:
 
     def share_fetched(self, topics: dict[str, bool]) -> None:
         """One ShareFetch: ``{topic: failed}`` of the topics it read."""
-        for topic, failed in topics.items():
-            self.share_fetch.labels(topic).inc()
-            if failed:
-                self.failed_share_fetch.labels(topic).inc()
+        self._share_requests(topics, "fetch", self.share_fetch, self.failed_share_fetch)
 
     def share_acknowledged(self, topics: dict[str, bool]) -> None:
         """One request's acknowledgements: ``{topic: failed}``."""
-        for topic, failed in topics.items():
-            self.share_ack.labels(topic).inc()
-            if failed:
-                self.failed_share_ack.labels(topic).inc()
+        self._share_requests(topics, "ack", self.share_ack, self.failed_share_ack)
+
+    def _share_requests(self, topics: dict[str, bool], kind: str, total: Counter, failed: Counter) -> None:
+        cache = self._topic_children
+        for topic, bad in topics.items():
+            children = cache.get((kind, topic))
+            if children is None:  # resolved once per topic, as produced() does
+                children = cache[(kind, topic)] = (total.labels(topic), failed.labels(topic))
+            children[0].inc()
+            if bad:
+                children[1].inc()
 
 
 class _LogCollector:

@@ -428,6 +428,8 @@ def test_kip_1103_metrics_follow_fetches_acknowledgements_and_lock_expiry(sbroke
         assert _metric(sbroker, "kafka_server_sharepartitionmetrics_inflightbatchcount", **spm) == 1
         assert _metric(sbroker, "kafka_server_sharepartitionmetrics_inflightbatchmessagecount_count", **spm) == 1
         assert _metric(sbroker, "kafka_server_sharepartitionmetrics_inflightbatchmessagecount_sum", **spm) == 7
+        sizes = "kafka_server_sharepartitionmetrics_inflightbatchmessagecount_bucket"
+        assert [_metric(sbroker, sizes, le=le, **spm) for le in ("5.0", "10.0", "+Inf")] == [0, 1, 1]
         assert _metric(sbroker, "kafka_server_sharegroupmetrics_partitionloadtimems_count") >= 1
         sg = "kafka_server_sharegroupmetrics_"
         # one observation per fetch: 100% for the fetch that acquired, 0% for any that waited in vain
