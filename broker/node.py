@@ -40,7 +40,7 @@ from broker.replication.fetch_session import (
 from broker.network.fault_injection import CONFIG_KEY as FAULT_INJECTION_FILE, FaultRules, FaultRulesFile
 from broker.groups.group_service import GroupCoordinatorCollector, GroupService
 from broker.share.persister import SharePersister
-from broker.share.share_partition_manager import SharePartitionManager
+from broker.share.share_partition_manager import SharePartitionCollector, SharePartitionManager
 from broker.share.share_coordinator_service import ShareCoordinatorCollector, ShareCoordinatorService
 from broker.transactions.txn_service import TxnMarkerChannelCollector, TxnService
 from broker.quorum.log_dirs import METADATA_PARTITION_DIR, ensure_meta_properties, metadata_log_dir
@@ -300,6 +300,7 @@ class Broker:
         self.groups.persister = self.share_persister
         self.share_partitions = SharePartitionManager(self.node_id, self.config, self.replicas, self.share_persister,
                                                       self.clock, self.metadata)
+        self.metrics.registry.register(SharePartitionCollector(self.share_partitions))
         pushed = PushedMetrics()
         self.metrics.registry.register(pushed)
         self.telemetry = ClientTelemetry(

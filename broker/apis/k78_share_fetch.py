@@ -74,10 +74,15 @@ async def acknowledge_all(ctx, mgr, group_id: str, member_id: str, acks: dict, r
     keys = list(acks)
     codes = await asyncio.gather(*(one(tp, acks[tp]) for tp in keys))
     out = dict(zip(keys, (int(c) for c in codes)))
+    topics: dict[str, bool] = {}
     for tp, code in out.items():
+        topic = image.topics_by_id.get(tp[0])
+        if topic is not None:
+            topics[topic.name] = topics.get(topic.name, False) or bool(code)
         if code:
             log.info("share acknowledgement of member %s of group %r on %s-%d refused: %s", member_id, group_id,
                      tp[0].hex() if isinstance(tp[0], bytes) else tp[0], tp[1], ErrorCode(code).name)
+    ctx.metrics.share_acknowledged(topics)
     return out
 
 
@@ -148,8 +153,24 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
         return _response(ctx, out, lock_ms)
 
     entries = await _share_partitions(ctx, mgr, group_id, context.partitions, names, readable, pd)
+    started = ctx.clock.monotonic()
     await _fetch(ctx, mgr, req, group_id, member_id, entries, pd, record_limit)
+    mgr.share_fetch_done(group_id, len(context.partitions), sum(1 for d in out.values() if d.acquired_records),
+                         (ctx.clock.monotonic() - started) * 1000)
+    ctx.metrics.share_fetched(_fetched_topics(context.partitions, names, out))
     return _response(ctx, out, lock_ms)
+
+
+def _fetched_topics(partitions, names: dict, out: dict) -> dict[str, bool]:
+    """The topics a ShareFetch read, each failed if one of its partitions answered an error (BrokerTopicMetrics'
+    TotalShareFetchRequestsPerSec and FailedShareFetchRequestsPerSec)."""
+    topics: dict[str, bool] = {}
+    for tp in partitions:
+        name = names.get(tp[0])
+        if name is not None:
+            d = out.get(tp)
+            topics[name] = topics.get(name, False) or bool(d is not None and d.error_code)
+    return topics
 
 
 def _answer_acks(ctx, ack_codes: dict, pd) -> None:

@@ -41,6 +41,20 @@ class BrokerMetrics:
         self.failed_produce = Counter("kafka_server_brokertopicmetrics_failedproducerequests",
                                       "Failed produce partition appends (FailedProduceRequestsPerSec)", ["topic"],
                                       registry=r)
+        # KIP-1103's share meters of BrokerTopicMetrics: per topic of a request, failed when one of its partitions
+        # was answered with an error
+        self.share_fetch = Counter("kafka_server_brokertopicmetrics_totalsharefetchrequests",
+                                   "ShareFetch requests reading the topic (TotalShareFetchRequestsPerSec)", ["topic"],
+                                   registry=r)
+        self.failed_share_fetch = Counter("kafka_server_brokertopicmetrics_failedsharefetchrequests",
+                                          "ShareFetch requests failed on the topic (FailedShareFetchRequestsPerSec)",
+                                          ["topic"], registry=r)
+        self.share_ack = Counter("kafka_server_brokertopicmetrics_totalshareacknowledgementrequests",
+                                 "Acknowledgements of the topic's records, in ShareFetch or ShareAcknowledge "
+                                 "(TotalShareAcknowledgementRequestsPerSec)", ["topic"], registry=r)
+        self.failed_share_ack = Counter("kafka_server_brokertopicmetrics_failedshareacknowledgementrequests",
+                                        "Acknowledgements refused on the topic "
+                                        "(FailedShareAcknowledgementRequestsPerSec)", ["topic"], registry=r)
         self.requests = Counter("kafka_network_requestmetrics_requests", "Requests (RequestsPerSec)",
                                 ["request", "version"], registry=r)
         self.total_time = Histogram("kafka_network_requestmetrics_totaltimems", "TotalTimeMs per request",
@@ -156,6 +170,24 @@ class BrokerMetrics:
 
     def fetched(self, topic: str, size: int) -> None:
         self.bytes_out.labels(topic).inc(size)
+
+    def share_fetched(self, topics: dict[str, bool]) -> None:
+        """One ShareFetch: ``{topic: failed}`` of the topics it read."""
+        self._share_requests(topics, "fetch", self.share_fetch, self.failed_share_fetch)
+
+    def share_acknowledged(self, topics: dict[str, bool]) -> None:
+        """One request's acknowledgements: ``{topic: failed}``."""
+        self._share_requests(topics, "ack", self.share_ack, self.failed_share_ack)
+
+    def _share_requests(self, topics: dict[str, bool], kind: str, total: Counter, failed: Counter) -> None:
+        cache = self._topic_children
+        for topic, bad in topics.items():
+            children = cache.get((kind, topic))
+            if children is None:  # resolved once per topic, as produced() does
+                children = cache[(kind, topic)] = (total.labels(topic), failed.labels(topic))
+            children[0].inc()
+            if bad:
+                children[1].inc()
 
 
 class _LogCollector:

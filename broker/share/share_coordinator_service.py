@@ -23,6 +23,7 @@ over the CoordinatorRuntime, for one broker), run as ``broker/groups/group_servi
 from __future__ import annotations
 
 import asyncio
+import bisect
 import copy
 import logging
 from typing import TYPE_CHECKING, Any, Callable
@@ -460,14 +461,19 @@ class LatencyBuckets:
         self.sum = 0.0
 
     def observe(self, ms: float) -> None:
+        """One value: counted in its own bucket only (``buckets`` sums them up at scrape time)."""
         self.count += 1
         self.sum += ms
-        for i, bound in enumerate(self.BOUNDS):
-            if ms <= bound:
-                self.counts[i] += 1
+        i = bisect.bisect_left(self.BOUNDS, ms)
+        if i < len(self.counts):
+            self.counts[i] += 1
 
     def buckets(self) -> list[tuple[str, int]]:
-        return [(str(float(b)), n) for b, n in zip(self.BOUNDS, self.counts)] + [("+Inf", self.count)]
+        out, n = [], 0
+        for b, c in zip(self.BOUNDS, self.counts):
+            n += c
+            out.append((str(float(b)), n))
+        return out + [("+Inf", self.count)]
 
 
 class ShareCoordinatorCollector:

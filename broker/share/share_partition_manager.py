@@ -15,6 +15,8 @@ adapter around the pure ``cluster/share/share_partition.SharePartition`` and ``s
   manager's own (releases, acknowledgements, lock expiry, a freed window, a lost leadership).
 * Share sessions (``ShareSessionCache``) drop with their connection, releasing the member's records.
 * Lock-expiry timers: one task waits for the earliest lock deadline of every partition (broker/clock.py's time).
+* Metrics (KIP-1103; ``SharePartitionCollector``): counted per request, acknowledgement batch or acquired batch,
+  read at scrape time; per-partition gauges from the cached state.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ import os
 from typing import TYPE_CHECKING
 
 from broker.replication.replica_manager import FetchWaiters
+from broker.share.share_coordinator_service import LatencyBuckets
 from broker.timeouts import wait_for
 from cluster.groups.group_config import GroupConfig, auto_offset_reset, group_settings
 from cluster.share.share_partition import (
-    AcknowledgementBatch, ShareError, SharePartition, StateBatch, Transition, aborted_transaction_batches,
+    AcknowledgeType, AcknowledgementBatch, ShareError, SharePartition, StateBatch, Transition,
+    aborted_transaction_batches,
 )
 from cluster.share.share_session import ShareSession, ShareSessionCache
 from protocol.errors import ErrorCode, KafkaError
@@ -53,8 +57,25 @@ IDLE_CHECK_S = 1.0
 MAX_WAIT_S = 60.0
 
 
+class CountBuckets(LatencyBuckets):
+    """A histogram of record counts (SharePartitionMetrics' InFlightBatchMessageCount)."""
+
+    BOUNDS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2000, 5000)
+
+
+class RatioBuckets(LatencyBuckets):
+    """A histogram of percentages (ShareGroupMetrics' RequestTopicPartitionsFetchRatio)."""
+
+    BOUNDS = (0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100)
+
+
+#: ShareGroupMetrics' ackType tag of each acknowledgement type (Kafka's capitalized AcknowledgeType; Gap uncounted)
+ACK_TYPE_NAMES = {AcknowledgeType.ACCEPT: "Accept", AcknowledgeType.RELEASE: "Release",
+                  AcknowledgeType.REJECT: "Reject", AcknowledgeType.RENEW: "Renew"}
+
+
 class _Entry:
-    __slots__ = ("sp", "topic", "part", "ready", "error", "tail")
+    __slots__ = ("sp", "topic", "part", "ready", "error", "tail", "batch_sizes")
 
     def __init__(self, sp: SharePartition, topic: str, part: "Partition") -> None:
         self.sp = sp
@@ -63,6 +84,7 @@ class _Entry:
         self.ready: asyncio.Future | None = None
         self.error = ErrorCode.NONE
         self.tail: asyncio.Future | None = None  # the last write sent: writes go out in the order issued
+        self.batch_sizes = CountBuckets()  # records of each batch added to the in-flight state
 
 
 def _zigzag_varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -113,6 +135,12 @@ class SharePartitionManager:
         self._task: asyncio.Future | None = None
         self._background: set[asyncio.Future] = set()
         self._next_due: int | None = None  # the earliest lock deadline the timer task sleeps until
+        # ShareGroupMetrics: records acknowledged by ackType (RecordAcknowledgementsPerSec), PartitionLoadTimeMs
+        self.acknowledged_records = {name: 0 for name in ACK_TYPE_NAMES.values()}
+        self.partition_load_time = LatencyBuckets()
+        # per group: RequestTopicPartitionsFetchRatio, TopicPartitionsAcquireTimeMs
+        self.fetch_ratio: dict[str, RatioBuckets] = {}
+        self.acquire_time: dict[str, LatencyBuckets] = {}
 
     # ---- lifecycle ------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -180,6 +208,7 @@ class SharePartitionManager:
     async def _initialize(self, e: _Entry, reset: str) -> None:
         """``maybeInitialize``: ReadShareGroupState, then the start offset resolved and the state loaded."""
         sp = e.sp
+        started = self.clock.monotonic()
         req = ReadShareGroupStateRequest(group_id=sp.group_id, topics=[rsr.ReadStateData(
             topic_id=sp.topic_id, partitions=[rsr.PartitionData(partition=sp.partition,
                                                                 leader_epoch=sp.leader_epoch)])])
@@ -192,6 +221,9 @@ class SharePartitionManager:
             batches = [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                        for b in pr.state_batches]
             sp.initialize(start, pr.state_epoch, batches, pr.error_code)
+            self.partition_load_time.observe((self.clock.monotonic() - started) * 1000)
+            for b in batches:
+                e.batch_sizes.observe(b.last_offset - b.first_offset + 1)
             log.info("share partition %s %s-%d initialized: start offset %d, state epoch %d, %d batches",
                      sp.group_id, e.topic, sp.partition, sp.start_offset, sp.state_epoch, len(batches))
         except ShareError as exc:
@@ -340,7 +372,37 @@ class SharePartitionManager:
 
     async def acknowledge(self, e: _Entry, member_id: str, batches: list[AcknowledgementBatch]) -> int:
         t = e.sp.acknowledge(member_id, batches, self.clock.now_ms())
-        return await self.persist(e, t)
+        code = await self.persist(e, t)
+        if not code:
+            self._count_acknowledgements(batches)
+        return code
+
+    def share_fetch_done(self, group_id: str, requested: int, acquired: int, elapsed_ms: float) -> None:
+        """One ShareFetch's read (DelayedShareFetch's metrics): the share of its partitions that acquired records,
+        in percent, and the time until they were acquired or the wait ended."""
+        if requested <= 0:
+            return
+        ratio = self.fetch_ratio.get(group_id)
+        if ratio is None:
+            ratio = self.fetch_ratio[group_id] = RatioBuckets()
+            self.acquire_time[group_id] = LatencyBuckets()
+        ratio.observe(acquired * 100 // requested)
+        self.acquire_time[group_id].observe(elapsed_ms)
+
+    def _count_acknowledgements(self, batches: list[AcknowledgementBatch]) -> None:
+        """RecordAcknowledgementsPerSec: a batch's records under its one type, else one per offset's type."""
+        counts = self.acknowledged_records
+        for b in batches:
+            types = b.acknowledge_types
+            if len(types) == 1:
+                name = ACK_TYPE_NAMES.get(types[0])
+                if name is not None:
+                    counts[name] += b.last_offset - b.first_offset + 1
+            else:
+                for t in types:
+                    name = ACK_TYPE_NAMES.get(t)
+                    if name is not None:
+                        counts[name] += 1
 
     # ---- reads ----------------------------------------------------------------------------------------------
     def acquire(self, e: _Entry, member_id: str, max_bytes: int, min_one: bool, max_records: int, batch_size: int,
@@ -374,12 +436,16 @@ class SharePartitionManager:
             aborted = aborted_transaction_batches(
                 headers, [(a.producer_id, a.first_offset) for a in info.aborted_transactions],
                 lambda h: _is_abort_marker(records, positions[id(h)]))
+        end_before = sp.end_offset if sp.num_in_flight_batches() else -1
         got = sp.acquire(member_id, headers, fetch_offset=offset, max_fetch_records=max_records,
                          batch_size=batch_size, now=self.clock.now_ms(), record_limit=record_limit,
                          aborted_batches=aborted)
         self._after(e)
         if not got.records:
             return None
+        for r in got.records:
+            if r.first_offset > end_before:  # a batch new to the in-flight state (addBatchToCache)
+                e.batch_sizes.observe(r.last_offset - r.first_offset + 1)
         first, last = got.records[0].first_offset, got.records[-1].last_offset
         start = end = None
         for pos, h in found:
@@ -421,3 +487,74 @@ class SharePartitionManager:
             for f in (appends, changes):
                 if not f.done():
                     f.cancel()
+
+
+class SharePartitionCollector:
+    """KIP-1103's broker metrics of the share partitions led here, named as broker/observability/metrics.py names
+    Kafka's (meters are counters):
+
+    * ``kafka.server:type=ShareGroupMetrics``: RecordAcknowledgementsPerSec{ackType} (records acknowledged, written),
+      PartitionLoadTimeMs (ReadShareGroupState until the state is loaded, a histogram in ms) and, per group,
+      RequestTopicPartitionsFetchRatio and TopicPartitionsAcquireTimeMs (histograms);
+    * ``kafka.server:type=SharePartitionMetrics`` per {group, topic, partition}: InFlightMessageCount,
+      InFlightBatchCount (gauges), AcquisitionLockTimeoutPerSec (records whose lock expired) and
+      InFlightBatchMessageCount (records of each batch added to the in-flight state, a histogram)."""
+
+    def __init__(self, manager: SharePartitionManager) -> None:
+        self.manager = manager
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+        mgr = self.manager
+        acks = CounterMetricFamily("kafka_server_sharegroupmetrics_recordacknowledgements",
+                                   "Records acknowledged, by acknowledgement type (RecordAcknowledgementsPerSec)",
+                                   labels=["ackType"])
+        for name, n in mgr.acknowledged_records.items():
+            acks.add_metric([name], n)
+        yield acks
+        load = mgr.partition_load_time
+        lt = HistogramMetricFamily("kafka_server_sharegroupmetrics_partitionloadtimems",
+                                   "Time to load a share partition's state (PartitionLoadTimeMs)")
+        lt.add_metric([], load.buckets(), load.sum)
+        yield lt
+        ratio = HistogramMetricFamily("kafka_server_sharegroupmetrics_requesttopicpartitionsfetchratio",
+                                      "Percent of a ShareFetch's partitions that acquired records "
+                                      "(RequestTopicPartitionsFetchRatio)", labels=["group"])
+        acquire = HistogramMetricFamily("kafka_server_sharegroupmetrics_topicpartitionsacquiretimems",
+                                        "Time until a ShareFetch acquired records or its wait ended "
+                                        "(TopicPartitionsAcquireTimeMs)", labels=["group"])
+        for group, h in list(mgr.fetch_ratio.items()):
+            ratio.add_metric([group], h.buckets(), h.sum)
+            t = mgr.acquire_time[group]
+            acquire.add_metric([group], t.buckets(), t.sum)
+        yield ratio
+        yield acquire
+        labels = ["group", "topic", "partition"]
+        msgs = GaugeMetricFamily("kafka_server_sharepartitionmetrics_inflightmessagecount",
+                                 "Records in the share partition's in-flight window (InFlightMessageCount)",
+                                 labels=labels)
+        nb = GaugeMetricFamily("kafka_server_sharepartitionmetrics_inflightbatchcount",
+                               "In-flight batches cached (InFlightBatchCount)", labels=labels)
+        timeouts = CounterMetricFamily("kafka_server_sharepartitionmetrics_acquisitionlocktimeout",
+                                       "Records whose acquisition lock expired (AcquisitionLockTimeoutPerSec)",
+                                       labels=labels)
+        sizes = HistogramMetricFamily("kafka_server_sharepartitionmetrics_inflightbatchmessagecount",
+                                      "Records of each batch added to the in-flight state (InFlightBatchMessageCount)",
+                                      labels=labels)
+        for e in list(mgr.partitions.values()):
+            sp = e.sp
+            if not sp.active:
+                continue
+            lv = [sp.group_id, e.topic, str(sp.partition)]
+            msgs.add_metric(lv, sp.num_in_flight_records())
+            nb.add_metric(lv, sp.num_in_flight_batches())
+            timeouts.add_metric(lv, sp.lock_timeouts)
+            sizes.add_metric(lv, e.batch_sizes.buckets(), e.batch_sizes.sum)
+        yield msgs
+        yield nb
+        yield timeouts
+        yield sizes

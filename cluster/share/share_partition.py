@@ -415,6 +415,8 @@ class SharePartition:
         self._pending: dict[int, _PendingWrite] = {}
         self._background: list[StateWrite] = []
         self._woken = False
+        #: records whose acquisition lock expired (SharePartitionMetrics' AcquisitionLockTimeoutPerSec)
+        self.lock_timeouts = 0
 
     # ------------------------------------------------------------------ cache helpers
 
@@ -576,6 +578,10 @@ class SharePartition:
 
     def num_in_flight_records(self) -> int:
         return self.end_offset - self.start_offset + 1 if self._keys else 0
+
+    def num_in_flight_batches(self) -> int:
+        """The cached in-flight batches (SharePartitionMetrics' InFlightBatchCount: ``cachedState.size()``)."""
+        return len(self._keys)
 
     def can_acquire_records(self) -> bool:
         """``canAcquireRecords``: records to re-deliver, or room in the window."""
@@ -1305,6 +1311,7 @@ class SharePartition:
             if not st.try_update(new, DeliveryCountOps.NO_OP, self.max_delivery_count, EMPTY_MEMBER_ID):
                 return
             st.lock_deadline = None
+            self.lock_timeouts += b.last - b.first + 1
             batches.append(StateBatch(b.first, b.last, int(st.state), st.delivery_count))
             if st.state is not RecordState.ARCHIVED:
                 self._find_next_fetch_offset = True
@@ -1319,6 +1326,7 @@ class SharePartition:
             if not st.try_update(new, DeliveryCountOps.NO_OP, self.max_delivery_count, EMPTY_MEMBER_ID):
                 continue
             st.lock_deadline = None
+            self.lock_timeouts += 1
             batches.append(StateBatch(o, o, int(st.state), st.delivery_count))
             if st.state is not RecordState.ARCHIVED:
                 self._find_next_fetch_offset = True

@@ -396,3 +396,82 @@ def test_read_committed_stops_at_the_lso_and_archives_aborted_batches(sbroker):
     finally:
         a.close()
         p.abort_transaction(30)
+
+
+def _metric(sbroker, name: str, **labels) -> float:
+    """A sample of the broker's Prometheus registry (what its /metrics endpoint serves), 0 when absent."""
+    return sbroker.broker.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_kip_1103_metrics_follow_fetches_acknowledgements_and_lock_expiry(sbroker):
+    """BrokerTopicMetrics' share meters count each ShareFetch and acknowledgement per topic (failed ones too),
+    ShareGroupMetrics counts acknowledged records by type, SharePartitionMetrics shows the in-flight window, the
+    batches added to it and the records whose lock expired."""
+    s = Setup(sbroker, "metrics", [4, 3])
+    bt = "kafka_server_brokertopicmetrics_"
+    spm = dict(group=s.group, topic=s.topic, partition="0")
+    acks_before = {t: _metric(sbroker, "kafka_server_sharegroupmetrics_recordacknowledgements_total", ackType=t)
+                   for t in ("Accept", "Release", "Reject")}
+    a, b = Member(sbroker, s), Member(sbroker, s)
+    c = None
+    try:
+        fetches = 0
+        for _ in range(10):  # bounded: the long poll returns once the records are acquired
+            got = a.fetch(max_wait_ms=3000)
+            fetches += 1
+            if acquired(got):
+                break
+        assert acquired(got) == [(0, 6, 1)]
+        assert _metric(sbroker, bt + "totalsharefetchrequests_total", topic=s.topic) == fetches
+        assert _metric(sbroker, bt + "failedsharefetchrequests_total", topic=s.topic) == 0
+        assert _metric(sbroker, "kafka_server_sharepartitionmetrics_inflightmessagecount", **spm) == 7
+        assert _metric(sbroker, "kafka_server_sharepartitionmetrics_inflightbatchcount", **spm) == 1
+        assert _metric(sbroker, "kafka_server_sharepartitionmetrics_inflightbatchmessagecount_count", **spm) == 1
+        assert _metric(sbroker, "kafka_server_sharepartitionmetrics_inflightbatchmessagecount_sum", **spm) == 7
+        sizes = "kafka_server_sharepartitionmetrics_inflightbatchmessagecount_bucket"
+        assert [_metric(sbroker, sizes, le=le, **spm) for le in ("5.0", "10.0", "+Inf")] == [0, 1, 1]
+        assert _metric(sbroker, "kafka_server_sharegroupmetrics_partitionloadtimems_count") >= 1
+        sg = "kafka_server_sharegroupmetrics_"
+        # one observation per fetch: 100% for the fetch that acquired, 0% for any that waited in vain
+        assert _metric(sbroker, sg + "requesttopicpartitionsfetchratio_count", group=s.group) == fetches
+        assert _metric(sbroker, sg + "requesttopicpartitionsfetchratio_sum", group=s.group) == 100
+        assert _metric(sbroker, sg + "topicpartitionsacquiretimems_count", group=s.group) == fetches
+
+        resp = a.ack([(0, 3, [ACCEPT]), (4, 6, [RELEASE, REJECT, ACCEPT])])
+        assert [p.error_code for t in resp.responses for p in t.partitions] == [0]
+        delta = {t: _metric(sbroker, "kafka_server_sharegroupmetrics_recordacknowledgements_total", ackType=t)
+                 - acks_before[t] for t in acks_before}
+        assert delta == {"Accept": 5, "Release": 1, "Reject": 1}
+        assert _metric(sbroker, bt + "totalshareacknowledgementrequests_total", topic=s.topic) == 1
+        assert _metric(sbroker, bt + "failedshareacknowledgementrequests_total", topic=s.topic) == 0
+        # 0-3 acknowledged: the window starts at 4 (4 Available, 5 Archived, 6 Acknowledged)
+        assert _metric(sbroker, "kafka_server_sharepartitionmetrics_inflightmessagecount", **spm) == 3
+
+        late = a.ack([(4, 4, [ACCEPT])])  # released, no longer a's: refused, counted as failed, no record counted
+        assert [p.error_code for t in late.responses for p in t.partitions] == [E.INVALID_RECORD_STATE]
+        assert _metric(sbroker, bt + "totalshareacknowledgementrequests_total", topic=s.topic) == 2
+        assert _metric(sbroker, bt + "failedshareacknowledgementrequests_total", topic=s.topic) == 1
+        assert (_metric(sbroker, "kafka_server_sharegroupmetrics_recordacknowledgements_total", ackType="Accept")
+                - acks_before["Accept"]) == 5
+
+        assert _metric(sbroker, "kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total", **spm) == 0
+        assert acquired(fetch_until(b)) == [(4, 4, 2)]  # the released record; b lets its lock (2 s) expire
+        c = Member(sbroker, s)
+        assert acquired(fetch_until(c)) == [(4, 4, 3)]  # woken by the expiry
+        assert _metric(sbroker, "kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total", **spm) == 1
+        assert partition(c.fetch(acks=[(4, 4, [ACCEPT])])).acknowledge_error_code == 0
+        assert _metric(sbroker, "kafka_server_sharepartitionmetrics_inflightmessagecount", **spm) == 0
+
+        # a partition the topic does not have: the fetch fails on the topic
+        failed_before = _metric(sbroker, bt + "failedsharefetchrequests_total", topic=s.topic)
+        bad = c.w.call(78, 1, ShareFetchRequest(
+            group_id=s.group, member_id=str(uuid.uuid4()), share_session_epoch=0, max_wait_ms=0, min_bytes=1,
+            max_records=10, batch_size=10,
+            topics=[sfr.FetchTopic(topic_id=s.topic_id, partitions=[sfr.FetchPartition(partition_index=7)])]))
+        assert bad.error_code == 0 and partition(bad).error_code != 0
+        assert _metric(sbroker, bt + "failedsharefetchrequests_total", topic=s.topic) == failed_before + 1
+    finally:
+        a.close()
+        b.close()
+        if c is not None:
+            c.close()

@@ -48,6 +48,14 @@ def produce(bootstrap: str, topic: str, n: int, size: int = 0, partitions: int =
     assert p.flush(30) == 0
 
 
+def metric(sbroker, name: str, **labels) -> float:
+    """A sample of the broker's Prometheus registry, 0 when absent."""
+    return sbroker.broker.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+ACCEPTED = "kafka_server_sharegroupmetrics_recordacknowledgements_total"
+
+
 def share_consumer(bootstrap: str, group: str, topic: str, explicit: bool = False) -> ShareConsumer:
     c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
                        "share.acknowledgement.mode": "explicit" if explicit else "implicit"})
@@ -72,6 +80,7 @@ def test_share_consumer_reads_every_record_once_by_sendfile(sbroker):
     record_bytes = sum(sp.bytes for sp in stored.values())
     stats = sbroker.broker.send_stats
     calls, sent = stats.calls, stats.bytes
+    accepted = metric(sbroker, ACCEPTED, ackType="Accept")
     seen: dict[tuple[int, int], int] = {}
     c = share_consumer(sbroker.bootstrap, group, topic)
     try:
@@ -90,6 +99,16 @@ def test_share_consumer_reads_every_record_once_by_sendfile(sbroker):
     starts = {p: sp.partitions[(group, sbroker.broker.metadata.image.topic(topic).topic_id, p)].sp.start_offset
               for p in range(3)}
     assert starts == {p: 1000 for p in range(3)}  # every record Acknowledged: the SPSO is past them
+    # KIP-1103's metrics as the client's requests left them
+    bt = "kafka_server_brokertopicmetrics_"
+    assert metric(sbroker, ACCEPTED, ackType="Accept") - accepted == 3000
+    assert metric(sbroker, bt + "totalsharefetchrequests_total", topic=topic) > 0
+    assert metric(sbroker, bt + "totalshareacknowledgementrequests_total", topic=topic) > 0
+    assert metric(sbroker, bt + "failedshareacknowledgementrequests_total", topic=topic) == 0
+    for p in range(3):
+        labels = dict(group=group, topic=topic, partition=str(p))
+        assert metric(sbroker, "kafka_server_sharepartitionmetrics_inflightmessagecount", **labels) == 0
+        assert metric(sbroker, "kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total", **labels) == 0
 
 
 def test_explicit_release_returns_with_count_plus_one_and_reject_never(sbroker):
@@ -139,10 +158,14 @@ def test_consumer_that_stops_polling_loses_its_records_after_the_lock(sbroker):
     """A (explicit mode) takes records and stops polling; B gets them once A's locks (2 s) expired, with delivery
     count 2; A's late acknowledgement of them fails."""
     create_topic(sbroker.bootstrap, "sc-lock", 1)
-    check_lock_expiry(sbroker.bootstrap, "sc-lock", "sc-lock")
+    held = check_lock_expiry(sbroker.bootstrap, "sc-lock", "sc-lock")
+    labels = dict(group="sc-lock", topic="sc-lock", partition="0")
+    # the held records' locks expired (and any A's prefetch acquired meanwhile: 5 records were produced)
+    assert held <= metric(sbroker, "kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total", **labels) <= 5
 
 
-def check_lock_expiry(bootstrap: str, topic: str, group: str) -> None:
+def check_lock_expiry(bootstrap: str, topic: str, group: str) -> int:
+    """The records the first consumer held until their lock expired."""
     group_configs(bootstrap, group)
     produce(bootstrap, topic, 5)
     a = share_consumer(bootstrap, group, topic, explicit=True)
@@ -163,3 +186,4 @@ def check_lock_expiry(bootstrap: str, topic: str, group: str) -> None:
         a.close()
         if b is not None:
             b.close()
+    return len(held)

@@ -963,3 +963,20 @@ def test_woken_on_release_and_window_moves():
     assert sp.take_woken()
     release(sp, MEMBER)
     assert sp.take_woken()
+
+
+def test_lock_timeouts_and_in_flight_batches_for_the_metrics():
+    """SharePartitionMetrics' AcquisitionLockTimeoutPerSec counts the records whose lock expired (a whole batch or
+    the still-acquired offsets of a split one, never an acknowledged one); InFlightBatchCount the cached batches."""
+    sp = make()
+    acquire(sp, MEMBER, (5, 6))
+    acquire(sp, MEMBER, (10, 18), fetch_offset=7)
+    assert sp.num_in_flight_batches() == 2 and sp.num_in_flight_records() == 14
+    ack(sp, MEMBER, (10, 13, [2, 0, 0, 1]))
+    assert sp.lock_timeouts == 0
+    sp.on_time(LOCK_MS - 1)
+    assert sp.lock_timeouts == 0
+    sp.on_time(LOCK_MS)
+    assert sp.lock_timeouts == 2 + 5  # 5-6 whole, 14-18 one by one
+    sp.on_time(LOCK_MS * 3)
+    assert sp.lock_timeouts == 7  # nothing acquired any more
