@@ -1,0 +1,393 @@
+"""Share groups (KIP-932) against a consumer group on one broker, measured in the same run (issue 30).
+
+Run:  .venv/bin/python benchmarks/bench_share.py --json share.json          # ~5 min
+      .venv/bin/python benchmarks/bench_share.py --records 20000 --rounds 1 --commits 50   # a quick look
+
+One ``odradek serve`` (config/single-node.yaml, as bench_broker.py starts it), confluent-kafka (librdkafka) with
+client defaults unless said:
+
+* **throughput**: ``--records`` records of 1 KiB on one topic of 6 partitions, read whole by a fresh
+  ``ShareConsumer`` group (implicit acknowledgement, the group config ``share.auto.offset.reset=earliest``) and by a
+  fresh consumer group (``Consumer``, subscribe, ``auto.offset.reset=earliest``), alternating ABBA for
+  ``--rounds`` pairs; best of the rounds: records/s from the first record to the last (the group's join and first
+  fetch are left out, and the first poll's records: the classic group's initial rebalance delay and the share
+  group's assignment, which comes with the second heartbeat once the partitions' share state is initialized, are
+  not the fetch path; the group's ``consume()`` takes at most 1,000 records, about what a share poll returns),
+  broker CPU-seconds per GB of record values read (utime+stime of the broker process over the whole arm, joins and
+  closes included, from /proc/<pid>/stat), and for the share arm the growth of ``__share_group_state`` (the size
+  of its partitions' segment files, before and after) per GB read. Target: share >= 0.5x the group's records/s.
+* **one partition**: 1, 2 and 4 ShareConsumers (one thread each, one group per count) on one partition of
+  ``--records`` / 2 records: records/s of the whole group, each member's share, records delivered twice. The
+  records are written in one transaction, committed once the members had ``--settle`` seconds to join (the group
+  reads read_committed): otherwise the first member to be assigned reads them all before the others join.
+* **commit**: ``--commits`` round trips of a ShareConsumer in explicit mode (of a poll's records, 100 at a time
+  acknowledged ACCEPT, then ``commit_sync()`` timed: one ShareAcknowledge, answered once its state write is
+  committed; the client returns a poll's whole ShareFetch answer, thousands of records) beside a consumer group's
+  ``Consumer.commit(asynchronous=False)`` after each ``consume(100)`` (one OffsetCommit), in blocks ABBA; 100-byte
+  records; p50/p99 of the timed call. Target: share p50 <= 2x the OffsetCommit's.
+
+The load average is printed at the start and the end: the machine is shared and the figures mean little when it is
+busy. Nothing is asserted; the exit status is 1 when a target is missed; ``--json`` keeps the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer  # noqa: E402
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType  # noqa: E402
+
+import bench_broker  # noqa: E402
+
+SIZE = 1024
+PARTITIONS = 6
+STATE_TOPIC = "__share_group_state"
+TARGET_RATE = 0.5     # share records/s / group records/s
+TARGET_COMMIT = 2.0   # share commit_sync p50 / OffsetCommit p50
+POLL_RECORDS = 100    # records per commit in the commit case
+ARM_TIMEOUT = 300.0   # seconds an arm may take before it is reported as failed
+
+
+def loadavg() -> str:
+    return " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def state_bytes(data_dir: str) -> int:
+    """Bytes of the segment files of every ``__share_group_state`` partition on disk."""
+    total = 0
+    for d in os.listdir(data_dir):
+        if d.startswith(STATE_TOPIC + "-"):
+            path = os.path.join(data_dir, d)
+            total += sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path) if f.endswith(".log"))
+    return total
+
+
+def share_group(bootstrap: str, explicit: bool = False, read_committed: bool = False) -> tuple[str, dict]:
+    """A fresh share group reading from the earliest offset (set before the group exists, as Kafka allows)."""
+    group = f"share-bench-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+    configs = [ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)]
+    if read_committed:
+        configs.append(ConfigEntry("share.isolation.level", "read_committed",
+                                   incremental_operation=AlterConfigOpType.SET))
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=configs)
+    admin.incremental_alter_configs([res])[res].result(timeout=30)
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "log_level": 4}
+    if explicit:
+        conf["share.acknowledgement.mode"] = "explicit"
+    return group, conf
+
+
+class Arm:
+    """What one read of the log measured."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind, self.records, self.seconds, self.first_s, self.cpu = kind, 0, 0.0, 0.0, 0.0
+        self.timed = 0  # records after the first poll's: those read in ``seconds``
+        self.state_bytes, self.duplicates, self.per_member = 0, 0, []
+
+    def rate(self) -> float:
+        return self.timed / self.seconds if self.seconds > 0 else 0.0
+
+    def cpu_per_gb(self) -> float:
+        return self.cpu / (self.records * SIZE / 1e9) if self.records else float("nan")
+
+    def state_per_gb(self) -> float:
+        return self.state_bytes / (self.records * SIZE / 1e9) if self.records else float("nan")
+
+
+def read_share(b, data_dir: str, topic: str, n: int, members: int = 1, gate=None, settle: float = 0.0) -> Arm:
+    """``members`` ShareConsumers of one fresh group, one thread each, until ``n`` distinct records were read.
+
+    With ``gate`` (a call that commits the transaction holding the records) the group reads read_committed: the
+    members join and get their assignment during ``settle`` seconds, then ``gate`` makes every record visible at
+    once, so no member reads the lot before the others have joined."""
+    arm = Arm(f"share x{members}")
+    _, conf = share_group(b.bootstrap, read_committed=gate is not None)
+    seen: set[tuple[int, int]] = set()
+    lock = threading.Lock()
+    counts = [0] * members
+    first: list[float] = []
+    errors: list[str] = []
+    s0, c0 = state_bytes(data_dir), b.cpu_seconds()
+    t0 = time.perf_counter()
+    cpu0 = [c0]
+    deadline = time.monotonic() + ARM_TIMEOUT
+
+    def member(i: int) -> None:
+        c = ShareConsumer(conf)
+        try:
+            c.subscribe([topic])
+            while time.monotonic() < deadline:
+                with lock:
+                    if len(seen) >= n:
+                        break
+                msgs = c.poll(0.5)
+                if not msgs:
+                    continue
+                keys = []
+                for m in msgs:
+                    if m.error() is not None:
+                        errors.append(str(m.error()))
+                        continue
+                    keys.append((m.partition(), m.offset()))
+                with lock:
+                    if not first:  # the clock starts when the first poll returns: its records are not timed
+                        first.append(time.perf_counter())
+                    else:
+                        arm.timed += len(keys)
+                    for k in keys:
+                        if k in seen:
+                            arm.duplicates += 1
+                        else:
+                            seen.add(k)
+                    counts[i] += len(keys)
+                    if len(seen) >= n:
+                        arm.seconds = time.perf_counter() - first[0]
+            c.commit_sync(30)  # the last poll's records accepted
+        except Exception as exc:  # reported below with the arm
+            errors.append(repr(exc))
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(members)]
+    for t in threads:
+        t.start()
+    if gate is not None:
+        time.sleep(settle)
+        cpu0[0] = b.cpu_seconds()  # the CPU of idle members waiting is not the read's
+        gate()
+    for t in threads:
+        t.join(ARM_TIMEOUT + 60)
+    arm.cpu = b.cpu_seconds() - cpu0[0]
+    arm.state_bytes = state_bytes(data_dir) - s0
+    arm.records, arm.per_member = len(seen), counts
+    arm.first_s = (first[0] - t0) if first else float("nan")
+    if len(seen) < n or errors:
+        raise RuntimeError(f"{arm.kind}: {len(seen)}/{n} records, errors {errors[:3]}")
+    return arm
+
+
+def read_group(b, topic: str, n: int) -> Arm:
+    """A fresh consumer group (subscribe, client defaults, from the earliest offset) until ``n`` records."""
+    arm = Arm("group")
+    c0 = b.cpu_seconds()
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"group-bench-{uuid.uuid4().hex[:8]}",
+                  "auto.offset.reset": "earliest", "log_level": 4})
+    t0 = time.perf_counter()
+    first = None
+    deadline = time.monotonic() + ARM_TIMEOUT
+    try:
+        c.subscribe([topic])
+        while arm.records < n and time.monotonic() < deadline:
+            msgs = c.consume(1000, 0.5)  # about what a ShareConsumer's poll returns
+            for m in msgs:
+                if m.error() is not None:
+                    raise RuntimeError(f"group: {m.error()}")
+            if msgs and first is None:  # the clock starts when the first poll returns: its records are not timed
+                first = time.perf_counter()
+            elif msgs:
+                arm.timed += len(msgs)
+            arm.records += len(msgs)
+        if first is not None:
+            arm.seconds = time.perf_counter() - first
+        c.commit(asynchronous=False)
+    finally:
+        c.close()
+    arm.cpu = b.cpu_seconds() - c0
+    arm.first_s = (first - t0) if first is not None else float("nan")
+    if arm.records < n:
+        raise RuntimeError(f"group: {arm.records}/{n} records after {ARM_TIMEOUT}s")
+    return arm
+
+
+def throughput(b, data_dir: str, n: int, rounds: int) -> dict:
+    topic = f"share-bench-{uuid.uuid4().hex[:6]}"
+    bench_broker.create_topic(b.client, topic, PARTITIONS)
+    pr = bench_broker.produce(b.client, topic, n, SIZE, "all", ARM_TIMEOUT)
+    print(f"produced {n:,} records of {SIZE} B to {PARTITIONS} partitions in {pr.seconds:.1f} s", flush=True)
+    read_group(b, topic, n)  # untimed: the log's pages and the first connections are warm for both arms
+    arms: dict[str, list[Arm]] = {"share": [], "group": []}
+    order = ("share", "group", "group", "share")
+    for r in range(rounds):  # ABBA across rounds: share first in even rounds
+        kind = order[(2 * r) % 4], order[(2 * r + 1) % 4]
+        for k in kind:
+            a = read_share(b, data_dir, topic, n) if k == "share" else read_group(b, topic, n)
+            arms[k].append(a)
+            extra = (f", __share_group_state +{a.state_bytes:,} B ({a.state_per_gb() / 1e6:.2f} MB/GB), "
+                     f"{a.duplicates} duplicates" if k == "share" else "")
+            print(f"  round {r + 1} {k:5}: {a.rate():9,.0f} records/s, first record after {a.first_s:.2f} s, "
+                  f"broker {a.cpu_per_gb():.1f} CPU-s/GB{extra}  (load {loadavg()})", flush=True)
+    share = max(arms["share"], key=Arm.rate)
+    group = max(arms["group"], key=Arm.rate)
+    best_cpu = {k: min(a.cpu_per_gb() for a in v) for k, v in arms.items()}
+    ratio = share.rate() / group.rate()
+    out = {"records": n, "share_rps": share.rate(), "group_rps": group.rate(), "ratio": ratio,
+           "share_cpu_s_per_gb": best_cpu["share"], "group_cpu_s_per_gb": best_cpu["group"],
+           "state_bytes_per_gb": min(a.state_per_gb() for a in arms["share"]),
+           "all": {k: [{"rps": a.rate(), "cpu_s_per_gb": a.cpu_per_gb(), "state_bytes": a.state_bytes,
+                        "first_s": a.first_s, "duplicates": a.duplicates} for a in v] for k, v in arms.items()}}
+    print(f"best of {rounds}: share {out['share_rps']:,.0f} records/s, group {out['group_rps']:,.0f} records/s, "
+          f"ratio {ratio:.2f} (target >= {TARGET_RATE}); broker CPU-s/GB share {best_cpu['share']:.1f}, group "
+          f"{best_cpu['group']:.1f}; __share_group_state {out['state_bytes_per_gb'] / 1e6:.2f} MB per GB read",
+          flush=True)
+    bench_broker.delete_topic(b.client, topic)
+    return out
+
+
+def one_partition(b, data_dir: str, n: int, counts: tuple[int, ...], settle: float) -> list[dict]:
+    """Each count on its own topic of one partition, its ``n`` records in one open transaction that is committed
+    once the members have joined (``read_share``'s gate)."""
+    out = []
+    for members in counts:
+        topic = f"share-one-{members}-{uuid.uuid4().hex[:6]}"
+        bench_broker.create_topic(b.client, topic, 1)
+        p = Producer({**b.client, "transactional.id": f"bench-{topic}", "linger.ms": 5, "log_level": 4})
+        p.init_transactions(60)
+        p.begin_transaction()
+        value = os.urandom(SIZE)
+        for _ in range(n):
+            while True:
+                try:
+                    p.produce(topic, value)
+                    break
+                except BufferError:
+                    p.poll(0.01)
+        p.flush(ARM_TIMEOUT)
+        a = read_share(b, data_dir, topic, n, members, gate=lambda: p.commit_transaction(60), settle=settle)
+        out.append({"members": members, "rps": a.rate(), "per_member": a.per_member, "duplicates": a.duplicates,
+                    "cpu_s_per_gb": a.cpu_per_gb()})
+        print(f"one partition, {members} share consumer(s): {a.rate():9,.0f} records/s, per member "
+              f"{a.per_member}, {a.duplicates} duplicates, broker {a.cpu_per_gb():.1f} CPU-s/GB  (load {loadavg()})",
+              flush=True)
+        bench_broker.delete_topic(b.client, topic)
+    return out
+
+
+def commits(b, commits_n: int) -> dict:
+    """ShareConsumer commit_sync (explicit acks) beside Consumer.commit(asynchronous=False), blocks ABBA."""
+    topic = f"share-commit-{uuid.uuid4().hex[:6]}"
+    bench_broker.create_topic(b.client, topic, PARTITIONS)
+    # each commit covers POLL_RECORDS records on both sides; each side reads the topic whole
+    bench_broker.produce(b.client, topic, commits_n * POLL_RECORDS, 100, "all", ARM_TIMEOUT)
+    _, conf = share_group(b.bootstrap, explicit=True)
+    sc = ShareConsumer(conf)
+    sc.subscribe([topic])
+    gc = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"commit-bench-{uuid.uuid4().hex[:8]}",
+                   "auto.offset.reset": "earliest", "enable.auto.commit": False, "log_level": 4})
+    gc.subscribe([topic])
+    times: dict[str, list[float]] = {"share": [], "group": []}
+    sizes: dict[str, list[int]] = {"share": [], "group": []}
+    deadline = time.monotonic() + ARM_TIMEOUT
+
+    pending: list = []
+
+    def share_once() -> bool:
+        if not pending:
+            pending.extend(m for m in sc.poll(1.0) if m.error() is None)
+            if not pending:
+                return False
+        chunk = pending[:POLL_RECORDS]
+        del pending[:POLL_RECORDS]
+        for m in chunk:
+            sc.acknowledge(m, AcknowledgeType.ACCEPT)
+        t0 = time.perf_counter()
+        res = sc.commit_sync(30)
+        times["share"].append((time.perf_counter() - t0) * 1000)
+        sizes["share"].append(len(chunk))
+        bad = [e for e in res.values() if e is not None]
+        if bad:
+            raise RuntimeError(f"commit_sync: {bad[0]}")
+        return True
+
+    def group_once() -> bool:
+        msgs = [m for m in gc.consume(POLL_RECORDS, 1.0) if m.error() is None]
+        if not msgs:
+            return False
+        t0 = time.perf_counter()
+        gc.commit(asynchronous=False)
+        times["group"].append((time.perf_counter() - t0) * 1000)
+        sizes["group"].append(len(msgs))
+        return True
+
+    try:
+        block = max(1, commits_n // 4)
+        for kind in ("share", "group", "group", "share"):
+            want, empty = len(times[kind]) + block, 0
+            while len(times[kind]) < want and empty < 15 and time.monotonic() < deadline:  # the join: ~5 s
+                empty = 0 if (share_once if kind == "share" else group_once)() else empty + 1
+    finally:
+        sc.close()
+        gc.close()
+        bench_broker.delete_topic(b.client, topic)
+    out = {k: {"n": len(v), "p50_ms": pct(v, 0.5), "p99_ms": pct(v, 0.99),
+               "records_per_commit": sum(sizes[k]) / max(1, len(sizes[k]))} for k, v in times.items()}
+    out["ratio_p50"] = out["share"]["p50_ms"] / out["group"]["p50_ms"]
+    print(f"commit: ShareConsumer.commit_sync p50 {out['share']['p50_ms']:.2f} ms p99 {out['share']['p99_ms']:.2f} "
+          f"ms ({out['share']['n']} commits, {out['share']['records_per_commit']:.0f} records each); "
+          f"Consumer.commit p50 {out['group']['p50_ms']:.2f} ms p99 {out['group']['p99_ms']:.2f} ms "
+          f"({out['group']['n']} commits); p50 ratio {out['ratio_p50']:.2f} (target <= {TARGET_COMMIT})", flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=200_000, help="records of 1 KiB in the 6-partition log")
+    ap.add_argument("--rounds", type=int, default=3, help="reads per arm (best kept)")
+    ap.add_argument("--members", default="1,2,4", help="share consumers on one partition")
+    ap.add_argument("--settle", type=float, default=12.0,
+                    help="seconds the share consumers on one partition get to join (two heartbeats of 5 s)")
+    ap.add_argument("--commits", type=int, default=400, help="timed commits per side")
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip: throughput, partition, commit")
+    ap.add_argument("--json", help="write the figures here")
+    args = ap.parse_args(argv)
+    skip = set(filter(None, args.skip.split(",")))
+    print(f"load average {loadavg()} at the start", flush=True)
+    results: dict = {"load_start": loadavg()}
+    missed = []
+    with tempfile.TemporaryDirectory(prefix="bench-share-") as workdir:
+        b = bench_broker.start_odradek(workdir, "odradek-share")
+        data_dir = os.path.join(workdir, "odradek-share-data")
+        try:
+            bench_broker.warm_up(b)
+            if "throughput" not in skip:
+                r = results["throughput"] = throughput(b, data_dir, args.records, args.rounds)
+                if r["ratio"] < TARGET_RATE:
+                    missed.append("throughput")
+            if "partition" not in skip:
+                counts = tuple(int(x) for x in args.members.split(","))
+                results["one_partition"] = one_partition(b, data_dir, args.records // 2, counts, args.settle)
+            if "commit" not in skip:
+                r = results["commit"] = commits(b, args.commits)
+                if r["ratio_p50"] > TARGET_COMMIT:
+                    missed.append("commit")
+        finally:
+            b.stop()
+    results["load_end"] = loadavg()
+    results["missed"] = missed
+    print(f"load average {results['load_end']} at the end; targets missed: {', '.join(missed) or 'none'}",
+          flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
