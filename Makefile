@@ -95,6 +95,7 @@ soak: venv-test iproute2
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_transactions_cluster.py -k "each_clients or lost_markers"
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_transactions_v2.py -k three_nodes
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_share_coordinator_cluster.py
+	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_share_faults.py
 	ODRADEK_SOAK=1 $(PY) -m pytest -s -m soak tests/spark_jobs
 
 ## build docker/Dockerfile and run docker/compose.yaml's cluster for real on this machine (by hand, not in
