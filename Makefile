@@ -99,13 +99,14 @@ test: cc venv-test kcat java iproute2 docker-compose
 	  --durations=40 $(PYTEST_ARGS); rest=$$?; \
 	[ $$unit = 0 ] && [ $$rest = 0 ]
 
-## the long profiles, run by hand (not in CI): Raft simulation seeds, controller kills, replication faults (also
-## under transactions, with network partitions too), exactly-once through 20 kills of a transactional app (EOS), a
-## damaged log dir of 10,000 partitions, the transaction-aware cleaner through kills, 20 s of SASL re-authentication
-## on a secured cluster, the compaction report on a local Spark cluster
+## the long profiles, run by hand (not in CI): Raft simulation seeds, controller kills, the quorum and replication
+## tests on both topologies, replication faults (also under transactions, with network partitions too), exactly-once
+## through 20 kills of a transactional app (EOS), a damaged log dir of 10,000 partitions, the transaction-aware cleaner
+## through kills, 20 s of SASL re-authentication on a secured cluster, the compaction report on a local Spark cluster
 soak: venv-test iproute2
 	ODRADEK_SOAK=1 $(PY) -m pytest -s -m soak tests/sim
-	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_quorum_cluster.py -k controller_kills
+	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_quorum_cluster.py
+	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_replication.py
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_controller_failover.py
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_scale_rejoin.py
 	ODRADEK_SOAK=1 $(PY) -m pytest -s tests/integration/test_scale_failover.py
