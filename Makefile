@@ -45,8 +45,9 @@ java:  # the PySpark tests need a JVM
 	@command -v java >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jre-headless; }
 
 ## create/update .venv with the test extras, install kcat (and a JVM for Spark) if missing, run the suite
-# the pure-Python unit tests, the in-process broker and group tests, the single-broker client tests and the Spark
-# package's tests that start no Spark run on both cores (pytest-xdist): no clusters, no faults timed against each
+# the pure-Python unit tests, the in-process broker and group tests, the single-broker client tests (also those
+# that kill and restart their one `odradek serve` process: restarts, bad storage, the cleaner through a kill) and the
+# Spark package's tests that start no Spark run on both cores (pytest-xdist): no clusters, no faults timed against each
 # other; everything else after them, one test at a time (clusters of processes, fault injection, Spark). PYTEST_ARGS
 # go to both runs.
 PARALLEL_TESTS := tests/protocol tests/storage tests/cluster tests/share tests/sim tests/test_layering.py tests/test_readme_layout.py tests/test_skip_policy.py \
@@ -54,11 +55,11 @@ PARALLEL_TESTS := tests/protocol tests/storage tests/cluster tests/share tests/s
 	$(addprefix tests/integration/,test_aiokafka.py test_authz_data.py test_authz_groups.py test_bad_input.py test_confluent_kafka.py test_kafka_python.py \
 	  test_kafkajs.py test_kcat.py test_quotas.py test_read_committed_aborted.py test_sasl.py test_transactions.py \
 	  test_transactions_observed.py test_tls.py test_zero_copy.py test_transactional_offsets.py test_share_consumer.py \
-	  test_connection_quotas.py test_elect_leaders.py) \
+	  test_connection_quotas.py test_elect_leaders.py test_restart.py test_bad_storage.py test_txn_compaction.py) \
 	$(addprefix tests/spark_jobs/,test_scan.py test_worker_python.py test_partition_pass.py)
 # the in-process (EmbeddedBroker, tests/authz_harness.py) tests of modules whose other tests run clusters, and the
-# compose file checks and other commands refused before a node starts (docker-compose config, refused overrides), by node id prefix: on both cores too (the
-# one-at-a-time run deselects them)
+# compose file checks and other commands refused before a node starts (docker-compose config, refused overrides), by
+# node id prefix: on both cores too (the one-at-a-time run deselects them)
 PARALLEL_NODES := $(addprefix tests/integration/,\
 	test_compose.py::test_docker_compose_accepts_the_file \
 	test_acl_admin.py::test_describe_acls_needs_describe_on_the_cluster \
