@@ -3,7 +3,8 @@ over after kill -9 of the active one with every acknowledged change kept, the no
 same records, a killed broker is fenced and loses its leaderships (a preferred leader election gives them back once
 it is in the ISRs again), and SIGTERM is a controlled shutdown.
 
-``ODRADEK_SOAK=1`` runs the long profile (10 controller kills in a row instead of 3).
+``ODRADEK_SOAK=1`` runs the long profile: 10 controller kills in a row instead of 3, and each test on both topologies
+(3 combined nodes; 3 controllers + 3 brokers), where ``make test`` runs each on one, alternating.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from confluent_kafka.admin import (  # noqa: E402
     AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
 )
 
-KILLS = 10 if os.environ.get("ODRADEK_SOAK") else 3
+SOAK = bool(os.environ.get("ODRADEK_SOAK"))
+KILLS = 10 if SOAK else 3
 FAST = FAST_FAILOVER
 
 
@@ -40,7 +42,13 @@ TOPOLOGIES = {"3 combined": {"combined": 3}, "3 controllers + 3 brokers": {"comb
                                                                            "brokers": 3}}
 
 
-@pytest.fixture(params=list(TOPOLOGIES))
+def topologies(in_ci: str) -> list[str]:
+    """Both topologies in the long profile (``ODRADEK_SOAK=1``); the short one runs each test on one, the tests
+    alternating (as test_replication_faults.py's)."""
+    return list(TOPOLOGIES) if SOAK else [in_ci]
+
+
+@pytest.fixture
 def cluster(request, tmp_path):
     c = ClusterProcesses(tmp_path, overrides=FAST, **TOPOLOGIES[request.param])
     try:
@@ -100,6 +108,7 @@ def metadata_records(node_dir: Path) -> list[tuple[int, bytes]]:
         log.close()
 
 
+@pytest.mark.parametrize("cluster", topologies("3 combined"), indirect=True)
 def test_controller_kills_keep_every_acknowledged_change_and_logs_agree(cluster):
     c = cluster
     until(lambda: quorum_leader(c)[1] > 0, what="a quorum leader")
@@ -152,7 +161,7 @@ def test_controller_kills_keep_every_acknowledged_change_and_logs_agree(cluster)
     assert set(acked) <= names
 
 
-@pytest.mark.parametrize("topology", list(TOPOLOGIES))
+@pytest.mark.parametrize("topology", topologies("3 controllers + 3 brokers"))
 def test_killed_broker_is_fenced_and_loses_its_leaderships(tmp_path, topology):
     c = ClusterProcesses(tmp_path, overrides=FAST,
                          **TOPOLOGIES[topology])
@@ -196,7 +205,7 @@ def test_killed_broker_is_fenced_and_loses_its_leaderships(tmp_path, topology):
         c.close()
 
 
-@pytest.mark.parametrize("topology", list(TOPOLOGIES))
+@pytest.mark.parametrize("topology", topologies("3 combined"))
 def test_sigterm_is_a_controlled_shutdown(tmp_path, topology):
     c = ClusterProcesses(tmp_path, overrides=FAST,
                          **TOPOLOGIES[topology])

@@ -5,10 +5,14 @@ twice, and once every replica is back the three logs hold the same batches, byte
 
 A Fetch from a broker that is not a replica of the partition, or from a follower naming a leader epoch from the
 future, gets Kafka's error and changes nothing.
+
+``ODRADEK_SOAK=1`` runs each test on both topologies (3 combined nodes; 3 controllers + 3 brokers), where
+``make test`` runs each on one, alternating.
 """
 
 from __future__ import annotations
 
+import os
 from broker.testing.embedded_cluster import FAST_FAILOVER
 from pathlib import Path
 
@@ -28,8 +32,17 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 FAST = FAST_FAILOVER
+SOAK = bool(os.environ.get("ODRADEK_SOAK"))
 TOPOLOGIES = {"3 combined": {"combined": 3}, "3 controllers + 3 brokers": {"combined": 0, "controllers": 3,
                                                                            "brokers": 3}}
+
+
+def topologies(in_ci: str) -> list[str]:
+    """Both topologies in the long profile (``ODRADEK_SOAK=1``); the short one runs each test on one, the tests
+    alternating (as test_replication_faults.py's)."""
+    return list(TOPOLOGIES) if SOAK else [in_ci]
+
+
 TOPIC = "replicated"
 BATCH = 500
 
@@ -89,7 +102,7 @@ def batches(node_dir: Path) -> list[bytes]:
         lg.close()
 
 
-@pytest.fixture(params=list(TOPOLOGIES))
+@pytest.fixture
 def cluster(request, tmp_path):
     c = ClusterProcesses(tmp_path, overrides=FAST, **TOPOLOGIES[request.param])
     try:
@@ -101,6 +114,7 @@ def cluster(request, tmp_path):
         c.close()
 
 
+@pytest.mark.parametrize("cluster", topologies("3 controllers + 3 brokers"), indirect=True)
 def test_acks_all_survives_follower_and_leader_kills_and_replicas_agree(cluster):
     c = cluster
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
@@ -151,6 +165,7 @@ def test_acks_all_survives_follower_and_leader_kills_and_replicas_agree(cluster)
         assert logged == reference, f"replica {i}'s batches differ from the leader's"
 
 
+@pytest.mark.parametrize("cluster", topologies("3 combined"), indirect=True)
 def test_fetch_from_a_non_replica_or_a_future_epoch_changes_nothing(cluster):
     c = cluster
     admin = AdminClient({"bootstrap.servers": c.bootstrap})

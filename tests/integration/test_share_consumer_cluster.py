@@ -20,7 +20,7 @@ from protocol.generated.messages import share_fetch_request as sfr
 from protocol.generated.messages.metadata_request import MetadataRequestTopic
 from tests.kafka_wire import KafkaWire
 from tests.integration.test_share_consumer import (
-    check_lock_expiry, check_release_and_reject, group_configs, poll_records, produce, share_consumer,
+    SHARE_OVERRIDES, check_lock_expiry, check_release_and_reject, group_configs, poll_records, produce, share_consumer,
 )
 
 TOPIC, GROUP = "share-cluster-records", "share-cluster-consumers"
@@ -29,8 +29,7 @@ DEADLINE_S = 90
 
 
 def test_three_share_consumers_accept_every_record_once(tmp_path):
-    with EmbeddedCluster(brokers=3, data_dir=tmp_path, overrides={
-            "group.share.min.record.lock.duration.ms": 1000}) as c:
+    with EmbeddedCluster(brokers=3, data_dir=tmp_path, overrides=SHARE_OVERRIDES) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
         group_configs(c.bootstrap_servers, GROUP)
@@ -81,8 +80,7 @@ def test_share_consumers_continue_after_a_partition_leader_is_killed(tmp_path):
     an error). Acknowledgements the dead node's coordinators could not write are answered with an error and those
     records come back, as acquisitions (never persisted) held on the dead leader may."""
     topic, group = "share-kill", "share-kill-consumers"
-    with EmbeddedCluster(brokers=3, data_dir=tmp_path, overrides={
-            "group.share.min.record.lock.duration.ms": 1000}) as c:
+    with EmbeddedCluster(brokers=3, data_dir=tmp_path, overrides=SHARE_OVERRIDES) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
         admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
         group_configs(c.bootstrap_servers, group)
