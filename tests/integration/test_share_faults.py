@@ -29,7 +29,7 @@ from cluster.client_metrics import uuid_string
 from protocol.errors import ErrorCode
 from protocol.generated.messages import FindCoordinatorRequest, MetadataRequest
 from protocol.generated.messages.metadata_request import MetadataRequestTopic
-from tests.integration.test_share_consumer import group_configs
+from tests.integration.test_share_consumer import SHARE_OVERRIDES, group_configs
 from tests.jepsen.checker import check_share
 from tests.jepsen.cluster_checks import fault_rng
 from tests.jepsen.history import ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, REJECT, RELEASE, History
@@ -210,8 +210,7 @@ def test_share_consumers_through_seeded_kills(tmp_path):
     errors: list[str] = []
     members: list[Member] = []
     started = time.monotonic()
-    with EmbeddedCluster(brokers=3, data_dir=tmp_path / "cluster", overrides={
-            "group.share.min.record.lock.duration.ms": 1000}) as c:
+    with EmbeddedCluster(brokers=3, data_dir=tmp_path / "cluster", overrides=SHARE_OVERRIDES) as c:
         try:
             admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
             admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[
