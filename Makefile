@@ -93,12 +93,20 @@ PARALLEL_NODES := $(addprefix tests/integration/,\
 	test_transactions_v2.py::test_kafka_17754_a_delayed_end_txn \
 	test_transactions_v2.py::test_tv2_requests_where_they_do_not_belong_get_kafkas_errors_and_change_nothing)
 
+# the Spark tests (one JVM, CPU-bound) run beside the one-at-a-time cluster tests, which mostly wait on timers and
+# leave the cores idle: their output follows the cluster tests' (a cluster test's timing must hold under load anyway)
+SPARK_TMP := $(CURDIR)/.pytest-spark-tmp
+SPARK_LOG := $(CURDIR)/.pytest-spark.log
 test: cc venv-test kcat java iproute2 docker-compose
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -n 2 $(PARALLEL_TESTS) $(PARALLEL_NODES) $(PYTEST_ARGS); unit=$$?; \
+	$(PY) -m pytest -p no:cacheprovider --basetemp=$(SPARK_TMP) tests/spark_jobs \
+	  $(foreach t,$(filter tests/spark_jobs/%,$(PARALLEL_TESTS)),--ignore=$(t)) --durations=10 $(PYTEST_ARGS) \
+	  >$(SPARK_LOG) 2>&1 & spark=$$!; \
 	$(PY) -m pytest $(foreach t,$(PARALLEL_TESTS),--ignore=$(t)) $(foreach t,$(PARALLEL_NODES),--deselect=$(t)) \
-	  --durations=40 $(PYTEST_ARGS); rest=$$?; \
-	[ $$unit = 0 ] && [ $$rest = 0 ]
+	  --ignore=tests/spark_jobs --durations=40 $(PYTEST_ARGS); rest=$$?; \
+	wait $$spark; sparkrc=$$?; echo "== the Spark tests, run beside the cluster tests:"; cat $(SPARK_LOG); \
+	[ $$unit = 0 ] && [ $$rest = 0 ] && [ $$sparkrc = 0 ]
 
 ## the long profiles, run by hand (not in CI): Raft simulation seeds, controller kills, the quorum and replication
 ## tests on both topologies, replication faults (also under transactions, with network partitions too), exactly-once
