@@ -35,6 +35,7 @@ from pathlib import Path
 
 import yaml
 
+from broker.config import DEFAULTS
 from broker.network.blocking_request import request
 from broker.testing.dev_cluster import node_configs, node_ids
 from broker.network.fault_injection import CONFIG_KEY as FAULT_HOOK_KEY, RULE_CHANGED as FAULT_RULE_LINE
@@ -52,6 +53,8 @@ FAST_FAILOVER = {"controller.quorum.election.timeout.ms": 500, "controller.quoru
                  "controller.quorum.election.backoff.max.ms": 300, "controller.quorum.request.timeout.ms": 1000,
                  "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500,
                  "replica.lag.time.max.ms": 4000}
+#: the same settings at Kafka's defaults, for the cases a cluster test keeps at the timers users run with
+KAFKA_DEFAULT_TIMERS = {k: DEFAULTS[k] for k in FAST_FAILOVER}
 
 _PARENT_ENV = "ODRADEK_PARENT_PID"
 _PR_SET_PDEATHSIG = 1

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.testing.embedded_cluster import EmbeddedCluster, wait_until
+from broker.testing.embedded_cluster import KAFKA_DEFAULT_TIMERS, EmbeddedCluster, wait_until
 from cluster.client_metrics import uuid_string
 from protocol.errors import ErrorCode
 from protocol.generated.messages import FindCoordinatorRequest, MetadataRequest
@@ -61,8 +63,10 @@ def _until_ok(c: EmbeddedCluster, key: str, request, version: int, avoid: int | 
                       retry=(ConnectionError, OSError))
 
 
-def test_share_state_round_trips_and_survives_the_coordinators_kill(tmp_path):
-    with EmbeddedCluster(brokers=3, data_dir=tmp_path) as c:
+@pytest.mark.parametrize("timers", ["fast failover", "Kafka's defaults"])
+def test_share_state_round_trips_and_survives_the_coordinators_kill(tmp_path, timers):
+    overrides = KAFKA_DEFAULT_TIMERS if timers == "Kafka's defaults" else None
+    with EmbeddedCluster(brokers=3, data_dir=tmp_path, overrides=overrides) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
         admin.create_topics([NewTopic(TOPIC, KILLS, 3)])[TOPIC].result(30)
         wait_until(lambda: all(c.leader_of(TOPIC, p) > 0 for p in range(KILLS)), timeout=30, what="the topic")

@@ -12,8 +12,7 @@ import time
 
 import pytest
 
-from broker.config import DEFAULTS
-from broker.testing.embedded_cluster import FAST_FAILOVER, EmbeddedCluster
+from broker.testing.embedded_cluster import KAFKA_DEFAULT_TIMERS, EmbeddedCluster
 from protocol.generated.messages import FindCoordinatorRequest
 from tests.harness import wait_until
 from tests.kafka_wire import KafkaWire
@@ -64,9 +63,6 @@ def _read_committed(servers: str, expected: int) -> dict[int, list[bytes]]:
 
 
 # Kafka's default quorum, session and ISR timers in place of the fast failover the other tests use
-KAFKA_DEFAULT_TIMERS = {k: DEFAULTS[k] for k in FAST_FAILOVER}
-
-
 @pytest.mark.parametrize("timers", ["fast failover", "Kafka's defaults"])
 def test_transactions_survive_a_coordinator_kill_and_read_committed_gets_each_committed_record_once(tmp_path,
                                                                                                    timers):
