@@ -9,7 +9,9 @@ the share partitions: broker/share/share_partition_manager.py):
   SHARE_SESSION_LIMIT_REACHED), each answered at the top level with no partitions;
 * TOPIC READ per topic, else TOPIC_AUTHORIZATION_FAILED for its partitions; an unknown topic id UNKNOWN_TOPIC_ID;
 * piggybacked acknowledgements first (per partition: bad batches INVALID_REQUEST, records not held by the member
-  INVALID_RECORD_STATE), each answered in ``acknowledge_error_code`` once its share-state write committed; a
+  INVALID_RECORD_STATE, a share partition not cached here UNKNOWN_TOPIC_OR_PARTITION, a failed share-state write
+  its error as ``fetchPersisterError`` maps it), each answered in ``acknowledge_error_code`` once its share-state
+  write committed; a
   final request (-1) then closes the session and releases the member's records, fetching nothing;
 * the fetch: every partition of the session (a new session: the request's), on its leader only
   (NOT_LEADER_OR_FOLLOWER with the current leader otherwise): the share partition's next records read with
@@ -66,7 +68,8 @@ async def acknowledge_all(ctx, mgr, group_id: str, member_id: str, acks: dict, r
         code = validate_acknowledgement_batches(batches, is_renew)
         if code:
             return code
-        entry, _part, code = await mgr.share_partition(group_id, tp[0], topic.name, tp[1])
+        # SharePartitionManager.acknowledge: only a share partition cached here (else UNKNOWN_TOPIC_OR_PARTITION)
+        entry, _part, code = await mgr.share_partition(group_id, tp[0], topic.name, tp[1], create=False)
         if code:
             return code
         return await mgr.acknowledge(entry, member_id, batches)
