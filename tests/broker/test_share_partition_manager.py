@@ -340,3 +340,32 @@ def test_a_partition_dropped_while_its_state_is_read_answers_not_leader():
         assert (await first)[2] == E.NOT_LEADER_OR_FOLLOWER
         assert m.partitions == {} and entry.sp.partition_state.name == "FENCED"
     asyncio.run(asyncio.wait_for(run(), 10))
+
+
+def test_a_session_reopened_at_epoch_0_keeps_the_members_records():
+    """Kafka 4.2's newContext at INITIAL_EPOCH for a member whose session exists: the old session is removed and a
+    new one opened, nothing released (releaseSession runs for the final epoch and for a dropped connection only):
+    the records the member acquired stay its own and it acknowledges them in the new session, as a client that
+    lost its session does. The old connection's later drop spares the new session and the records."""
+    from cluster.share.share_partition import AcknowledgementBatch
+
+    async def run():
+        m = _manager(_Persister(start_offset=0))
+        key = ShareSessionKey("g", "a")
+        assert not m.sessions.new_context("g", [(TID, 0)], [], "a", 0, False, "c1").subsequent
+        entry, _part, _ = await m.share_partition("g", TID, "t", 0)
+        entry.sp.acquire("a", [_Batch(0, 4)], fetch_offset=0, max_fetch_records=10, batch_size=10,
+                         now=m.clock.now_ms())
+        parked = m.waiters.register([("t", 0)])
+        reopened = m.sessions.new_context("g", [(TID, 0)], [], "a", 0, False, "c2")
+        assert not reopened.subsequent and m.sessions.get(key).epoch == 1
+        assert m.sessions.get(key).connection_id == "c2" and m.sessions.size() == 1
+        m.on_disconnect("c1")
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert m.sessions.get(key) is not None and not parked.done()
+        assert [entry.sp.record_state(o) for o in (0, 4)] == [(RecordState.ACQUIRED, 1, "a")] * 2
+        m.sessions.acknowledge_session_update("g", "a", 1)
+        assert await m.acknowledge(entry, "a", [AcknowledgementBatch(0, 4, (1,))]) == 0
+        assert entry.sp.start_offset == 5
+    asyncio.run(asyncio.wait_for(run(), 10))
