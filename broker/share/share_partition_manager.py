@@ -180,9 +180,11 @@ class SharePartitionManager:
         return self.settings(group_id).share_record_lock_duration_ms
 
     # ---- share partitions -----------------------------------------------------------------------------------
-    async def share_partition(self, group_id: str, topic_id: bytes, topic: str, index: int, create: bool = True
-                              ) -> tuple[_Entry | None, "Partition | None", int]:
+    async def share_partition(self, group_id: str, topic_id: bytes, topic: str, index: int, create: bool = True,
+                              wait_s: float | None = None) -> tuple[_Entry | None, "Partition | None", int]:
         """The initialized share partition on this leader, or the error to answer (NOT_LEADER_OR_FOLLOWER, ...).
+        A share partition whose state is still being read after ``wait_s`` (None: no limit) is LEADER_NOT_AVAILABLE
+        (``maybeInitialize``'s answer while INITIALIZING); its read goes on.
 
         ``create`` False is SharePartitionManager.acknowledge's lookup: a share partition not cached here (never
         fetched here, or dropped after a failed initialization or a fence) is UNKNOWN_TOPIC_OR_PARTITION, its state
@@ -208,8 +210,10 @@ class SharePartitionManager:
             self.partitions[key] = e
             sp.begin_initialize()
             e.ready = asyncio.ensure_future(self._initialize(e, settings.share_auto_offset_reset))
-        if not e.sp.active and e.ready is not None:
-            await asyncio.shield(e.ready)
+        if not e.sp.active and e.ready is not None and not e.ready.done():
+            await asyncio.wait([e.ready], timeout=wait_s)  # (not cancelled by this request's end)
+            if not e.ready.done():
+                return None, part, ErrorCode.LEADER_NOT_AVAILABLE
         if self.partitions.get(key) is not e or not e.sp.active:
             # its initialization failed (the read's error as fetchPersisterError maps it; an invalid state
             # UNKNOWN_SERVER_ERROR) or it was fenced meanwhile (NOT_LEADER_OR_FOLLOWER): out of the cache, the next

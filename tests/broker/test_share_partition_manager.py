@@ -369,3 +369,32 @@ def test_a_session_reopened_at_epoch_0_keeps_the_members_records():
         assert await m.acknowledge(entry, "a", [AcknowledgementBatch(0, 4, (1,))]) == 0
         assert entry.sp.start_offset == 5
     asyncio.run(asyncio.wait_for(run(), 10))
+
+
+def test_a_fetch_stops_waiting_for_a_slow_read_at_its_max_wait():
+    """handleInitializationException skips LEADER_NOT_AVAILABLE: a ShareFetch whose max wait ends while the share
+    partition's state is still being read (the share coordinator failing over: the persister retries for seconds)
+    answers without it rather than waiting for the read; the read goes on and a later request finds the partition
+    initialized. An acknowledgement (no limit) waits for the read."""
+    async def run():
+        persister = _Persister(start_offset=3)
+        gate = asyncio.Event()
+        plain = persister.read
+
+        async def slow(req):
+            await gate.wait()
+            return await plain(req)
+        persister.read = slow
+        m = _manager(persister)
+        assert await m.share_partition("g", TID, "t", 0, wait_s=0.01) == (None, m.replicas.part,
+                                                                          E.LEADER_NOT_AVAILABLE)
+        (entry,) = m.partitions.values()
+        assert entry.sp.partition_state.name == "INITIALIZING" and not entry.ready.done()
+        acking = asyncio.ensure_future(m.share_partition("g", TID, "t", 0, create=False))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not acking.done()
+        gate.set()
+        assert (await acking)[0] is entry and entry.sp.start_offset == 3
+        assert (await m.share_partition("g", TID, "t", 0, wait_s=0))[0] is entry and persister.reads == 1
+    asyncio.run(asyncio.wait_for(run(), 10))
