@@ -7,6 +7,8 @@ DescribeCluster with fenced brokers included, the partitions from Metadata. Shar
 ``kafka-share-groups.sh --describe --offsets`` sums them: every broker is asked for the share groups it coordinates
 (ListGroups v5, type ``share``), and that broker for each group's state and members (ShareGroupDescribe) and its lag
 per topic (DescribeShareGroupOffsets v1, KIP-1226: the sum of its partitions' lags, ``-`` while one is unknown).
+A broker that cannot be reached or answers an error (its group coordinator loading, say) gets a line saying its
+share groups are not listed, as the quorum's line says it is unavailable: a missing group is never silent.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from protocol.generated.messages import (
     DescribeClusterRequest, DescribeQuorumRequest, DescribeShareGroupOffsetsRequest, ListGroupsRequest,
     MetadataRequest, ShareGroupDescribeRequest,
 )
+from protocol.errors import ErrorCode
 from protocol.generated.messages import describe_share_group_offsets_request as dsgo
 from protocol.generated.messages.describe_quorum_request import PartitionData, TopicData
 from protocol.topics import METADATA_PARTITION, METADATA_TOPIC
@@ -42,33 +45,50 @@ async def gather_status(host: str, port: int, security=None) -> tuple:
                                         TIMEOUT_S)
     finally:
         await client.close()
-    share = await asyncio.gather(*(_share_groups(b.host, b.port, security)
-                                   for b in cluster.brokers if not b.is_fenced))
-    return quorum, cluster, metadata, sorted(g for groups in share for g in groups)
+    share = await asyncio.gather(*(_share_groups(b.broker_id, b.host, b.port, security)
+                                   for b in sorted(cluster.brokers, key=lambda b: b.broker_id) if not b.is_fenced))
+    return (quorum, cluster, metadata, sorted(g for groups, _ in share for g in groups),
+            [problem for _, problems in share for problem in problems])
 
 
-async def _share_groups(host: str, port: int, security) -> list[tuple]:
-    """The share groups one broker coordinates: (group id, state, members, {topic: lag or None}); none from a
-    broker that cannot be reached or does not serve share groups."""
+def _unavailable(code: int) -> str:
+    try:
+        return f"unavailable (error {ErrorCode(code).name})"
+    except ValueError:
+        return f"unavailable (error {code})"
+
+
+async def _share_groups(broker_id: int, host: str, port: int, security) -> tuple[list[tuple], list[str]]:
+    """The share groups one broker coordinates, (group id, state, members, {topic: lag or None}), and what could not
+    be listed: the broker unreachable or its ListGroups refused (the whole broker), a group's describe refused."""
     client = NodeClient(host, port, "odradek-cluster-status", connect_timeout_s=TIMEOUT_S, security=security)
-    out = []
+    out: list[tuple] = []
+    problems: list[str] = []
+    where = f"broker {broker_id} ({host}:{port})"
     try:
         listed = await client.request(ListGroupsRequest(states_filter=[], types_filter=["share"]), 5, TIMEOUT_S)
+        if listed.error_code:
+            return out, [f"{where}: {_unavailable(listed.error_code)}, its share groups not listed"]
         ids = sorted(g.group_id for g in listed.groups if g.group_type == "share")
         if not ids:
-            return out
+            return out, problems
         described = await client.request(ShareGroupDescribeRequest(group_ids=ids), 1, TIMEOUT_S)
         offsets = await client.request(DescribeShareGroupOffsetsRequest(groups=[
             dsgo.DescribeShareGroupOffsetsRequestGroup(group_id=g, topics=None) for g in ids]), 1, TIMEOUT_S)
         lags = {g.group_id: share_lags(g) for g in offsets.groups}
+        problems += [f"{g.group_id} on {where}: lag {_unavailable(g.error_code)}" for g in offsets.groups
+                     if g.error_code]
         for d in described.groups:
             if d.error_code == 0:
                 out.append((d.group_id, d.group_state, len(d.members), lags.get(d.group_id, {})))
-    except (ConnectionError, OSError, asyncio.TimeoutError, BadResponse):
-        pass
+            else:
+                problems.append(f"{d.group_id} on {where}: {_unavailable(d.error_code)}")
+    except (ConnectionError, OSError, asyncio.TimeoutError, BadResponse) as exc:
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        problems.append(f"{where}: unreachable ({reason}), its share groups not listed")
     finally:
         await client.close()
-    return out
+    return out, problems
 
 
 def share_lags(group) -> dict[str, int | None]:
@@ -87,7 +107,7 @@ def _ago(now_ms: int, ts: int) -> str:
     return "-" if ts < 0 else f"{max(0, now_ms - ts)} ms ago"
 
 
-def render(quorum, cluster, metadata, now_ms: int, share_groups=()) -> str:
+def render(quorum, cluster, metadata, now_ms: int, share_groups=(), share_unavailable=()) -> str:
     lines = [f"ClusterId:              {cluster.cluster_id}"]
     if quorum.error_code or quorum.topics[0].partitions[0].error_code:
         code = quorum.error_code or quorum.topics[0].partitions[0].error_code
@@ -137,10 +157,12 @@ def render(quorum, cluster, metadata, now_ms: int, share_groups=()) -> str:
     lines.append("Partitions without a leader: " + (", ".join(offline) if offline else "none"))
     lines.append("Under-replicated partitions: " + (", ".join(under) if under else "none"))
     lines.append("")
-    lines.append("Share groups:" + ("" if share_groups else " none"))
+    lines.append("Share groups:" + ("" if share_groups or share_unavailable else " none"))
     for gid, state, members, lags in share_groups:
         topics = ", ".join(f"{t} lag={'-' if lag is None else lag}" for t, lag in sorted(lags.items()))
         lines.append(f"  {gid}  {state}  members={members}" + (f"  {topics}" if topics else ""))
+    for problem in share_unavailable:
+        lines.append(f"  {problem}")
     return "\n".join(lines)
 
 
@@ -168,9 +190,10 @@ def main(argv: list[str]) -> int:
             print(f"odradek cluster status: --command-config: {exc}", file=sys.stderr)
             return 1
     try:
-        quorum, cluster, metadata, share = asyncio.run(gather_status(host.strip("[]"), int(port), security))
+        quorum, cluster, metadata, share, unavailable = asyncio.run(
+            gather_status(host.strip("[]"), int(port), security))
     except (ConnectionError, asyncio.TimeoutError, BadResponse) as exc:
         print(f"odradek cluster status: {args.bootstrap_server}: {exc or 'no answer'}", file=sys.stderr)
         return 1
-    print(render(quorum, cluster, metadata, SYSTEM_CLOCK.now_ms(), share))
+    print(render(quorum, cluster, metadata, SYSTEM_CLOCK.now_ms(), share, unavailable))
     return 0

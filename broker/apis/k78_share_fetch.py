@@ -9,7 +9,9 @@ the share partitions: broker/share/share_partition_manager.py):
   SHARE_SESSION_LIMIT_REACHED), each answered at the top level with no partitions;
 * TOPIC READ per topic, else TOPIC_AUTHORIZATION_FAILED for its partitions; an unknown topic id UNKNOWN_TOPIC_ID;
 * piggybacked acknowledgements first (per partition: bad batches INVALID_REQUEST, records not held by the member
-  INVALID_RECORD_STATE), each answered in ``acknowledge_error_code`` once its share-state write committed; a
+  INVALID_RECORD_STATE, a share partition not cached here UNKNOWN_TOPIC_OR_PARTITION, a failed share-state write
+  its error as ``fetchPersisterError`` maps it), each answered in ``acknowledge_error_code`` once its share-state
+  write committed; a
   final request (-1) then closes the session and releases the member's records, fetching nothing;
 * the fetch: every partition of the session (a new session: the request's), on its leader only
   (NOT_LEADER_OR_FOLLOWER with the current leader otherwise): the share partition's next records read with
@@ -20,7 +22,9 @@ the share partitions: broker/share/share_partition_manager.py):
 * long poll (DelayedShareFetch): records are acquired once ``min_bytes`` are readable from the partitions' next
   fetch offsets (the log's bytes, as Kafka measures), else parked until an append, a release, an acknowledgement,
   a lock expiry or a lost leadership on one of the partitions, then measured again; when ``max_wait_ms`` ends,
-  whatever can be acquired is.
+  whatever can be acquired is. A share partition used here for the first time has its state read first, within
+  the same wait: one still being read when it ends is left out of the answer, without an error (Kafka skips
+  LEADER_NOT_AVAILABLE), and a failed read answers its error as ``fetchPersisterError`` maps it.
 * ShareFetch checks neither group membership nor assignment, as Kafka's.
 """
 
@@ -66,7 +70,8 @@ async def acknowledge_all(ctx, mgr, group_id: str, member_id: str, acks: dict, r
         code = validate_acknowledgement_batches(batches, is_renew)
         if code:
             return code
-        entry, _part, code = await mgr.share_partition(group_id, tp[0], topic.name, tp[1])
+        # SharePartitionManager.acknowledge: only a share partition cached here (else UNKNOWN_TOPIC_OR_PARTITION)
+        entry, _part, code = await mgr.share_partition(group_id, tp[0], topic.name, tp[1], create=False)
         if code:
             return code
         return await mgr.acknowledge(entry, member_id, batches)
@@ -152,9 +157,10 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
     if is_renew:
         return _response(ctx, out, lock_ms)
 
-    entries = await _share_partitions(ctx, mgr, group_id, context.partitions, names, readable, pd)
+    deadline = ctx.clock.monotonic() + max(0, req.max_wait_ms) / 1000.0
+    entries = await _share_partitions(ctx, mgr, group_id, context.partitions, names, readable, pd, deadline)
     started = ctx.clock.monotonic()
-    await _fetch(ctx, mgr, req, group_id, member_id, entries, pd, record_limit)
+    await _fetch(ctx, mgr, req, group_id, member_id, entries, pd, record_limit, deadline)
     mgr.share_fetch_done(group_id, len(context.partitions), sum(1 for d in out.values() if d.acquired_records),
                          (ctx.clock.monotonic() - started) * 1000)
     ctx.metrics.share_fetched(_fetched_topics(context.partitions, names, out))
@@ -215,18 +221,27 @@ def _response(ctx, out: dict, lock_ms: int) -> ShareFetchResponse:
                               node_endpoints=leader_endpoints(ctx, leaders, NodeEndpoint))
 
 
-async def _share_partitions(ctx, mgr, group_id: str, partitions, names: dict, readable, pd) -> list:
-    """The session's partitions this request reads: ``(tp, entry)``; the others answer their error."""
-    entries = []
-    for tp in partitions:
+async def _share_partitions(ctx, mgr, group_id: str, partitions, names: dict, readable, pd, deadline: float
+                            ) -> list:
+    """The session's partitions this request reads: ``(tp, entry)``; the others answer their error. The share
+    partitions are created (their state read) together; one still initializing when the request's wait ends is
+    left out without an error (``handleInitializationException`` skips LEADER_NOT_AVAILABLE: the fetch completes
+    at its max wait without it)."""
+    async def one(tp):
         name = names.get(tp[0])
         if name is None:
-            pd(tp).error_code = ErrorCode.UNKNOWN_TOPIC_ID
-            continue
+            return None, ErrorCode.UNKNOWN_TOPIC_ID
         if readable is not None and name not in readable:
-            pd(tp).error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            continue
-        entry, part, code = await mgr.share_partition(group_id, tp[0], name, tp[1])
+            return None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        entry, _part, code = await mgr.share_partition(group_id, tp[0], name, tp[1],
+                                                       wait_s=max(0.0, deadline - ctx.clock.monotonic()))
+        return entry, code
+
+    found = await asyncio.gather(*(one(tp) for tp in partitions))
+    entries = []
+    for tp, (entry, code) in zip(partitions, found):
+        if code == ErrorCode.LEADER_NOT_AVAILABLE:
+            continue  # still initializing
         if code:
             d = pd(tp)
             d.error_code = code
@@ -262,10 +277,11 @@ def _acquire_all(ctx, mgr, req, member_id: str, entries: list, pd, record_limit:
     return acquired
 
 
-async def _fetch(ctx, mgr, req, group_id: str, member_id: str, entries: list, pd, record_limit: bool) -> None:
-    """DelayedShareFetch: acquire now, or park until something changes on a partition and acquire again."""
+async def _fetch(ctx, mgr, req, group_id: str, member_id: str, entries: list, pd, record_limit: bool,
+                 deadline: float) -> None:
+    """DelayedShareFetch: acquire now, or park until something changes on a partition (or ``deadline``, the
+    request's max wait) and acquire again."""
     read_committed = mgr.settings(group_id).share_isolation_level == "read_committed"
-    deadline = ctx.clock.monotonic() + max(0, req.max_wait_ms) / 1000.0
     max_records = req.max_records if req.max_records > 0 else DEFAULT_MAX_RECORDS
     batch_size = req.batch_size if req.batch_size > 0 else max_records
     keys = [(e.topic, tp[1]) for tp, e in entries]

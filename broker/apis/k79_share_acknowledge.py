@@ -5,7 +5,10 @@ GROUP READ on the group, else GROUP_AUTHORIZATION_FAILED; the share session's ep
 unknown session SHARE_SESSION_NOT_FOUND, a wrong epoch INVALID_SHARE_SESSION_EPOCH) at the top level; then per
 partition: an unknown topic id UNKNOWN_TOPIC_ID, no TOPIC READ TOPIC_AUTHORIZATION_FAILED, bad batches
 INVALID_REQUEST (types 0-3, 0-4 with v2's IsRenewAck), records not held by the member INVALID_RECORD_STATE, not the
-leader NOT_LEADER_OR_FOLLOWER; each partition answered once its share-state write committed. Epoch -1 closes the
+leader NOT_LEADER_OR_FOLLOWER, no share partition cached here (never fetched here, or dropped after a failed
+initialization or a fence) UNKNOWN_TOPIC_OR_PARTITION, a failed share-state write its error as Kafka's
+``fetchPersisterError`` maps it (COORDINATOR_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER for a fenced state epoch, ...);
+each partition answered once its share-state write committed. Epoch -1 closes the
 session after the acknowledgements and releases the member's other records. v2 answers the group's acquisition
 lock duration.
 """

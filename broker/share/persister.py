@@ -6,8 +6,9 @@ partition (``group:topicId:partition`` hashed, as ShareCoordinatorService.partit
 request by coordinator, sends one request per coordinator at once (to this node's own coordinator in-process,
 through ``local``, as the transaction markers do: broker/apis/local.py; to the others over this node's peer
 links), merges the answers by topic and asks again, after a backoff, for the partitions answered with a retriable
-error (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, a lost connection or timeout):
-the coordinator moved or is loading. After ``max_attempts`` a partition keeps its last error.
+error (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, a lost connection or timeout,
+UNKNOWN_TOPIC_OR_PARTITION): the coordinator moved, is loading or has not seen the topic yet. After
+``max_attempts`` a partition keeps its last error.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("odradek.share.persister")
 
+# UNKNOWN_TOPIC_OR_PARTITION: the coordinator's metadata image may not have the topic yet (KAFKA-19455)
 RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NETWORK_EXCEPTION,
-                       ErrorCode.REQUEST_TIMED_OUT})
+                       ErrorCode.REQUEST_TIMED_OUT, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 # the version each API is sent at (both ends are this software: the newest)
 VERSIONS = {"initialize": 0, "read": 0, "write": 1, "delete": 0, "summary": 1}
 

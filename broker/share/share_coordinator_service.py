@@ -510,18 +510,29 @@ class ShareCoordinatorCollector:
 
 
 def _operation_error(exc: Exception) -> int:
-    """ShareCoordinatorService.handleOperationException's mapping of a failed operation."""
+    """ShareCoordinatorService's ``handleOperationException`` (CoordinatorOperationExceptionHelper, Kafka 4.2) over
+    ``Errors.forException``: a failed append the persister should retry elsewhere becomes COORDINATOR_NOT_AVAILABLE
+    or NOT_COORDINATOR, NETWORK_EXCEPTION COORDINATOR_LOAD_IN_PROGRESS, a batch too large UNKNOWN_SERVER_ERROR; any
+    other Kafka error keeps its code (not a catch-all), any other exception is UNKNOWN_SERVER_ERROR."""
     if isinstance(exc, ShareServiceError):
         return exc.code
-    if isinstance(exc, asyncio.TimeoutError):
+    if isinstance(exc, asyncio.TimeoutError):  # the write timeout: REQUEST_TIMED_OUT
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     code = getattr(exc, "code", None)
+    if not isinstance(code, int) or isinstance(code, bool):
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    # NOT_ENOUGH_REPLICAS_AFTER_APPEND as NOT_ENOUGH_REPLICAS: odradek's (Kafka passes it on; the persister would
+    # not retry it and the share partition would answer UNKNOWN_SERVER_ERROR)
     if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT,
                 ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
         return ErrorCode.NOT_COORDINATOR
-    return ErrorCode.UNKNOWN_SERVER_ERROR
+    if code == ErrorCode.NETWORK_EXCEPTION:
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    return code
 
 
 def _replay_log(shard: ShareCoordinatorShard, log_) -> int:

@@ -5,7 +5,11 @@ adapter around the pure ``cluster/share/share_partition.SharePartition`` and ``s
   initialized from the share coordinator (``SharePersister.read``); a start offset of -1 resolves through the
   group's ``share.auto.offset.reset`` (latest: the high watermark, earliest: the log start, by_duration: the first
   offset at or after now minus the duration, else the high watermark). A partition no longer led here (or led at a
-  new epoch) is dropped and fenced: its waiting fetches wake and answer NOT_LEADER_OR_FOLLOWER.
+  new epoch) is dropped and fenced: its waiting fetches wake and answer NOT_LEADER_OR_FOLLOWER. A failed read
+  answers its error as Kafka's ``fetchPersisterError`` maps it (COORDINATOR_NOT_AVAILABLE, GROUP_ID_NOT_FOUND, ...;
+  a lost connection or an invalid state UNKNOWN_SERVER_ERROR) and leaves the cache, as does a partition whose
+  acknowledgement's write answered a fencing error (``fencedSharePartitionHandler``): the next request reads the
+  state again. Acknowledgements reach only a cached partition (else UNKNOWN_TOPIC_OR_PARTITION).
 * Acknowledgements and releases change the state at once and are answered only after their WriteShareGroupState
   committed (``persist``); lock expiry writes in the background (Kafka ignores the outcome).
 * Reads go through ``Log.read`` (a file slice for sendfile); the slice's batch headers (``slice_batches``) are what
@@ -55,6 +59,10 @@ RECORDS_OFFSET = 61  # a v2 batch's header size: its first record follows
 IDLE_CHECK_S = 1.0
 #: the most a ShareFetch's long poll waits, whatever its max_wait_ms (bounded)
 MAX_WAIT_S = 60.0
+#: an acknowledgement's or release's answers that drop the share partition from the cache (Kafka 4.2's
+#: SharePartitionManager.fencedSharePartitionHandler, after fetchPersisterError's mapping)
+FENCING_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_STATE_EPOCH,
+                            ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 
 
 class CountBuckets(LatencyBuckets):
@@ -172,9 +180,15 @@ class SharePartitionManager:
         return self.settings(group_id).share_record_lock_duration_ms
 
     # ---- share partitions -----------------------------------------------------------------------------------
-    async def share_partition(self, group_id: str, topic_id: bytes, topic: str, index: int
-                              ) -> tuple[_Entry | None, "Partition | None", int]:
-        """The initialized share partition on this leader, or the error to answer (NOT_LEADER_OR_FOLLOWER, ...)."""
+    async def share_partition(self, group_id: str, topic_id: bytes, topic: str, index: int, create: bool = True,
+                              wait_s: float | None = None) -> tuple[_Entry | None, "Partition | None", int]:
+        """The initialized share partition on this leader, or the error to answer (NOT_LEADER_OR_FOLLOWER, ...).
+        A share partition whose state is still being read after ``wait_s`` (None: no limit) is LEADER_NOT_AVAILABLE
+        (``maybeInitialize``'s answer while INITIALIZING); its read goes on.
+
+        ``create`` False is SharePartitionManager.acknowledge's lookup: a share partition not cached here (never
+        fetched here, or dropped after a failed initialization or a fence) is UNKNOWN_TOPIC_OR_PARTITION, its state
+        not read."""
         part, err = self.replicas.leader_partition(topic, index)
         key = (group_id, topic_id, index)
         e = self.partitions.get(key)
@@ -185,6 +199,8 @@ class SharePartitionManager:
         if e is not None and (e.part is not part or e.sp.leader_epoch != part.leader_epoch):
             self._drop(key, e)
             e = None
+        if e is None and not create:
+            return None, part, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if e is None:
             settings = self.settings(group_id)
             sp = SharePartition(group_id, topic_id, index, leader_epoch=part.leader_epoch,
@@ -194,12 +210,16 @@ class SharePartitionManager:
             self.partitions[key] = e
             sp.begin_initialize()
             e.ready = asyncio.ensure_future(self._initialize(e, settings.share_auto_offset_reset))
-        if not e.sp.active and e.ready is not None:
-            await asyncio.shield(e.ready)
-        if not e.sp.active:
+        if not e.sp.active and e.ready is not None and not e.ready.done():
+            await asyncio.wait([e.ready], timeout=wait_s)  # (not cancelled by this request's end)
+            if not e.ready.done():
+                return None, part, ErrorCode.LEADER_NOT_AVAILABLE
+        if self.partitions.get(key) is not e or not e.sp.active:
+            # its initialization failed (the read's error as fetchPersisterError maps it; an invalid state
+            # UNKNOWN_SERVER_ERROR) or it was fenced meanwhile (NOT_LEADER_OR_FOLLOWER): out of the cache, the next
+            # request reads the state again
             if self.partitions.get(key) is e:
-                del self.partitions[key]  # a later request reads the state again
-                self.waiters.wake((topic, index))
+                del self.partitions[key]
             return None, part, int(e.error or ErrorCode.UNKNOWN_SERVER_ERROR)
         e.sp.record_lock_duration_ms = self.lock_duration_ms(group_id)
         e.sp.update_log_start_offset(part.log.log_start_offset)
@@ -212,8 +232,11 @@ class SharePartitionManager:
         req = ReadShareGroupStateRequest(group_id=sp.group_id, topics=[rsr.ReadStateData(
             topic_id=sp.topic_id, partitions=[rsr.PartitionData(partition=sp.partition,
                                                                 leader_epoch=sp.leader_epoch)])])
+        key = (sp.group_id, sp.topic_id, sp.partition)
         try:
             resp = await self.persister.read(req)
+            if self.partitions.get(key) is not e:
+                return  # dropped (fenced) while its state was read: nothing to load
             pr = resp.results[0].partitions[0]
             start = pr.start_offset
             if not pr.error_code and start < 0:
@@ -231,9 +254,15 @@ class SharePartitionManager:
             log.warning("share partition %s %s-%d failed to initialize: %s", sp.group_id, e.topic, sp.partition, exc)
         except Exception as exc:  # noqa: BLE001 - the read failed: a later fetch tries again
             sp.fail_initialization()
-            e.error = ErrorCode.UNKNOWN_SERVER_ERROR
+            # Errors.forException: a Kafka error keeps its code (the reset offset's lookup, say), else unknown
+            e.error = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
             log.warning("share partition %s %s-%d: reading its state failed: %r", sp.group_id, e.topic,
                         sp.partition, exc)
+        if not sp.active and self.partitions.get(key) is e:
+            # handleInitializationException: out of the cache at once; the requests waiting on this read answer
+            # its error, the next one reads the state again
+            del self.partitions[key]
+            self.waiters.wake((e.topic, sp.partition))
         self._after(e)
 
     def _reset_offset(self, part: "Partition", reset: str) -> int:
@@ -250,11 +279,18 @@ class SharePartitionManager:
 
     def _drop(self, key, e: _Entry) -> None:
         """Leadership lost: the state goes (the next leader reads it from the share coordinator)."""
-        self.partitions.pop(key, None)
-        e.sp.mark_fenced()
-        self.waiters.wake((e.topic, e.sp.partition))
+        self._fence(key, e, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         log.info("share partition %s %s-%d dropped: no longer led here at epoch %d", e.sp.group_id, e.topic,
                  e.sp.partition, e.sp.leader_epoch)
+
+    def _fence(self, key, e: _Entry, code: int) -> None:
+        """``removeSharePartitionFromCache``: fenced and out of the cache at once (the next request reads the state
+        again); requests still holding it answer ``code``."""
+        if self.partitions.get(key) is e:
+            del self.partitions[key]
+        e.sp.mark_fenced()
+        e.error = e.error or code
+        self.waiters.wake((e.topic, e.sp.partition))
 
     def check_leadership(self) -> None:
         for key, e in list(self.partitions.items()):
@@ -301,11 +337,13 @@ class SharePartitionManager:
         except Exception as exc:  # noqa: BLE001 - answered as the persister's failure; the state rolls back
             log.warning("writing share state of %s %s-%d failed: %r", sp.group_id, e.topic, sp.partition, exc)
             code = ErrorCode.UNKNOWN_SERVER_ERROR
-        if code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
-            # a newer leader or state epoch wrote since: this state is stale; the next request reads it again
-            sp.mark_fenced()
-            e.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
         result = sp.write_completed(write.write_id, code, self.clock.now_ms())
+        if code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH) or result in FENCING_ERRORS:
+            # a newer leader or state epoch wrote since, or the coordinator knows no such group or partition
+            # (fencedSharePartitionHandler): this state is stale; the next request reads it again
+            self._fence((sp.group_id, sp.topic_id, sp.partition), e, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            log.info("share partition %s %s-%d fenced: its state write answered %s", sp.group_id, e.topic,
+                     sp.partition, ErrorCode(code).name)
         self._after(e)
         return int(result)
 

@@ -171,8 +171,8 @@ def test_writes_are_answered_once_done_in_order_and_a_release_wakes_fetches():
 
 def test_a_fenced_write_drops_the_state_and_the_next_request_reads_it_again():
     """A write answered FENCED_STATE_EPOCH (a newer state epoch: the group's offsets were reset meanwhile): the
-    acknowledgement answers NOT_LEADER_OR_FOLLOWER (fetchPersisterError), the share partition is fenced, the next
-    request drops it and reads the state again."""
+    acknowledgement answers NOT_LEADER_OR_FOLLOWER (fetchPersisterError), the share partition is fenced and leaves
+    the cache at once (fencedSharePartitionHandler): the next request reads the state again."""
     async def run():
         persister = _Persister(start_offset=0)
         m = _manager(persister)
@@ -187,7 +187,214 @@ def test_a_fenced_write_drops_the_state_and_the_next_request_reads_it_again():
         persister.write = fenced
         from cluster.share.share_partition import AcknowledgementBatch
         assert await m.acknowledge(entry, "a", [AcknowledgementBatch(0, 1, (1,))]) == E.NOT_LEADER_OR_FOLLOWER
-        assert (await m.share_partition("g", TID, "t", 0))[2] == E.NOT_LEADER_OR_FOLLOWER
+        assert m.partitions == {} and entry.sp.partition_state.name == "FENCED"
         again, _part, code = await m.share_partition("g", TID, "t", 0)
         assert code == 0 and again is not entry and persister.reads == 2
+    asyncio.run(asyncio.wait_for(run(), 10))
+
+
+def _read_answering(code):
+    async def read(req):
+        p = req.topics[0].partitions[0]
+        return ReadShareGroupStateResponse(results=[rsr.ReadStateResult(topic_id=TID, partitions=[
+            rsr.PartitionResult(partition=p.partition, error_code=code, start_offset=-1)])])
+    return read
+
+
+# (the persister's last answer for the partition, once its retries are spent) -> the client's answer
+PERSISTER_ERRORS = [
+    (E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE),
+    (E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_NOT_AVAILABLE),
+    (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE),
+    (E.GROUP_ID_NOT_FOUND, E.GROUP_ID_NOT_FOUND),
+    (E.UNKNOWN_TOPIC_OR_PARTITION, E.UNKNOWN_TOPIC_OR_PARTITION),
+    (E.FENCED_STATE_EPOCH, E.NOT_LEADER_OR_FOLLOWER),
+    (E.FENCED_LEADER_EPOCH, E.NOT_LEADER_OR_FOLLOWER),
+    (E.NETWORK_EXCEPTION, E.UNKNOWN_SERVER_ERROR),  # a lost connection, retried until the attempts ran out
+    (E.REQUEST_TIMED_OUT, E.UNKNOWN_SERVER_ERROR),
+    (E.INVALID_REQUEST, E.UNKNOWN_SERVER_ERROR),
+]
+
+
+def test_a_failed_read_answers_fetch_persister_errors_mapping_and_is_read_again():
+    """testMaybeInitializeWithErrorPartitionResponse at the manager, with testSharePartitionInitializationExceptions'
+    retry: ReadShareGroupState answered with each error gives Kafka 4.2's ``fetchPersisterError`` answer (not a
+    catch-all UNKNOWN_SERVER_ERROR for a coordinator that moved or is loading), every request waiting on that read
+    gets it, the partition leaves the cache (handleInitializationException) and the next request reads again."""
+    async def run():
+        for persisted, answered in PERSISTER_ERRORS:
+            persister = _Persister(start_offset=7)
+            m = _manager(persister)
+            persister.read = _read_answering(persisted)
+            both = await asyncio.gather(m.share_partition("g", TID, "t", 0), m.share_partition("g", TID, "t", 0))
+            assert [(entry, code) for entry, _part, code in both] == [(None, answered)] * 2, persisted
+            assert m.partitions == {}
+            # an acknowledgement finds no share partition: never created nor read for it (SharePartitionManager
+            # .acknowledge answers UNKNOWN_TOPIC_OR_PARTITION)
+            assert (await m.share_partition("g", TID, "t", 0, create=False))[2] == E.UNKNOWN_TOPIC_OR_PARTITION
+            del persister.read  # the class's: the coordinator is back
+            entry, _part, code = await m.share_partition("g", TID, "t", 0)
+            assert code == 0 and entry.sp.start_offset == 7 and persister.reads == 1, persisted
+    asyncio.run(asyncio.wait_for(run(), 10))
+
+
+def test_a_kafka_error_while_initializing_keeps_its_code():
+    """Errors.forException over maybeInitialize's exception: the reset offset's lookup failing with a Kafka error
+    (the leader moved under it) answers that error; any other exception UNKNOWN_SERVER_ERROR."""
+    from protocol.errors import KafkaError
+
+    async def run():
+        m = _manager(_Persister(start_offset=-1))
+
+        def moved(part, reset):
+            raise KafkaError("moved", E.NOT_LEADER_OR_FOLLOWER)
+        m._reset_offset = moved
+        assert (await m.share_partition("g", TID, "t", 0))[2] == E.NOT_LEADER_OR_FOLLOWER
+
+        def broken(part, reset):
+            raise ValueError("bad")
+        m._reset_offset = broken
+        assert (await m.share_partition("g", TID, "t", 0))[2] == E.UNKNOWN_SERVER_ERROR
+        assert m.partitions == {}
+    asyncio.run(asyncio.wait_for(run(), 10))
+
+
+def test_acknowledgement_write_errors_as_kafka_answers_them():
+    """An acknowledgement whose WriteShareGroupState failed (the persister's retries spent) rolls back and answers
+    fetchPersisterError's mapping; NOT_LEADER_OR_FOLLOWER (a fenced state or leader epoch), GROUP_ID_NOT_FOUND
+    and UNKNOWN_TOPIC_OR_PARTITION also drop the share partition (fencedSharePartitionHandler: the next request
+    reads the state again), the coordinator's unavailability or a lost connection keep it (the records are the
+    member's again, to acknowledge once more)."""
+    from cluster.share.share_partition import AcknowledgementBatch
+
+    async def run():
+        for persisted, answered in PERSISTER_ERRORS:
+            persister = _Persister(start_offset=0)
+            m = _manager(persister)
+            entry, _part, _ = await m.share_partition("g", TID, "t", 0)
+            entry.sp.acquire("a", [_Batch(0, 1)], fetch_offset=0, max_fetch_records=10, batch_size=10,
+                             now=m.clock.now_ms())
+
+            async def failing(req, code=persisted):
+                p = req.topics[0].partitions[0]
+                return WriteShareGroupStateResponse(results=[wsr.WriteStateResult(topic_id=TID, partitions=[
+                    wsr.PartitionResult(partition=p.partition, error_code=code)])])
+            persister.write = failing
+            assert await m.acknowledge(entry, "a", [AcknowledgementBatch(0, 1, (1,))]) == answered, persisted
+            if answered in (E.NOT_LEADER_OR_FOLLOWER, E.GROUP_ID_NOT_FOUND, E.UNKNOWN_TOPIC_OR_PARTITION):
+                assert m.partitions == {} and entry.sp.partition_state.name == "FENCED", persisted
+                assert (await m.share_partition("g", TID, "t", 0, create=False))[2] == E.UNKNOWN_TOPIC_OR_PARTITION
+                del persister.write
+                again, _part, code = await m.share_partition("g", TID, "t", 0)
+                assert code == 0 and again is not entry and persister.reads == 2
+            else:
+                assert m.partitions and entry.sp.active, persisted
+                assert entry.sp.record_state(0)[0] is RecordState.ACQUIRED  # rolled back: still the member's
+                del persister.write
+                assert await m.acknowledge(entry, "a", [AcknowledgementBatch(0, 1, (1,))]) == 0
+                assert entry.sp.start_offset == 2
+    asyncio.run(asyncio.wait_for(run(), 10))
+
+
+def test_a_write_raising_answers_unknown_server_error_and_keeps_the_partition():
+    """The persister's future failing (Kafka wraps it in IllegalStateException: UNKNOWN_SERVER_ERROR) rolls the
+    acknowledgement back; the share partition stays."""
+    from cluster.share.share_partition import AcknowledgementBatch
+
+    async def run():
+        persister = _Persister(start_offset=0)
+        m = _manager(persister)
+        entry, _part, _ = await m.share_partition("g", TID, "t", 0)
+        entry.sp.acquire("a", [_Batch(0, 1)], fetch_offset=0, max_fetch_records=10, batch_size=10,
+                         now=m.clock.now_ms())
+
+        async def raising(req):
+            raise RuntimeError("persister bug")
+        persister.write = raising
+        assert await m.acknowledge(entry, "a", [AcknowledgementBatch(0, 1, (1,))]) == E.UNKNOWN_SERVER_ERROR
+        assert entry.sp.active and entry.sp.record_state(0)[0] is RecordState.ACQUIRED
+        assert (await m.share_partition("g", TID, "t", 0, create=False))[0] is entry
+    asyncio.run(asyncio.wait_for(run(), 10))
+
+
+def test_a_partition_dropped_while_its_state_is_read_answers_not_leader():
+    """Leadership lost while the first request waits on the share partition's read: that request answers
+    NOT_LEADER_OR_FOLLOWER (not a catch-all UNKNOWN_SERVER_ERROR), and the read's late answer loads nothing."""
+    async def run():
+        persister = _Persister(start_offset=0)
+        gate = asyncio.Event()
+        plain = persister.read
+
+        async def slow(req):
+            await gate.wait()
+            return await plain(req)
+        persister.read = slow
+        m = _manager(persister)
+        first = asyncio.ensure_future(m.share_partition("g", TID, "t", 0))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        (entry,) = m.partitions.values()
+        m.replicas.part.leader = False
+        assert (await m.share_partition("g", TID, "t", 0))[2] == E.NOT_LEADER_OR_FOLLOWER
+        gate.set()
+        assert (await first)[2] == E.NOT_LEADER_OR_FOLLOWER
+        assert m.partitions == {} and entry.sp.partition_state.name == "FENCED"
+    asyncio.run(asyncio.wait_for(run(), 10))
+
+
+def test_a_session_reopened_at_epoch_0_keeps_the_members_records():
+    """Kafka 4.2's newContext at INITIAL_EPOCH for a member whose session exists: the old session is removed and a
+    new one opened, nothing released (releaseSession runs for the final epoch and for a dropped connection only):
+    the records the member acquired stay its own and it acknowledges them in the new session, as a client that
+    lost its session does. The old connection's later drop spares the new session and the records."""
+    from cluster.share.share_partition import AcknowledgementBatch
+
+    async def run():
+        m = _manager(_Persister(start_offset=0))
+        key = ShareSessionKey("g", "a")
+        assert not m.sessions.new_context("g", [(TID, 0)], [], "a", 0, False, "c1").subsequent
+        entry, _part, _ = await m.share_partition("g", TID, "t", 0)
+        entry.sp.acquire("a", [_Batch(0, 4)], fetch_offset=0, max_fetch_records=10, batch_size=10,
+                         now=m.clock.now_ms())
+        parked = m.waiters.register([("t", 0)])
+        reopened = m.sessions.new_context("g", [(TID, 0)], [], "a", 0, False, "c2")
+        assert not reopened.subsequent and m.sessions.get(key).epoch == 1
+        assert m.sessions.get(key).connection_id == "c2" and m.sessions.size() == 1
+        m.on_disconnect("c1")
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert m.sessions.get(key) is not None and not parked.done()
+        assert [entry.sp.record_state(o) for o in (0, 4)] == [(RecordState.ACQUIRED, 1, "a")] * 2
+        m.sessions.acknowledge_session_update("g", "a", 1)
+        assert await m.acknowledge(entry, "a", [AcknowledgementBatch(0, 4, (1,))]) == 0
+        assert entry.sp.start_offset == 5
+    asyncio.run(asyncio.wait_for(run(), 10))
+
+
+def test_a_fetch_stops_waiting_for_a_slow_read_at_its_max_wait():
+    """handleInitializationException skips LEADER_NOT_AVAILABLE: a ShareFetch whose max wait ends while the share
+    partition's state is still being read (the share coordinator failing over: the persister retries for seconds)
+    answers without it rather than waiting for the read; the read goes on and a later request finds the partition
+    initialized. An acknowledgement (no limit) waits for the read."""
+    async def run():
+        persister = _Persister(start_offset=3)
+        gate = asyncio.Event()
+        plain = persister.read
+
+        async def slow(req):
+            await gate.wait()
+            return await plain(req)
+        persister.read = slow
+        m = _manager(persister)
+        assert await m.share_partition("g", TID, "t", 0, wait_s=0.01) == (None, m.replicas.part,
+                                                                          E.LEADER_NOT_AVAILABLE)
+        (entry,) = m.partitions.values()
+        assert entry.sp.partition_state.name == "INITIALIZING" and not entry.ready.done()
+        acking = asyncio.ensure_future(m.share_partition("g", TID, "t", 0, create=False))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not acking.done()
+        gate.set()
+        assert (await acking)[0] is entry and entry.sp.start_offset == 3
+        assert (await m.share_partition("g", TID, "t", 0, wait_s=0))[0] is entry and persister.reads == 1
     asyncio.run(asyncio.wait_for(run(), 10))

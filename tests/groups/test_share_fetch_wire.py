@@ -278,6 +278,53 @@ def test_bad_input(sbroker):
         other.close()
 
 
+def test_session_reopened_at_epoch_0_keeps_the_members_records(sbroker):
+    """Kafka 4.2's newContext: a ShareFetch at epoch 0 from a member whose session exists (a new connection, as a
+    client opens after losing its session) replaces the session without releasing anything: the member's records
+    stay its own (another member gets none), and it acknowledges them at the new session's epoch 1."""
+    s = Setup(sbroker, "reopen", [3])
+    a, b = Member(sbroker, s), Member(sbroker, s)
+    again = Member(sbroker, s)
+    again.id = a.id
+    try:
+        assert acquired(fetch_until(a)) == [(0, 2, 1)]
+        reopened = again.fetch(max_wait_ms=0)
+        assert reopened.error_code == 0 and acquired(reopened) == [] and again.epoch == 1
+        assert acquired(b.fetch(max_wait_ms=200)) == []  # still the member's
+        sp = sbroker.broker.share_partitions.partitions[(s.group, s.topic_id, 0)].sp
+        assert [sp.record_state(o) for o in range(3)] == [(RecordState.ACQUIRED, 1, a.id)] * 3
+        resp = again.ack([(0, 2, [ACCEPT])])
+        assert resp.error_code == 0 and [p.error_code for t in resp.responses for p in t.partitions] == [0]
+        assert sp.start_offset == 3 and acquired(b.fetch(max_wait_ms=200)) == []
+    finally:
+        a.close()
+        b.close()
+        again.close()
+
+
+def test_acknowledging_a_share_partition_never_fetched_here(sbroker):
+    """SharePartitionManager.acknowledge: a share partition not cached on this leader (no member of the group
+    fetched it here) is UNKNOWN_TOPIC_OR_PARTITION; its state is not read for the acknowledgement."""
+    s = Setup(sbroker, "unfetched", [2])
+
+    class Unfetched:  # a group whose members never fetched the partition
+        group = s.group + "-acks-only"
+        topic_id = s.topic_id
+    c = Member(sbroker, Unfetched)
+    try:
+        opened = c.w.call(78, 1, ShareFetchRequest(group_id=Unfetched.group, member_id=c.id, share_session_epoch=0,
+                                                   max_wait_ms=0, min_bytes=1, max_records=500, batch_size=500,
+                                                   topics=[]))
+        assert opened.error_code == 0 and opened.responses == []
+        c.epoch = 1
+        resp = c.ack([(0, 1, [ACCEPT])])
+        assert resp.error_code == 0
+        assert [p.error_code for t in resp.responses for p in t.partitions] == [E.UNKNOWN_TOPIC_OR_PARTITION]
+        assert (Unfetched.group, s.topic_id, 0) not in sbroker.broker.share_partitions.partitions
+    finally:
+        c.close()
+
+
 def test_full_share_session_cache(sbroker):
     """group.share.max.share.sessions reached: a new session is refused with SHARE_SESSION_LIMIT_REACHED (the cache's
     limit lowered to 0 in place for the test), an existing one keeps working."""

@@ -161,3 +161,23 @@ def test_attempts_are_bounded_and_the_last_error_kept():
         assert r.results[0].partitions[0].error_code == ErrorCode.FENCED_STATE_EPOCH  # not retriable: asked once
         assert len(log) == 4
     asyncio.run(scenario())
+
+
+def test_a_topic_the_coordinator_has_not_seen_yet_is_asked_again():
+    """PersisterStateManager's handlers retry UNKNOWN_TOPIC_OR_PARTITION (KAFKA-19455: the share coordinator's
+    metadata image may lag the topic's creation); after the attempts it is the partition's answer."""
+    async def scenario():
+        log: list = []
+        state = {"calls": 0}
+
+        def answer(node, t, p):
+            state["calls"] += 1
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if state["calls"] == 1 else 0
+        persister, _ = _persister(answer, {}, log)
+        r = await persister.initialize(_request({TID: [0]}))
+        assert r.results[0].partitions[0].error_code == 0 and len(log) == 2
+        never, _ = _persister(lambda node, t, p: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, {}, log)
+        r = await never.initialize(_request({TID: [0]}))
+        assert r.results[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert len(log) == 2 + 3  # max_attempts
+    asyncio.run(scenario())

@@ -255,3 +255,31 @@ def test_answers_wait_for_the_commit_also_reads_of_uncommitted_state():
         assert only(await init).error_code == 0
         assert read_batches(await reading) == (-1, 1, [])
     asyncio.run(scenario())
+
+
+def test_operation_errors_as_handle_operation_exception_maps_them():
+    """ShareCoordinatorService.handleOperationException (CoordinatorOperationExceptionHelper): what a failed
+    append answers, so the persister retries where Kafka's would; a Kafka error outside the table keeps its code
+    rather than a catch-all UNKNOWN_SERVER_ERROR."""
+    from broker.share.share_coordinator_service import ShareServiceError, _operation_error
+    from protocol.errors import KafkaError
+
+    cases = [
+        (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        (ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_COORDINATOR),
+        (ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_COORDINATOR),
+        (ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
+        (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.UNKNOWN_SERVER_ERROR),
+        (ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.UNKNOWN_SERVER_ERROR),
+        (ErrorCode.INVALID_FETCH_SIZE, ErrorCode.UNKNOWN_SERVER_ERROR),
+        (ErrorCode.INVALID_REQUIRED_ACKS, ErrorCode.INVALID_REQUIRED_ACKS),
+        (ErrorCode.CORRUPT_MESSAGE, ErrorCode.CORRUPT_MESSAGE),
+    ]
+    for raised, answered in cases:
+        assert _operation_error(KafkaError("append failed", raised)) == answered, raised
+    assert _operation_error(ShareServiceError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)) == \
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert _operation_error(asyncio.TimeoutError()) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert _operation_error(RuntimeError("bug")) == ErrorCode.UNKNOWN_SERVER_ERROR
