@@ -143,26 +143,27 @@ def _coordinator(c: EmbeddedCluster, key_type: int, key: str) -> int | None:
     return co.node_id if co.error_code == 0 and c.nodes[co.node_id].alive() else None
 
 
-def _topic_id(c: EmbeddedCluster) -> bytes:
-    (t,) = _call(c, MetadataRequest(topics=[MetadataRequestTopic(name=TOPIC)]), 12).topics
+def _topic_id(c: EmbeddedCluster, topic: str = TOPIC) -> bytes:
+    (t,) = _call(c, MetadataRequest(topics=[MetadataRequestTopic(name=topic)]), 12).topics
     return t.topic_id
 
 
-def _state(c: EmbeddedCluster, tid: bytes, partition: int) -> tuple[int, list[tuple[int, int, int, int]]] | None:
+def _state(c: EmbeddedCluster, tid: bytes, partition: int, group: str = GROUP
+           ) -> tuple[int, list[tuple[int, int, int, int]]] | None:
     """The share-partition's persisted state, (SPSO, [(first, last, state, count)]), as its share coordinator
     answers ReadShareGroupState at the leader epoch it holds (from ReadShareGroupStateSummary: a read at a newer
     epoch would fence the leader, an older one is fenced, -1 too). The summary (key 87) has
     the SPSO alone, which lags the leader's: a write carries the start offset from before its acknowledgements
     apply, so the last records' states are in batches above it."""
-    node = _coordinator(c, 2, f"{GROUP}:{uuid_string(tid)}:{partition}")
+    node = _coordinator(c, 2, f"{group}:{uuid_string(tid)}:{partition}")
     if node is None:
         return None
     with KafkaWire(c.broker_ports[node], timeout=10) as w:
-        req = summary(GROUP, tid, partition)
+        req = summary(group, tid, partition)
         s = only(w.call(req.API_KEY, 1, req))
         if s.error_code != ErrorCode.NONE:
             return None
-        req = read(GROUP, tid, partition, leader_epoch=s.leader_epoch)
+        req = read(group, tid, partition, leader_epoch=s.leader_epoch)
         p = only(w.call(req.API_KEY, 0, req))
     if p.error_code != ErrorCode.NONE:
         return None
