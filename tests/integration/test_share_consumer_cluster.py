@@ -75,7 +75,7 @@ def test_three_share_consumers_accept_every_record_once(tmp_path):
         check_lock_expiry(c.bootstrap_servers, "share-cluster-lock", "share-cluster-lock")
 
 
-@pytest.mark.parametrize("timers", ["fast", "Kafka's defaults"])
+@pytest.mark.parametrize("timers", ["fast failover", "Kafka's defaults"])
 def test_share_consumers_continue_after_a_partition_leader_is_killed(tmp_path, timers):
     """kill -9 of the leader of a partition while two share consumers read 3 partitions (RF 3): the new leader reads
     the share state from the share coordinators (moved too, when the dead node led them) and every record is still
@@ -87,7 +87,7 @@ def test_share_consumers_continue_after_a_partition_leader_is_killed(tmp_path, t
     with 3,000 records at Kafka's: KAFKA_DEFAULT_TIMERS (a broker fenced after 9 s), the group.share.* defaults
     (heartbeat 5 s) and the group's lock at its default 30 s."""
     topic, group = "share-kill", "share-kill-consumers"
-    fast = timers == "fast"
+    fast = timers == "fast failover"
     records = 900 if fast else 3000
     everything = {(p, o) for p in range(3) for o in range(records // 3)}
     overrides = SHARE_OVERRIDES if fast else KAFKA_DEFAULT_TIMERS
