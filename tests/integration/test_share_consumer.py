@@ -36,11 +36,13 @@ def sbroker(tmp_path_factory):
         yield b
 
 
-def group_configs(bootstrap: str, group: str, lock_ms: int = LOCK_MS) -> None:
+def group_configs(bootstrap: str, group: str, lock_ms: int | None = LOCK_MS, reset: str | None = "earliest") -> None:
+    """The group's ``share.auto.offset.reset`` and ``share.record.lock.duration.ms``; None leaves Kafka's default."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("share.record.lock.duration.ms", str(lock_ms), incremental_operation=AlterConfigOpType.SET)])
+    entries = [ConfigEntry(name, str(value), incremental_operation=AlterConfigOpType.SET)
+               for name, value in (("share.auto.offset.reset", reset), ("share.record.lock.duration.ms", lock_ms))
+               if value is not None]
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
     admin.incremental_alter_configs([res])[res].result(timeout=30)
 
 
@@ -60,9 +62,9 @@ def metric(sbroker, name: str, **labels) -> float:
 ACCEPTED = "kafka_server_sharegroupmetrics_recordacknowledgements_total"
 
 
-def share_consumer(bootstrap: str, group: str, topic: str, explicit: bool = False) -> ShareConsumer:
+def share_consumer(bootstrap: str, group: str, topic: str, explicit: bool = False, **config) -> ShareConsumer:
     c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
-                       "share.acknowledgement.mode": "explicit" if explicit else "implicit"})
+                       "share.acknowledgement.mode": "explicit" if explicit else "implicit", **config})
     c.subscribe([topic])
     return c
 

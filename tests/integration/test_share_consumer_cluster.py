@@ -4,16 +4,18 @@ of its ``__share_group_state`` partition (another node, often): every record is 
 consumer gets records; then, on topics of one partition (RF 3), a released record returns with delivery count + 1,
 a rejected one never, and a consumer that stops polling loses its records after the 2 s lock. A ShareFetch sent
 to a broker that does not lead the partition answers NOT_LEADER_OR_FOLLOWER with the leader and its endpoint. The
-kill -9 of a partition's leader: every record still consumed, none after its acceptance was answered.
+kill -9 of a partition's leader: every record still consumed, none after its acceptance was answered; also at
+Kafka's default timers.
 """
 
 from __future__ import annotations
 
 import time
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.testing.embedded_cluster import EmbeddedCluster
+from broker.testing.embedded_cluster import KAFKA_DEFAULT_TIMERS, EmbeddedCluster
 from protocol.errors import ErrorCode as E
 from protocol.generated.messages import MetadataRequest, ShareFetchRequest
 from protocol.generated.messages import share_fetch_request as sfr
@@ -73,18 +75,27 @@ def test_three_share_consumers_accept_every_record_once(tmp_path):
         check_lock_expiry(c.bootstrap_servers, "share-cluster-lock", "share-cluster-lock")
 
 
-def test_share_consumers_continue_after_a_partition_leader_is_killed(tmp_path):
+@pytest.mark.parametrize("timers", ["fast failover", "Kafka's defaults"])
+def test_share_consumers_continue_after_a_partition_leader_is_killed(tmp_path, timers):
     """kill -9 of the leader of a partition while two share consumers read 3 partitions (RF 3): the new leader reads
     the share state from the share coordinators (moved too, when the dead node led them) and every record is still
     consumed; no record is delivered after its acceptance was answered (the acknowledgement commit callback without
     an error). Acknowledgements the dead node's coordinators could not write are answered with an error and those
-    records come back, as acquisitions (never persisted) held on the dead leader may."""
+    records come back, as acquisitions (never persisted) held on the dead leader may.
+
+    Once with the share tests' timers (SHARE_OVERRIDES' 1 s heartbeat, the group's 2 s lock, FAST_FAILOVER), once
+    with 3,000 records at Kafka's: KAFKA_DEFAULT_TIMERS (a broker fenced after 9 s), the group.share.* defaults
+    (heartbeat 5 s) and the group's lock at its default 30 s."""
     topic, group = "share-kill", "share-kill-consumers"
-    with EmbeddedCluster(brokers=3, data_dir=tmp_path, overrides=SHARE_OVERRIDES) as c:
+    fast = timers == "fast failover"
+    records = 900 if fast else 3000
+    everything = {(p, o) for p in range(3) for o in range(records // 3)}
+    overrides = SHARE_OVERRIDES if fast else KAFKA_DEFAULT_TIMERS
+    with EmbeddedCluster(brokers=3, data_dir=tmp_path, overrides=overrides) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
         admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
-        group_configs(c.bootstrap_servers, group)
-        produce(c.bootstrap_servers, topic, 900, size=100, partitions=3)
+        group_configs(c.bootstrap_servers, group, **({} if fast else {"lock_ms": None}))
+        produce(c.bootstrap_servers, topic, records, size=100, partitions=3)
         victim = c.leader_of(topic, 0)
         accepted: set[tuple[int, int]] = set()
         violations: list[tuple[int, int]] = []
@@ -103,14 +114,14 @@ def test_share_consumers_continue_after_a_partition_leader_is_killed(tmp_path):
         killed = False
         try:
             end = time.monotonic() + DEADLINE_S
-            while not seen >= ALL_KILL and time.monotonic() < end:
+            while not seen >= everything and time.monotonic() < end:
                 for sc in consumers:
                     for m in poll_records(sc, 0.2):
                         key = (m.partition(), m.offset())
                         if key in accepted:
                             violations.append(key)
                         seen.add(key)
-                if not killed and len(seen) >= 150:
+                if not killed and len(seen) >= records // 6:
                     c.kill(victim)
                     killed = True
             for sc in consumers:
@@ -118,9 +129,7 @@ def test_share_consumers_continue_after_a_partition_leader_is_killed(tmp_path):
         finally:
             for sc in consumers:
                 sc.close()
-        assert killed and seen >= ALL_KILL, f"{len(seen)} of 900 records consumed"
+        assert killed and seen >= everything, f"{len(seen)} of {records} records consumed"
         assert not violations, f"delivered after an answered acceptance: {violations[:20]}"
         assert accepted, "no acknowledgement answered"
 
-
-ALL_KILL = {(p, o) for p in range(3) for o in range(300)}

@@ -143,26 +143,27 @@ def _coordinator(c: EmbeddedCluster, key_type: int, key: str) -> int | None:
     return co.node_id if co.error_code == 0 and c.nodes[co.node_id].alive() else None
 
 
-def _topic_id(c: EmbeddedCluster) -> bytes:
-    (t,) = _call(c, MetadataRequest(topics=[MetadataRequestTopic(name=TOPIC)]), 12).topics
+def topic_id_of(c: EmbeddedCluster, topic: str = TOPIC) -> bytes:
+    (t,) = _call(c, MetadataRequest(topics=[MetadataRequestTopic(name=topic)]), 12).topics
     return t.topic_id
 
 
-def _state(c: EmbeddedCluster, tid: bytes, partition: int) -> tuple[int, list[tuple[int, int, int, int]]] | None:
+def persisted_state(c: EmbeddedCluster, tid: bytes, partition: int, group: str = GROUP
+           ) -> tuple[int, list[tuple[int, int, int, int]]] | None:
     """The share-partition's persisted state, (SPSO, [(first, last, state, count)]), as its share coordinator
     answers ReadShareGroupState at the leader epoch it holds (from ReadShareGroupStateSummary: a read at a newer
     epoch would fence the leader, an older one is fenced, -1 too). The summary (key 87) has
     the SPSO alone, which lags the leader's: a write carries the start offset from before its acknowledgements
     apply, so the last records' states are in batches above it."""
-    node = _coordinator(c, 2, f"{GROUP}:{uuid_string(tid)}:{partition}")
+    node = _coordinator(c, 2, f"{group}:{uuid_string(tid)}:{partition}")
     if node is None:
         return None
     with KafkaWire(c.broker_ports[node], timeout=10) as w:
-        req = summary(GROUP, tid, partition)
+        req = summary(group, tid, partition)
         s = only(w.call(req.API_KEY, 1, req))
         if s.error_code != ErrorCode.NONE:
             return None
-        req = read(GROUP, tid, partition, leader_epoch=s.leader_epoch)
+        req = read(group, tid, partition, leader_epoch=s.leader_epoch)
         p = only(w.call(req.API_KEY, 0, req))
     if p.error_code != ErrorCode.NONE:
         return None
@@ -170,7 +171,7 @@ def _state(c: EmbeddedCluster, tid: bytes, partition: int) -> tuple[int, list[tu
                             for b in p.state_batches]
 
 
-def _finished(state: tuple[int, list] | None, end: int) -> bool:
+def all_done(state: tuple[int, list] | None, end: int) -> bool:
     """Every record Acknowledged or Archived: below the SPSO, or in a batch of either state above it."""
     if state is None:
         return False
@@ -234,7 +235,7 @@ def test_share_consumers_through_seeded_kills(tmp_path):
                 written[0] = max(written[0], min(up_to, RECORDS))
                 assert producer.flush(60) == 0
             feed(AHEAD)
-            tid = _topic_id(c)
+            tid = topic_id_of(c)
 
             def join() -> Member:
                 m = Member(f"member{len(members)}", c.bootstrap_servers, history, rng.randrange(2**31), errors)
@@ -286,8 +287,8 @@ def test_share_consumers_through_seeded_kills(tmp_path):
             def done() -> bool:
                 assert not errors, errors
                 for p in range(PARTITIONS):
-                    finals[p] = _state(c, tid, p)
-                return all(_finished(finals[p], ends[p]) for p in range(PARTITIONS))
+                    finals[p] = persisted_state(c, tid, p)
+                return all(all_done(finals[p], ends[p]) for p in range(PARTITIONS))
             try:
                 wait_until(done, max(1.0, budget - time.monotonic()), 0.5, "every record Acknowledged or Archived",
                            retry=(OSError, ConnectionError))
@@ -312,4 +313,4 @@ def test_share_consumers_through_seeded_kills(tmp_path):
           f"{counts}")
     assert not errors, errors
     assert report.ok, f"{report.summary()}\n(history in {tmp_path / 'history.jsonl'})"
-    assert all(_finished(finals[p], ends[p]) for p in range(PARTITIONS)), finals
+    assert all(all_done(finals[p], ends[p]) for p in range(PARTITIONS)), finals
