@@ -13,13 +13,12 @@ $(VENV)/bin/python:
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
 
-# setup.py compiles protocol/_record_columns.c and broker/network/_tls_records.c (optional: without a compiler
-# the pure-Python builder runs, and TLS stays on the event loop)
-$(VENV)/.installed: pyproject.toml setup.py protocol/_record_columns.c broker/network/_tls_records.c | $(VENV)/bin/python
+# setup.py compiles protocol/_record_columns.c (optional: without a compiler the pure-Python builder runs)
+$(VENV)/.installed: pyproject.toml setup.py protocol/_record_columns.c | $(VENV)/bin/python
 	$(PIP) install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml setup.py protocol/_record_columns.c broker/network/_tls_records.c | $(VENV)/bin/python
+$(VENV)/.installed-test: pyproject.toml setup.py protocol/_record_columns.c | $(VENV)/bin/python
 	$(PIP) install -q -e '.[test,spark]'
 	touch $(VENV)/.installed $@
 

@@ -91,8 +91,7 @@ class Broker:
         send_stats = SendStats()
         self.metrics = BrokerMetrics(lambda: self.replicas, send_stats)
         self.server = NetworkServer(config.listeners, int(config["socket.request.max.bytes"]),
-                                    int(config["connections.max.idle.ms"]), self.metrics, send_stats, clock,
-                                    network_threads=int(config.get("num.network.threads", 3)))
+                                    int(config["connections.max.idle.ms"]), self.metrics, send_stats, clock)
         self.metadata = MetadataPublisher()
         self.server.quotas = NodeConnectionQuotas(config, self.server)
         self.metadata.add(self.server.quotas.on_new_metadata_image)

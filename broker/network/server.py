@@ -24,7 +24,6 @@ from broker.network.dispatch import dispatch
 from broker.network.tcp_nodelay import set_nodelay
 from broker.errors import CloseConnection
 from broker.network.sendfile import PartWriter, SendStats
-from broker.network.tls_offload import OffloadedTls, TlsWorkers, available as tls_offload_available
 from cluster.connection_quotas import ConnectionThrottled, TooManyConnections, normalise_ip
 from protocol.connection import CONNECTION_CLOSED, NEED_DATA, ServerConnection
 from protocol.errors import DecodeError
@@ -49,7 +48,7 @@ class NetworkServer:
     dispatch."""
 
     def __init__(self, listeners: list[Listener], max_frame: int, idle_ms: int, metrics: "BrokerMetrics",
-                 send_stats: SendStats, clock: Clock = SYSTEM_CLOCK, network_threads: int = 3) -> None:
+                 send_stats: SendStats, clock: Clock = SYSTEM_CLOCK) -> None:
         self.listeners = listeners
         self.max_frame = max_frame
         self.idle_ms = idle_ms
@@ -63,8 +62,6 @@ class NetworkServer:
         self.bound: dict[str, Listener] = {}
         self._sockets: dict[str, list[socket.socket]] = {}
         self._tls: dict = {}  # listener -> SSLContext of its new connections
-        # TLS listeners' record work (num.network.threads); None: on the event loop, in its own TLS transport
-        self.tls_workers = TlsWorkers(network_threads) if tls_offload_available() else None
         self._acceptors: list[asyncio.Task] = []
         self._serving: set[str] = set()
         self._accept_locks: dict[str, asyncio.Lock] = {}
@@ -142,8 +139,6 @@ class NetworkServer:
                 await asyncio.wait(pending, timeout=5)
         for c in list(self.connections):
             c.transport.abort()
-        if self.tls_workers is not None:
-            self.tls_workers.close()
 
     # ---- the acceptor (Kafka's Acceptor and ConnectionQuotas.inc) -------------------------------------------
 
@@ -227,24 +222,12 @@ class NetworkServer:
         as Kafka's Selector counts an SslAuthenticationException, but a peer gone before it (a port probe) does not
         (Kafka's EOFException during the handshake is no authentication failure)."""
         context = self._tls.get(listener)
-        loop = asyncio.get_running_loop()
-        timeout = min(self.idle_ms / 1000.0, 10.0)
-        tls = None
-        if context is not None and self.tls_workers is not None:
-            tls = OffloadedTls(connection, context, timeout, self.tls_workers, loop)
-            factory, extra = (lambda: tls), {}
-        else:
-            factory = lambda: connection  # noqa: E731
-            extra = {"ssl": context, "ssl_handshake_timeout": timeout} if context else {}
+        extra = {"ssl": context, "ssl_handshake_timeout": min(self.idle_ms / 1000.0, 10.0)} if context else {}
         failure: BaseException | None = None
         try:
-            await loop.connect_accepted_socket(factory, conn, **extra)
-            if tls is not None:
-                await tls.handshake
+            await asyncio.get_running_loop().connect_accepted_socket(lambda: connection, conn, **extra)
         except asyncio.CancelledError:
             if not connection.made[0]:
-                if tls is not None:
-                    tls.abort_handshake()
                 conn.close()
                 self.release(connection)
             raise
