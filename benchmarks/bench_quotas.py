@@ -204,13 +204,17 @@ def run_half(b, kind: type[Producing], key: str, args, label: str) -> dict:
     free.join()
     limited_rate = rate_between(limited.marks, 12.0, args.seconds)
     free_rate = rate_between(free.marks, 12.0, args.seconds)
+    whole_rate = rate_between(limited.marks, 0.0, args.seconds)
     out = {"quota": args.quota, "limited_rate_12s_on": limited_rate, "limited_vs_quota": limited_rate / args.quota,
+           "limited_vs_quota_whole_run": whole_rate / args.quota, "limited_mb_per_second": per_second(limited.marks),
            "limited_throttle_max_ms": limited.throttle_max, "free_solo_rate": solo_rate,
            "free_rate_beside": free_rate, "free_vs_solo": free_rate / solo_rate, "load_average_end": loadavg(),
            "limited_marks": [(round(t, 2), n) for t, n in limited.marks]}
     print(f"{label}: limited ({key} {args.quota / 1e6:.2f} MB/s): {limited_rate / 1e6:.3f} MB/s from 12 s to "
           f"{args.seconds:.0f} s = {out['limited_vs_quota']:.2f} of the quota (target 0.8-1.2); throttle_time_ms up "
           f"to {limited.throttle_max} (target > 0)")
+    print(f"{label}: limited over the whole run (0-{args.seconds:.0f} s): {out['limited_vs_quota_whole_run']:.2f} "
+          f"of the quota; MB per second: {' '.join(f'{x:.1f}' for x in out['limited_mb_per_second'])}")
     print(f"{label}: free beside it: {free_rate / 1e6:.1f} MB/s, solo {solo_rate / 1e6:.1f} MB/s, ratio "
           f"{out['free_vs_solo']:.2f} (target >= 0.9); load average {out['load_average_end']}", flush=True)
     return out
@@ -220,6 +224,15 @@ def rate_between(marks: list[tuple[float, int]], t0: float, t1: float) -> float:
     a = min(marks, key=lambda m: abs(m[0] - t0))
     b = min(marks, key=lambda m: abs(m[0] - t1))
     return (b[1] - a[1]) / max(b[0] - a[0], 1e-9)
+
+
+def per_second(marks: list[tuple[float, int]]) -> list[float]:
+    """MB read or acknowledged in each whole second of the run (from the 0.5 s marks)."""
+    return [(_at(marks, s + 1.0) - _at(marks, float(s))) / 1e6 for s in range(int(marks[-1][0]))]
+
+
+def _at(marks: list[tuple[float, int]], t: float) -> int:
+    return min(marks, key=lambda m: abs(m[0] - t))[1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,12 +246,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="the producer quota, the consumer quota, or both (one after the other, on one broker)")
     ap.add_argument("--prefill-mb", type=int, default=64, help="MB of 1 KiB records the consumers read (again "
                     "from the start at its end)")
+    ap.add_argument("--window-num", type=int, default=11, help="quota.window.num (Kafka's default: 11)")
+    ap.add_argument("--window-size", type=int, default=1, help="quota.window.size.seconds (Kafka's default: 1)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
-    print(f"load average {loadavg()} at the start", flush=True)
+    windows = {"quota.window.num": args.window_num, "quota.window.size.seconds": args.window_size}
+    print(f"load average {loadavg()} at the start; quota windows {args.window_num} x {args.window_size} s", flush=True)
     out: dict = {}
     with tempfile.TemporaryDirectory() as workdir:
-        b = bench_broker.start_odradek(workdir, "odradek-quotas")
+        b = bench_broker.start_odradek(workdir, "odradek-quotas", overrides=windows)
         try:
             if args.half in ("produce", "both"):
                 bench_broker.create_topic(b.client, "limited-topic", 1)
