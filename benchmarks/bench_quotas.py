@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 
 import bench_broker  # noqa: E402
 from broker.network.blocking_request import request  # noqa: E402
+from cluster.quotas import CLIENT_ID, CONSUMER_BYTE_RATE, ClientQuotaManager  # noqa: E402
 from protocol.generated.messages import AlterClientQuotasRequest  # noqa: E402
 from protocol.generated.messages.alter_client_quotas_request import EntityData, EntryData, OpData  # noqa: E402
 
@@ -55,6 +56,7 @@ class Producing:
         self.acked = 0
         self.marks: list[tuple[float, int]] = []
         self.throttle_max = 0
+        self.first_at: float | None = None  # seconds: the first record read (consumers)
         self._queue = multiprocessing.get_context("spawn").Queue()
         self._process = multiprocessing.get_context("spawn").Process(target=_produce, args=(
             bootstrap, client_id, topic, seconds, self._queue, rate), daemon=True)
@@ -63,7 +65,7 @@ class Producing:
         self._process.start()
 
     def join(self) -> None:
-        self.marks, self.throttle_max = self._queue.get(timeout=self.seconds + 120)
+        self.marks, self.throttle_max, self.first_at = self._queue.get(timeout=self.seconds + 120)
         self._process.join(30)
 
 
@@ -71,7 +73,7 @@ def _produce(bootstrap: str, client_id: str, topic: str, seconds: float, queue, 
     sys.path.insert(0, REPO)
     state = _Run(bootstrap, client_id, topic, seconds, rate)
     state.run()
-    queue.put((state.marks, state.throttle_max))
+    queue.put((state.marks, state.throttle_max, state.first_at))
 
 
 class _Run:
@@ -81,6 +83,7 @@ class _Run:
         self.acked = 0
         self.marks: list[tuple[float, int]] = []
         self.throttle_max = 0
+        self.first_at: float | None = None
 
     def run(self) -> None:
         from confluent_kafka import Producer
@@ -133,7 +136,7 @@ def _consume(bootstrap: str, client_id: str, topic: str, seconds: float, queue, 
     sys.path.insert(0, REPO)
     state = _Read(bootstrap, client_id, topic, seconds, rate)
     state.run()
-    queue.put((state.marks, state.throttle_max))
+    queue.put((state.marks, state.throttle_max, state.first_at))
 
 
 class _Read(_Run):
@@ -162,6 +165,8 @@ class _Read(_Run):
                     continue
                 for m in c.consume(500, 0.1):
                     if m.error() is None:
+                        if self.first_at is None:
+                            self.first_at = time.monotonic() - started
                         read += len(m.value())
                     elif m.error().code() == KafkaError._PARTITION_EOF:
                         c.seek(TopicPartition(self.topic, 0, 0))  # round again: the topic is finite
@@ -205,7 +210,12 @@ def run_half(b, kind: type[Producing], key: str, args, label: str) -> dict:
     limited_rate = rate_between(limited.marks, 12.0, args.seconds)
     free_rate = rate_between(free.marks, 12.0, args.seconds)
     whole_rate = rate_between(limited.marks, 0.0, args.seconds)
-    out = {"quota": args.quota, "limited_rate_12s_on": limited_rate, "limited_vs_quota": limited_rate / args.quota,
+    model = None
+    if key == "consumer_byte_rate" and limited.first_at is not None:
+        model = kafka_fetch_model(args.quota, RDKAFKA_FETCH_BYTES + FETCH_ANSWER_OVERHEAD, limited.first_at,
+                                  args.seconds, args.window_num, args.window_size)
+    out = {"quota": args.quota, "limited_rate_12s_on": limited_rate, "kafka_model": model,
+           "limited_vs_quota": limited_rate / args.quota,
            "limited_vs_quota_whole_run": whole_rate / args.quota, "limited_mb_per_second": per_second(limited.marks),
            "limited_throttle_max_ms": limited.throttle_max, "free_solo_rate": solo_rate,
            "free_rate_beside": free_rate, "free_vs_solo": free_rate / solo_rate, "load_average_end": loadavg(),
@@ -215,6 +225,11 @@ def run_half(b, kind: type[Producing], key: str, args, label: str) -> dict:
           f"to {limited.throttle_max} (target > 0)")
     print(f"{label}: limited over the whole run (0-{args.seconds:.0f} s): {out['limited_vs_quota_whole_run']:.2f} "
           f"of the quota; MB per second: {' '.join(f'{x:.1f}' for x in out['limited_mb_per_second'])}")
+    if model is not None:
+        print(f"{label}: Kafka's fetch quota for a consumer fetching {model['fetch_bytes']:,} B as soon as answered, "
+              f"first at {model['first_at']:.2f} s: {model['vs_quota_12s_on']:.2f} of the quota from 12 s, "
+              f"{model['vs_quota_whole_run']:.2f} over the run; MB per second: "
+              f"{' '.join(f'{x:.1f}' for x in model['mb_per_second'])}")
     print(f"{label}: free beside it: {free_rate / 1e6:.1f} MB/s, solo {solo_rate / 1e6:.1f} MB/s, ratio "
           f"{out['free_vs_solo']:.2f} (target >= 0.9); load average {out['load_average_end']}", flush=True)
     return out
@@ -224,6 +239,40 @@ def rate_between(marks: list[tuple[float, int]], t0: float, t1: float) -> float:
     a = min(marks, key=lambda m: abs(m[0] - t0))
     b = min(marks, key=lambda m: abs(m[0] - t1))
     return (b[1] - a[1]) / max(b[0] - a[0], 1e-9)
+
+
+RDKAFKA_FETCH_BYTES = 1048576  # librdkafka's max.partition.fetch.bytes: one partition's answer, records cut there
+FETCH_ANSWER_OVERHEAD = 73  # the rest of a v12+ one-partition answer (FetchResponse.sizeOf counts it)
+
+
+def kafka_fetch_model(quota: float, fetch_bytes: int, first_at: float, seconds: float, window_num: int,
+                      window_s: int, turn_ms: int = 2) -> dict:
+    """What Kafka's fetch quota gives a consumer that asks again ``turn_ms`` after each answer, its first fetch at
+    ``first_at`` s: cluster/quotas.py's rate and throttle time (Kafka's Rate over SampledStat and QuotaUtils, the
+    same figures), a fetch over the quota answered empty and taken back (KIP-219, unrecordQuotaSensor), the next
+    one after the throttle time. The figure to hold the broker's against: the algorithm's, with no network,
+    client or CPU in it."""
+    m = ClientQuotaManager(CONSUMER_BYTE_RATE, window_num, window_s)
+    m.update({((CLIENT_ID, "model"),): {CONSUMER_BYTE_RATE: quota}})
+    t, end, marks, got = int(first_at * 1000), int(seconds * 1000), [(0.0, 0)], 0
+    while t < end:
+        throttle = m.record("", "model", fetch_bytes, t)
+        if throttle:
+            m.unrecord("", "model", fetch_bytes, t)
+        else:
+            got += fetch_bytes
+            marks.append((t / 1000.0, got))
+        t += throttle + turn_ms
+    marks.append((seconds, got))
+    return {"fetch_bytes": fetch_bytes, "first_at": first_at,
+            "vs_quota_12s_on": (got - _upto(marks, 12.0)) / (seconds - 12.0) / quota,
+            "vs_quota_whole_run": got / seconds / quota,
+            "mb_per_second": [(_upto(marks, s + 1.0) - _upto(marks, float(s))) / 1e6 for s in range(int(seconds))]}
+
+
+def _upto(marks: list[tuple[float, int]], t: float) -> int:
+    """Bytes read before ``t``."""
+    return max((n for at, n in marks if at < t), default=0)
 
 
 def per_second(marks: list[tuple[float, int]]) -> list[float]:
