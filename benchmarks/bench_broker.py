@@ -289,12 +289,15 @@ def odradek_argv(port: int, data_dir: str, secured: "Secured | AclSetup | None" 
             "--override", f"log.dirs={data_dir}", *extra, "--log-level", "WARNING"]
 
 
-def start_odradek(workdir: str, name: str = "odradek", secured: "Secured | AclSetup | None" = None) -> BrokerProc:
+def start_odradek(workdir: str, name: str = "odradek", secured: "Secured | AclSetup | None" = None,
+                  overrides: dict | None = None) -> BrokerProc:
+    """``overrides``: more broker configs (``--override k=v``)."""
     port = secured.ports["PLAINTEXT"] if secured is not None else free_port()
     data = os.path.join(workdir, f"{name}-data")
     exe = os.path.join(VENV_BIN, "odradek")
     argv = [exe, "serve"] if os.access(exe, os.X_OK) else [sys.executable, "-m", "broker.cli", "serve"]
-    b = BrokerProc(name, argv + odradek_argv(port, data, secured), port, workdir, cwd=REPO).start()
+    extra = [a for k, v in (overrides or {}).items() for a in ("--override", f"{k}={v}")]
+    b = BrokerProc(name, argv + odradek_argv(port, data, secured) + extra, port, workdir, cwd=REPO).start()
     if secured is not None:
         secured.ready(b)
     return b

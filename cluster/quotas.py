@@ -15,6 +15,7 @@ argument (milliseconds), quotas come from the metadata image's ClientQuotaRecord
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Mapping
 
 from cluster.metadata_image import QuotaEntity
@@ -172,7 +173,8 @@ class ClientQuotaManager:
         measured = sensor.rate.measure(now_ms)
         if measured <= sensor.bound:
             return 0
-        throttle = round((measured - sensor.bound) / sensor.bound * sensor.rate.window_size(now_ms))
+        # QuotaUtils.throttleTime: Java's Math.round, halves up
+        throttle = math.floor((measured - sensor.bound) / sensor.bound * sensor.rate.window_size(now_ms) + 0.5)
         return min(throttle, self.max_throttle_ms) if self.max_throttle_ms is not None else throttle
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:

@@ -103,16 +103,17 @@ class RequestContext:
     def version(self) -> int:
         return self.request.api_version
 
-    def throttle(self, manager_name: str, value: float) -> int:
-        """Record ``value`` against the client's ``produce``/``fetch``/``request`` quota; the throttle time (ms)
-        this request's answer carries and its connection waits out (0: within the quota)."""
+    def throttle(self, manager_name: str, value: float, now_ms: int | None = None) -> int:
+        """Record ``value`` against the client's ``produce``/``fetch``/``request`` quota at ``now_ms`` (default:
+        now); the throttle time (ms) this request's answer carries and its connection waits out (0: within)."""
         quotas = self.handles.quotas
         manager = getattr(quotas, manager_name) if quotas is not None else None
         if manager is None or not manager.enabled:
             return 0
         from broker.security.throttling import user_of
 
-        ms = manager.record(user_of(self.principal), self.client_id or "", value, self.clock.now_ms())
+        ms = manager.record(user_of(self.principal), self.client_id or "", value,
+                            self.clock.now_ms() if now_ms is None else now_ms)
         if ms:
             self.throttle_ms = max(self.throttle_ms, ms)
             self.metrics.throttle_time.labels(manager_name).inc(ms)

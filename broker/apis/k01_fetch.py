@@ -86,6 +86,14 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
             return TopicIdPartition(topic_id, topic_name(topic_id), index)
         return TopicIdPartition(ZERO_UUID, topic, index)
 
+    max_bytes = req.max_bytes
+    if replica_id < 0 and _fetch_quota_on(ctx):
+        # KafkaApis: a consumer's fetch is capped at what its quota lets one fetch take when its windows are empty
+        # (getMaxValueInQuotaWindow), else a large fetch would be throttled every time (KAFKA-9677)
+        cap = ctx.handles.quotas.fetch.max_value_in_window(user_of(ctx.principal), ctx.client_id or "")
+        if cap < max_bytes:
+            max_bytes = int(cap)
+    min_bytes = min(req.min_bytes, max_bytes)
     fetch_data: dict[TopicIdPartition, PartitionFetch] = {}
     for ft in req.topics:
         for fp in ft.partitions:
@@ -107,26 +115,53 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
                                                       denied))
         await turn_after(len(parts))
         updates, total, errors, served, quiet = await in_turns(
-            _read_all(ctx, req, version, parts, replica_id, replica_epoch, denied))
+            _read_all(ctx, req, version, parts, replica_id, replica_epoch, denied, max_bytes))
         remaining = deadline - ctx.clock.monotonic()
-        if total < req.min_bytes and not errors and remaining > 0 and keys:
+        if total < min_bytes and not errors and remaining > 0 and keys:
             if await _woken(ctx.replicas.fetch_waiters, keys, remaining):
                 continue  # read again
             # the wait ran out with no append to these partitions and no high watermark moved: the read stands
             # (Kafka reads again at expiry; what else could move, a log start or a leadership, the next fetch sees)
+        if replica_id < 0 and _fetch_quota_on(ctx):
+            throttled = _throttled(ctx, fetch_context, updates, version)
+            if throttled is not None:
+                return throttled
         result = fetch_context.update_and_generate_response_data(updates, ctx.clock.now_ms(), quiet)
         await turn_after(len(updates))
-        if replica_id < 0 and total and ctx.throttle("fetch", total):
-            # over consumer_byte_rate: answered empty after all, its bytes taken back (unrecordQuotaSensor); the
-            # consumer asks again from the same offsets once the throttle time has passed
-            ctx.handles.quotas.fetch.unrecord(user_of(ctx.principal), ctx.client_id or "", total, ctx.clock.now_ms())
-            return FetchResponse(error_code=0, session_id=result.session_id, responses=[])
         if not result.error_code:  # every partition that returned records is in the response
             metrics = ctx.metrics
             for name, size in served.items():
                 metrics.fetched(name, size)
         return FetchResponse(error_code=result.error_code, session_id=result.session_id,
                              responses=_topic_responses(result.partitions, version))
+
+
+def _fetch_quota_on(ctx) -> bool:
+    quotas = ctx.handles.quotas
+    return quotas is not None and quotas.fetch.enabled
+
+
+def _throttled(ctx, fetch_context, updates: dict, version: int) -> FetchResponse | None:
+    """KafkaApis.handleFetchRequest for a consumer: the response's size (``getResponseSize``, before the context
+    is updated) is recorded against its client's ``consumer_byte_rate``; over it, the fetch is answered empty with
+    the throttle time (``getThrottledResponse``) and the size is taken back (``unrecordQuotaSensor``): the consumer
+    asks again from the same offsets once the throttle time has passed. None: within the quota."""
+    now_ms = ctx.clock.now_ms()
+    size = _response_size(fetch_context.response_partitions(updates), version)
+    if not ctx.throttle("fetch", size, now_ms):
+        return None
+    ctx.handles.quotas.fetch.unrecord(user_of(ctx.principal), ctx.client_id or "", size, now_ms)
+    result = fetch_context.throttled_response()
+    return FetchResponse(error_code=result.error_code, session_id=result.session_id, responses=[])
+
+
+def _response_size(partitions: list, version: int) -> int:
+    """``FetchResponse.sizeOf``: 4 + the size of a response carrying ``partitions`` (records as sent)."""
+    body = FetchResponse(error_code=0, session_id=0, responses=_topic_responses(partitions, version))
+    buf = bytearray()
+    parts: list = []
+    body.encode_into(buf, version, parts)
+    return 4 + len(buf) + sum(len(p) for p in parts)
 
 
 class _Everything:
@@ -212,12 +247,12 @@ def _replica(req: FetchRequest, version: int) -> tuple[int, int]:
 
 
 def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPartition, PartitionFetch]],
-              replica_id: int, replica_epoch: int, denied=None
+              replica_id: int, replica_epoch: int, denied=None, max_bytes: int | None = None
               ) -> Generator[None, None, tuple[dict, int, bool, dict, dict]]:
     """Read every partition, in turns (broker/loop_turns.py): returns (response data per
     partition in order, bytes read, whether an error or a preferred read replica answers at once, bytes per topic
     name, quiet marks of the partitions read empty at the end). ``denied``: topic names answered
-    TOPIC_AUTHORIZATION_FAILED (None: none)."""
+    TOPIC_AUTHORIZATION_FAILED (None: none); ``max_bytes``: the request's, capped by its client's fetch quota."""
     image = ctx.image
     from_follower = replica_id >= 0
     # Kafka's clientMetadata: a consumer from v11 on may read from a follower and be sent to one
@@ -226,7 +261,7 @@ def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPar
     isolation = FetchIsolation.TXN_COMMITTED if req.isolation_level == READ_COMMITTED else FetchIsolation.HIGH_WATERMARK
     if from_follower:
         isolation = FetchIsolation.LOG_END
-    limit = req.max_bytes
+    limit = req.max_bytes if max_bytes is None else max_bytes
     min_one = True
     total = 0
     errors = False

@@ -58,8 +58,7 @@ def _broker(tmp_path):
     return types.SimpleNamespace(
         version=17, image=image, replicas=rm, clock=clock, metrics=_Metrics(), config={}, listener="PLAINTEXT",
         fetch_sessions=FetchManager(FetchSessionCache(10, 120_000, num_shards=1)),
-        throttle=lambda quota, value: 0,  # no client quotas
-        handles=types.SimpleNamespace(authorizer=None))  # no authorizer: every fetch allowed
+        handles=types.SimpleNamespace(authorizer=None, quotas=None))  # no authorizer, no client quotas
 
 
 def _fetch(ctx, isolation_level: int, offset: int = 0, leader_epoch: int = -1, version: int = 17):

@@ -7,7 +7,7 @@ import pytest
 
 from cluster.metadata_image import quota_entity
 from cluster.quotas import (
-    PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotaManager, Rate, quota_for,
+    CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotaManager, Rate, quota_for,
 )
 
 SAMPLES = 11  # quota.window.num
@@ -168,3 +168,124 @@ def test_quota_for_names_the_level_and_the_shared_sensor():
     assert quota_for(values, PRODUCER_BYTE_RATE, "alice", "app") == (1.0, ("alice", ""))
     assert quota_for(values, PRODUCER_BYTE_RATE, "bob", "app") == (2.0, ("", "app"))
     assert quota_for({}, PRODUCER_BYTE_RATE, "bob", "app") == (None, ("", "app"))
+
+
+# ---- Kafka's RateTest, SampledStatTest and QuotaUtilsTest (clients/.../metrics, server-common/.../quota) -------------
+
+@pytest.mark.parametrize("samples, window_s", [(1, 1), (1, 11), (11, 1), (11, 11)])
+def test_rate_with_no_prior_available_samples(samples, window_s):
+    """testRateWithNoPriorAvailableSamples: measured just before the first window ends, the rate assumes the
+    ``samples - 1`` windows before it, empty."""
+    r = Rate(samples, window_s * 1000)
+    r.record(50.0, 0)
+    now = window_s * 1000 - 1
+    assert r.measure(now) == pytest.approx(50.0 / (now / 1000 + (samples - 1) * window_s), abs=1e-6)
+
+
+def test_rate_is_consistent_after_the_first_window():
+    """testRateIsConsistentAfterTheFirstWindow: an event every ~100 ms over 2 x 1 s windows measures 10-11/s from
+    the second window on, the same when measured again at the same instant."""
+    r = Rate(2, 1000)
+    steps = [0, 99, 100, 100, 100, 100, 100, 100, 100, 100, 100]
+    now = 0
+    for step in steps:
+        now += step
+        r.record(1, now)
+    now += 101
+    for step in steps:
+        now += step
+        r.record(1, now)
+        observed = r.measure(now)
+        assert 10 <= observed <= 11
+        assert r.measure(now) == observed
+
+
+def _complete_sample(r: Rate, now: int) -> int:
+    """SampledStatTest.completeSample: events at a sample's start and end; the time just after it."""
+    r.record(1, now)
+    now += r.window_ms - 1
+    r.record(1, now)
+    return now + 1
+
+
+def _total(r: Rate, now: int) -> float:
+    return r.measure(now) * r.window_size(now) / 1000.0
+
+
+def test_a_sample_is_purged_once_it_does_not_overlap_the_window():
+    """testSampleIsPurgedIfDoesntOverlap: 2 x 1 s monitored; a sample whose last event is 2.5 s old is gone."""
+    r = Rate(2, 1000)
+    now = _complete_sample(r, 0) + 2500
+    assert _total(r, now) == 0
+
+
+def test_a_sample_overlapping_the_window_is_kept():
+    """testSampleIsKeptIfOverlaps and testSampleIsKeptIfOverlapsAndExtra: the overlapping sample is the (n+1)th."""
+    r = Rate(2, 1000)
+    assert _total(r, _complete_sample(r, 0) + 1500) == pytest.approx(2)
+    r = Rate(2, 1000)
+    now = _complete_sample(r, 0) + 100
+    now = _complete_sample(r, now) + 100
+    r.record(1, now)
+    assert _total(r, now) == pytest.approx(5)  # three samples: 2 + 2 + 1 events
+
+
+def _over(bound: float, observed: float, samples: int, key: str = CONSUMER_BYTE_RATE) -> int:
+    """The throttle time of a fresh client whose first record measures ``observed`` (window: samples - 1 s)."""
+    m = ClientQuotaManager(key, window_num=samples)
+    m.update(Quotas().set(client=None, value=bound, key=key))
+    return m.record("u", "c", observed * (samples - 1), 0)
+
+
+def test_throttle_time_is_the_time_back_to_the_bound():
+    """QuotaUtilsTest.testThrottleTimeObservedRateAboveQuota / ...EqualsQuota: (O - T) / T x W."""
+    assert _over(50.0, 100.0, 3) == 2000
+    assert _over(16.5, 16.5, 10) == 0 and _over(16.5, 16.5, 11) == 0
+    assert _over(20.4, 16.5, 10) == 0
+
+
+def test_throttle_time_rounds_halves_up_as_java():
+    """QuotaUtils.throttleTime is Math.round: 2.5 ms -> 3 (Python's round would give 2)."""
+    m = ClientQuotaManager(CONSUMER_BYTE_RATE)
+    m.update(Quotas().set(client=None, value=1000, key=CONSUMER_BYTE_RATE))
+    assert m.record("u", "c", 10_002.5, 0) == 3  # 1000.25 B/s over 10 s: 0.25 / 1000 x 10,000 ms = 2.5
+
+
+def test_max_value_in_quota_window_with_non_default_windows():
+    """testGetMaxValueInQuotaWindowWithNonDefaultQuotaWindow: 3 full windows -> 3 x the quota; no quota: no cap."""
+    m = ClientQuotaManager(CONSUMER_BYTE_RATE, window_num=4)
+    m.update(Quotas().set(user="other", value=1, key=CONSUMER_BYTE_RATE))
+    assert m.max_value_in_window("userA", "client1") == float("inf")
+    m.update(Quotas().set(user=None, value=10, key=CONSUMER_BYTE_RATE))
+    assert m.max_value_in_window("userA", "client1") == 30
+
+
+def test_a_greedy_fetcher_gets_its_quota_in_bursts_of_the_whole_window():
+    """KafkaApis' fetch quota (KIP-219) for a consumer that fetches again as soon as it is answered: a throttled
+    fetch is answered empty and its bytes are taken back, so nothing of it stays in the rate. With Kafka's
+    windows (11 x 1 s, at least 10 s assumed) a fresh client takes 10 s of quota in its first second, then every
+    fetch is throttled until that burst's sample has expired, 11 s after its last event, and the next burst
+    comes: a sawtooth of ~12 s, at most the quota over whole periods. (benchmarks/bench_quotas.py's consumer.)"""
+    m = ClientQuotaManager(CONSUMER_BYTE_RATE)
+    m.update(Quotas().set(client="c", value=1_000_000, key=CONSUMER_BYTE_RATE))
+    fetch, now, accepted, throttles = 1_000_000, 0, [], []
+    for _ in range(1000):
+        if now >= 36_000:
+            break
+        ms = m.record("", "c", fetch, now)
+        if ms:
+            m.unrecord("", "c", fetch, now)
+            throttles.append(ms)
+            now += ms
+        else:
+            accepted.append(now)
+            now += 10  # the next fetch 10 ms after the answer
+    per_second = [sum(1 for t in accepted if s * 1000 <= t < (s + 1) * 1000) for s in range(36)]
+    assert per_second[0] == 10 and sum(per_second[1:11]) == 0  # 10 MB at once, then nothing for 10 s
+    assert per_second[12] >= 8 and per_second[24] >= 8  # the next bursts, each when the last one's sample expired
+    assert sum(per_second[13:22]) == 0 and sum(per_second[25:33]) == 0
+    assert max(throttles) <= 1000  # each throttled fetch is told to wait at most one fetch's worth of quota
+    assert sum(per_second) * fetch <= 1_000_000 * (36 + 10)  # never over the quota plus the assumed windows
+    # an 18 s cut of this sawtooth holds one burst or two, depending on its phase
+    cut = [sum(per_second[s:s + 18]) / 18 for s in (12, 13)]  # from just before a burst, from just after it
+    assert cut[1] < 0.8 < 1.0 < cut[0], cut

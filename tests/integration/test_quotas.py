@@ -137,6 +137,77 @@ def test_a_consumer_over_its_byte_rate_gets_empty_throttled_answers_and_reads_ev
     assert quota_broker.broker.metrics.throttled.labels("fetch")._value.get() > 0
 
 
+def test_a_consumer_fetch_is_capped_by_its_quota_and_one_over_it_is_answered_as_kafka_does(quota_broker):
+    """KafkaApis.handleFetchRequest: a consumer's max_bytes is capped at what its quota allows one fetch with empty
+    windows (getMaxValueInQuotaWindow: 10,000 B/s x 2 windows = 20,000 B, so its first fetch of a 120 KB log is
+    throttled a few ms for the answer's own bytes, not 10 s); a fetch over the quota is answered with no partitions
+    and throttle_time_ms, leaving the fetch context as it was (getThrottledResponse): a full fetch creates no
+    session (id 0), an incremental one keeps its session (its epoch moves on) and later answers from its offset."""
+    import struct
+
+    from protocol.generated.messages import FetchRequest
+    from protocol.generated.messages.fetch_request import FetchPartition, FetchTopic
+    from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData
+    from protocol.record_codec import Record, build_batch
+    from tests.integration.test_transactions import _create
+
+    b = quota_broker.bootstrap
+    _create(b, "quota-fetch", partitions=1)
+    with KafkaWire(quota_broker.port) as w:
+        for i in range(20):
+            batch = bytes(build_batch([Record(value=b"f" * 6000, timestamp=int(time.time() * 1000))]))
+            r = w.call(0, 9, ProduceRequest(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+                TopicProduceData(name="quota-fetch", partition_data=[PartitionProduceData(index=0, records=batch)])]))
+            assert r.responses[0].partition_responses[0].error_code == 0
+    assert alter(b, {"client-id": "raw-reader"}, {"consumer_byte_rate": QUOTA // 10}) == [(0, None)]
+    time.sleep(0.5)
+
+    def fetch(session_id: int, epoch: int, offset: int | None):
+        topics = [] if offset is None else [FetchTopic(topic="quota-fetch", partitions=[FetchPartition(
+            partition=0, fetch_offset=offset, partition_max_bytes=1 << 20, current_leader_epoch=-1,
+            log_start_offset=-1, last_fetched_epoch=-1)])]
+        return w.call(1, 12, FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                                          isolation_level=0, session_id=session_id, session_epoch=epoch,
+                                          topics=topics, forgotten_topics_data=[], rack_id=""))
+
+    def next_offset(records: bytes) -> int:
+        """After the last whole batch (base offset at 0, length at 8, last offset delta at 23)."""
+        pos, end = 0, 0
+        while pos + 12 <= len(records):
+            base, length = struct.unpack_from(">qi", records, pos)
+            if pos + 12 + length > len(records):
+                break  # the tail cut at the byte limit
+            end = base + struct.unpack_from(">i", records, pos + 23)[0] + 1
+            pos += 12 + length
+        return end
+
+    session_id, epoch, offset, held = 0, 0, 0, None  # held: the offset the session holds
+    throttles: list[tuple[int, int]] = []  # (throttle ms, session id answered) of the throttled answers
+    reads: list[tuple[int, int]] = []  # (bytes, session id) of the answers with records
+    with KafkaWire(quota_broker.port, client_id="raw-reader") as w:
+        for _ in range(12):  # each waits out the last throttle first (the connection is muted)
+            asked = offset
+            r = fetch(session_id, epoch, None if session_id and asked == held else asked)
+            assert r.error_code == 0
+            if r.throttle_time_ms > 0:
+                assert r.responses == [] and r.session_id == session_id, r
+                throttles.append((r.throttle_time_ms, r.session_id))
+            else:
+                records = bytes(r.responses[0].partitions[0].records)
+                assert 0 < len(records) <= 20_000  # the cap, though the request asked 1 MiB
+                reads.append((len(records), r.session_id))
+                offset = next_offset(records)
+                session_id = session_id or r.session_id
+                assert session_id != 0
+            if session_id:  # the session holds what was asked, throttled or not (newContext), at its next epoch
+                held, epoch = asked, epoch + 1
+            if len(reads) >= 2:
+                break
+    assert throttles and throttles[0] == (throttles[0][0], 0) and throttles[0][0] < 1000, throttles
+    assert len(reads) == 2 and reads[0][1] == reads[1][1] != 0, reads
+    assert any(sid == reads[0][1] for _, sid in throttles), throttles  # an incremental fetch throttled
+
+
 def test_a_raw_produce_over_quota_carries_throttle_time_and_the_connection_waits_it_out(quota_broker):
     from protocol.generated.messages import ApiVersionsRequest
     from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData

@@ -44,6 +44,16 @@ class FetchContext:
         with the session while its partitions and ``token`` stay the same)."""
         return keys_of([tp for tp, _ in self.partitions()])
 
+    def response_partitions(self, updates: dict) -> list:
+        """The partitions ``update_and_generate_response_data`` would answer, changing nothing (Kafka's
+        ``getResponseSize``: a fetch's size is weighed against its client's quota before the context is updated)."""
+        return list(updates.items())
+
+    def throttled_response(self) -> FetchResult:
+        """``getThrottledResponse``: a fetch over its client's quota is answered with no partitions and the
+        context is left as it was (no session is created; an incremental session's partitions keep their state)."""
+        return FetchResult(0, INVALID_SESSION_ID, [])
+
 
 class SessionErrorContext(FetchContext):
     """A session error: nothing is read; the response has the error and no partitions."""
@@ -53,6 +63,9 @@ class SessionErrorContext(FetchContext):
 
     def partitions(self, still_quiet: Callable[[Any], bool] | None = None
                    ) -> list[tuple[TopicIdPartition, PartitionFetch]]:
+        return []
+
+    def response_partitions(self, updates: dict) -> list:
         return []
 
     def update_and_generate_response_data(self, updates: dict, now_ms: int, quiet: dict | None = None
@@ -138,6 +151,26 @@ class IncrementalFetchContext(FetchContext):
                 tps.append(TopicIdPartition(cached.topic_id, cached.topic, cached.partition))
             kept = session.wait_keys = (token, keys_of(tps))
         return kept[1]
+
+    def response_partitions(self, updates: dict) -> list:
+        session = self.session
+        if session.epoch != next_epoch(self.request_epoch):
+            return []
+        out = []
+        for tp, resp in updates.items():
+            cached = session.partitions.get(tp.cache_key)
+            if cached is None or cached.maybe_update_response_data(resp, False):
+                out.append((tp, resp))
+        return out
+
+    def throttled_response(self) -> FetchResult:
+        session = self.session
+        expected = next_epoch(self.request_epoch)
+        if session.epoch != expected:
+            log.info("Incremental fetch session %d expected epoch %d, but got %d.  Possible duplicate request.",
+                     session.id, expected, session.epoch)
+            return FetchResult(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id, [])
+        return FetchResult(0, session.id, [])
 
     def update_and_generate_response_data(self, updates: dict, now_ms: int, quiet: dict | None = None
                                           ) -> FetchResult:
