@@ -69,7 +69,7 @@ LOCK_MS = 2000  # the group's share.record.lock.duration.ms (brokers allow down 
 CONSUMERS = 3
 KINDS = ("leader", "share_coordinator", "group_coordinator", "consumer")
 BUDGET_S = 1800 if SOAK else 300  # a hang guard, not a speed requirement
-IN_FLIGHT_WAIT_S = 5  # how long a consumer kill waits for its victim to have an acknowledgement unanswered
+IN_FLIGHT_WAIT_S = 2  # how long a consumer kill waits for its victim to have an acknowledgement unanswered
 START_S = 60  # a consumer process's start (imports, subscribe), and its stop (the last commit_sync is 30 s)
 
 
@@ -325,16 +325,17 @@ def test_share_consumers_through_seeded_kills(tmp_path):
                 wait_until(lambda: problems() or delivered() >= fault.at, budget - time.monotonic(), 0.2,
                            f"{fault.at} records delivered")
                 assert not problems(), problems()
+                feed(delivered() + AHEAD)  # work for the consumers through the fault, however fast they were
                 if fault.kind == "consumer":
                     victim = live.pop(rng.randrange(len(live)))
                     # at a moment when it has acknowledgements in flight, if that comes soon
-                    deadline = time.monotonic() + IN_FLIGHT_WAIT_S
-                    while victim.unanswered == 0 and time.monotonic() < deadline:
+                    waited = time.monotonic()
+                    while victim.unanswered == 0 and time.monotonic() < waited + IN_FLIGHT_WAIT_S:
                         time.sleep(0.002)
-                    unanswered = victim.unanswered
+                    waited, unanswered = time.monotonic() - waited, victim.unanswered
                     victim.kill()
                     live.append(join())
-                    fault.log = (f"kill -9 of {victim.member} ({unanswered} acks unanswered, "
+                    fault.log = (f"kill -9 of {victim.member} after {waited:.1f} s ({unanswered} acks unanswered, "
                                  f"{victim.unanswered} after its last line), {live[-1].member} joins")
                 else:
                     if fault.kind == "leader":
