@@ -37,6 +37,7 @@ from cluster.client_metrics import uuid_string
 from protocol.errors import ErrorCode
 from protocol.generated.messages import FindCoordinatorRequest, MetadataRequest
 from protocol.generated.messages.metadata_request import MetadataRequestTopic
+from tests.integration.test_eos_faults import _die_with_test
 from tests.integration.test_share_consumer import SHARE_OVERRIDES, group_configs
 from tests.jepsen.checker import check_share
 from tests.jepsen.cluster_checks import fault_rng
@@ -87,17 +88,11 @@ def _plan(rng: random.Random) -> list[Fault]:
     return [Fault(at, kind) for at, kind in zip(ats, kinds)]
 
 
-def _die_with_test() -> None:
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
 class Member:
-    """One share consumer's process (tests/integration/share_member.py): a thread reads the history events it
-    streams on stdout into the test's ``History`` (in time order) as they come, and what else it says (ready,
-    errors) into ``errors``; its librdkafka log goes to ``<name>.log``. ``kill`` is a kill -9, ``stop`` its own
-    stop (the last acknowledgements committed, then closed); either leaves no process behind."""
+    """One share consumer's process (tests/integration/share_member.py), killed with the test however that ends:
+    a thread reads the history events it streams on stdout into the test's ``History`` (in time order) as they
+    come, and what else it says (ready, errors) into ``errors``; its librdkafka log goes to ``<name>.log``.
+    ``kill`` is the consumer fault; ``_stop`` stops the others at the end; ``abandon`` leaves no process."""
 
     def __init__(self, name: str, bootstrap: str, history: History, seed: int, errors: list[str],
                  acquired: set[tuple[int, int]], logs: Path) -> None:
@@ -119,7 +114,11 @@ class Member:
         for line in self.proc.stdout:
             if not line.endswith(b"\n"):
                 break  # a torn last line of a killed process: not flushed, so not acted on
-            what = json.loads(line)
+            try:
+                what = json.loads(line)
+            except ValueError:
+                self.errors.append(f"{self.member}: not a JSON line: {line[:200]!r}")
+                continue
             if "kind" not in what:
                 if what.get("event") == "ready":
                     self.ready.set()
