@@ -53,8 +53,9 @@ acknowledged, given ``group.share.delivery.count.limit`` and ``group.share.recor
 (share_acquire) happened at a broker time in [its ``since``, its recorded time]; an acknowledgement took effect,
 if at all, between its share_ack and its answer; an ok answer means it took effect, an error answer or none (its
 member's process was killed -9 before it was answered) that it may or may not have. A killed member's close is
-recorded as it is killed; records its fetch in flight acquired and it never recorded come back with a higher
-count, as after a lock expiry: a consumer's kill is no fault of a partition. Kafka persists a record's
+recorded as it is killed (its share session ends as its connection drops); records that its fetch in flight
+acquired and it never recorded show only when they come back. A consumer's kill is no fault of a partition.
+Kafka persists a record's
 state on acknowledgements, releases and lock expiry, not on acquisition, so a leader change may forget
 acquisitions: a record held then is redelivered with its last persisted delivery count, and whoever held it may
 still believe it does. A *fault* of a partition is a ``fault`` event of it or of all partitions (a moment), or a

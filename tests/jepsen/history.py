@@ -52,8 +52,8 @@ import threading
 import time
 from bisect import insort
 from collections.abc import Iterable
-from typing import TextIO
 from dataclasses import dataclass
+from typing import TextIO
 
 SEND = "send"
 ACK = "ack"
