@@ -71,6 +71,12 @@ CONSUMERS = 3
 KINDS = ("leader", "share_coordinator", "group_coordinator", "consumer")
 BUDGET_S = 1800 if SOAK else 300  # a hang guard, not a speed requirement
 IN_FLIGHT_WAIT_S = 2  # how long a consumer kill waits for its victim to have an acknowledgement unanswered
+# a killed consumer stays in the group, holding its assigned partitions, until its session times out (Kafka's 45 s
+# default): shorter, so that the partitions only it was assigned stall for seconds (still longer than LOCK_MS, as
+# check_share assumes, and than a coordinator's failover, so live members ride through broker kills)
+SESSION_TIMEOUT_MS = 6000
+OVERRIDES = {**SHARE_OVERRIDES, "group.share.min.session.timeout.ms": SESSION_TIMEOUT_MS,
+             "group.share.session.timeout.ms": SESSION_TIMEOUT_MS}
 START_S = 60  # a consumer process's start (imports, subscribe), and its stop (the last commit_sync is 30 s)
 
 
@@ -277,7 +283,7 @@ def test_share_consumers_through_seeded_kills(tmp_path):
     errors: list[str] = []
     members: list[Member] = []
     started = time.monotonic()
-    with EmbeddedCluster(brokers=3, data_dir=tmp_path / "cluster", overrides=SHARE_OVERRIDES) as c:
+    with EmbeddedCluster(brokers=3, data_dir=tmp_path / "cluster", overrides=OVERRIDES) as c:
         try:
             admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
             admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[
