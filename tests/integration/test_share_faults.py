@@ -1,14 +1,17 @@
 """Share groups (KIP-932) under seeded faults: three confluent-kafka ``ShareConsumer``s in explicit acknowledgement
-mode read a topic of 3 partitions on a 3-node cluster (RF 3, min ISR 2, ``__share_group_state`` likewise) while the
-test kill -9s (and restarts) the leader of a share partition, the broker hosting the share coordinator of one of the
-group's share-partitions (the ``__share_group_state`` leader), the group coordinator's broker, and closes a consumer
-(a new member takes its place). Each consumer acknowledges every record it gets with a type drawn from the seed
-(mostly Accept, some Release, a few Reject). Everything is recorded as tests/jepsen/history.py's share events (the
-acquisitions with ``Message.delivery_count()``, the acks before ``acknowledge``, the acknowledgement commit
-callback's answers, the closes, each broker kill as a fault of all partitions lasting until leadership has settled
-after the restart) and judged by ``check_share`` with the final SPSO and state batches per partition read with
-ReadShareGroupState (key 84) from each share-partition's coordinator: no delivery after an answered
-Accept or Reject, every record ends Acknowledged or Archived, no consumer fails fatally.
+mode, each in a process of its own (tests/integration/share_member.py), read a topic of 3 partitions on a 3-node
+cluster (RF 3, min ISR 2, ``__share_group_state`` likewise) while the test kill -9s (and restarts) the leader of a
+share partition, the broker hosting the share coordinator of one of the group's share-partitions (the
+``__share_group_state`` leader), the group coordinator's broker, and kill -9s a consumer's process (a new member takes
+its place: there stay three). Each consumer acknowledges every record it gets with a type drawn from the seed
+(mostly Accept, some Release, a few Reject). Everything is recorded as tests/jepsen/history.py's share events: the
+consumers stream theirs (the acquisitions with ``Message.delivery_count()``, the acks before ``acknowledge``, the
+acknowledgement commit callback's answers, their closes) as JSON lines flushed before they act, read by the test into
+its history; the test records each consumer kill as that member's close (just before the SIGKILL: its records may be
+released from then on; the acks it sent unanswered may or may not have taken effect) and each broker kill as a fault of
+all partitions lasting until leadership has settled after the restart. ``check_share`` judges it with the final SPSO
+and state batches per partition read with ReadShareGroupState (key 84) from each share-partition's coordinator: no
+delivery after an answered Accept or Reject, every record ends Acknowledged or Archived, no consumer fails fatally.
 
 CI: 3,000 records and one fault of each kind; ``ODRADEK_SOAK=1`` (``make soak``): 20,000 records and three of each.
 The seed is printed; ``ODRADEK_FAULT_SEED`` replays a run's plan and the consumers' acknowledgement choices.
@@ -16,11 +19,16 @@ The seed is printed; ``ODRADEK_FAULT_SEED`` replays a run's plan and the consume
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import signal
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -29,17 +37,29 @@ from cluster.client_metrics import uuid_string
 from protocol.errors import ErrorCode
 from protocol.generated.messages import FindCoordinatorRequest, MetadataRequest
 from protocol.generated.messages.metadata_request import MetadataRequestTopic
+from tests.integration.test_eos_faults import _die_with_test
 from tests.integration.test_share_consumer import SHARE_OVERRIDES, group_configs
 from tests.jepsen.checker import check_share
 from tests.jepsen.cluster_checks import fault_rng
-from tests.jepsen.history import ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, REJECT, RELEASE, History
+from tests.jepsen.history import (
+    ACKNOWLEDGED,
+    ACQUIRED,
+    ARCHIVED,
+    AVAILABLE,
+    SHARE_ACK,
+    SHARE_ACK_RESULT,
+    SHARE_ACQUIRE,
+    Event,
+    History,
+)
 from tests.kafka_wire import KafkaWire
 from tests.share.share_rpcs import only, read, summary
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import AcknowledgeType, ElectionType, Producer, ShareConsumer, TopicPartition  # noqa: E402
+from confluent_kafka import ElectionType, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+REPO = Path(__file__).resolve().parents[2]
 SOAK = bool(os.environ.get("ODRADEK_SOAK"))
 RECORDS = 20_000 if SOAK else 3_000
 ROUNDS = 3 if SOAK else 1  # faults of each kind
@@ -48,10 +68,16 @@ TOPIC, GROUP, PARTITIONS = "share-faults", "share-faults-group", 3
 STATE_TOPIC = "__share_group_state"
 LOCK_MS = 2000  # the group's share.record.lock.duration.ms (brokers allow down to 1000): lock expiry shows up
 CONSUMERS = 3
-ACK_WEIGHTS = ((ACCEPT, 85), (RELEASE, 12), (REJECT, 3))
-ACK_TYPES = {ACCEPT: AcknowledgeType.ACCEPT, RELEASE: AcknowledgeType.RELEASE, REJECT: AcknowledgeType.REJECT}
 KINDS = ("leader", "share_coordinator", "group_coordinator", "consumer")
 BUDGET_S = 1800 if SOAK else 300  # a hang guard, not a speed requirement
+IN_FLIGHT_WAIT_S = 2  # how long a consumer kill waits for its victim to have an acknowledgement unanswered
+# a killed consumer stays in the group, holding its assigned partitions, until its session times out (Kafka's 45 s
+# default): shorter, so that the partitions only it was assigned stall for seconds (still longer than LOCK_MS, as
+# check_share assumes, and than a coordinator's failover, so live members ride through broker kills)
+SESSION_TIMEOUT_MS = 6000
+OVERRIDES = {**SHARE_OVERRIDES, "group.share.min.session.timeout.ms": SESSION_TIMEOUT_MS,
+             "group.share.session.timeout.ms": SESSION_TIMEOUT_MS}
+START_S = 60  # a consumer process's start (imports, subscribe), and its stop (the last commit_sync is 30 s)
 
 
 @dataclass
@@ -68,61 +94,108 @@ def _plan(rng: random.Random) -> list[Fault]:
     return [Fault(at, kind) for at, kind in zip(ats, kinds)]
 
 
-class Member(threading.Thread):
-    """One share consumer's life in a thread: poll, record, acknowledge each record with a seeded type; the
-    acknowledgement commit callback records the answers. ``retire`` closes it (a consumer fault or the end)."""
+class Member:
+    """One share consumer's process (tests/integration/share_member.py), killed with the test however that ends:
+    a thread reads the history events it streams on stdout into the test's ``History`` (in time order) as they
+    come, and what else it says (ready, errors) into ``errors``; its librdkafka log goes to ``<name>.log``.
+    ``kill`` is the consumer fault; ``_stop`` stops the others at the end; ``abandon`` leaves no process."""
 
-    def __init__(self, name: str, bootstrap: str, history: History, seed: int, errors: list[str]) -> None:
-        super().__init__(name=name, daemon=True)
-        self.member, self.history, self.errors = name, history, errors
-        self.rng = random.Random(seed)
-        self.stop = threading.Event()
-        self.delivered = 0
-        self.consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
-                                       "share.acknowledgement.mode": "explicit"})
-        self.consumer.set_acknowledgement_commit_callback(self._answered)
-        self.consumer.subscribe([TOPIC])
-        self.created = time.monotonic()
+    def __init__(self, name: str, bootstrap: str, history: History, seed: int, errors: list[str],
+                 acquired: set[tuple[int, int]], logs: Path) -> None:
+        self.member, self.history, self.errors, self.acquired = name, history, errors, acquired
+        self.ready = threading.Event()
+        self.killed = False
+        self.acks_sent = self.acks_answered = 0
+        self.log_path = logs / f"{name}.log"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.integration.share_member", "--bootstrap", bootstrap, "--group", GROUP,
+                 "--topic", TOPIC, "--name", name, "--seed", str(seed), "--run-seconds", str(BUDGET_S + 300)],
+                cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=log,
+                preexec_fn=_die_with_test)
+        self.reader = threading.Thread(target=self._read, name=f"{name}-reader", daemon=True)
+        self.reader.start()
 
-    def _answered(self, offsets, exc) -> None:
-        error = None if exc is None else str(exc.args[0].name() if exc.args else exc)
-        for tp, offs in offsets.items():
-            part_error = error if tp.error is None else tp.error.name()
-            self.history.share_ack_result(self.member, tp.partition, offs, part_error)
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if not line.endswith(b"\n"):
+                break  # a torn last line of a killed process: not flushed, so not acted on
+            try:
+                what = json.loads(line)
+            except ValueError:
+                self.errors.append(f"{self.member}: not a JSON line: {line[:200]!r}")
+                continue
+            if "kind" not in what:
+                if what.get("event") == "ready":
+                    self.ready.set()
+                else:
+                    self.errors.append(f"{self.member}: {what}")
+                continue
+            event = Event.from_json(what)
+            self.history.add(event)
+            if event.kind == SHARE_ACQUIRE:
+                self.acquired.add((event.partition, event.offset))
+            elif event.kind == SHARE_ACK:
+                self.acks_sent += 1
+            elif event.kind == SHARE_ACK_RESULT:
+                self.acks_answered += len(event.offsets)
 
-    def run(self) -> None:
-        previous_start = self.created
-        try:
-            while not self.stop.is_set():
-                start = time.monotonic()
-                messages = self.consumer.poll(0.5)
-                for m in messages:
-                    if m.error() is not None:
-                        if m.error().fatal():
-                            self.errors.append(f"{self.member}: fatal {m.error()}")
-                            return
-                        continue
-                    # a response that arrived after the previous poll returned may be handed out by this one
-                    self.history.share_acquire(self.member, m.partition(), m.offset(), m.value(),
-                                               m.delivery_count(), since=previous_start)
-                    self.delivered += 1
-                    kind = self.rng.choices([k for k, _ in ACK_WEIGHTS], [w for _, w in ACK_WEIGHTS])[0]
-                    self.history.share_ack(self.member, m.partition(), m.offset(), kind)
-                    self.consumer.acknowledge(m, ACK_TYPES[kind])
-                previous_start = start
-            self.consumer.commit_sync(30)  # the last acknowledgements, answered through the callback
-        except Exception as exc:  # noqa: BLE001 - any consumer failure is a finding, reported by the test
-            self.errors.append(f"{self.member}: {type(exc).__name__}: {exc}")
+    @property
+    def unanswered(self) -> int:
+        """Acknowledgements it said it sent without (yet) saying their answer."""
+        return self.acks_sent - self.acks_answered
 
-    def retire(self) -> None:
-        """Stop polling, then close (its held records are released) with the close recorded first."""
-        self.stop.set()
-        self.join(60)
+    def exited(self) -> str | None:
+        """Why it is gone, when it went by itself (not killed, not stopped)."""
+        rc = self.proc.poll()
+        return None if rc is None else f"{self.member} exited with {rc}: {self.tail()}"
+
+    def tail(self, n: int = 2000) -> str:
+        return self.log_path.read_bytes()[-n:].decode(errors="replace")
+
+    def kill(self) -> None:
+        """kill -9, with the member's close recorded first: its records may be released from then on."""
+        self.killed = True
         self.history.share_close(self.member)
         try:
-            self.consumer.close()
-        except Exception as exc:  # noqa: BLE001
-            self.errors.append(f"{self.member}: close: {type(exc).__name__}: {exc}")
+            self.proc.kill()
+            self.proc.wait(30)
+        finally:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """No process left, whatever happened (every path of the test ends here): kill -9 if still running."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+        self.reader.join(30)
+        self.proc.stdout.close()
+
+
+def _stop(members: list[Member], errors: list[str]) -> None:
+    """The members not killed stopped together, each by its own stop (SIGTERM once it runs: before its handler is
+    installed SIGTERM would kill it): last acknowledgements committed, then closed. A process that does not exit
+    in time, or exits with an error, is reported; every process is gone afterwards, also when this fails."""
+    try:
+        running = [m for m in members if not m.killed]
+        deadline = time.monotonic() + START_S
+        for m in running:
+            while not m.ready.is_set() and m.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        for m in running:
+            if m.proc.poll() is None:
+                m.proc.send_signal(signal.SIGTERM)
+        for m in running:
+            try:
+                rc = m.proc.wait(START_S)
+            except subprocess.TimeoutExpired:
+                errors.append(f"{m.member} did not stop in {START_S} s: {m.tail()}")
+                continue
+            if rc != 0:
+                errors.append(f"{m.member} stopped with {rc}: {m.tail()}")
+    finally:
+        for m in members:
+            m.abandon()
 
 
 def _call(c: EmbeddedCluster, request, version: int):
@@ -211,7 +284,7 @@ def test_share_consumers_through_seeded_kills(tmp_path):
     errors: list[str] = []
     members: list[Member] = []
     started = time.monotonic()
-    with EmbeddedCluster(brokers=3, data_dir=tmp_path / "cluster", overrides=SHARE_OVERRIDES) as c:
+    with EmbeddedCluster(brokers=3, data_dir=tmp_path / "cluster", overrides=OVERRIDES) as c:
         try:
             admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
             admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[
@@ -237,27 +310,39 @@ def test_share_consumers_through_seeded_kills(tmp_path):
             feed(AHEAD)
             tid = topic_id_of(c)
 
+            acquired: set[tuple[int, int]] = set()  # (partition, offset) of every delivery so far
+
             def join() -> Member:
-                m = Member(f"member{len(members)}", c.bootstrap_servers, history, rng.randrange(2**31), errors)
+                m = Member(f"member{len(members)}", c.bootstrap_servers, history, rng.randrange(2**31), errors,
+                           acquired, tmp_path)
                 members.append(m)
-                m.start()
                 return m
             live = [join() for _ in range(CONSUMERS)]
 
             def delivered() -> int:
-                return len({(e.partition, e.offset) for e in history.events if e.kind == "share_acquire"})
+                return len(acquired)
+
+            def problems() -> list[str]:
+                return errors + [why for m in live if (why := m.exited())]
 
             budget = time.monotonic() + BUDGET_S
             for fault in plan:
                 feed(fault.at + AHEAD)
-                wait_until(lambda: errors or delivered() >= fault.at, budget - time.monotonic(), 0.2,
+                wait_until(lambda: problems() or delivered() >= fault.at, budget - time.monotonic(), 0.2,
                            f"{fault.at} records delivered")
-                assert not errors, errors
+                assert not problems(), problems()
+                feed(delivered() + AHEAD)  # work for the consumers through the fault, however fast they were
                 if fault.kind == "consumer":
                     victim = live.pop(rng.randrange(len(live)))
-                    victim.retire()
+                    # at a moment when it has acknowledgements in flight, if that comes soon
+                    waited = time.monotonic()
+                    while victim.unanswered == 0 and time.monotonic() < waited + IN_FLIGHT_WAIT_S:
+                        time.sleep(0.002)
+                    waited, unanswered = time.monotonic() - waited, victim.unanswered
+                    victim.kill()
                     live.append(join())
-                    fault.log = f"closed {victim.member}, {live[-1].member} joins"
+                    fault.log = (f"kill -9 of {victim.member} after {waited:.1f} s ({unanswered} acks unanswered, "
+                                 f"{victim.unanswered} after its last line), {live[-1].member} joins")
                 else:
                     if fault.kind == "leader":
                         p = rng.randrange(PARTITIONS)
@@ -285,7 +370,7 @@ def test_share_consumers_through_seeded_kills(tmp_path):
             finals: dict[int, tuple[int, list] | None] = {}
 
             def done() -> bool:
-                assert not errors, errors
+                assert not problems(), problems()
                 for p in range(PARTITIONS):
                     finals[p] = persisted_state(c, tid, p)
                 return all(all_done(finals[p], ends[p]) for p in range(PARTITIONS))
@@ -296,10 +381,10 @@ def test_share_consumers_through_seeded_kills(tmp_path):
                 spsos = {p: f and f[0] for p, f in finals.items()}
                 raise AssertionError(f"{exc}: SPSOs {spsos}, ends {ends}") from None
         finally:
-            for m in members:
-                if not m.stop.is_set():
-                    m.retire()
-            history.dump(tmp_path / "history.jsonl")  # for a postmortem
+            try:
+                _stop(members, errors)
+            finally:
+                history.dump(tmp_path / "history.jsonl")  # for a postmortem
     states = {0: AVAILABLE, 1: ACQUIRED, 2: ACKNOWLEDGED, 4: ARCHIVED}
     for p, (spso, batches) in finals.items():
         history.share_final(GROUP, p, spso)
@@ -308,7 +393,7 @@ def test_share_consumers_through_seeded_kills(tmp_path):
                 history.share_state(GROUP, p, max(first, spso), last, states[state], count)
     report = check_share(history, record_lock_duration_ms=LOCK_MS)
     counts = {k: v for k, v in report.counts().items() if v}
-    faults = sum(1 for e in history.events if e.kind == "fault_start") + sum(1 for f in plan if f.kind == "consumer")
+    faults = sum(1 for e in history.events if e.kind == "fault_start") + sum(m.killed for m in members)
     print(f"[{time.monotonic() - started:5.1f} s] {RECORDS} records, {len(members)} members, {faults} faults: "
           f"{counts}")
     assert not errors, errors

@@ -51,7 +51,11 @@ judged by these kinds, not by ``lost``.
 Share groups (KIP-932): ``check_share`` judges a share group's deliveries of one topic against what producers were
 acknowledged, given ``group.share.delivery.count.limit`` and ``group.share.record.lock.duration.ms``. A delivery
 (share_acquire) happened at a broker time in [its ``since``, its recorded time]; an acknowledgement took effect,
-if at all, between its share_ack and its answer; an ok answer means it took effect. Kafka persists a record's
+if at all, between its share_ack and its answer; an ok answer means it took effect, an error answer or none (its
+member's process was killed -9 before it was answered) that it may or may not have. A killed member's close is
+recorded as it is killed (its share session ends as its connection drops); records that its fetch in flight
+acquired and it never recorded show only when they come back. A consumer's kill is no fault of a partition.
+Kafka persists a record's
 state on acknowledgements, releases and lock expiry, not on acquisition, so a leader change may forget
 acquisitions: a record held then is redelivered with its last persisted delivery count, and whoever held it may
 still believe it does. A *fault* of a partition is a ``fault`` event of it or of all partitions (a moment), or a
@@ -68,7 +72,10 @@ duration (Kafka's defaults: 45 s and 30 s). Only what the history proves is repo
 - count_regression: a delivery whose delivery count is not above that of a delivery of the same offset that
   was acquired before it (the earlier one's recorded time is at or before the later one's ``since``; equal
   counts need no order), with no fault of the partition between the earlier one's ``since`` and the later
-  one's recorded time.
+  one's recorded time. An equal count is no regression when the member of either closed (or was killed) before
+  the other was recorded: a share session that ends (ShareAcknowledge closing it, its connection
+  dropping) releases its member's acquired records with their delivery counts decreased (Kafka's
+  ``releaseAcquiredRecords``: fetched, not delivered), so the next delivery counts the same again.
 - over_limit: a delivery whose delivery count is above ``delivery_count_limit``.
 - concurrent_hold: a delivery acquired while another delivery of the same offset was certainly still held: the
   later one was acquired after the earlier one was recorded and before the earlier one's lock could have
@@ -851,7 +858,7 @@ def check_share(history: History | list[Event], delivery_count_limit: int = DEFA
         if last.delivery_count >= delivery_count_limit and offset not in accepted.get(partition, ()):
             archived.setdefault(partition, set()).add(offset)  # released or expired at the limit
         ends = [_hold_end(d, acks_of, closes, fault_between, lock_duration) for d in found]
-        _judge_deliveries(here, found, ends, terminal.get((partition, offset)), fault_between)
+        _judge_deliveries(here, found, ends, terminal.get((partition, offset)), closes, fault_between)
 
     for partition, batch_events in states.items():
         for b in batch_events:
@@ -902,14 +909,18 @@ def _hold_end(d: Delivery, acks_of, closes: dict[str, float], fault_between, loc
 
 
 def _judge_deliveries(here: SharePartitionReport, found: list[Delivery], ends: list[float],
-                      terminal: AckAnswer | None, fault_between) -> None:
+                      terminal: AckAnswer | None, closes: dict[str, float], fault_between) -> None:
     """The deliveries of one offset (``ends``: the earliest each one's lock may have ended): after its
     acknowledgement, count regressions, concurrent holds."""
+    inf = float("inf")
     for i, d in enumerate(found):
         if terminal is not None and d.since >= terminal.answered:
             here.delivery_after_ack.append(DeliveryAfterAck(d, terminal))
         for earlier in found[:i]:
             ordered = earlier.time <= d.since
+            if d.delivery_count == earlier.delivery_count and (closes.get(earlier.member, inf) <= d.time
+                                                               or closes.get(d.member, inf) <= earlier.time):
+                continue  # the first released by its member's session end, its count decreased
             if (ordered and d.delivery_count <= earlier.delivery_count) or \
                     d.delivery_count == earlier.delivery_count:
                 start, stop = min(earlier.since, d.since), max(earlier.time, d.time)

@@ -38,8 +38,10 @@ workload records the group's share-partition start offset (SPSO) per partition w
 persisted state batches above it (``share_state``: first and last offset, state, delivery count), e.g. from
 ReadShareGroupState.
 
-``JournaledHistory`` writes each event to a file as it is recorded, for a client in a process of its own that
-may be killed -9 (the exactly-once app of tests/integration/eos_app.py); the test merges the journals.
+``JournaledHistory`` writes each event to a file (or a stream: stdout) as it is recorded, for a client in a
+process of its own that may be killed -9 (the exactly-once app of tests/integration/eos_app.py, the share consumers
+of tests/integration/share_member.py); the test merges the journals, or ``add``s the streamed events to its own
+history as they come.
 """
 
 from __future__ import annotations
@@ -48,8 +50,10 @@ import json
 import os
 import threading
 import time
+from bisect import insort
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TextIO
 
 SEND = "send"
 ACK = "ack"
@@ -181,6 +185,12 @@ class History:
         with self._lock:
             self._events.append(Event(kind, process, partition, bytes(value), offset, time.monotonic(), error,
                                       **extra))
+
+    def add(self, event: Event) -> None:
+        """An event another process recorded (its time from the host's one monotonic clock), put in time order:
+        it may arrive after events recorded here later than it happened."""
+        with self._lock:
+            insort(self._events, event, key=lambda e: e.time)
 
     def send(self, process: str, partition: int, value: bytes, txn: str | None = None,
              source: tuple[int, int, bytes] | None = None) -> None:
@@ -323,14 +333,17 @@ class History:
 
 
 class JournaledHistory(History):
-    """A ``History`` that also appends each event to ``path`` as it is recorded, one line written and flushed
-    per event: a client process that is killed -9 leaves everything it recorded before (all but possibly a
-    torn last line; ``History.load(path, torn_tail=True)``). Event times are ``time.monotonic()``, one clock for
-    every process of a Linux host, so journals of several processes merge by time."""
+    """A ``History`` that also appends each event to ``path`` (or writes it to an open text stream, e.g.
+    ``sys.stdout`` read by the test through a pipe) as it is recorded, one line written and flushed per event: a
+    client process that is killed -9 leaves everything it recorded before (all but possibly a torn last line;
+    ``History.load(path, torn_tail=True)``). Event times are ``time.monotonic()``, one clock for every process of
+    a Linux host, so journals of several processes merge by time."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike | TextIO) -> None:
         super().__init__()
-        self._journal = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the process's life
+        self._owned = not hasattr(path, "write")
+        # open for the process's life
+        self._journal = open(path, "a", encoding="utf-8") if self._owned else path  # noqa: SIM115
 
     def _record(self, kind: str, process: str, partition: int, value: bytes, offset: int | None,
                 error: str | None = None, **extra) -> None:
@@ -341,7 +354,8 @@ class JournaledHistory(History):
             self._journal.flush()
 
     def close(self) -> None:
-        self._journal.close()
+        if self._owned:
+            self._journal.close()
 
 
 def _check_isolation(isolation: str | None) -> None:
