@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
@@ -15,6 +16,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from protocol.generated.messages import DescribeProducersRequest
 from protocol.generated.messages.describe_producers_request import TopicRequest
+from storage.producer_state import read_snapshot, write_snapshot
 from tests.harness import BrokerProcess
 from tests.kafka_wire import KafkaWire
 
@@ -26,7 +28,20 @@ CONFIG = {"node.id": 1, "cluster.id": "b2RyYWRlay11cGdyYWRlMQ", "offsets.topic.n
 def _start(tmp_path) -> BrokerProcess:
     data = tmp_path / "log-dir"
     shutil.copytree(WRITTEN / "log-dir", data)
+    _producers_seen_now(data)
     return BrokerProcess(data, CONFIG)
+
+
+def _producers_seen_now(data: Path) -> None:
+    """Moves the copy's producer snapshots' last timestamps to now: a leader drops producers idle longer than
+    ``producer.id.expiration.ms`` (a day) when it loads them, as Kafka's ProducerStateManager does, and the
+    directory was written on 2026-11-27; the snapshots keep their format and everything else."""
+    now_ms = int(time.time() * 1000)
+    for path in data.glob("*/*.snapshot"):
+        entries = read_snapshot(str(path))
+        for entry in entries:
+            entry.last_timestamp = now_ms
+        write_snapshot(str(path), entries)
 
 
 def test_a_c78cad6_directory_starts_with_everything_and_one_warning(tmp_path):
