@@ -182,6 +182,12 @@ class ClientQuotaManager:
         if self._enabled:
             self._sensor(user, client_id, now_ms).rate.record(-value, now_ms)
 
+    def rate(self, user: str, client_id: str, now_ms: int) -> float | None:
+        """The client's measured rate (Kafka's ``byte-rate``/``request-time`` metric of its sensor); None: no
+        sensor (nothing recorded, or no quota)."""
+        sensor = self._sensors.get(quota_for(self._quotas, self.key, user, client_id)[1]) if self._enabled else None
+        return None if sensor is None else sensor.rate.measure(now_ms)
+
     def bound(self, user: str, client_id: str) -> float | None:
         return quota_for(self._quotas, self.key, user, client_id)[0]
 

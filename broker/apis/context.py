@@ -98,6 +98,13 @@ class RequestContext:
     throttle_ms: int = 0  # set by a quota: the connection reads nothing more this long after the answer
     gate: Any = None  # the connection's asyncio.Event: clear while a quota's throttle time runs (KIP-219 mute)
     on_throttle: Any = None  # the connection's callback: a throttle time just imposed (ms)
+    started: float = 0.0  # clock.monotonic() when the handler began (RequestChannel's requestDequeueTimeNanos)
+    # when the handler's own work ended (apiLocalCompleteTimeNanos): set by a handler before it parks (a long-poll
+    # fetch), else by dispatch when the handler returns; the wait after it is not the client's request time
+    local_complete: float | None = None
+    # the request quota was recorded, or exempted, by the handler itself (Kafka's Fetch sends its own answer, not
+    # through sendResponseMaybeThrottle): dispatch records nothing more
+    request_quota_done: bool = False
 
     @property
     def version(self) -> int:
@@ -106,21 +113,47 @@ class RequestContext:
     def throttle(self, manager_name: str, value: float, now_ms: int | None = None) -> int:
         """Record ``value`` against the client's ``produce``/``fetch``/``request`` quota at ``now_ms`` (default:
         now); the throttle time (ms) this request's answer carries and its connection waits out (0: within)."""
+        ms = self.record_quota(manager_name, value, now_ms)
+        if ms:
+            self.apply_throttle(manager_name, ms)
+        return ms
+
+    def record_quota(self, manager_name: str, value: float, now_ms: int | None = None) -> int:
+        """ClientQuotaManager.maybeRecordAndGetThrottleTimeMs: record ``value`` against the client's quota and
+        return the throttle time (ms; 0: within, or no such quota), throttling nothing yet."""
         quotas = self.handles.quotas
         manager = getattr(quotas, manager_name) if quotas is not None else None
         if manager is None or not manager.enabled:
             return 0
         from broker.security.throttling import user_of
 
-        ms = manager.record(user_of(self.principal), self.client_id or "", value,
-                            self.clock.now_ms() if now_ms is None else now_ms)
-        if ms:
-            self.throttle_ms = max(self.throttle_ms, ms)
-            self.metrics.throttle_time.labels(manager_name).inc(ms)
-            self.metrics.throttled.labels(manager_name).inc()
-            if self.on_throttle is not None:
-                self.on_throttle(ms)
-        return ms
+        return manager.record(user_of(self.principal), self.client_id or "", value,
+                              self.clock.now_ms() if now_ms is None else now_ms)
+
+    def apply_throttle(self, manager_name: str, ms: int) -> None:
+        """RequestHandlerHelper.throttle: the answer carries ``ms`` and the connection is muted that long; the
+        throttle-time metrics are the quota's that imposed it."""
+        self.throttle_ms = max(self.throttle_ms, ms)
+        self.metrics.throttle_time.labels(manager_name).inc(ms)
+        self.metrics.throttled.labels(manager_name).inc()
+        if self.on_throttle is not None:
+            self.on_throttle(ms)
+
+    def request_thread_time_percent(self) -> float:
+        """RequestChannel.requestThreadTimeNanos as ClientRequestQuotaManager counts it (nanosToPercentage): from
+        the handler's start to the end of its own work, in percent of a second."""
+        if self.local_complete is None:
+            self.local_complete = self.clock.monotonic()
+        return max(self.local_complete - self.started, 0.0) * 100.0
+
+    def record_request_quota(self, now_ms: int | None = None) -> int:
+        """ClientRequestQuotaManager.maybeRecordAndGetThrottleTimeMs: this request's thread time against
+        ``request_percentage``, once (the request counts as recorded even without a quota); the throttle time."""
+        self.request_quota_done = True
+        quotas = self.handles.quotas
+        if quotas is None or not quotas.request.enabled:
+            return 0
+        return self.record_quota("request", self.request_thread_time_percent(), now_ms)
 
     @property
     def client_id(self) -> Any:

@@ -12,6 +12,13 @@ Behaviour (KafkaApis.handleFetchRequest, ReplicaManager.fetchMessages/readFromLo
   UNKNOWN_TOPIC_OR_PARTITION; read_committed reads up to the last stable offset and answers the transactions
   aborted in the range read (the log's transaction indexes, ``FetchDataInfo.abortedTransactions``); the list is null
   for read_uncommitted and followers, and, as Kafka's, for a partition answered with an error or without a read;
+* ``max_bytes`` is capped by the broker's ``fetch.max.bytes`` (static, 55 MiB by default) and, for a consumer, by what
+  its ``consumer_byte_rate`` allows one fetch (``getMaxValueInQuotaWindow``); the first batch read is whole however
+  large (``minOneMessage``);
+* client quotas (KafkaApis' response callback): a consumer's fetch is weighed against its ``request_percentage``
+  (the handler's time until it answered or parked, not the long-poll wait) and its ``consumer_byte_rate`` (the
+  answer's size); over either it is answered with no partitions and the larger throttle time, leaving the fetch
+  context as it was (no session created). A follower's fetch is exempt from both;
 * fetch from the closest replica (KIP-392, broker/replication/replica_selector.py): a consumer's fetch from v11 on
   (Kafka's ``clientMetadata``) is served by any replica of the partition, a follower reading its own log up to its own
   high watermark (an offset past it answers no records, one past its log end OFFSET_OUT_OF_RANGE), with the
@@ -49,6 +56,7 @@ from __future__ import annotations
 import asyncio
 from typing import Generator
 
+from broker.config import FETCH_MAX_BYTES_DEFAULT
 from broker.security.throttling import user_of
 from cluster.acls import AclOperation, ResourceType
 from broker.loop_turns import ITEMS_PER_TURN, in_turns, turn_after
@@ -86,9 +94,11 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
             return TopicIdPartition(topic_id, topic_name(topic_id), index)
         return TopicIdPartition(ZERO_UUID, topic, index)
 
-    max_bytes = req.max_bytes
+    # KafkaApis: min(min(request.maxBytes, config.fetchMaxBytes), maxQuotaWindowBytes); one whole batch may still
+    # exceed it (minOneMessage in _read_all)
+    max_bytes = min(req.max_bytes, ctx.config.get("fetch.max.bytes", FETCH_MAX_BYTES_DEFAULT))
     if replica_id < 0 and _fetch_quota_on(ctx):
-        # KafkaApis: a consumer's fetch is capped at what its quota lets one fetch take when its windows are empty
+        # a consumer's fetch is capped at what its quota lets one fetch take when its windows are empty
         # (getMaxValueInQuotaWindow), else a large fetch would be throttled every time (KAFKA-9677)
         cap = ctx.handles.quotas.fetch.max_value_in_window(user_of(ctx.principal), ctx.client_id or "")
         if cap < max_bytes:
@@ -118,11 +128,15 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
             _read_all(ctx, req, version, parts, replica_id, replica_epoch, denied, max_bytes))
         remaining = deadline - ctx.clock.monotonic()
         if total < min_bytes and not errors and remaining > 0 and keys:
+            if ctx.local_complete is None:  # parked: the first pass was this request's own work (delayed fetch)
+                ctx.local_complete = ctx.clock.monotonic()
             if await _woken(ctx.replicas.fetch_waiters, keys, remaining):
                 continue  # read again
             # the wait ran out with no append to these partitions and no high watermark moved: the read stands
             # (Kafka reads again at expiry; what else could move, a log start or a leadership, the next fetch sees)
-        if replica_id < 0 and _fetch_quota_on(ctx):
+        if replica_id >= 0:
+            ctx.request_quota_done = True  # sendResponseExemptThrottle: a follower's fetch is not the client's
+        elif ctx.handles.quotas is not None:
             throttled = _throttled(ctx, fetch_context, updates, version)
             if throttled is not None:
                 return throttled
@@ -142,17 +156,26 @@ def _fetch_quota_on(ctx) -> bool:
 
 
 def _throttled(ctx, fetch_context, updates: dict, version: int) -> FetchResponse | None:
-    """KafkaApis.handleFetchRequest for a consumer: the response's size (``getResponseSize``, before the context
-    is updated) is recorded against its client's ``consumer_byte_rate``; over it, the fetch is answered empty with
-    the throttle time (``getThrottledResponse``) and the size is taken back (``unrecordQuotaSensor``): the consumer
-    asks again from the same offsets once the throttle time has passed. None: within the quota."""
+    """KafkaApis.handleFetchRequest's response callback for a consumer: the request's thread time is recorded
+    against its client's ``request_percentage`` (once: dispatch records nothing more) and the response's size
+    (``getResponseSize``, before the context is updated) against its ``consumer_byte_rate``. Over either, the fetch
+    is answered empty with the larger throttle time (``getThrottledResponse``), the size is taken back
+    (``unrecordQuotaSensor``, whichever quota was broken) and the connection is throttled on the quota with the
+    larger time: the consumer asks again from the same offsets once that time has passed. None: within both."""
     now_ms = ctx.clock.now_ms()
-    size = _response_size(fetch_context.response_partitions(updates), version)
-    if not ctx.throttle("fetch", size, now_ms):
+    request_ms = ctx.record_request_quota(now_ms)
+    fetch_on = _fetch_quota_on(ctx)  # else its record is 0 (quotasEnabled): the size is not worth encoding
+    size = _response_size(fetch_context.response_partitions(updates), version) if fetch_on else 0
+    bandwidth_ms = ctx.record_quota("fetch", size, now_ms) if fetch_on else 0
+    throttle_ms = max(bandwidth_ms, request_ms)
+    if throttle_ms <= 0:
         return None
-    ctx.handles.quotas.fetch.unrecord(user_of(ctx.principal), ctx.client_id or "", size, now_ms)
+    if fetch_on:
+        ctx.handles.quotas.fetch.unrecord(user_of(ctx.principal), ctx.client_id or "", size, now_ms)
+    ctx.apply_throttle("fetch" if bandwidth_ms > request_ms else "request", throttle_ms)
     result = fetch_context.throttled_response()
-    return FetchResponse(error_code=result.error_code, session_id=result.session_id, responses=[])
+    return FetchResponse(throttle_time_ms=throttle_ms, error_code=result.error_code, session_id=result.session_id,
+                         responses=[])
 
 
 def _response_size(partitions: list, version: int) -> int:
@@ -252,7 +275,8 @@ def _read_all(ctx, req: FetchRequest, version: int, parts: list[tuple[TopicIdPar
     """Read every partition, in turns (broker/loop_turns.py): returns (response data per
     partition in order, bytes read, whether an error or a preferred read replica answers at once, bytes per topic
     name, quiet marks of the partitions read empty at the end). ``denied``: topic names answered
-    TOPIC_AUTHORIZATION_FAILED (None: none); ``max_bytes``: the request's, capped by its client's fetch quota."""
+    TOPIC_AUTHORIZATION_FAILED (None: none); ``max_bytes``: the request's, capped by ``fetch.max.bytes`` and its
+    client's fetch quota."""
     image = ctx.image
     from_follower = replica_id >= 0
     # Kafka's clientMetadata: a consumer from v11 on may read from a follower and be sent to one

@@ -84,6 +84,7 @@ DEFAULTS: dict[str, Any] = {
     "replica.selector.class": None,  # fetch from the closest replica (KIP-392, broker/replication/replica_selector.py)
     # incremental fetch sessions (KIP-227, broker/replication/fetch_session/): ServerConfigs' default
     "max.incremental.fetch.session.cache.slots": 1000,
+    "fetch.max.bytes": 57671680,  # ServerConfigs.FETCH_MAX_BYTES_DEFAULT (55 MiB): the most one Fetch answers
     "listener.security.protocol.map": None,
     # listener security (BrokerSecurityConfigs, SaslConfigs, SocketServerConfigs): Kafka's defaults; what each
     # SASL listener serves is read in broker/security/sasl_config.py
@@ -150,6 +151,8 @@ DEFAULTS: dict[str, Any] = {
     "event.loop": "uvloop",
     "logging.format": "text",  # text lines, or json: one object per line
 }
+
+FETCH_MAX_BYTES_DEFAULT = DEFAULTS["fetch.max.bytes"]
 
 # properties read elsewhere (storage's LogConfig synonyms and LogManagerConfig) are known too
 def _known_keys() -> set[str]:
@@ -277,10 +280,12 @@ class BrokerConfig:
 
         for key, value in self.values.items():  # values set after construction are parsed too
             self.values[key] = parse_config(key, value)
-        for key in ("max.incremental.fetch.session.cache.slots",):  # ConfigDef's atLeast(0)
+        # ConfigDef's atLeast(n) of ServerConfigs
+        for key, least in (("max.incremental.fetch.session.cache.slots", 0), ("fetch.max.bytes", 1024)):
             value = self.values.get(key)
-            if value is not None and value < 0:
-                raise ConfigException(f"Invalid value {value} for configuration {key}: Value must be at least 0")
+            if value is not None and value < least:
+                raise ConfigException(f"Invalid value {value} for configuration {key}: Value must be at least "
+                                      f"{least}")
         from broker.replication.replica_selector import replica_selector
 
         try:

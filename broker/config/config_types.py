@@ -82,6 +82,7 @@ BROKER_CONFIG_TYPES: dict[str, str] = {
     # ServerConfigs
     "broker.id": INT, "broker.rack": STRING, "compression.gzip.level": INT, "compression.lz4.level": INT,
     "compression.type": STRING, "compression.zstd.level": INT, "max.incremental.fetch.session.cache.slots": INT,
+    "fetch.max.bytes": INT,
     "max.request.partition.size.limit": INT, "message.max.bytes": INT, "request.timeout.ms": INT,
     # KRaftConfigs
     "broker.heartbeat.interval.ms": INT, "broker.session.timeout.ms": INT, "controller.listener.names": STRING,

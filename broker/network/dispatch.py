@@ -41,7 +41,7 @@ async def dispatch(ctx: RequestContext) -> list | None:
         body = req.decode_body()
     except (DecodeError, ProtocolError) as exc:
         raise CloseConnection(f"malformed {handler.spec.name} v{req.api_version}: {exc}") from None
-    started = ctx.clock.monotonic()
+    started = ctx.started = ctx.clock.monotonic()
     if req.api_key in share_gate.GATED_KEYS and not share_gate.share_groups_enabled(ctx.image.features):
         response = share_gate.unsupported_version(body)
     else:
@@ -49,8 +49,14 @@ async def dispatch(ctx: RequestContext) -> list | None:
     finished = ctx.clock.monotonic()
     ctx.metrics.request_done(handler.spec.name, req.api_version, ctx.received or started, started,
                              finished, getattr(response, "error_code", 0) or 0)
-    # request_percentage: this request's time on the loop, as a percentage of a second (ClientRequestQuotaManager)
-    ctx.throttle("request", (finished - started) * 100.0)
+    if ctx.local_complete is None:  # KafkaRequestHandler: apiLocalCompleteTimeNanos once handle() returns
+        ctx.local_complete = finished
+    if not ctx.request_quota_done:
+        # sendResponseMaybeThrottle: request_percentage from the handler's time (ClientRequestQuotaManager); a
+        # handler that recorded it itself (a consumer's Fetch) or is exempt (a follower's) is not counted twice
+        request_ms = ctx.record_request_quota()
+        if request_ms:
+            ctx.apply_throttle("request", request_ms)
     if response is None:
         return None
     if ctx.throttle_ms and hasattr(response, "throttle_time_ms"):

@@ -2,9 +2,11 @@
 metadata image's ClientQuotaRecords; the rates and throttle times are cluster/quotas.py's.
 
 A request over its client's quota is answered at once with ``throttle_time_ms`` set, then the connection reads
-nothing more for that long (KIP-219: the client backs off too). A consumer fetch over its byte rate is answered
-empty (its bytes taken back from the rate, as Kafka's unrecordQuotaSensor) so the data is not sent twice. Follower
-fetches are exempt. Time on the event loop per request counts against ``request_percentage``.
+nothing more for that long (KIP-219: the client backs off too). A consumer fetch over its byte rate or its
+``request_percentage`` is answered empty (its bytes taken back from the rate, as Kafka's unrecordQuotaSensor) so the
+data is not sent twice. Follower fetches are exempt. A request's time from its handler's start until it answered or
+parked (Kafka's requestThreadTimeNanos: a long poll's wait is not the client's) counts against
+``request_percentage``, once: by the Fetch handler itself, else by dispatch after the handler.
 """
 
 from __future__ import annotations

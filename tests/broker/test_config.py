@@ -296,6 +296,23 @@ def test_describe_configs_types_come_from_the_table():
     assert all(e.config_type != 0 for n, e in entries.items() if n in BROKER_CONFIG_TYPES)
 
 
+def test_fetch_max_bytes_is_kafkas_static_broker_config():
+    """ServerConfigs: fetch.max.bytes, INT, 55 MiB, atLeast(1024); not in DynamicBrokerConfig's reconfigurables, so
+    described read-only, with Kafka's documentation."""
+    assert BrokerConfig()["fetch.max.bytes"] == 57671680
+    cfg = BrokerConfig.load(None, ["fetch.max.bytes=1024"])
+    cfg.validate()
+    with pytest.raises(ConfigException, match="Invalid value 1023 for configuration fetch.max.bytes: Value must be "
+                                              "at least 1024"):
+        BrokerConfig({"fetch.max.bytes": 1023}).validate()
+    entry = broker_entries(cfg.values, cfg.explicit, ["fetch.max.bytes"], True, set(), True)[0]
+    assert (entry.value, entry.read_only, entry.config_source, entry.config_type) == ("1024", True, 4, 3)
+    assert entry.documentation.startswith("The maximum number of bytes we will return for a fetch request.")
+    default = BrokerConfig()
+    entry = broker_entries(default.values, default.explicit, ["fetch.max.bytes"], False, set())[0]
+    assert (entry.value, entry.config_source, entry.is_default) == ("57671680", 5, True)
+
+
 # ---- listener security protocols (KafkaConfig.effectiveListenerSecurityProtocolMap) ------------------------------
 
 def test_listener_protocols_resolve_as_kafka_resolves_them():

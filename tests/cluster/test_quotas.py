@@ -289,3 +289,16 @@ def test_a_greedy_fetcher_gets_its_quota_in_bursts_of_the_whole_window():
     # an 18 s cut of this sawtooth holds one burst or two, depending on its phase
     cut = [sum(per_second[s:s + 18]) / 18 for s in (12, 13)]  # from just before a burst, from just after it
     assert cut[1] < 0.8 < 1.0 < cut[0], cut
+
+
+def test_the_measured_rate_is_the_sensors_and_an_unrecord_takes_a_value_back():
+    """A fetch over its quota answered empty (KafkaApis: unrecordQuotaSensor) leaves the rate as before it."""
+    m = ClientQuotaManager(CONSUMER_BYTE_RATE)
+    assert m.rate("u", "c", 0) is None  # no quota: no sensor
+    m.update(Quotas().set(client="c", value=1000, key=CONSUMER_BYTE_RATE))
+    assert m.rate("u", "c", 0) is None  # nothing recorded yet
+    assert m.record("u", "c", 5000, 0) == 0 and m.rate("u", "c", 0) == 500.0  # over the 10 s minimum window
+    assert m.record("u", "c", 20_000, 0) > 0
+    m.unrecord("u", "c", 20_000, 0)
+    assert m.rate("u", "c", 0) == 500.0 and m.record("u", "c", 0, 0) == 0
+    assert m.rate("u", "other", 0) is None  # another client's own sensor

@@ -208,6 +208,82 @@ def test_a_consumer_fetch_is_capped_by_its_quota_and_one_over_it_is_answered_as_
     assert any(sid == reads[0][1] for _, sid in throttles), throttles  # an incremental fetch throttled
 
 
+def _produce_raw(port: int, topic: str, sizes: list[int]) -> None:
+    """One batch of one record of each size, acks=1 (client id ``test``: no quota)."""
+    from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData
+    from protocol.record_codec import Record, build_batch
+
+    with KafkaWire(port) as w:
+        for size in sizes:
+            batch = bytes(build_batch([Record(value=b"s" * size, timestamp=int(time.time() * 1000))]))
+            r = w.call(0, 9, ProduceRequest(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+                TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=0, records=batch)])]))
+            assert r.responses[0].partition_responses[0].error_code == 0
+
+
+def _full_fetch(w: KafkaWire, topic: str, offset: int = 0):
+    """A full fetch (session epoch 0) of 1 MiB, answered at once."""
+    from protocol.generated.messages import FetchRequest
+    from protocol.generated.messages.fetch_request import FetchPartition, FetchTopic
+
+    return w.call(1, 12, FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                                      isolation_level=0, session_id=0, session_epoch=0, rack_id="",
+                                      forgotten_topics_data=[], topics=[FetchTopic(topic=topic, partitions=[
+                                          FetchPartition(partition=0, fetch_offset=offset,
+                                                         partition_max_bytes=1 << 20, current_leader_epoch=-1,
+                                                         log_start_offset=-1, last_fetched_epoch=-1)])]))
+
+
+def test_a_consumer_over_its_request_percentage_gets_an_empty_throttled_fetch_and_no_session(quota_broker):
+    """KafkaApis.handleFetchRequest records the request quota in the fetch's response callback: over it (any fetch
+    is over 0.000001% of a thread), the answer has no partitions, throttle_time_ms (bounded by one quota window)
+    and session id 0, and no session is cached (getThrottledResponse); the quota removed, the same full fetch reads
+    the records and creates its session."""
+    from tests.integration.test_transactions import _create
+
+    b = quota_broker
+    _create(b.bootstrap, "quota-busy", partitions=1)
+    _produce_raw(b.port, "quota-busy", [500, 500])
+    assert alter(b.bootstrap, {"client-id": "busy"}, {"request_percentage": 0.000001}) == [(0, None)]
+    time.sleep(0.5)
+    sessions = b.broker.fetch_sessions.cache
+    with KafkaWire(b.port, client_id="busy") as w:
+        r = _full_fetch(w, "quota-busy")
+        assert r.error_code == 0 and r.responses == [] and r.session_id == 0
+        assert 0 < r.throttle_time_ms <= 1000  # ClientRequestQuotaManager: at most quota.window.size.seconds
+        assert sessions.size == 0
+        assert b.broker.metrics.throttled.labels("request")._value.get() >= 1
+        assert alter(b.bootstrap, {"client-id": "busy"}, {"request_percentage": None}) == [(0, None)]
+        time.sleep(0.5)
+        r = _full_fetch(w, "quota-busy")  # sent once the mute has passed
+        assert r.throttle_time_ms == 0 and r.session_id != 0 and sessions.size == 1
+        assert len(r.responses[0].partitions[0].records) > 1000  # both batches
+
+
+def test_broker_fetch_max_bytes_caps_a_fetch_but_for_one_whole_first_batch(tmp_path):
+    """KafkaApis: fetchMaxBytes = min(request.maxBytes, config.fetchMaxBytes); ReplicaManager.readFromLog reads the
+    first batch whole however large (minOneMessage). fetch.max.bytes is static: described read-only."""
+    from protocol.generated.messages import DescribeConfigsRequest
+    from protocol.generated.messages.describe_configs_request import DescribeConfigsResource
+    from tests.integration.test_transactions import _create
+
+    with EmbeddedBroker(data_dir=tmp_path / "d", overrides={"fetch.max.bytes": 1024}) as b:
+        _create(b.bootstrap, "capped", partitions=1)
+        _produce_raw(b.port, "capped", [600, 600, 600, 3000])
+        with KafkaWire(b.port, client_id="reader") as w:
+            r = _full_fetch(w, "capped")
+            assert len(r.responses[0].partitions[0].records) == 1024  # the first batch whole, the second cut
+            r = _full_fetch(w, "capped", offset=3)
+            records = bytes(r.responses[0].partitions[0].records)
+            assert len(records) > 3000 and len(records) == 12 + int.from_bytes(records[8:12], "big")  # one batch
+            r = w.call(32, 4, DescribeConfigsRequest(resources=[DescribeConfigsResource(
+                resource_type=4, resource_name=str(b.broker.config.node_id), configuration_keys=["fetch.max.bytes"])],
+                include_synonyms=False, include_documentation=False))
+            entry = r.results[0].configs[0]
+            assert (entry.name, entry.value, entry.read_only, entry.config_source) == \
+                ("fetch.max.bytes", "1024", True, 4)  # STATIC_BROKER_CONFIG
+
+
 def test_a_raw_produce_over_quota_carries_throttle_time_and_the_connection_waits_it_out(quota_broker):
     from protocol.generated.messages import ApiVersionsRequest
     from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData
