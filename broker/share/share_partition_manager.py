@@ -126,6 +126,8 @@ class SharePartitionManager:
         self.clock = clock
         self.metadata = metadata
         self.group_config = GroupConfig.from_props(config.values)
+        self._settings_image = None  # the image ``_settings`` was worked out from
+        self._settings: dict[str, object] = {}
         self.max_in_flight = int(config.get("group.share.partition.max.record.locks") or 2000)
         self.max_delivery = int(config.get("group.share.delivery.count.limit") or 5)
         self.sessions = ShareSessionCache(int(config.get("group.share.max.share.sessions") or 2000))
@@ -166,7 +168,16 @@ class SharePartitionManager:
 
     # ---- settings -------------------------------------------------------------------------------------------
     def settings(self, group_id: str):
-        return group_settings(self.group_config, self.metadata.image, group_id)
+        """The group's settings in the current metadata image, worked out once per image (every ShareFetch and
+        ShareAcknowledge asks, per partition too)."""
+        image = self.metadata.image
+        if image is not self._settings_image:
+            self._settings_image = image
+            self._settings.clear()
+        found = self._settings.get(group_id)
+        if found is None:
+            found = self._settings[group_id] = group_settings(self.group_config, image, group_id)
+        return found
 
     def lock_duration_ms(self, group_id: str) -> int:
         return self.settings(group_id).share_record_lock_duration_ms
