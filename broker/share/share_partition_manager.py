@@ -437,7 +437,7 @@ class SharePartitionManager:
             log.warning("share fetch of %s-%d at %d: %s", e.topic, sp.partition, offset, exc)
             return None
         records = info.records
-        found = slice_batches(records)
+        found = slice_batches(records, sp.acquire_read_bound(offset, max_records))
         if not found:
             return None
         headers = [h for _, h in found]

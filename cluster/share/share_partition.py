@@ -662,6 +662,13 @@ class SharePartition:
             return self._filter_aborted(aborted_batches, ShareAcquiredRecords(tuple(result), acquired))
         return ShareAcquiredRecords((), acquired)
 
+    def acquire_read_bound(self, fetch_offset: int, max_fetch_records: int) -> int:
+        """The last offset whose batch :meth:`acquire` from ``fetch_offset`` can use: batches past the one holding
+        it change nothing (cached batches end at the end offset; new records start at most at the start offset,
+        the end offset + 1 or the fetch offset, and end at the batch holding their ``max_fetch_records``-th
+        offset), so a reader may leave out the headers of the rest of a large read."""
+        return max(fetch_offset, self.start_offset, self.end_offset + 1) + max(1, max_fetch_records) - 1
+
     def _acquire_cached(self, member_id: str, batches: Sequence[BatchLike], sub: list[_InFlightBatch], base: int,
                         first_offset: int, last_to_acquire: int, max_to_acquire: int, batch_size: int,
                         record_limit: bool, result: list[AcquiredRecords], now: int,
