@@ -116,6 +116,23 @@ def _is_abort_marker(records: FileSlice, pos: int) -> bool:
         return False
 
 
+def _cut(records: FileSlice, found, first: int, last: int) -> FileSlice | None:
+    """The part of a read's slice holding the batches with offsets in ``[first, last]`` (``found``: the slice's
+    batches as ``(position, header)``); None if none does."""
+    start = end = None
+    for pos, h in found:
+        if h.last_offset < first:
+            continue
+        if h.base_offset > last:
+            break
+        if start is None:
+            start = pos
+        end = pos + h.batch_length + LOG_OVERHEAD
+    if start is None:
+        return None
+    return FileSlice(records.fd, start, end - start, records.path, records.handle)
+
+
 class SharePartitionManager:
     """See the module docstring."""
 
@@ -425,6 +442,8 @@ class SharePartitionManager:
             return None
         lg = e.part.log
         offset = sp.next_fetch_offset()
+        if offset >= (lg.last_stable_offset if read_committed else lg.high_watermark) >= lg.log_start_offset:
+            return None  # nothing to read yet (a session's drained partitions, on every fetch): no read
         isolation = FetchIsolation.TXN_COMMITTED if read_committed else FetchIsolation.HIGH_WATERMARK
         try:
             info = lg.read(offset, max_bytes, isolation, min_one)
@@ -457,20 +476,8 @@ class SharePartitionManager:
         for r in got.records:
             if r.first_offset > end_before:  # a batch new to the in-flight state (addBatchToCache)
                 e.batch_sizes.observe(r.last_offset - r.first_offset + 1)
-        first, last = got.records[0].first_offset, got.records[-1].last_offset
-        start = end = None
-        for pos, h in found:
-            if h.last_offset < first:
-                continue
-            if h.base_offset > last:
-                break
-            if start is None:
-                start = pos
-            end = pos + h.batch_length + LOG_OVERHEAD
-        if start is None:
-            return None
-        cut = FileSlice(records.fd, start, end - start, records.path, records.handle)
-        return cut, got, end - start
+        cut = _cut(records, found, got.records[0].first_offset, got.records[-1].last_offset)
+        return None if cut is None else (cut, got, cut.length)
 
     def readable_bytes(self, e: _Entry, max_bytes: int, read_committed: bool) -> int:
         """``DelayedShareFetch.tryComplete``'s measure: the bytes a read from the next fetch offset returns now (no
