@@ -8,9 +8,10 @@ adapter around the pure ``cluster/share/share_partition.SharePartition`` and ``s
   new epoch) is dropped and fenced: its waiting fetches wake and answer NOT_LEADER_OR_FOLLOWER.
 * Acknowledgements and releases change the state at once and are answered only after their WriteShareGroupState
   committed (``persist``); lock expiry writes in the background (Kafka ignores the outcome).
-* Reads go through ``Log.read`` (a file slice for sendfile); the slice's batch headers (``slice_batches``) are what
+* Reads go through ``Log.read`` (a file slice for sendfile); the slice's batch headers (``slice_batches``, up to
+  the batch holding ``SharePartition.acquire_read_bound``: the rest of a large read cannot be acquired) are what
   ``SharePartition.acquire`` acquires whole, and the answer's records are the slice cut to the acquired batches:
-  no per-record work in Python.
+  no per-record work in Python. A partition with nothing past its next fetch offset is not read.
 * Long poll: a ShareFetch parks on the partitions' append waiters (``ReplicaManager.fetch_waiters``) and on this
   manager's own (releases, acknowledgements, lock expiry, a freed window, a lost leadership).
 * Share sessions (``ShareSessionCache``) drop with their connection, releasing the member's records.
