@@ -281,6 +281,8 @@ def odradek_argv(port: int, data_dir: str, secured: "Secured | AclSetup | None" 
     listeners = secured.listeners if secured is not None else f"PLAINTEXT://127.0.0.1:{port}"
     extra = [a for k, v in (secured.overrides if secured is not None else {}).items()
              for a in ("--override", f"{k}={v}")]
+    if secured is None:  # config/single-node.yaml's fixed scrape port (9308) fails the start beside another broker
+        extra = ["--override", "metrics.prometheus.listener=127.0.0.1:0"]
     config = getattr(secured, "config_path", None)
     if config is not None:  # config/single-node.yaml with the setup's properties, in a 0600 file: they hold secrets
         config, extra = config(data_dir), []

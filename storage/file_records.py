@@ -126,12 +126,21 @@ def _scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHea
         pos += off
 
 
-def slice_batches(records: FileSlice) -> list[tuple[int, BatchHeader]]:
+def slice_batches(records: FileSlice, through_offset: int | None = None) -> list[tuple[int, BatchHeader]]:
     """``(position, header)`` of each whole batch of a read's slice, reading headers only (a share fetch acquires
-    whole batches by them: ``FileRecords.batches_from`` over the slice's range)."""
+    whole batches by them: ``FileRecords.batches_from`` over the slice's range); with ``through_offset``, up to the
+    first batch whose last offset is at or past it (the rest of a large read is not looked at)."""
     if not records.length:
         return []
-    return list(_scan_headers(records.fd, records.position, records.position + records.length))
+    scan = _scan_headers(records.fd, records.position, records.position + records.length)
+    if through_offset is None:
+        return list(scan)
+    out = []
+    for found in scan:
+        out.append(found)
+        if found[1].last_offset >= through_offset:
+            break
+    return out
 
 
 def _check_header(buf, off: int, abs_pos: int) -> BatchHeader:

@@ -77,7 +77,9 @@ async def acknowledge_all(ctx, mgr, group_id: str, member_id: str, acks: dict, r
         return await mgr.acknowledge(entry, member_id, batches)
 
     keys = list(acks)
-    codes = await asyncio.gather(*(one(tp, acks[tp]) for tp in keys))
+    # one partition (a commit_sync's usual ShareAcknowledge): awaited here, no task in between
+    codes = [await one(keys[0], acks[keys[0]])] if len(keys) == 1 else \
+        await asyncio.gather(*(one(tp, acks[tp]) for tp in keys))
     out = dict(zip(keys, (int(c) for c in codes)))
     topics: dict[str, bool] = {}
     for tp, code in out.items():

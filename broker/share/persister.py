@@ -102,7 +102,10 @@ class SharePersister:
             by_node = await self._route(api, req.group_id, pending, answers)
             sends = [self._send(api, req, node, {tp: pending[tp] for tp in tps}, answers)
                      for node, tps in by_node.items()]
-            await asyncio.gather(*sends)
+            if len(sends) == 1:
+                await sends[0]  # one coordinator (a share partition's write): no task in between
+            else:
+                await asyncio.gather(*sends)
             pending = {tp: v for tp, v in pending.items() if answers[tp].error_code in RETRIABLE}
             if not pending:
                 break
@@ -141,14 +144,17 @@ class SharePersister:
 
     async def _send(self, api: str, req, node: int, parts: dict, answers: dict) -> None:
         _, _, part_cls = _SHAPES[api]
-        sub = copy.copy(req)
-        topics: dict[bytes, Any] = {}
-        for (tid, _), (t, p) in parts.items():
-            if tid not in topics:
-                topics[tid] = copy.copy(t)
-                topics[tid].partitions = []
-            topics[tid].partitions.append(p)
-        sub.topics = list(topics.values())
+        if len(parts) == 1 and len(req.topics) == 1 and len(req.topics[0].partitions) == 1:
+            sub = req  # the request is this one partition's (a share partition's write or read)
+        else:
+            sub = copy.copy(req)
+            topics: dict[bytes, Any] = {}
+            for (tid, _), (t, p) in parts.items():
+                if tid not in topics:
+                    topics[tid] = copy.copy(t)
+                    topics[tid].partitions = []
+                topics[tid].partitions.append(p)
+            sub.topics = list(topics.values())
         for tp in parts:
             answers.pop(tp, None)  # an earlier attempt's retriable error
         self.requests_sent += 1

@@ -102,6 +102,7 @@ class ShareCoordinatorService:
         self._task: asyncio.Task | None = None
         self._create_lock: asyncio.Lock | None = None
         self._image_seen = None
+        self._led: tuple[Any, dict[int, int]] = (None, {})  # (image, ``_led_partitions`` of it)
         self._writes: set[asyncio.Task] = set()
         self._pruned: dict[int, int] = {}  # partition -> the log start offset last set by pruning
         self._last_write: dict[int, asyncio.Future] = {}  # partition -> the commit of its latest append
@@ -188,11 +189,16 @@ class ShareCoordinatorService:
             self._wake.set()
 
     def _led_partitions(self) -> dict[int, int]:
-        """Partition -> leader epoch, for the partitions this broker leads in the newest image it was given."""
-        topic = (self._published or self.metadata.image).topic(SHARE_GROUP_STATE_TOPIC)
-        if topic is None:
-            return {}
-        return {p: info.leader_epoch for p, info in topic.partitions.items() if info.leader == self.node_id}
+        """Partition -> leader epoch, for the partitions this broker leads in the newest image it was given (worked
+        out once per image: every request asks)."""
+        image = self._published or self.metadata.image
+        if self._led[0] is image:
+            return self._led[1]
+        topic = image.topic(SHARE_GROUP_STATE_TOPIC)
+        led = {} if topic is None else {p: info.leader_epoch for p, info in topic.partitions.items()
+                                        if info.leader == self.node_id}
+        self._led = (image, led)
+        return led
 
     async def _sync_leadership(self) -> None:
         """Load the partitions this broker leads (again at a new leader epoch), unload the ones it lost."""
@@ -309,16 +315,22 @@ class ShareCoordinatorService:
         except ShareServiceError as exc:
             return response_cls(results=[topic_cls(topic_id=t.topic_id, partitions=[
                 part_cls(partition=p.partition, error_code=exc.code) for p in t.partitions]) for t in req.topics])
-        calls = []
-        for t in req.topics:
-            for p in t.partitions:
-                single = copy.copy(req)
-                topic = copy.copy(t)
-                topic.partitions = [p]
-                single.topics = [topic]
-                calls.append(self._one_key(api, single, op, t.topic_id, p.partition))
+        if len(req.topics) == 1 and len(req.topics[0].partitions) == 1:  # already one key's request
+            t = req.topics[0]
+            calls = [self._one_key(api, req, op, t.topic_id, t.partitions[0].partition)]
+        else:
+            calls = []
+            for t in req.topics:
+                for p in t.partitions:
+                    single = copy.copy(req)
+                    topic = copy.copy(t)
+                    topic.partitions = [p]
+                    single.topics = [topic]
+                    calls.append(self._one_key(api, single, op, t.topic_id, p.partition))
         by_topic: dict[bytes, Any] = {}
-        for part_result in await asyncio.gather(*calls):
+        # one share partition (a share partition's write or read): awaited here, no task in between
+        results = [await calls[0]] if len(calls) == 1 else await asyncio.gather(*calls)
+        for part_result in results:
             tid, pr = part_result
             if tid not in by_topic:
                 by_topic[tid] = topic_cls(topic_id=tid, partitions=[])

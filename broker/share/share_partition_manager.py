@@ -12,9 +12,10 @@ adapter around the pure ``cluster/share/share_partition.SharePartition`` and ``s
   state again. Acknowledgements reach only a cached partition (else UNKNOWN_TOPIC_OR_PARTITION).
 * Acknowledgements and releases change the state at once and are answered only after their WriteShareGroupState
   committed (``persist``); lock expiry writes in the background (Kafka ignores the outcome).
-* Reads go through ``Log.read`` (a file slice for sendfile); the slice's batch headers (``slice_batches``) are what
+* Reads go through ``Log.read`` (a file slice for sendfile); the slice's batch headers (``slice_batches``, up to
+  the batch holding ``SharePartition.acquire_read_bound``: the rest of a large read cannot be acquired) are what
   ``SharePartition.acquire`` acquires whole, and the answer's records are the slice cut to the acquired batches:
-  no per-record work in Python.
+  no per-record work in Python. A partition with nothing past its next fetch offset is not read.
 * Long poll: a ShareFetch parks on the partitions' append waiters (``ReplicaManager.fetch_waiters``) and on this
   manager's own (releases, acknowledgements, lock expiry, a freed window, a lost leadership).
 * Share sessions (``ShareSessionCache``) drop with their connection, releasing the member's records.
@@ -124,6 +125,23 @@ def _is_abort_marker(records: FileSlice, pos: int) -> bool:
         return False
 
 
+def _cut(records: FileSlice, found, first: int, last: int) -> FileSlice | None:
+    """The part of a read's slice holding the batches with offsets in ``[first, last]`` (``found``: the slice's
+    batches as ``(position, header)``); None if none does."""
+    start = end = None
+    for pos, h in found:
+        if h.last_offset < first:
+            continue
+        if h.base_offset > last:
+            break
+        if start is None:
+            start = pos
+        end = pos + h.batch_length + LOG_OVERHEAD
+    if start is None:
+        return None
+    return FileSlice(records.fd, start, end - start, records.path, records.handle)
+
+
 class SharePartitionManager:
     """See the module docstring."""
 
@@ -134,6 +152,8 @@ class SharePartitionManager:
         self.clock = clock
         self.metadata = metadata
         self.group_config = GroupConfig.from_props(config.values)
+        self._settings_image = None  # the image ``_settings`` was worked out from
+        self._settings: dict[str, object] = {}
         self.max_in_flight = int(config.get("group.share.partition.max.record.locks") or 2000)
         self.max_delivery = int(config.get("group.share.delivery.count.limit") or 5)
         self.sessions = ShareSessionCache(int(config.get("group.share.max.share.sessions") or 2000))
@@ -174,7 +194,16 @@ class SharePartitionManager:
 
     # ---- settings -------------------------------------------------------------------------------------------
     def settings(self, group_id: str):
-        return group_settings(self.group_config, self.metadata.image, group_id)
+        """The group's settings in the current metadata image, worked out once per image (every ShareFetch and
+        ShareAcknowledge asks, per partition too)."""
+        image = self.metadata.image
+        if image is not self._settings_image:
+            self._settings_image = image
+            self._settings.clear()
+        found = self._settings.get(group_id)
+        if found is None:
+            found = self._settings[group_id] = group_settings(self.group_config, image, group_id)
+        return found
 
     def lock_duration_ms(self, group_id: str) -> int:
         return self.settings(group_id).share_record_lock_duration_ms
@@ -452,6 +481,8 @@ class SharePartitionManager:
             return None
         lg = e.part.log
         offset = sp.next_fetch_offset()
+        if offset >= (lg.last_stable_offset if read_committed else lg.high_watermark) >= lg.log_start_offset:
+            return None  # nothing to read yet (a session's drained partitions, on every fetch): no read
         isolation = FetchIsolation.TXN_COMMITTED if read_committed else FetchIsolation.HIGH_WATERMARK
         try:
             info = lg.read(offset, max_bytes, isolation, min_one)
@@ -464,7 +495,7 @@ class SharePartitionManager:
             log.warning("share fetch of %s-%d at %d: %s", e.topic, sp.partition, offset, exc)
             return None
         records = info.records
-        found = slice_batches(records)
+        found = slice_batches(records, sp.acquire_read_bound(offset, max_records))
         if not found:
             return None
         headers = [h for _, h in found]
@@ -484,20 +515,8 @@ class SharePartitionManager:
         for r in got.records:
             if r.first_offset > end_before:  # a batch new to the in-flight state (addBatchToCache)
                 e.batch_sizes.observe(r.last_offset - r.first_offset + 1)
-        first, last = got.records[0].first_offset, got.records[-1].last_offset
-        start = end = None
-        for pos, h in found:
-            if h.last_offset < first:
-                continue
-            if h.base_offset > last:
-                break
-            if start is None:
-                start = pos
-            end = pos + h.batch_length + LOG_OVERHEAD
-        if start is None:
-            return None
-        cut = FileSlice(records.fd, start, end - start, records.path, records.handle)
-        return cut, got, end - start
+        cut = _cut(records, found, got.records[0].first_offset, got.records[-1].last_offset)
+        return None if cut is None else (cut, got, cut.length)
 
     def readable_bytes(self, e: _Entry, max_bytes: int, read_committed: bool) -> int:
         """``DelayedShareFetch.tryComplete``'s measure: the bytes a read from the next fetch offset returns now (no

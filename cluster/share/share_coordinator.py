@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 from typing import Any
 
 from cluster.groups.group_records import CoordinatorRecord, java_string_hashcode
@@ -216,12 +217,16 @@ class ShareGroupOffset:
 Key = tuple[str, bytes, int]  # SharePartitionKey: group id, topic id, partition
 
 
+@functools.lru_cache(maxsize=4096)
 def share_partition_key_string(group_id: str, topic_id: bytes, partition: int) -> str:
-    """SharePartitionKey.asCoordinatorKey: ``group:topicId:partition`` (the topic id as Uuid.toString)."""
+    """SharePartitionKey.asCoordinatorKey: ``group:topicId:partition`` (the topic id as Uuid.toString). Cached, as
+    ``share_coordinator_partition_for``: every share-state write asks for both, at the persister and again at the
+    coordinator."""
     from cluster.client_metrics import uuid_string
     return f"{group_id}:{uuid_string(topic_id)}:{partition}"
 
 
+@functools.lru_cache(maxsize=4096)
 def share_coordinator_partition_for(key: str, num_partitions: int) -> int:
     """ShareCoordinatorService.partitionFor: ``Utils.abs(key.hashCode()) % numPartitions``."""
     h = java_string_hashcode(key)

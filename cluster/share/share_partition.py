@@ -662,6 +662,13 @@ class SharePartition:
             return self._filter_aborted(aborted_batches, ShareAcquiredRecords(tuple(result), acquired))
         return ShareAcquiredRecords((), acquired)
 
+    def acquire_read_bound(self, fetch_offset: int, max_fetch_records: int) -> int:
+        """The last offset whose batch :meth:`acquire` from ``fetch_offset`` can use: batches past the one holding
+        it change nothing (cached batches end at the end offset; new records start at most at the start offset,
+        the end offset + 1 or the fetch offset, and end at the batch holding their ``max_fetch_records``-th
+        offset), so a reader may leave out the headers of the rest of a large read."""
+        return max(fetch_offset, self.start_offset, self.end_offset + 1) + max(1, max_fetch_records) - 1
+
     def _acquire_cached(self, member_id: str, batches: Sequence[BatchLike], sub: list[_InFlightBatch], base: int,
                         first_offset: int, last_to_acquire: int, max_to_acquire: int, batch_size: int,
                         record_limit: bool, result: list[AcquiredRecords], now: int,
@@ -1011,7 +1018,12 @@ class SharePartition:
         """``acknowledgePerOffsetBatchRecords``."""
         assert b.offsets is not None
         types = batch.acknowledge_types
-        for o in range(max(batch.first_offset, self.start_offset, b.first), min(batch.last_offset, b.last) + 1):
+        lo, hi = max(batch.first_offset, self.start_offset, b.first), min(batch.last_offset, b.last)
+        if len(types) == 1 and types[0] != AcknowledgeType.RENEW:
+            self._acknowledge_offsets_as_one(member_id, _ACK_TYPE_TO_RECORD_STATE[AcknowledgeType(types[0])],
+                                             b.offsets, lo, hi, touched, write_id)
+            return
+        for o in range(lo, hi + 1):
             st = b.offsets[o]
             if st.state is not RecordState.ACQUIRED:
                 raise ShareError(ErrorCode.INVALID_RECORD_STATE,
@@ -1032,6 +1044,48 @@ class SharePartition:
             touched.append(StateBatch(o, o, int(st.state), st.delivery_count))
             if is_terminal(st.state):
                 self.delivery_complete_count += 1
+
+    def _acknowledge_offsets_as_one(self, member_id: str, new: RecordState, offsets: dict[int, _InFlightState],
+                                    lo: int, hi: int, touched: list[StateBatch], write_id: int) -> None:
+        """``acknowledgePerOffsetBatchRecords`` for offsets ``[lo, hi]`` of a split batch under one type (not Renew):
+        what the loop above does per offset (the same checks, ``start_transition`` from Acquired, which always
+        succeeds), inlined, with the touched offsets recorded as ranges of one state and delivery count (as
+        ``_coalesce`` would merge them). A client acknowledges a poll's records 100 at a time out of batches of
+        thousands: per-offset calls were most of a ShareAcknowledge's time (benchmarks/bench_share.py)."""
+        acquired = RecordState.ACQUIRED
+        archived = RecordState.ARCHIVED
+        release = new is RecordState.AVAILABLE
+        limit = self.max_delivery_count
+        terminal_new = is_terminal(new)
+        run_first = run_state = run_count = -1
+        o = lo
+        try:
+            while o <= hi:
+                st = offsets[o]
+                if st.state is not acquired:
+                    raise ShareError(ErrorCode.INVALID_RECORD_STATE,
+                                     "the offset cannot be acknowledged: the offset is not acquired")
+                if st.rollback is not None:
+                    raise ShareError(ErrorCode.INVALID_RECORD_STATE,
+                                     "the record state is invalid: the offset has an ongoing transition")
+                if st.member_id != member_id:
+                    raise ShareError(ErrorCode.INVALID_RECORD_STATE, "member is not the owner of offset")
+                count = st.delivery_count
+                # try_update: a release at the delivery limit archives
+                target = archived if release and count >= limit else new
+                st.rollback = (acquired, member_id, count, limit, write_id)
+                st.state = target
+                st.member_id = EMPTY_MEMBER_ID
+                if terminal_new or target is archived:
+                    self.delivery_complete_count += 1
+                if target != run_state or count != run_count:
+                    if run_first >= 0:
+                        touched.append(StateBatch(run_first, o - 1, run_state, run_count))
+                    run_first, run_state, run_count = o, int(target), count
+                o += 1
+        finally:
+            if run_first >= 0:
+                touched.append(StateBatch(run_first, o - 1, run_state, run_count))
 
     def _acknowledge_complete_batch(self, member_id: str, ack: int, b: _InFlightBatch, touched: list[StateBatch],
                                     write_id: int, now: int, lock_duration_ms: int | None) -> None:
@@ -1107,25 +1161,44 @@ class SharePartition:
             return Transition()
         write = StateWrite(write_id, self.state_epoch, self.leader_epoch, self.start_offset,
                            self.delivery_complete_count, _coalesce(touched), reason)
-        self._pending[write_id] = _PendingWrite(reason, tuple(touched))
+        self._pending[write_id] = _PendingWrite(reason, write.state_batches)
         return Transition(ErrorCode.NONE, write)
 
     def _complete(self, write_id: int, touched: Sequence[StateBatch], commit: bool, now: int) -> None:
+        """Commit or roll back the transitions of write ``write_id`` over the ``touched`` ranges (each of one state
+        and delivery count as written). A rollback can also archive (the lock expired meanwhile at the limit):
+        the delivery complete count follows each state both ways."""
+        available = RecordState.AVAILABLE
         for sb in touched:
-            completed: _InFlightState | None = None
-            for b in self._sub(self._floor_key(sb.first_offset), sb.last_offset):
-                for _f, _l, st in b.states_in(sb.first_offset, sb.last_offset):
-                    if st.rollback is not None and st.rollback[4] == write_id:
-                        st.complete_transition(commit, now)
-                        completed = st
-                        if st.state is RecordState.AVAILABLE:
-                            self._find_next_fetch_offset = True
-            if not commit and completed is not None:
-                # a rollback can also archive (the lock expired meanwhile at the limit): count both ways
-                was, now_terminal = is_terminal(RecordState(sb.delivery_state)), is_terminal(completed.state)
-                if was != now_terminal:
-                    n = self._num_in_flight_in(sb.first_offset, sb.last_offset)
-                    self.delivery_complete_count += n if now_terminal else -n
+            first, last = sb.first_offset, sb.last_offset
+            was = is_terminal(RecordState(sb.delivery_state))
+            for b in self._sub(self._floor_key(first), last):
+                if commit and b.offsets is not None:  # the common case, inlined: complete_transition(True)
+                    offsets = b.offsets
+                    for o in range(max(first, b.first), min(last, b.last) + 1):
+                        st = offsets[o]
+                        rollback = st.rollback
+                        if rollback is not None and rollback[4] == write_id:
+                            st.lock_deadline = None
+                            st.rollback = None
+                            if st.state is available:
+                                self._find_next_fetch_offset = True
+                    continue
+                if b.offsets is None:
+                    states: Iterable[tuple[int, _InFlightState]] = ((b.first, b.batch),)  # type: ignore[assignment]
+                else:
+                    offsets = b.offsets
+                    states = ((o, offsets[o]) for o in range(max(first, b.first), min(last, b.last) + 1))
+                for o, st in states:
+                    rollback = st.rollback
+                    if rollback is None or rollback[4] != write_id:
+                        continue
+                    st.complete_transition(commit, now)
+                    if st.state is available:
+                        self._find_next_fetch_offset = True
+                    if not commit and was != is_terminal(st.state):
+                        n = self._num_in_flight_in(o, o if b.offsets is not None else b.last)
+                        self.delivery_complete_count += -n if was else n
 
     def _floor_key(self, offset: int) -> int:
         b = self._floor(offset)

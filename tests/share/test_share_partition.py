@@ -980,3 +980,38 @@ def test_lock_timeouts_and_in_flight_batches_for_the_metrics():
     assert sp.lock_timeouts == 2 + 5  # 5-6 whole, 14-18 one by one
     sp.on_time(LOCK_MS * 3)
     assert sp.lock_timeouts == 7  # nothing acquired any more
+
+
+def test_offsets_of_a_split_batch_acknowledged_under_one_type():
+    """commit_sync's pattern: a poll's batch acknowledged 100 offsets at a time under one type. The write carries
+    the touched offsets as ranges of one state and count (a release at the delivery limit archives its offsets);
+    an offset the member does not hold refuses the call and rolls back every offset it had changed."""
+    sp = make(max_delivery=2)
+    acquire(sp, MEMBER, (0, 9))
+    t = sp.acknowledge(MEMBER, [AcknowledgementBatch(0, 3, (1,))], 0)
+    assert t.write.state_batches == (StateBatch(0, 3, 2, 1),) and sp.delivery_complete_count == 4
+    assert sp.has_ongoing_transition(3) and not sp.has_ongoing_transition(4)
+    assert sp.write_completed(t.write.write_id, 0, 0) == ErrorCode.NONE
+    assert sp.start_offset == 4 and not sp.has_ongoing_transition(3)
+    # offsets 4-5 released and delivered again (count 2, the limit); a release of 4-7 then archives 4-5
+    assert ack(sp, MEMBER, (4, 5, [2])) == ErrorCode.NONE
+    got = sp.acquire("other", [BatchRange(0, 9)], fetch_offset=4, max_fetch_records=2, batch_size=2, now=0)
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got.records] == [(4, 4, 2), (5, 5, 2)]
+    t = sp.acknowledge("other", [AcknowledgementBatch(4, 5, (2,))], 0)
+    assert t.write.state_batches == (StateBatch(4, 5, 4, 2),)
+    assert sp.write_completed(t.write.write_id, 0, 0) == ErrorCode.NONE
+    assert state(sp, 4) == (RecordState.ARCHIVED, 2, EMPTY_MEMBER_ID) and sp.start_offset == 6
+    # 6-9 held by MEMBER; 8 taken away: accepting 6-9 fails at 8 and 6-7 are as before
+    assert ack(sp, MEMBER, (8, 8, [2])) == ErrorCode.NONE
+    sp.acquire("other", [BatchRange(0, 9)], fetch_offset=8, max_fetch_records=1, batch_size=1, now=0)
+    before = [state(sp, o) for o in range(6, 10)]
+    complete = sp.delivery_complete_count
+    t = sp.acknowledge(MEMBER, [AcknowledgementBatch(6, 9, (1,))], 0)
+    assert t.error == ErrorCode.INVALID_RECORD_STATE and t.write is None
+    assert [state(sp, o) for o in range(6, 10)] == before and sp.delivery_complete_count == complete
+    assert not any(sp.has_ongoing_transition(o) for o in range(6, 10))
+    # a failed write rolls the range back: the offsets are the member's again
+    t = sp.acknowledge(MEMBER, [AcknowledgementBatch(6, 7, (1,))], 0)
+    assert sp.write_completed(t.write.write_id, ErrorCode.COORDINATOR_NOT_AVAILABLE, 0) != ErrorCode.NONE
+    assert [state(sp, o) for o in (6, 7)] == [(RecordState.ACQUIRED, 1, MEMBER)] * 2
+    assert sp.delivery_complete_count == complete

@@ -100,6 +100,24 @@ def test_min_one_batch_and_max_bytes(tmp_path):
     assert lg.read(1, 10_000).fetch_offset_metadata.relative_position == size
 
 
+def test_slice_batches_through_offset(tmp_path):
+    """A share fetch's header scan: every whole batch of the slice, or up to the first one reaching an offset."""
+    from storage.file_records import slice_batches
+
+    lg = open_log(str(tmp_path))
+    for i in range(5):
+        lg.append_as_leader(batch(10, tag=i), 0, now_ms=0)
+    lg.update_high_watermark(50)
+    records = lg.read(12, 1_000_000).records
+    every = slice_batches(records)
+    assert [h.base_offset for _, h in every] == [10, 20, 30, 40]
+    assert [p - records.position for p, _ in every] == [i * (every[1][0] - every[0][0]) for i in range(4)]
+    assert slice_batches(records, 29) == every[:2]  # the batch holding 29 ends the scan
+    assert slice_batches(records, 30) == every[:3]
+    assert slice_batches(records, 5) == every[:1]  # at least the first batch
+    assert slice_batches(records, 10_000) == every
+
+
 def test_read_from_offset_inside_batch(tmp_path):
     lg = open_log(str(tmp_path))
     lg.append_as_leader(batch(10), 0, now_ms=0)
