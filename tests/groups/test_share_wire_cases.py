@@ -267,3 +267,59 @@ def test_share_group_state_topic_is_made_on_first_use_with_kafkas_configs(sbroke
         configs = {c.name: c.value for c in r.configs}
         assert (r.error_code, configs["cleanup.policy"], configs["retention.ms"], configs["min.insync.replicas"]) \
             == (0, "delete", "-1", "1")
+
+
+def test_refused_admin_requests_on_a_share_group_are_logged_and_change_nothing(sbroker, caplog):
+    """The issue's bad input past the heartbeat and fetch paths, each with Kafka's code and one log line, the group
+    and its configs as they were: a bad group config (INVALID_CONFIG), Alter/DeleteShareGroupOffsets and DeleteGroups
+    of a share group with a member (NON_EMPTY_GROUP), FindCoordinator's share key below v6 or malformed
+    (INVALID_REQUEST)."""
+    from protocol.generated.messages import (
+        AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest, FindCoordinatorRequest,
+    )
+    from protocol.generated.messages import alter_share_group_offsets_request as asgo
+    from protocol.generated.messages import delete_share_group_offsets_request as dsgo
+
+    create_topic(sbroker.bootstrap, "swc-refused", 1)
+    group, member = "swc-refused-group", str(uuid.uuid4())
+    caplog.set_level("INFO", logger="odradek")
+    with KafkaWire(sbroker.port) as w:
+        def config(value):
+            return w.call(44, 1, IncrementalAlterConfigsRequest(resources=[iac.AlterConfigsResource(
+                resource_type=GROUP_CONFIG, resource_name=group, configs=[iac.AlterableConfig(
+                    name="share.isolation.level", config_operation=0, value=value)])])).responses[0].error_code
+
+        def described():
+            (d,) = w.call(77, 1, ShareGroupDescribeRequest(group_ids=[group])).groups
+            return d.error_code, d.group_epoch, d.assignment_epoch, [(m.member_id, m.member_epoch) for m in d.members]
+
+        def isolation():
+            (r,) = w.call(32, 4, DescribeConfigsRequest(resources=[DescribeConfigsResource(
+                resource_type=GROUP_CONFIG, resource_name=group)])).results
+            return {c.name: c.value for c in r.configs}["share.isolation.level"]
+
+        assert config("read_committed") == 0
+        assert _hb(w, group, member, 0, ["swc-refused"]).error_code == 0
+        before = described(), isolation()
+        cases = [
+            (lambda: config("dirty"), E.INVALID_CONFIG),
+            (lambda: w.call(91, 0, AlterShareGroupOffsetsRequest(group_id=group, topics=[
+                asgo.AlterShareGroupOffsetsRequestTopic(topic_name="swc-refused", partitions=[
+                    asgo.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])])).error_code,
+             E.NON_EMPTY_GROUP),
+            (lambda: w.call(92, 0, DeleteShareGroupOffsetsRequest(group_id=group, topics=[
+                dsgo.DeleteShareGroupOffsetsRequestTopic(topic_name="swc-refused")])).error_code, E.NON_EMPTY_GROUP),
+            (lambda: w.call(42, 2, DeleteGroupsRequest(groups_names=[group])).results[0].error_code,
+             E.NON_EMPTY_GROUP),
+            (lambda: w.call(10, 5, FindCoordinatorRequest(key_type=2, coordinator_keys=[
+                f"{group}:AAAAAAAAAAAAAAAAAAAAAA:0"])).coordinators[0].error_code, E.INVALID_REQUEST),
+            (lambda: w.call(10, 6, FindCoordinatorRequest(key_type=2, coordinator_keys=[f"{group}:nope:0"]))
+             .coordinators[0].error_code, E.INVALID_REQUEST),
+        ]
+        for call, code in cases:
+            caplog.clear()
+            assert call() == code
+            lines = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+            assert len(lines) == 1 and E(code).name in lines[0], (E(code).name, lines)
+        assert (described(), isolation()) == before
+        assert _hb(w, group, member, -1).error_code == 0
