@@ -323,3 +323,37 @@ def test_refused_admin_requests_on_a_share_group_are_logged_and_change_nothing(s
             assert len(lines) == 1 and E(code).name in lines[0], (E(code).name, lines)
         assert (described(), isolation()) == before
         assert _hb(w, group, member, -1).error_code == 0
+
+
+def test_deleting_a_topic_drops_its_share_state(sbroker):
+    """Item 5's last rule on the wire: DeleteTopics of a topic a share group reads tombstones its share-partitions'
+    state at the share coordinator (a read then finds them uninitialized, INVALID_REQUEST as Kafka's), the group
+    forgets the topic (DescribeShareGroupOffsets lists nothing) and its member's next heartbeat has no partitions."""
+    from protocol.generated.messages import DeleteTopicsRequest, DescribeShareGroupOffsetsRequest
+    from protocol.generated.messages import describe_share_group_offsets_request as dsgoq
+    from protocol.generated.messages.delete_topics_request import DeleteTopicState
+
+    topic, group, member = "swc-deleted", "swc-deleted-group", str(uuid.uuid4())
+    create_topic(sbroker.bootstrap, topic, 2)
+    tid = sbroker.broker.metadata.image.topic(topic).topic_id
+    with KafkaWire(sbroker.port) as w:
+        joined = _hb(w, group, member, 0, [topic])
+        assigned = _hb(w, group, member, joined.member_epoch)
+        assert [(t.topic_id, t.partitions) for t in assigned.assignment.topic_partitions] == [(tid, [0, 1])]
+        assert [only(w.call(84, 0, read(group, tid, p, leader_epoch=0))).error_code for p in (0, 1)] == [0, 0]
+        (d,) = w.call(20, 6, DeleteTopicsRequest(topics=[DeleteTopicState(name=topic)], timeout_ms=10000)).responses
+        assert d.error_code == 0
+
+        def offsets():
+            (g,) = w.call(90, 1, DescribeShareGroupOffsetsRequest(groups=[
+                dsgoq.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)])).groups
+            return g.error_code, [t.topic_name for t in g.topics]
+        for _ in range(50):  # bounded: the coordinators see the topic gone with the next metadata image
+            codes = [only(w.call(84, 0, read(group, tid, p, leader_epoch=0))).error_code for p in (0, 1)]
+            if codes == [E.INVALID_REQUEST] * 2 and offsets() == (0, []):
+                break
+            time.sleep(0.1)
+        assert codes == [E.INVALID_REQUEST] * 2 and offsets() == (0, [])
+        after = _hb(w, group, member, assigned.member_epoch)
+        assert after.error_code == 0 and after.assignment is not None and after.assignment.topic_partitions == []
+        assert _hb(w, group, member, -1).error_code == 0
