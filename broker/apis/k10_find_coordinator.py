@@ -17,6 +17,8 @@ CLUSTER_AUTHORIZATION_FAILED; the coordinator then is Node.noNode (-1, "", -1).
 
 from __future__ import annotations
 
+import logging
+
 from broker.share.share_coordinator_service import ShareServiceError
 from broker.transactions.txn_service import TxnServiceError
 from cluster.acls import AclOperation, ResourceType
@@ -49,7 +51,11 @@ def _denied(ctx, key: str, key_type: int) -> int:
     return 0
 
 
+log = logging.getLogger("odradek.coordinator")
+
+
 def _invalid(key: str, message: str) -> Coordinator:
+    log.info("FindCoordinator of key %r refused: INVALID_REQUEST %s", key, message)
     return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST,
                        error_message=message)
 

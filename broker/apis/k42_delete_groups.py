@@ -12,6 +12,8 @@ coordinator's results for the authorized ones come first, then GROUP_AUTHORIZATI
 
 from __future__ import annotations
 
+import logging
+
 from cluster.acls import AclOperation, ResourceType
 from cluster.groups.group_classic import GroupError
 from protocol.errors import ErrorCode
@@ -20,6 +22,8 @@ from protocol.generated.messages.delete_groups_response import DeletableGroupRes
 
 API_KEY = 42
 VERSIONS = (0, 2)
+
+log = logging.getLogger("odradek.groups")
 
 
 async def handle(ctx, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
@@ -39,4 +43,8 @@ async def handle(ctx, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
             out.append(DeletableGroupResult(group_id=gid, error_code=exc.code))
     out += [DeletableGroupResult(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
             for g in names if g is not None and g not in deletable]
+    for r in out:
+        if r.error_code:  # one line per group not deleted; it is left as it was
+            log.info("DeleteGroups of group %r from %s refused: %s", r.group_id, ctx.client_id,
+                     ErrorCode(r.error_code).name)
     return DeleteGroupsResponse(results=out)

@@ -20,6 +20,8 @@ controller authorizes the forwarded resources as the client (controller_apis/k44
 
 from __future__ import annotations
 
+import logging
+
 from broker.config.alter_configs import (
     BROKER, BROKER_LOGGER, ResourceError, check_duplicates, forward_remaining, incremental_overrides,
     set_logger_levels, validate_broker_resource,
@@ -31,6 +33,8 @@ from protocol.generated.messages.incremental_alter_configs_response import Alter
 
 API_KEY = 44
 VERSIONS = (0, 1)
+
+log = logging.getLogger("odradek.configs")
 
 
 async def handle(ctx, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
@@ -59,4 +63,9 @@ async def handle(ctx, req: IncrementalAlterConfigsRequest) -> IncrementalAlterCo
             set_logger_levels([(c.name, c.config_operation, c.value) for c in r.configs], req.validate_only)
         except ResourceError as exc:
             resp.error_code, resp.error_message = exc.code, exc.message
-    return await forward_remaining(ctx, req, local, IncrementalAlterConfigsResponse)
+    resp = await forward_remaining(ctx, req, local, IncrementalAlterConfigsResponse)
+    for r in resp.responses:
+        if r.error_code:  # bad input: one line per refused resource, nothing changed for it
+            log.info("IncrementalAlterConfigs of resource %r (type %d) from %s refused: %s %s", r.resource_name,
+                     r.resource_type, ctx.client_id, ErrorCode(r.error_code).name, r.error_message)
+    return resp

@@ -13,6 +13,8 @@ UNKNOWN_TOPIC_OR_PARTITION, both per partition and listed before the coordinator
 
 from __future__ import annotations
 
+import logging
+
 from cluster.acls import AclOperation, ResourceType
 from cluster.groups.group_classic import GroupError
 from protocol.errors import MESSAGES, ErrorCode
@@ -21,6 +23,8 @@ from protocol.generated.messages import alter_share_group_offsets_response as as
 
 API_KEY = 91
 VERSIONS = (0, 0)
+
+log = logging.getLogger("odradek.groups")
 
 
 def _error(code: int, message: str | None = None) -> AlterShareGroupOffsetsResponse:
@@ -33,6 +37,7 @@ async def handle(ctx, req: AlterShareGroupOffsetsRequest) -> AlterShareGroupOffs
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, gid):
         return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not gid:
+        log.info("AlterShareGroupOffsets from %s refused: INVALID_GROUP_ID (an empty group id)", ctx.client_id)
         return _error(ErrorCode.INVALID_GROUP_ID)
     image = ctx.image
     readable = ctx.filter_authorized(AclOperation.READ, ResourceType.TOPIC, [t.topic_name for t in req.topics])
@@ -52,6 +57,8 @@ async def handle(ctx, req: AlterShareGroupOffsetsRequest) -> AlterShareGroupOffs
     try:
         resp = await ctx.groups.alter_share_group_offsets(gid, allowed)
     except GroupError as exc:
+        log.info("AlterShareGroupOffsets of group %r from %s refused: %s %s", gid, ctx.client_id,
+                 ErrorCode(exc.code).name, exc.message)
         return _error(exc.code, exc.message)
     resp.responses = refused + resp.responses
     return resp

@@ -13,6 +13,8 @@ top-level; per topic TOPIC READ else TOPIC_AUTHORIZATION_FAILED, listed first.
 
 from __future__ import annotations
 
+import logging
+
 from cluster.acls import AclOperation, ResourceType
 from cluster.groups.group_classic import GroupError
 from protocol.errors import MESSAGES, ErrorCode
@@ -21,6 +23,8 @@ from protocol.generated.messages import delete_share_group_offsets_response as d
 
 API_KEY = 92
 VERSIONS = (0, 0)
+
+log = logging.getLogger("odradek.groups")
 
 
 def _error(code: int, message: str | None = None) -> DeleteShareGroupOffsetsResponse:
@@ -33,6 +37,7 @@ async def handle(ctx, req: DeleteShareGroupOffsetsRequest) -> DeleteShareGroupOf
     if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, gid):
         return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not gid:
+        log.info("DeleteShareGroupOffsets from %s refused: INVALID_GROUP_ID (an empty group id)", ctx.client_id)
         return _error(ErrorCode.INVALID_GROUP_ID)
     names = [t.topic_name for t in req.topics]
     readable = ctx.filter_authorized(AclOperation.READ, ResourceType.TOPIC, names)
@@ -42,7 +47,9 @@ async def handle(ctx, req: DeleteShareGroupOffsetsRequest) -> DeleteShareGroupOf
     try:
         code, message, topics = await ctx.groups.delete_share_group_offsets(gid, [n for n in names if n in readable])
     except GroupError as exc:
-        return _error(exc.code, exc.message)
+        code, message = exc.code, exc.message
     if code:
+        log.info("DeleteShareGroupOffsets of group %r from %s refused: %s %s", gid, ctx.client_id,
+                 ErrorCode(code).name, message)
         return _error(code, message)
     return DeleteShareGroupOffsetsResponse(responses=out + topics)

@@ -760,7 +760,10 @@ def _replay_log(shard: GroupCoordinatorShard, log_) -> int:
                 continue
             try:
                 rec = decode_record(r.key, r.value)
-            except UnknownRecordType:
+            except UnknownRecordType as exc:
+                # CoordinatorLoaderImpl: an unknown record type is ignored with a warning
+                log.warning("%s while loading %s-%d at offset %s. Ignoring it. It could be a left over from an "
+                            "aborted upgrade.", exc, log_.topic, log_.partition, r.offset)
                 continue
             except Exception as exc:  # noqa: BLE001
                 log.warning("skipping undecodable record at %s-%d offset %s: %s", log_.topic, log_.partition,

@@ -97,6 +97,15 @@ class GroupConfig:
             v = props.get(key)
             return _D[key] if v is None else v
 
+        # ShareGroupConfig's ConfigDef ranges of the share-partition settings (read by broker/share/, not kept here)
+        for key, lo, hi in (("group.share.delivery.count.limit", 2, 10),
+                            ("group.share.partition.max.record.locks", 100, 10000),
+                            ("group.share.max.share.sessions", 1, None)):
+            value = int(get(key))
+            if value < lo:
+                raise ValueError(f"Invalid value {value} for configuration {key}: Value must be at least {lo}")
+            if hi is not None and value > hi:
+                raise ValueError(f"Invalid value {value} for configuration {key}: Value must be no more than {hi}")
         return cls(
             initial_rebalance_delay_ms=int(get("group.initial.rebalance.delay.ms")),
             min_session_timeout_ms=int(get("group.min.session.timeout.ms")),

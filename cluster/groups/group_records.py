@@ -105,7 +105,7 @@ def decode_record(key: bytes, value: bytes | None,
     (kv,) = struct.unpack_from(">h", key, 0)
     spec = table.get(kv)
     if spec is None:
-        raise UnknownRecordType(f"unknown coordinator record key version {kv}")
+        raise UnknownRecordType(f"Unknown record type {kv}")
     key_cls, value_cls, _ = spec
     k = key_cls.decode(memoryview(key)[2:], _key_struct_version(key_cls, kv))
     if value is None:

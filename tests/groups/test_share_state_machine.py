@@ -515,6 +515,35 @@ def test_share_group_configs_kafka_defaults_and_bounds():
     assert "group.share.max.size" in str(info.value)
 
 
+def test_share_partition_configs_kafka_defaults_and_ranges():
+    """ShareGroupConfig's share-partition settings: Kafka 4.2's defaults (2000 in-flight record locks, delivery count
+    limit 5, 2000 share sessions, a 30 s lock within 15-60 s) and ConfigDef ranges (between(2, 10),
+    between(100, 10000), atLeast(1)): a broker config outside them is refused at startup with Kafka's message."""
+    from broker.config import BrokerConfig
+    from broker.config.config_types import ConfigException
+    from cluster.groups.group_config import GROUP_CONFIG_DEFAULTS
+
+    assert {k: GROUP_CONFIG_DEFAULTS[k] for k in (
+        "group.share.partition.max.record.locks", "group.share.delivery.count.limit", "group.share.max.share.sessions",
+        "group.share.record.lock.duration.ms", "group.share.min.record.lock.duration.ms",
+        "group.share.max.record.lock.duration.ms")} == {
+        "group.share.partition.max.record.locks": 2000, "group.share.delivery.count.limit": 5,
+        "group.share.max.share.sessions": 2000, "group.share.record.lock.duration.ms": 30000,
+        "group.share.min.record.lock.duration.ms": 15000, "group.share.max.record.lock.duration.ms": 60000}
+    props = {"node.id": 1, "process.roles": "broker,controller", "controller.quorum.voters": "1@localhost:9093",
+             "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093", "controller.listener.names": "CONTROLLER"}
+    for key, ok, bad in (("group.share.delivery.count.limit", (2, 10), {1: "at least 2", 11: "no more than 10"}),
+                         ("group.share.partition.max.record.locks", (100, 10000),
+                          {99: "at least 100", 10001: "no more than 10000"}),
+                         ("group.share.max.share.sessions", (1, 100000), {0: "at least 1"})):
+        for value in ok:
+            BrokerConfig({**props, key: value}).validate()
+        for value, why in bad.items():
+            with pytest.raises(ConfigException) as info:
+                BrokerConfig({**props, key: value}).validate()
+            assert str(info.value) == f"Invalid value {value} for configuration {key}: Value must be {why}"
+
+
 def test_deleted_topic_leaves_share_state_metadata(ctx):
     """maybeCleanupShareGroupState: a deleted topic leaves the group's share-state partition metadata; the next
     heartbeat's new metadata hash bumps the epoch and the member loses the topic's partitions."""
