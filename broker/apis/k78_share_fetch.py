@@ -7,7 +7,8 @@ the share partitions: broker/share/share_partition_manager.py):
   IsRenewAck with fetch parameters: INVALID_REQUEST) and the share session (``ShareSessionCache.new_context``:
   acknowledgements with epoch 0 INVALID_REQUEST, SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH,
   SHARE_SESSION_LIMIT_REACHED), each answered at the top level with no partitions;
-* TOPIC READ per topic, else TOPIC_AUTHORIZATION_FAILED for its partitions; an unknown topic id UNKNOWN_TOPIC_ID;
+* TOPIC READ per topic, else TOPIC_AUTHORIZATION_FAILED for its partitions; an unknown topic id UNKNOWN_TOPIC_ID
+  (one log line for the request naming it);
 * piggybacked acknowledgements first (per partition: bad batches INVALID_REQUEST, records not held by the member
   INVALID_RECORD_STATE, a share partition not cached here UNKNOWN_TOPIC_OR_PARTITION, a failed share-state write
   its error as ``fetchPersisterError`` maps it), each answered in ``acknowledge_error_code`` once its share-state
@@ -88,7 +89,7 @@ async def acknowledge_all(ctx, mgr, group_id: str, member_id: str, acks: dict, r
             topics[topic.name] = topics.get(topic.name, False) or bool(code)
         if code:
             log.info("share acknowledgement of member %s of group %r on %s-%d refused: %s", member_id, group_id,
-                     tp[0].hex() if isinstance(tp[0], bytes) else tp[0], tp[1], ErrorCode(code).name)
+                     _topic_id_str(tp[0]), tp[1], ErrorCode(code).name)
     ctx.metrics.share_acknowledged(topics)
     return out
 
@@ -159,6 +160,11 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
     if is_renew:
         return _response(ctx, out, lock_ms)
 
+    unknown = [tp for tp in fetch if tp[0] not in names]
+    if unknown:
+        # the request's own bad input, logged once: the session keeps the partitions and answers them again
+        log.info("ShareFetch of member %s of group %r from %s: partitions %s refused: UNKNOWN_TOPIC_ID", member_id,
+                 group_id, ctx.client_id, ", ".join(f"{_topic_id_str(t)}-{p}" for t, p in unknown))
     deadline = ctx.clock.monotonic() + max(0, req.max_wait_ms) / 1000.0
     entries = await _share_partitions(ctx, mgr, group_id, context.partitions, names, readable, pd, deadline)
     started = ctx.clock.monotonic()
@@ -167,6 +173,10 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
                          (ctx.clock.monotonic() - started) * 1000)
     ctx.metrics.share_fetched(_fetched_topics(context.partitions, names, out))
     return _response(ctx, out, lock_ms)
+
+
+def _topic_id_str(topic_id) -> str:
+    return topic_id.hex() if isinstance(topic_id, bytes) else str(topic_id)
 
 
 def _fetched_topics(partitions, names: dict, out: dict) -> dict[str, bool]:

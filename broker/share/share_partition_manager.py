@@ -4,7 +4,8 @@ adapter around the pure ``cluster/share/share_partition.SharePartition`` and ``s
 * One SharePartition per (group, topic id, partition) on the partition's leader, created at first use and
   initialized from the share coordinator (``SharePersister.read``); a start offset of -1 resolves through the
   group's ``share.auto.offset.reset`` (latest: the high watermark, earliest: the log start, by_duration: the first
-  offset at or after now minus the duration, else the high watermark). A partition no longer led here (or led at a
+  offset below the high watermark at or after now minus the duration, else OFFSET_NOT_AVAILABLE and the next fetch
+  tries again). A partition no longer led here (or led at a
   new epoch) is dropped and fenced: its waiting fetches wake and answer NOT_LEADER_OR_FOLLOWER. A failed read
   answers its error as Kafka's ``fetchPersisterError`` maps it (COORDINATOR_NOT_AVAILABLE, GROUP_ID_NOT_FOUND, ...;
   a lost connection or an invalid state UNKNOWN_SERVER_ERROR) and leaves the cache, as does a partition whose
@@ -285,8 +286,11 @@ class SharePartitionManager:
             sp.fail_initialization()
             # Errors.forException: a Kafka error keeps its code (the reset offset's lookup, say), else unknown
             e.error = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
-            log.warning("share partition %s %s-%d: reading its state failed: %r", sp.group_id, e.topic,
-                        sp.partition, exc)
+            # by_duration with no record in its window yet fails each fetch until one is written: debug, as
+            # Kafka's handleInitializationException logs it
+            log.log(logging.DEBUG if e.error == ErrorCode.OFFSET_NOT_AVAILABLE else logging.WARNING,
+                    "share partition %s %s-%d: reading its state failed: %r", sp.group_id, e.topic,
+                    sp.partition, exc)
         if not sp.active and self.partitions.get(key) is e:
             # handleInitializationException: out of the cache at once; the requests waiting on this read answer
             # its error, the next one reads the state again
@@ -295,15 +299,23 @@ class SharePartitionManager:
         self._after(e)
 
     def _reset_offset(self, part: "Partition", reset: str) -> int:
-        """``share.auto.offset.reset`` for a share partition whose state was never written."""
+        """``share.auto.offset.reset`` for a share partition whose state was never written
+        (``SharePartition.startOffsetDuringInitialization``).
+
+        by_duration is ``ShareFetchUtils.offsetForTimestamp``: the first offset below the high watermark
+        (READ_UNCOMMITTED's last fetchable offset) whose record is at most the duration old; none yet is
+        OFFSET_NOT_AVAILABLE, so the initialization fails, the share partition leaves the cache and the next
+        fetch tries again (until such a record is written)."""
         strategy, duration_ms = auto_offset_reset(reset)
         lg = part.log
         if strategy == "earliest":
             return lg.log_start_offset
         if strategy == "by_duration":
-            found = lg.fetch_offset_by_timestamp(self.clock.now_ms() - duration_ms)
-            if found is not None and found.offset >= 0:
-                return found.offset
+            target = self.clock.now_ms() - duration_ms
+            found = lg.fetch_offset_by_timestamp(target)
+            if found is None or not 0 <= found.offset < lg.high_watermark:
+                raise KafkaError(f"offset for timestamp {target} not found", ErrorCode.OFFSET_NOT_AVAILABLE)
+            return found.offset
         return lg.high_watermark
 
     def _drop(self, key, e: _Entry) -> None:

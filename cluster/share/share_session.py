@@ -211,6 +211,9 @@ def validate_share_fetch_request(epoch: int, fetch_partitions: int, forgotten_pa
     ``fetch_partitions``: partitions to fetch (Topics' entries without acknowledgements), ``forgotten_partitions``:
     ForgottenTopicsData's. A final request (-1) may only acknowledge; IsRenewAck (v2, KIP-1222) requests must not
     fetch: MaxWaitMs, MinBytes, MaxBytes and MaxRecords all 0."""
+    # Issue 30's rule, from Kafka 4.0's newContext (INVALID_REQUEST for a final request's partitions with
+    # PartitionMaxBytes > 0). Kafka 4.1+ dropped that check with PartitionMaxBytes (KAFKA-18932, apache/kafka#19148):
+    # 4.2's newContext gives a final request a FinalContext whatever it names (see PORTED.md's share-fetch differences).
     if epoch == FINAL_EPOCH and (fetch_partitions or forgotten_partitions):
         raise ShareError(ErrorCode.INVALID_REQUEST,
                          "a final share fetch request cannot fetch or forget partitions")

@@ -398,3 +398,39 @@ def test_a_fetch_stops_waiting_for_a_slow_read_at_its_max_wait():
         assert (await acking)[0] is entry and entry.sp.start_offset == 3
         assert (await m.share_partition("g", TID, "t", 0, wait_s=0))[0] is entry and persister.reads == 1
     asyncio.run(asyncio.wait_for(run(), 10))
+
+
+def test_by_duration_with_no_record_in_its_window_is_offset_not_available_until_one_is():
+    """SharePartition.startOffsetDuringInitialization with by_duration: ShareFetchUtils.offsetForTimestamp finds no
+    offset below the high watermark whose record is at most the duration old, throws OFFSET_NOT_AVAILABLE; the
+    initialization fails, the share partition leaves the cache (handleInitializationException) and each later
+    fetch reads the state again, until such a record is written and replicated."""
+    from types import SimpleNamespace
+
+    from cluster.groups.group_config import GROUP_RESOURCE
+    from storage.file_records import TimestampAndOffset
+
+    hour = 3_600_000
+
+    class _TimedLog:
+        log_start_offset, high_watermark = 0, 5
+        records = [(o, 0) for o in range(5)]  # (offset, timestamp): all far older than an hour
+
+        def fetch_offset_by_timestamp(self, target):
+            return next((TimestampAndOffset(ts, o, 3) for o, ts in self.records if ts >= target), None)
+
+    async def run():
+        persister = _Persister(start_offset=-1)
+        m = _manager(persister)
+        m.metadata.image = SimpleNamespace(configs={(GROUP_RESOURCE, "g"): {"share.auto.offset.reset":
+                                                                          "by_duration:PT1H"}})
+        lg = m.replicas.part.log = _TimedLog()
+        assert await m.share_partition("g", TID, "t", 0) == (None, m.replicas.part, E.OFFSET_NOT_AVAILABLE)
+        assert m.partitions == {} and persister.reads == 1
+        lg.records = lg.records + [(5, m.clock.now_ms() - hour // 2)]  # in the window, not yet below the HW
+        assert (await m.share_partition("g", TID, "t", 0))[2] == E.OFFSET_NOT_AVAILABLE
+        assert m.partitions == {} and persister.reads == 2
+        lg.high_watermark = 6
+        entry, _part, code = await m.share_partition("g", TID, "t", 0)
+        assert (code, entry.sp.start_offset, persister.reads) == (0, 5, 3)
+    asyncio.run(asyncio.wait_for(run(), 10))

@@ -12,7 +12,7 @@ leave open, on one in-process broker with raw requests:
 - the share coordinator's stale epochs on the wire: an older state epoch FENCED_STATE_EPOCH, an older leader epoch
   FENCED_LEADER_EPOCH;
 - ``share.auto.offset.reset=by_duration:PT1H`` used when the share partition's state is initialized: the first record
-  at most an hour old;
+  at most an hour old; with none, OFFSET_NOT_AVAILABLE on each fetch until one is written;
 - ``__share_group_state`` made on first use with Kafka's topic configs, and its RF and min ISR 1 in
   ``config/single-node.yaml`` and the container's default properties (Kafka's defaults 3 and 2 elsewhere).
 """
@@ -160,6 +160,9 @@ def test_more_share_fetch_and_acknowledge_bad_input_is_logged_and_changes_nothin
         codes = {(t.topic_id, p.partition_index): p.error_code for t in resp.responses for p in t.partitions}
         assert codes[(unknown, 0)] == E.UNKNOWN_TOPIC_ID
         assert codes.get((s.topic_id, 0), 0) == 0  # the session's own partition: nothing new to acquire, no error
+        refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+        assert len(refused) == 1 and "UNKNOWN_TOPIC_ID" in refused[0] and f"{unknown.hex()}-0" in refused[0], refused
+        caplog.clear()
 
         bad = a.ack([(0, 2, [5])], is_renew_ack=True)  # a type outside 0-4 even with IsRenewAck
         assert [p.error_code for t in bad.responses for p in t.partitions] == [E.INVALID_REQUEST]
@@ -238,6 +241,58 @@ def test_by_duration_reset_starts_at_the_first_record_of_the_last_hour(sbroker):
             if got:
                 break
         assert got == [(3, 5)]
+        assert _hb(w, group, member, -1).error_code == 0
+
+
+def test_by_duration_reset_without_a_record_in_its_window_answers_offset_not_available_until_one_is(sbroker):
+    """ShareFetchUtils.offsetForTimestamp finds nothing: the partition answers OFFSET_NOT_AVAILABLE (no state is
+    kept) and each fetch tries again; once a record of the last hour is written, the next fetch acquires it."""
+    topic, group = "swc-by-duration-empty", "swc-by-duration-empty-group"
+    create_topic(sbroker.bootstrap, topic, 1)
+    tid = sbroker.broker.metadata.image.topic(topic).topic_id
+    now = int(time.time() * 1000)
+    with KafkaWire(sbroker.port) as w:
+        assert w.call(44, 1, IncrementalAlterConfigsRequest(resources=[iac.AlterConfigsResource(
+            resource_type=GROUP_CONFIG, resource_name=group, configs=[iac.AlterableConfig(
+                name="share.auto.offset.reset", config_operation=0, value="by_duration:PT1H")])])).responses[0] \
+            .error_code == 0
+
+        def produce(ts, n):
+            batch = build_batch([Record(value=b"v", timestamp=ts) for _ in range(n)])
+            r = w.call(0, 9, ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[TopicProduceData(
+                name=topic, partition_data=[PartitionProduceData(index=0, records=batch)])]))
+            assert r.responses[0].partition_responses[0].error_code == 0
+
+        produce(now - 2 * 3600_000, 3)  # offsets 0-2, all older than the hour
+        member = str(uuid.uuid4())
+        assert _hb(w, group, member, 0, [topic]).error_code == 0
+        epoch = 0
+
+        def fetch():
+            nonlocal epoch
+            resp = w.call(78, 1, ShareFetchRequest(
+                group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=500, min_bytes=1,
+                max_records=100, batch_size=100,
+                topics=[] if epoch else [sfr.FetchTopic(topic_id=tid, partitions=[sfr.FetchPartition(0)])]))
+            assert resp.error_code == 0, resp
+            epoch += 1
+            ps = [p for t in resp.responses for p in t.partitions]  # none: nothing to answer for it
+            assert len(ps) <= 1, ps
+            return (ps[0].error_code, [(a.first_offset, a.last_offset) for a in ps[0].acquired_records]) if ps \
+                else (0, [])
+
+        assert fetch() == (E.OFFSET_NOT_AVAILABLE, [])
+        assert fetch() == (E.OFFSET_NOT_AVAILABLE, [])
+        assert (group, tid, 0) not in sbroker.broker.share_partitions.partitions
+        produce(now, 2)  # offsets 3-4
+        got = []
+        for _ in range(10):  # bounded long polls
+            code, acq = fetch()
+            assert code == 0
+            got += acq
+            if got:
+                break
+        assert got == [(3, 4)]
         assert _hb(w, group, member, -1).error_code == 0
 
 

@@ -1,11 +1,11 @@
 """confluent-kafka ``ShareConsumer``s on a 3-node cluster (RF 3): three consumers of one share group on a topic of
 6 partitions, led by different nodes, each partition's share state read from and written to the share coordinator
-of its ``__share_group_state`` partition (another node, often): every record is accepted exactly once and each
-consumer gets records; then, on topics of one partition (RF 3), a released record returns with delivery count + 1,
-a rejected one never, and a consumer that stops polling loses its records after the 2 s lock. A ShareFetch sent
-to a broker that does not lead the partition answers NOT_LEADER_OR_FOLLOWER with the leader and its endpoint. The
-kill -9 of a partition's leader: every record still consumed, none after its acceptance was answered; also at
-Kafka's default timers.
+of its ``__share_group_state`` partition (another node, often): every record is accepted exactly once, each
+consumer gets records and, once the group is stable, ShareGroupDescribe shows each member 2 of the 6 partitions;
+then, on topics of one partition (RF 3), a released record returns with delivery count + 1, a rejected one never,
+and a consumer that stops polling loses its records after the 2 s lock. A ShareFetch sent to a broker that does not
+lead the partition answers NOT_LEADER_OR_FOLLOWER with the leader and its endpoint. The kill -9 of a partition's
+leader: every record still consumed, none after its acceptance was answered; also at Kafka's default timers.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.testing.embedded_cluster import KAFKA_DEFAULT_TIMERS, EmbeddedCluster
 from protocol.errors import ErrorCode as E
-from protocol.generated.messages import MetadataRequest, ShareFetchRequest
+from protocol.generated.messages import MetadataRequest, ShareFetchRequest, ShareGroupDescribeRequest
 from protocol.generated.messages import share_fetch_request as sfr
 from protocol.generated.messages.metadata_request import MetadataRequestTopic
 from tests.kafka_wire import KafkaWire
 from tests.integration.test_share_consumer import (
     SHARE_OVERRIDES, check_lock_expiry, check_release_and_reject, group_configs, poll_records, produce, share_consumer,
 )
+from tests.integration.test_share_groups_cluster import coordinator
 
 TOPIC, GROUP = "share-cluster-records", "share-cluster-consumers"
 PARTITIONS, RECORDS = 6, 1200
@@ -39,14 +40,19 @@ def test_three_share_consumers_accept_every_record_once(tmp_path):
         consumers = [share_consumer(c.bootstrap_servers, GROUP, TOPIC) for _ in range(3)]
         seen: dict[tuple[int, int], int] = {}
         by_consumer: list[set[int]] = [set() for _ in consumers]
+
+        def poll_all(timeout: float) -> None:
+            for i, sc in enumerate(consumers):
+                for m in poll_records(sc, timeout):
+                    key = (m.partition(), m.offset())
+                    seen[key] = seen.get(key, 0) + 1
+                    by_consumer[i].add(m.partition())
+
         try:
             end = time.monotonic() + DEADLINE_S
             while len(seen) < RECORDS and time.monotonic() < end:
-                for i, sc in enumerate(consumers):
-                    for m in poll_records(sc, 0.2):
-                        key = (m.partition(), m.offset())
-                        seen[key] = seen.get(key, 0) + 1
-                        by_consumer[i].add(m.partition())
+                poll_all(0.2)
+            assignment = settled_assignment(c, GROUP, len(consumers), lambda: poll_all(0.1))
             for sc in consumers:
                 sc.commit_sync(30)  # the last poll's records accepted
         finally:
@@ -56,6 +62,9 @@ def test_three_share_consumers_accept_every_record_once(tmp_path):
         twice = {k: n for k, n in seen.items() if n > 1}
         assert not twice, f"records delivered more than once: {sorted(twice)[:20]}"
         assert all(by_consumer), [sorted(s) for s in by_consumer]
+        # the SimpleAssignor's share: each of the three members 2 of the 6 partitions, together all of them
+        assert sorted(len(ps) for ps in assignment.values()) == [2, 2, 2], assignment
+        assert set().union(*assignment.values()) == set(range(PARTITIONS)), assignment
 
         leader = c.leader_of(TOPIC, 0)
         other = next(n for n in c.broker_ports if n != leader)
@@ -73,6 +82,23 @@ def test_three_share_consumers_accept_every_record_once(tmp_path):
             admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
         check_release_and_reject(c.bootstrap_servers, "share-cluster-explicit", "share-cluster-ex")
         check_lock_expiry(c.bootstrap_servers, "share-cluster-lock", "share-cluster-lock")
+
+
+def settled_assignment(c: EmbeddedCluster, group: str, members: int, keep_polling, timeout: float = 30.0
+                       ) -> dict[str, set[int]]:
+    """Each member's partitions as ShareGroupDescribe (API 77, at the group's coordinator) shows them once the group
+    is stable: ``members`` members, each at the assignment epoch with partitions; ``keep_polling`` between tries
+    (confluent-kafka's ShareConsumer has no ``assignment()``)."""
+    with KafkaWire(c.broker_ports[coordinator(c, group)], timeout=10) as w:
+        end = time.monotonic() + timeout
+        while True:
+            (d,) = w.call(77, 1, ShareGroupDescribeRequest(group_ids=[group])).groups
+            if d.error_code == 0 and len(d.members) == members and all(
+                    m.member_epoch == d.assignment_epoch and m.assignment.topic_partitions for m in d.members):
+                return {m.member_id: {p for t in m.assignment.topic_partitions for p in t.partitions}
+                        for m in d.members}
+            assert time.monotonic() < end, f"the group did not settle in {timeout} s: {d}"
+            keep_polling()
 
 
 @pytest.mark.parametrize("timers", ["fast failover", "Kafka's defaults"])
