@@ -305,7 +305,8 @@ class SharePartitionManager:
         by_duration is ``ShareFetchUtils.offsetForTimestamp``: the first offset below the high watermark
         (READ_UNCOMMITTED's last fetchable offset) whose record is at most the duration old; none yet is
         OFFSET_NOT_AVAILABLE, so the initialization fails, the share partition leaves the cache and the next
-        fetch tries again (until such a record is written)."""
+        fetch tries again (until such a record is written). latest on a new leader whose high watermark is still
+        below its epoch's start offset is OFFSET_NOT_AVAILABLE too, until the high watermark gets there."""
         strategy, duration_ms = auto_offset_reset(reset)
         lg = part.log
         if strategy == "earliest":
@@ -316,6 +317,10 @@ class SharePartitionManager:
             if found is None or not 0 <= found.offset < lg.high_watermark:
                 raise KafkaError(f"offset for timestamp {target} not found", ErrorCode.OFFSET_NOT_AVAILABLE)
             return found.offset
+        if part.epoch_start_offset > lg.high_watermark:
+            # offsetForLatestTimestamp: Partition.fetchOffsetForTimestamp's maybeOffsetsError on a new leader whose
+            # high watermark has not reached its epoch's first offset (as ListOffsets answers latest)
+            raise KafkaError("the high watermark is behind this leader epoch's start", ErrorCode.OFFSET_NOT_AVAILABLE)
         return lg.high_watermark
 
     def _drop(self, key, e: _Entry) -> None:

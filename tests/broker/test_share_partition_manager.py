@@ -39,6 +39,7 @@ class _Info:
 
 class _Part:
     leader_epoch = 3
+    epoch_start_offset = 0
     info = _Info()
     log = _Log()
 
@@ -433,4 +434,23 @@ def test_by_duration_with_no_record_in_its_window_is_offset_not_available_until_
         lg.high_watermark = 6
         entry, _part, code = await m.share_partition("g", TID, "t", 0)
         assert (code, entry.sp.start_offset, persister.reads) == (0, 5, 3)
+    asyncio.run(asyncio.wait_for(run(), 10))
+
+
+def test_latest_on_a_new_leader_behind_its_epoch_start_is_offset_not_available_until_the_hw_gets_there():
+    """offsetForLatestTimestamp goes through Partition.fetchOffsetForTimestamp: a new leader whose high watermark is
+    still below its epoch's first offset answers OFFSET_NOT_AVAILABLE (maybeOffsetsError), the initialization fails
+    and the next fetch reads the state again; once the high watermark reaches the epoch start, latest is it."""
+
+    async def run():
+        persister = _Persister(start_offset=-1)
+        m = _manager(persister)
+        part = m.replicas.part
+        part.log = _Log()  # its own: the stand-in's class-level log is shared by the other tests
+        part.log.high_watermark, part.epoch_start_offset = 4, 7
+        assert await m.share_partition("g", TID, "t", 0) == (None, part, E.OFFSET_NOT_AVAILABLE)
+        assert m.partitions == {} and persister.reads == 1
+        part.log.high_watermark = 7
+        entry, _part, code = await m.share_partition("g", TID, "t", 0)
+        assert (code, entry.sp.start_offset, persister.reads) == (0, 7, 2)
     asyncio.run(asyncio.wait_for(run(), 10))
