@@ -1,0 +1,181 @@
+"""Request and byte-rate quotas of Produce, of the requests Kafka answers from a coordinator or purgatory, and of
+ShareFetch, as KafkaApis applies them, through dispatch with a manual clock (the node of test_fetch_quotas: a read
+or an append takes READ_MS of it):
+
+* request time ends where Kafka's handle() returns (apiLocalCompleteTimeNanos): a JoinGroup's rebalance wait or an
+  acks=all produce's replication wait is not counted;
+* Produce (handleProduceRequest): with acks=0 the request quota is not recorded at all; otherwise the answer carries
+  the larger of the bandwidth and request throttle times and the connection is throttled on that quota only;
+* ShareFetch (handleShareFetchRequest, processShareFetchResponse): ``fetch.max.bytes`` and the quota window cap
+  what is acquired; over ``request_percentage`` or ``consumer_byte_rate`` the answer has no records, the larger
+  throttle time, the bytes taken back, and the acknowledgements' results still in it."""
+
+from __future__ import annotations
+
+import asyncio
+import types
+
+import pytest
+
+from broker.apis.context import RequestContext
+from broker.network.dispatch import dispatch
+from broker.share.share_partition_manager import SharePartitionManager
+from protocol.connection import parse_request
+from protocol.generated.api_keys import APIS
+from protocol.generated.messages import (
+    JoinGroupRequest, JoinGroupResponse, ProduceRequest, ProduceResponse, ReadShareGroupStateResponse, RequestHeader,
+    ShareFetchRequest, ShareFetchResponse, WriteShareGroupStateResponse,
+)
+from protocol.generated.messages import read_share_group_state_response as rsr
+from protocol.generated.messages import write_share_group_state_response as wsr
+from protocol.generated.messages.join_group_request import JoinGroupRequestProtocol
+from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData
+from protocol.generated.messages.share_fetch_request import AcknowledgementBatch, FetchPartition, FetchTopic
+from protocol.record_codec import Record, build_batch
+from tests.broker.test_fetch_quotas import FOLLOWER, READ_MS, TOPIC_ID, node, quotas, throttled  # noqa: F401
+
+
+def frame(api_key: int, version: int, body, client_id: str = "c"):
+    header = RequestHeader(api_key, version, 7, client_id).encode(APIS[api_key].request_header_version(version))
+    return parse_request(header + body.encode(version))
+
+
+def run(handles, req, during=None, parked=None):
+    """Dispatch ``req``: (answer frame's body bytes or None, context, throttle times imposed on the connection);
+    ``during`` runs once ``parked()`` holds (the handler waits), before the handler is let go."""
+    throttles: list[int] = []
+    ctx = RequestContext(handles, req, "conn", "PLAINTEXT", "127.0.0.1", handles.clock.now_ms(),
+                         on_throttle=throttles.append)
+
+    async def go():
+        task = asyncio.ensure_future(dispatch(ctx))
+        if during is not None:
+            for _ in range(100):  # bounded: the handler parks within a few loop turns
+                await asyncio.sleep(0)
+                if parked():
+                    break
+            assert parked(), "the handler did not park"
+            during()
+        return await asyncio.wait_for(task, 10)
+
+    parts = asyncio.run(go())
+    if parts is None:
+        return None, ctx, throttles
+    return b"".join(p.read() if hasattr(p, "read") else bytes(p) for p in parts), ctx, throttles
+
+
+# ---- the end of a handler's own work -----------------------------------------------------------------------------
+
+
+def test_a_join_groups_rebalance_wait_is_not_request_time(node):
+    """handleJoinGroupRequest hands the join to the coordinator and returns: 2 s of rebalance (20% of the 10 s
+    window, far over the quota) is not the client's request time."""
+    handles, _ = node
+    quotas(handles, request_percentage=1.0)
+    joined = asyncio.Event()
+
+    waiting = []
+
+    async def run_delayed(group_id, op, rctx, req):
+        waiting.append(group_id)
+        await joined.wait()
+        return JoinGroupResponse(generation_id=1, protocol_name="range", leader="m", member_id="m", members=[])
+
+    handles.groups = types.SimpleNamespace(
+        config=types.SimpleNamespace(min_session_timeout_ms=6000, max_session_timeout_ms=1_800_000),
+        run_delayed=run_delayed)
+
+    def rebalance():
+        handles.clock.advance(2000)
+        joined.set()
+
+    body = JoinGroupRequest(group_id="g", session_timeout_ms=10_000, rebalance_timeout_ms=60_000, member_id="",
+                            protocol_type="consumer",
+                            protocols=[JoinGroupRequestProtocol(name="range", metadata=b"")])
+    data, ctx, throttles = run(handles, frame(11, 9, body), during=rebalance, parked=lambda: waiting)
+    assert JoinGroupResponse.decode(memoryview(data)[9:], 9).generation_id == 1
+    assert ctx.local_complete == ctx.started and throttles == []  # parked at once: nothing of its own after
+    assert handles.quotas.request.rate("", "c", handles.clock.now_ms()) == 0.0
+
+
+# ---- Produce -----------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def producing(node):
+    """The node answering Produce: each append takes READ_MS of the clock; follower 2 is in the ISR."""
+    handles, part = node
+    handles.node_id = 1
+    log = part.log
+    append = log.append_as_leader
+
+    def timed_append(*args, **kwargs):
+        handles.clock.advance(READ_MS)
+        return append(*args, **kwargs)
+
+    log.append_as_leader = timed_append
+    topic = handles.metadata.image.topic("t")
+    topic.partitions = {0: part.info}
+    return handles, part
+
+
+def produce(acks: int, size: int = 2000):
+    batch = bytes(build_batch([Record(value=b"p" * size)]))
+    return frame(0, 9, ProduceRequest(transactional_id=None, acks=acks, timeout_ms=30_000, topic_data=[
+        TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=batch)])]))
+
+
+def test_acks_0_records_no_request_quota_but_its_bytes(producing):
+    """"the request quota is not enforced if acks == 0": nothing recorded for it (not by dispatch either); the
+    bytes count against producer_byte_rate and, over it, the connection is throttled without an answer."""
+    handles, part = producing
+    quotas(handles, request_percentage=0.001, producer_byte_rate=10)
+    req = produce(0)
+    data, ctx, throttles = run(handles, req)
+    assert data is None and part.log.log_end_offset == 4  # appended after the 3 there, no answer
+    now = handles.clock.now_ms()
+    assert handles.quotas.request.rate("", "c", now) is None  # never recorded
+    # the request's size, recorded on arrival (before the append's READ_MS): over the 10 s minimum window
+    assert handles.quotas.produce.rate("", "c", now - READ_MS) == pytest.approx(req.size / 10)
+    assert len(throttles) == 1 and throttles[0] > 0 and ctx.throttle_ms == throttles[0]
+    assert throttled(handles, "produce") == 1 and throttled(handles, "request") == 0
+
+
+def test_over_both_quotas_a_produce_is_throttled_on_the_larger_bandwidth_time(producing):
+    handles, _ = producing
+    quotas(handles, request_percentage=0.1, producer_byte_rate=1)  # bytes far over: more than the request's 1 s
+    data, _, throttles = run(handles, produce(1))
+    resp = ProduceResponse.decode(memoryview(data)[9:], 9)
+    assert resp.responses[0].partition_responses[0].error_code == 0
+    assert resp.throttle_time_ms > 1000 and throttles == [resp.throttle_time_ms]  # muted once, at arrival
+    assert throttled(handles, "produce") == 1 and throttled(handles, "request") == 0
+    assert handles.quotas.request.rate("", "c", handles.clock.now_ms()) == pytest.approx(0.3)  # one append
+
+
+def test_over_both_quotas_a_produce_is_throttled_on_the_larger_request_time(producing):
+    handles, _ = producing
+    req = produce(1)
+    # bytes just over (a throttle under the request's 1 s): 5% over the rate the 10 s window allows
+    quotas(handles, request_percentage=0.1, producer_byte_rate=req.size / 10 / 1.05)
+    data, _, throttles = run(handles, req)
+    resp = ProduceResponse.decode(memoryview(data)[9:], 9)
+    assert len(throttles) == 2 and 0 < throttles[0] < 1000  # the bandwidth's mute at arrival, then the request's
+    assert resp.throttle_time_ms == throttles[1] == 1000
+    assert throttled(handles, "request") == 1 and throttled(handles, "produce") == 0
+
+
+def test_an_acks_all_produces_replication_wait_is_not_request_time(producing):
+    handles, part = producing
+    quotas(handles, request_percentage=1.0)
+
+    def follower_catches_up():
+        handles.clock.advance(2000)
+        leo = part.log.log_end_offset
+        handles.replicas.record_follower_fetch(part, FOLLOWER, leo, 0, leo, -1)
+
+    data, ctx, throttles = run(handles, produce(-1), during=follower_catches_up,
+                               parked=lambda: len(handles.replicas.commit_waiters))
+    resp = ProduceResponse.decode(memoryview(data)[9:], 9)
+    assert resp.responses[0].partition_responses[0].error_code == 0 and resp.throttle_time_ms == 0
+    assert ctx.local_complete - ctx.started == pytest.approx(READ_MS / 1000) and throttles == []
+    assert handles.quotas.request.rate("", "c", handles.clock.now_ms()) == pytest.approx(0.3)
