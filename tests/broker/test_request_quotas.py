@@ -23,16 +23,17 @@ from broker.share.share_partition_manager import SharePartitionManager
 from protocol.connection import parse_request
 from protocol.generated.api_keys import APIS
 from protocol.generated.messages import (
-    JoinGroupRequest, JoinGroupResponse, ProduceRequest, ProduceResponse, ReadShareGroupStateResponse, RequestHeader,
-    ShareFetchRequest, ShareFetchResponse, WriteShareGroupStateResponse,
+    JoinGroupRequest, JoinGroupResponse, ProduceRequest, ProduceResponse, RequestHeader,
+    ShareFetchRequest, ShareFetchResponse,
 )
-from protocol.generated.messages import read_share_group_state_response as rsr
-from protocol.generated.messages import write_share_group_state_response as wsr
 from protocol.generated.messages.join_group_request import JoinGroupRequestProtocol
 from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData
 from protocol.generated.messages.share_fetch_request import AcknowledgementBatch, FetchPartition, FetchTopic
 from protocol.record_codec import Record, build_batch
-from tests.broker.test_fetch_quotas import FOLLOWER, READ_MS, TOPIC_ID, node, quotas, throttled  # noqa: F401
+from tests.broker import test_fetch_quotas
+from tests.broker.test_fetch_quotas import FOLLOWER, READ_MS, TOPIC_ID, quotas, throttled
+
+node = test_fetch_quotas.node  # the fixture: one partition led here, follower 2 in sync, 3 batches of 600 B
 
 
 def frame(api_key: int, version: int, body, client_id: str = "c"):
@@ -179,3 +180,97 @@ def test_an_acks_all_produces_replication_wait_is_not_request_time(producing):
     assert resp.responses[0].partition_responses[0].error_code == 0 and resp.throttle_time_ms == 0
     assert ctx.local_complete - ctx.started == pytest.approx(READ_MS / 1000) and throttles == []
     assert handles.quotas.request.rate("", "c", handles.clock.now_ms()) == pytest.approx(0.3)
+
+
+# ---- ShareFetch --------------------------------------------------------------------------------------------------
+
+MEMBER = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+@pytest.fixture
+def sharing(node):
+    """The node serving share group ``g`` on its partition (share state read from a stand-in persister, start 0)."""
+    from tests.broker.test_share_partition_manager import _Config, _Persister
+
+    handles, part = node
+    handles.node_id = 1
+    image = handles.metadata.image
+    image.features = {"share.version": 1}
+    image.brokers = {}
+    handles.metadata.image.topic("t").partitions = {0: part.info}
+    handles.share_partitions = SharePartitionManager(1, _Config(), handles.replicas, _Persister(start_offset=0),
+                                                     handles.clock, handles.metadata)
+    return handles, part
+
+
+def share_fetch(epoch: int = 0, acks: list | None = None, max_bytes: int = 1 << 20):
+    p = FetchPartition(partition_index=0, acknowledgement_batches=acks or [])
+    return frame(78, 2, ShareFetchRequest(group_id="g", member_id=MEMBER, share_session_epoch=epoch, max_wait_ms=0,
+                                          min_bytes=1, max_bytes=max_bytes, max_records=500, batch_size=500,
+                                          topics=[FetchTopic(topic_id=TOPIC_ID, partitions=[p])]))
+
+
+def share_answer(handles, req) -> tuple[ShareFetchResponse, RequestContext, list[int]]:
+    data, ctx, throttles = run(handles, req)
+    return ShareFetchResponse.decode(memoryview(data)[9:], 2), ctx, throttles
+
+
+def acquired(handles) -> list[int]:
+    """The offsets member MEMBER holds acquired."""
+    sp = handles.share_partitions.partitions[("g", TOPIC_ID, 0)].sp
+    out = []
+    for offset in range(3):
+        state = sp.record_state(offset)
+        if state is not None and state[0].name == "ACQUIRED" and state[2] == MEMBER:
+            out.append(offset)
+    return out
+
+
+def bytes_out(handles) -> float:
+    return handles.metrics.bytes_out.labels("t")._value.get()
+
+
+def test_a_share_fetch_over_its_request_quota_answers_no_records_and_keeps_them_acquired(sharing):
+    """processShareFetchResponse: one read (3% of a second over the 10 s window) is over a 0.1 request quota: no
+    records, the throttle time bounded by one window, counted once; the records read stay acquired (throttleResponse
+    releases nothing: they come back when their acquisition lock times out) and are not bytes out."""
+    handles, _ = sharing
+    quotas(handles, request_percentage=0.1)
+    resp, ctx, throttles = share_answer(handles, share_fetch())
+    assert resp.error_code == 0 and resp.responses == [] and resp.throttle_time_ms == 1000 and throttles == [1000]
+    assert ctx.request_quota_done and throttled(handles, "request") == 1 and throttled(handles, "fetch") == 0
+    assert handles.quotas.request.rate("", "c", handles.clock.now_ms()) == pytest.approx(0.3)  # not twice
+    assert acquired(handles) == [0, 1, 2] and bytes_out(handles) == 0
+
+
+def test_a_share_fetch_over_its_byte_rate_takes_the_bytes_back_and_answers_its_acknowledgements(sharing):
+    """Over ``consumer_byte_rate``: the answer's size is taken back (unrecordQuotaSensor) and the acknowledgements'
+    results are still answered, the records fetched are not."""
+    handles, _ = sharing
+    resp, _, _ = share_answer(handles, share_fetch(max_bytes=700))  # one 600 B batch: offset 0
+    assert [r.first_offset for r in resp.responses[0].partitions[0].acquired_records] == [0]
+    quotas(handles, consumer_byte_rate=10)  # one fetch may take 100 B: a whole batch is more
+    resp, _, throttles = share_answer(handles, share_fetch(epoch=1, acks=[AcknowledgementBatch(0, 0, [1])]))
+    [topic] = resp.responses
+    [p] = topic.partitions
+    assert p.acknowledge_error_code == 0 and p.acquired_records == [] and not p.records
+    assert resp.throttle_time_ms > 1000 and throttles == [resp.throttle_time_ms]
+    assert throttled(handles, "fetch") == 1 and handles.quotas.fetch.rate("", "c", handles.clock.now_ms()) == 0.0
+    sp = handles.share_partitions.partitions[("g", TOPIC_ID, 0)].sp
+    assert sp.record_state(0) is None or sp.record_state(0)[0].name == "ACKNOWLEDGED"  # the ack took effect
+    assert acquired(handles) == [1]  # the second fetch's read (one batch: the quota window's 100 B cap)
+
+
+@pytest.mark.parametrize("cap", ["fetch.max.bytes", "consumer_byte_rate"])
+def test_a_share_fetch_is_capped_by_fetch_max_bytes_and_the_quota_window(sharing, cap):
+    """handleFetchFromShareFetchRequest: min(min(request.maxBytes, fetch.max.bytes), maxQuotaWindowBytes): 1024
+    and 100 B/s over the 10 s window both let one 600 B batch through (the first whole), not the three."""
+    handles, _ = sharing
+    if cap == "fetch.max.bytes":
+        handles.config = {"fetch.max.bytes": 1024}
+    else:
+        quotas(handles, consumer_byte_rate=100)
+    resp, _, throttles = share_answer(handles, share_fetch())
+    [p] = resp.responses[0].partitions
+    assert [(r.first_offset, r.last_offset) for r in p.acquired_records] == [(0, 0)] and throttles == []
+    assert acquired(handles) == [0] and bytes_out(handles) == len(p.records)
