@@ -274,3 +274,25 @@ def test_a_share_fetch_is_capped_by_fetch_max_bytes_and_the_quota_window(sharing
     [p] = resp.responses[0].partitions
     assert [(r.first_offset, r.last_offset) for r in p.acquired_records] == [(0, 0)] and throttles == []
     assert acquired(handles) == [0] and bytes_out(handles) == len(p.records)
+
+
+def test_a_share_fetchs_acknowledgement_write_is_not_request_time_but_its_fetch_is(sharing):
+    """Kafka's handler starts the acknowledgements' share-state write and goes on to fetch without waiting for it:
+    2 s of write are set aside, the read after it (READ_MS) is counted."""
+    handles, _ = sharing
+    share_answer(handles, share_fetch(max_bytes=700))  # offset 0 acquired
+    quotas(handles, request_percentage=1.0)
+    persister = handles.share_partitions.persister
+    persister.gate = asyncio.Event()
+
+    def slow_write():
+        handles.clock.advance(2000)
+        persister.gate.set()
+
+    data, ctx, throttles = run(handles, share_fetch(epoch=1, acks=[AcknowledgementBatch(0, 0, [1])]),
+                               during=slow_write, parked=lambda: persister.writes)
+    resp = ShareFetchResponse.decode(memoryview(data)[9:], 2)
+    [p] = resp.responses[0].partitions
+    assert p.acknowledge_error_code == 0 and [r.first_offset for r in p.acquired_records] == [1]
+    assert ctx.set_aside == pytest.approx(2.0) and throttles == [] and resp.throttle_time_ms == 0
+    assert handles.quotas.request.rate("", "c", handles.clock.now_ms()) == pytest.approx(0.3)
