@@ -105,18 +105,11 @@ class RequestContext:
     # the request quota was recorded, or exempted, by the handler itself (Kafka's Fetch sends its own answer, not
     # through sendResponseMaybeThrottle): dispatch records nothing more
     request_quota_done: bool = False
+    set_aside: float = 0.0  # seconds of waits before local_complete that are not the handler's work (``aside``)
 
     @property
     def version(self) -> int:
         return self.request.api_version
-
-    def throttle(self, manager_name: str, value: float, now_ms: int | None = None) -> int:
-        """Record ``value`` against the client's ``produce``/``fetch``/``request`` quota at ``now_ms`` (default:
-        now); the throttle time (ms) this request's answer carries and its connection waits out (0: within)."""
-        ms = self.record_quota(manager_name, value, now_ms)
-        if ms:
-            self.apply_throttle(manager_name, ms)
-        return ms
 
     def record_quota(self, manager_name: str, value: float, now_ms: int | None = None) -> int:
         """ClientQuotaManager.maybeRecordAndGetThrottleTimeMs: record ``value`` against the client's quota and
@@ -130,21 +123,44 @@ class RequestContext:
         return manager.record(user_of(self.principal), self.client_id or "", value,
                               self.clock.now_ms() if now_ms is None else now_ms)
 
-    def apply_throttle(self, manager_name: str, ms: int) -> None:
-        """RequestHandlerHelper.throttle: the answer carries ``ms`` and the connection is muted that long; the
-        throttle-time metrics are the quota's that imposed it."""
+    def apply_throttle(self, manager_name: str, ms: int, mute: bool = True) -> None:
+        """RequestHandlerHelper.throttle: the answer carries ``ms`` and the connection is muted that long (unless
+        ``mute`` is False: muted already); the throttle-time metrics are the quota's that imposed it."""
         self.throttle_ms = max(self.throttle_ms, ms)
         self.metrics.throttle_time.labels(manager_name).inc(ms)
         self.metrics.throttled.labels(manager_name).inc()
-        if self.on_throttle is not None:
+        if mute and self.on_throttle is not None:
             self.on_throttle(ms)
+
+    def work_done(self) -> None:
+        """The handler's own work ends here (KafkaApis.handle returning, apiLocalCompleteTimeNanos): what follows is
+        a purgatory's or a coordinator's, not the client's request time. The first call counts."""
+        if self.local_complete is None:
+            self.local_complete = self.clock.monotonic()
+
+    async def park(self, awaitable):
+        """Await what Kafka hands to a purgatory or a coordinator and answers from a callback (a join's rebalance,
+        a commit's write, acks=all's replication, a forwarded request): the handler's own work ends before it."""
+        self.work_done()
+        return await awaitable
+
+    async def aside(self, awaitable):
+        """Await something Kafka's handler starts and does not wait for (a ShareFetch's piggybacked
+        acknowledgements, written while it goes on to fetch): the wait is not request time, the work after it is."""
+        if self.local_complete is not None:
+            return await awaitable
+        began = self.clock.monotonic()
+        try:
+            return await awaitable
+        finally:
+            if self.local_complete is None:
+                self.set_aside += self.clock.monotonic() - began
 
     def request_thread_time_percent(self) -> float:
         """RequestChannel.requestThreadTimeNanos as ClientRequestQuotaManager counts it (nanosToPercentage): from
-        the handler's start to the end of its own work, in percent of a second."""
-        if self.local_complete is None:
-            self.local_complete = self.clock.monotonic()
-        return max(self.local_complete - self.started, 0.0) * 100.0
+        the handler's start to the end of its own work, less the waits set aside, in percent of a second."""
+        self.work_done()
+        return max(self.local_complete - self.started - self.set_aside, 0.0) * 100.0
 
     def record_request_quota(self, now_ms: int | None = None) -> int:
         """ClientRequestQuotaManager.maybeRecordAndGetThrottleTimeMs: this request's thread time against

@@ -11,7 +11,7 @@ FORWARDED = (19, 20, 30, 31, 37, 43, 45, 46, 49, 51, 55, 64)  # API keys
 
 
 async def forward(ctx, req: Message) -> Message:
-    response = await ctx.controller.forward(ctx, req)
+    response = await ctx.park(ctx.controller.forward(ctx, req))
     throttle_ms = getattr(response, "throttle_time_ms", 0) or 0
     if throttle_ms > 0:
         # RequestHandlerHelper.sendForwardedResponse: the controller's throttle (its controller_mutation_rate

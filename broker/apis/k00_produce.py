@@ -105,9 +105,6 @@ def _every_partition(req: ProduceRequest, version: int, code: int) -> ProduceRes
 
 
 async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
-    # the request's size against producer_byte_rate, as Kafka counts it; taken at arrival, before anything awaits,
-    # so the requests this connection sent behind it wait out the throttle (Kafka reads one request at a time)
-    ctx.throttle("produce", ctx.request.size)
     version = ctx.version
     txn_producers = _transactional_producers(req)
     if txn_producers and (req.transactional_id is None or not ctx.authorize(
@@ -117,6 +114,12 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
         return _every_partition(req, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if len(txn_producers) > 1:  # InvalidPidMappingException: "more than one producer ID"
         return _every_partition(req, version, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    # the request's size against producer_byte_rate, as Kafka counts it; recorded before anything awaits and the
+    # connection muted at once, so the requests it pipelined behind this one wait out the throttle (Kafka reads
+    # one request at a time, and records in the response callback)
+    bandwidth_ms = ctx.record_quota("produce", ctx.request.size)
+    if bandwidth_ms and ctx.on_throttle is not None:
+        ctx.on_throttle(bandwidth_ms)
     add_partition = bool(txn_producers) and version >= 12
     if add_partition and ctx.txns.transaction_version < 2:
         return _every_partition(req, version, ErrorCode.UNSUPPORTED_VERSION)
@@ -181,8 +184,8 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
     verify = txns is not None and (txns.verification_enabled or add_partition) and bool(work)
     guards: dict[int, VerificationGuard | int] = {}
     try:
-        if verify:
-            guards = await _verify(ctx, req, version, work, next(iter(txn_producers)), add_partition)
+        if verify:  # the appends run in the verification's callback in Kafka: not this request's time
+            guards = await ctx.park(_verify(ctx, req, version, work, next(iter(txn_producers)), add_partition))
         for part, records, slot, (prev, me) in work:
             try:
                 if prev is not None:
@@ -210,6 +213,8 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
             if not me.done():
                 me.set_result(None)
     deadline = ctx.clock.monotonic() + max(0, req.timeout_ms) / 1000
+    if waiting:
+        ctx.work_done()  # DelayedProduce: the wait for replication is the purgatory's, not request time
     for part, slot, committed in waiting:  # Kafka's DelayedProduce: complete when every partition has, or
         try:                               # the request's timeout_ms passes
             await wait_for(asyncio.shield(committed), max(0.0, deadline - ctx.clock.monotonic()))
@@ -221,11 +226,24 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
             if len(part.maximal_isr) < part.log.config.min_insync_replicas:
                 # checkEnoughReplicasReachOffset: appended, but the ISR shrank below min.insync.replicas meanwhile
                 slot.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    _throttle(ctx, req.acks, bandwidth_ms)
     if req.acks == 0:
         if errors or any(p.error_code for t in topics_out for p in t.partition_responses):
             raise CloseConnection("acks=0 produce failed; closing the connection as Kafka does")
         return None
     return ProduceResponse(responses=topics_out)
+
+
+def _throttle(ctx, acks: int, bandwidth_ms: int) -> None:
+    """KafkaApis.handleProduceRequest's response callback: the request quota is recorded (not with acks=0: "the
+    request quota is not enforced if acks == 0", nor by dispatch after) and the answer carries the larger of the
+    two throttle times, the connection throttled on the quota with the larger one only."""
+    ctx.request_quota_done = True
+    request_ms = 0 if acks == 0 else ctx.record_request_quota()
+    if bandwidth_ms > request_ms:
+        ctx.apply_throttle("produce", bandwidth_ms, mute=False)  # muted at arrival already
+    elif request_ms > 0:
+        ctx.apply_throttle("request", request_ms)
 
 
 async def _verify(ctx, req: ProduceRequest, version: int, work: list, producer: tuple[int, int],

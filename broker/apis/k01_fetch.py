@@ -128,8 +128,7 @@ async def handle(ctx, req: FetchRequest) -> FetchResponse:
             _read_all(ctx, req, version, parts, replica_id, replica_epoch, denied, max_bytes))
         remaining = deadline - ctx.clock.monotonic()
         if total < min_bytes and not errors and remaining > 0 and keys:
-            if ctx.local_complete is None:  # parked: the first pass was this request's own work (delayed fetch)
-                ctx.local_complete = ctx.clock.monotonic()
+            ctx.work_done()  # parked: the first pass was this request's own work (delayed fetch)
             if await _woken(ctx.replicas.fetch_waiters, keys, remaining):
                 continue  # read again
             # the wait ran out with no append to these partitions and no high watermark moved: the read stands

@@ -277,6 +277,6 @@ async def _named_topics(ctx, req: MetadataRequest, image: MetadataImage, live: f
                                                 topic_id=ZERO_UUID, is_internal=False))
     if to_create:
         # AutoTopicCreationManager: a CreateTopics to the controller with the broker defaults (-1)
-        await ctx.controller.call(CreateTopicsRequest(topics=[
-            CreatableTopic(name=n, num_partitions=-1, replication_factor=-1) for n in dict.fromkeys(to_create)]))
+        await ctx.park(ctx.controller.call(CreateTopicsRequest(topics=[
+            CreatableTopic(name=n, num_partitions=-1, replication_factor=-1) for n in dict.fromkeys(to_create)])))
     return unknown_ids + topics + denied_create + denied_describe

@@ -91,7 +91,7 @@ async def handle(ctx, req: OffsetCommitRequest) -> OffsetCommitResponse:
                                   member_id=req.member_id, group_instance_id=req.group_instance_id,
                                   retention_time_ms=req.retention_time_ms, topics=[t for _, t in valid])
         try:
-            res = await ctx.groups.run(req.group_id, GroupCoordinatorShard.commit_offsets, req_ctx(ctx), sub)
+            res = await ctx.park(ctx.groups.run(req.group_id, GroupCoordinatorShard.commit_offsets, req_ctx(ctx), sub))
             if res.error is not None:
                 raise res.error
             for (i, t), rt in zip(valid, res.response.topics):

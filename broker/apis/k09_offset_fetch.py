@@ -65,7 +65,7 @@ async def fetch_group(ctx, g: OffsetFetchRequestGroup, require_stable: bool) -> 
         g = OffsetFetchRequestGroup(group_id=g.group_id, member_id=g.member_id, member_epoch=g.member_epoch,
                                     topics=asked)
     try:
-        p, shard = await groups.shard_for(g.group_id)
+        p, shard = await ctx.park(groups.shard_for(g.group_id))
         out = shard.fetch_offsets(g, require_stable, ctx.now_ms)
     except GroupError as exc:
         return OffsetFetchResponseGroup(group_id=g.group_id, topics=[], error_code=exc.code)

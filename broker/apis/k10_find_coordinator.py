@@ -79,7 +79,7 @@ async def _coordinator(ctx, key: str, key_type: int) -> Coordinator:
     else:
         return _invalid(key, f"Unsupported key type {key_type}")
     try:
-        await service.ensure_topic()
+        await ctx.park(service.ensure_topic())
     except (GroupError, TxnServiceError, ShareServiceError):
         return _not_available(key)
     image = ctx.image

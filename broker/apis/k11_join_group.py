@@ -52,7 +52,7 @@ async def handle(ctx, req: JoinGroupRequest) -> JoinGroupResponse:
         return _finish(JoinGroupResponse(member_id=req.member_id, error_code=ErrorCode.INVALID_SESSION_TIMEOUT),
                        ctx.version)
     try:
-        resp = await groups.run_delayed(req.group_id, GroupCoordinatorShard.join_group, req_ctx(ctx), req)
+        resp = await ctx.park(groups.run_delayed(req.group_id, GroupCoordinatorShard.join_group, req_ctx(ctx), req))
     except GroupError as exc:
         resp = JoinGroupResponse(member_id=req.member_id, error_code=exc.code)
     return _finish(resp, ctx.version)

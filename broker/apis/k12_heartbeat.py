@@ -27,7 +27,7 @@ async def handle(ctx, req: HeartbeatRequest) -> HeartbeatResponse:
     if not req.group_id:
         return HeartbeatResponse(error_code=ErrorCode.INVALID_GROUP_ID)
     try:
-        res = await ctx.groups.run(req.group_id, GroupCoordinatorShard.heartbeat, req_ctx(ctx), req)
+        res = await ctx.park(ctx.groups.run(req.group_id, GroupCoordinatorShard.heartbeat, req_ctx(ctx), req))
     except GroupError as exc:
         if exc.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             return HeartbeatResponse(error_code=0)  # GroupCoordinatorService: the group is loading, answer blindly

@@ -31,7 +31,7 @@ async def handle(ctx, req: LeaveGroupRequest) -> LeaveGroupResponse:
     if not req.group_id:
         return LeaveGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID, members=[])
     try:
-        res = await ctx.groups.run(req.group_id, GroupCoordinatorShard.leave_group, req_ctx(ctx), req)
+        res = await ctx.park(ctx.groups.run(req.group_id, GroupCoordinatorShard.leave_group, req_ctx(ctx), req))
         if res.error is not None:
             raise res.error
         resp = res.response

@@ -33,7 +33,7 @@ async def handle(ctx, req: SyncGroupRequest) -> SyncGroupResponse:
     if not req.group_id:
         return SyncGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID)
     try:
-        resp = await ctx.groups.run_delayed(req.group_id, GroupCoordinatorShard.sync_group, req_ctx(ctx), req)
+        resp = await ctx.park(ctx.groups.run_delayed(req.group_id, GroupCoordinatorShard.sync_group, req_ctx(ctx), req))
     except GroupError as exc:
         resp = SyncGroupResponse(error_code=exc.code)
     if resp.assignment is None:

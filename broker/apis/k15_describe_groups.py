@@ -33,7 +33,7 @@ async def handle(ctx, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
             denied.append(DescribedGroup(group_id=gid, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[]))
             continue
         try:
-            _, shard = await groups.shard_for(gid)
+            _, shard = await ctx.park(groups.shard_for(gid))
             d = shard.describe_groups([gid])[0]
         except GroupError as exc:
             d = DescribedGroup(group_id=gid, error_code=exc.code, members=[])

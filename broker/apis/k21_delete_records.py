@@ -56,7 +56,7 @@ async def handle(ctx, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
     for part, pr, moved in waiting:
         if moved is not None:
             try:
-                await wait_for(asyncio.shield(moved), max(0.0, deadline - ctx.clock.monotonic()))
+                await ctx.park(wait_for(asyncio.shield(moved), max(0.0, deadline - ctx.clock.monotonic())))
             except asyncio.TimeoutError:
                 pr.error_code = ErrorCode.REQUEST_TIMED_OUT
                 continue

@@ -37,14 +37,14 @@ async def handle(ctx, req: InitProducerIdRequest) -> InitProducerIdResponse:
               or ctx.authorize_by_resource_type(AclOperation.WRITE, ResourceType.TOPIC)):
         return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if txn_id is None:
-        pid = await ctx.handles.next_producer_id()
+        pid = await ctx.park(ctx.handles.next_producer_id())
         return InitProducerIdResponse(error_code=0, producer_id=pid, producer_epoch=0)
     try:
         if not txn_id:
             raise TxnError(ErrorCode.INVALID_REQUEST)
         expected = txn_api.init_producer_id_expected(req)
-        outcome = await ctx.txns.run(txn_id, TxnCoordinatorShard.init_producer_id, txn_id,
-                                     req.transaction_timeout_ms, expected)
+        outcome = await ctx.park(ctx.txns.run(txn_id, TxnCoordinatorShard.init_producer_id, txn_id,
+                                              req.transaction_timeout_ms, expected))
     except (TxnServiceError, TxnError) as exc:
         outcome = InitProducerIdOutcome(NO_PRODUCER_ID, NO_PRODUCER_EPOCH, exc.code)
     return txn_api.init_producer_id_response(outcome, ctx.version)

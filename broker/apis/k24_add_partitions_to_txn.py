@@ -66,14 +66,14 @@ async def _one(ctx, version: int, txn_id: str, producer_id: int, producer_epoch:
             tp: errors.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in partitions})
     try:
         if verify_only:
-            errors = await ctx.txns.on_shard(txn_id, lambda shard: shard.verify_partitions_in_txn(
-                txn_id, producer_id, producer_epoch, partitions))
+            errors = await ctx.park(ctx.txns.on_shard(txn_id, lambda shard: shard.verify_partitions_in_txn(
+                txn_id, producer_id, producer_epoch, partitions)))
             return txn_api.add_partitions_result(txn_id, errors)
         tv = TransactionVersion.TV_2 if version > 4 else TransactionVersion.TV_0
 
         def add(shard: TxnCoordinatorShard, *args, **kwargs):
             return shard.add_partitions_to_txn(*args, **kwargs, client_transaction_version=tv)
-        code = await ctx.txns.run(txn_id, add, txn_id, producer_id, producer_epoch, partitions)
+        code = await ctx.park(ctx.txns.run(txn_id, add, txn_id, producer_id, producer_epoch, partitions))
     except (TxnServiceError, TxnError) as exc:
         code = exc.code
     return txn_api.add_partitions_error_result(txn_id, partitions, code, version)

@@ -25,8 +25,8 @@ async def handle(ctx, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
         return AddOffsetsToTxnResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     partition = txn_api.offsets_partition(req.group_id, ctx.groups.num_partitions())
     try:
-        code = await ctx.txns.run(req.transactional_id, TxnCoordinatorShard.add_partitions_to_txn,
-                                  req.transactional_id, req.producer_id, req.producer_epoch, [partition])
+        code = await ctx.park(ctx.txns.run(req.transactional_id, TxnCoordinatorShard.add_partitions_to_txn,
+                                           req.transactional_id, req.producer_id, req.producer_epoch, [partition]))
     except (TxnServiceError, TxnError) as exc:
         code = exc.code
     return txn_api.add_offsets_to_txn_response(code, ctx.version)

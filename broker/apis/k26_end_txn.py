@@ -32,9 +32,9 @@ async def handle(ctx, req: EndTxnRequest) -> EndTxnResponse:
     if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
         return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     try:
-        outcome = await ctx.txns.run(req.transactional_id, TxnCoordinatorShard.end_txn, req.transactional_id,
-                                     req.producer_id, req.producer_epoch, req.committed,
-                                     txn_api.end_txn_client_version(ctx.version))
+        outcome = await ctx.park(ctx.txns.run(req.transactional_id, TxnCoordinatorShard.end_txn, req.transactional_id,
+                                              req.producer_id, req.producer_epoch, req.committed,
+                                              txn_api.end_txn_client_version(ctx.version)))
     except (TxnServiceError, TxnError) as exc:
         outcome = EndTxnOutcome(exc.code)
     return txn_api.end_txn_response(outcome, ctx.version)

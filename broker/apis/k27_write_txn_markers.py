@@ -58,6 +58,7 @@ async def handle(ctx, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
             WritableTxnMarkerTopicResult(name=t.name, partitions=[
                 WritableTxnMarkerPartitionResult(partition_index=i, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
                 for i in t.partition_indexes]) for t in m.topics]) for m in req.markers])
+    ctx.request_quota_done = True  # sendResponseExemptThrottle: the transaction coordinator's, not a client's
     deadline = ctx.clock.monotonic() + int(ctx.config.get("request.timeout.ms")) / 1000
     answers = [_append_marker(ctx, marker, deadline) for marker in req.markers]
     return WriteTxnMarkersResponse(markers=list(await asyncio.gather(*answers)))

@@ -111,7 +111,7 @@ async def _to_coordinator(ctx, req: TxnOffsetCommitRequest, valid: list[tuple[in
                                  group_instance_id=req.group_instance_id if ctx.version >= 3 else None,
                                  topics=[t for _, t in valid])
     try:
-        res = await ctx.groups.commit_transactional_offsets(req_ctx(ctx), sub)
+        res = await ctx.park(ctx.groups.commit_transactional_offsets(req_ctx(ctx), sub))
         if res.error is not None:
             raise res.error
         for (i, _), rt in zip(valid, res.response.topics):
@@ -134,7 +134,7 @@ async def _add_offsets_partition(ctx, req: TxnOffsetCommitRequest) -> int:
     if ctx.txns.transaction_version < 2:
         return ErrorCode.UNSUPPORTED_VERSION
     try:  # this broker must be the group's coordinator first (it creates __consumer_offsets on first use)
-        await ctx.groups.shard_for(req.group_id)
+        await ctx.park(ctx.groups.shard_for(req.group_id))
     except GroupError as exc:
         return int(exc.code)
     tp = (GROUP_METADATA_TOPIC, ctx.groups.partition_for(req.group_id))

@@ -38,7 +38,8 @@ async def handle(ctx, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
             out.append(DeletableGroupResult(group_id=gid, error_code=ErrorCode.INVALID_GROUP_ID))
             continue
         try:
-            out.extend(DeletableGroupResult(group_id=g, error_code=code) for g, code in await groups.delete_group(gid))
+            deleted = await ctx.park(groups.delete_group(gid))
+            out.extend(DeletableGroupResult(group_id=g, error_code=code) for g, code in deleted)
         except GroupError as exc:
             out.append(DeletableGroupResult(group_id=gid, error_code=exc.code))
     out += [DeletableGroupResult(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)

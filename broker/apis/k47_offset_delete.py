@@ -51,8 +51,8 @@ async def handle(ctx, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
         if good:
             known.append(OffsetDeleteRequestTopic(name=t.name, partitions=good))
     try:
-        res = await ctx.groups.run(req.group_id, GroupCoordinatorShard.delete_offsets,
-                                          OffsetDeleteRequest(group_id=req.group_id, topics=known))
+        res = await ctx.park(ctx.groups.run(req.group_id, GroupCoordinatorShard.delete_offsets,
+                                                   OffsetDeleteRequest(group_id=req.group_id, topics=known)))
         if res.error is not None:
             raise res.error
     except GroupError as exc:

@@ -57,7 +57,7 @@ async def handle(ctx, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartb
         if ctx.handles.authorizer is not None:
             rctx = dataclasses.replace(rctx, topic_filter=lambda names: frozenset(
                 ctx.filter_authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names, log_if_denied=False)))
-        res = await ctx.groups.run(req.group_id, GroupCoordinatorShard.consumer_group_heartbeat, rctx, req)
+        res = await ctx.park(ctx.groups.run(req.group_id, GroupCoordinatorShard.consumer_group_heartbeat, rctx, req))
         if res.error is not None:
             raise res.error
         return res.response

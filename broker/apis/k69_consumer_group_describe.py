@@ -42,7 +42,7 @@ async def handle(ctx, req: ConsumerGroupDescribeRequest) -> ConsumerGroupDescrib
             out.append(DescribedGroup(group_id=gid, error_code=ErrorCode.INVALID_GROUP_ID, members=[]))
             continue
         try:
-            _, shard = await groups.shard_for(gid)
+            _, shard = await ctx.park(groups.shard_for(gid))
             d = shard.consumer_group_describe([gid])[0]
         except GroupError as exc:
             d = DescribedGroup(group_id=gid, error_code=exc.code, members=[])

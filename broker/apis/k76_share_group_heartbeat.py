@@ -40,7 +40,8 @@ async def handle(ctx, req: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatRes
     try:
         if not req.group_id or not req.group_id.strip():
             raise GroupError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
-        res = await ctx.groups.run(req.group_id, GroupCoordinatorShard.share_group_heartbeat, req_ctx(ctx), req)
+        res = await ctx.park(ctx.groups.run(req.group_id, GroupCoordinatorShard.share_group_heartbeat, req_ctx(ctx),
+                                            req))
         if res.error is not None:
             raise res.error
         return res.response

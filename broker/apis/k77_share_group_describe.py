@@ -38,7 +38,7 @@ async def handle(ctx, req: ShareGroupDescribeRequest) -> ShareGroupDescribeRespo
             out.append(DescribedGroup(group_id=gid, error_code=ErrorCode.INVALID_GROUP_ID, members=[]))
             continue
         try:
-            _, shard = await ctx.groups.shard_for(gid)
+            _, shard = await ctx.park(ctx.groups.shard_for(gid))
             d = shard.share_group_describe([gid])[0]
         except GroupError as exc:
             d = DescribedGroup(group_id=gid, error_code=exc.code, error_message=exc.message, members=[])

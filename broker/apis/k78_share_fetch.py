@@ -27,6 +27,14 @@ the share partitions: broker/share/share_partition_manager.py):
   the same wait: one still being read when it ends is left out of the answer, without an error (Kafka skips
   LEADER_NOT_AVAILABLE), and a failed read answers its error as ``fetchPersisterError`` maps it.
 * ShareFetch checks neither group membership nor assignment, as Kafka's.
+* ``max_bytes`` is capped by the broker's ``fetch.max.bytes`` and what the client's ``consumer_byte_rate`` lets one
+  fetch take (``getMaxValueInQuotaWindow``), ``min_bytes`` by that (handleFetchFromShareFetchRequest);
+* client quotas (processShareFetchResponse): every answer past the share session's creation records the request's
+  time (until it parked; the piggybacked acknowledgements' and share partitions' state writes and reads are not
+  counted, Kafka's handler does not wait for them) against ``request_percentage`` and the answer's size against
+  ``consumer_byte_rate``; over either it answers no records with the larger throttle time (the bytes taken back),
+  the acknowledgements' results still in it. The records acquired for it stay acquired, as Kafka's, until their
+  acquisition lock times out.
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from broker.config import FETCH_MAX_BYTES_DEFAULT
+from broker.security.throttling import user_of
 from cluster.acls import AclOperation, ResourceType
 from cluster.share.share_partition import AcknowledgementBatch, ShareError
 from cluster.share.share_session import validate_acknowledgement_batches, validate_share_fetch_request
@@ -139,7 +149,9 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
         if topic is not None:
             names[tp[0]] = topic.name
     readable = readable_topics(ctx, names.values())
-    ack_codes = await acknowledge_all(ctx, mgr, group_id, member_id, acks, readable, is_renew) if acks else {}
+    # Kafka's handler starts the acknowledgements and goes on to fetch: their writes are not its request time
+    ack_codes = await ctx.aside(acknowledge_all(ctx, mgr, group_id, member_id, acks, readable, is_renew)) \
+        if acks else {}
 
     out: dict[tuple, PartitionData] = {}
 
@@ -150,29 +162,94 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
                                           records=b"", acquired_records=[])
         return got
 
-    _answer_acks(ctx, ack_codes, pd)
     if context.final:
         session = mgr.sessions.get(ShareSessionKey(group_id, member_id))
         if session is not None:
             mgr.sessions.remove(session.key)
-            await mgr.release_session(session)
-        return _response(ctx, out, lock_ms)
+            await ctx.park(mgr.release_session(session))
+        return _answer(ctx, out, ack_codes, lock_ms, [])
     if is_renew:
-        return _response(ctx, out, lock_ms)
+        return _answer(ctx, out, ack_codes, lock_ms, [])
 
     unknown = [tp for tp in fetch if tp[0] not in names]
     if unknown:
         # the request's own bad input, logged once: the session keeps the partitions and answers them again
         log.info("ShareFetch of member %s of group %r from %s: partitions %s refused: UNKNOWN_TOPIC_ID", member_id,
                  group_id, ctx.client_id, ", ".join(f"{_topic_id_str(t)}-{p}" for t, p in unknown))
+    max_bytes, min_bytes = _fetch_bytes(ctx, req)
     deadline = ctx.clock.monotonic() + max(0, req.max_wait_ms) / 1000.0
-    entries = await _share_partitions(ctx, mgr, group_id, context.partitions, names, readable, pd, deadline)
+    # a share partition's first use reads its state: Kafka's handler does not wait for it
+    entries = await ctx.aside(_share_partitions(ctx, mgr, group_id, context.partitions, names, readable, pd,
+                                                deadline))
     started = ctx.clock.monotonic()
-    await _fetch(ctx, mgr, req, group_id, member_id, entries, pd, record_limit, deadline)
+    sent: list[tuple[str, int]] = []
+    await _fetch(ctx, mgr, req, group_id, member_id, entries, pd, record_limit, deadline, max_bytes, min_bytes,
+                 sent)
     mgr.share_fetch_done(group_id, len(context.partitions), sum(1 for d in out.values() if d.acquired_records),
                          (ctx.clock.monotonic() - started) * 1000)
     ctx.metrics.share_fetched(_fetched_topics(context.partitions, names, out))
-    return _response(ctx, out, lock_ms)
+    return _answer(ctx, out, ack_codes, lock_ms, sent)
+
+
+def _fetch_bytes(ctx, req: ShareFetchRequest) -> tuple[int, int]:
+    """handleFetchFromShareFetchRequest: (max bytes, min bytes) of the fetch, ``min(min(request.maxBytes,
+    config.fetchMaxBytes), maxQuotaWindowBytes)`` and the request's min bytes at most that."""
+    max_bytes = min(req.max_bytes, ctx.config.get("fetch.max.bytes", FETCH_MAX_BYTES_DEFAULT))
+    quotas = ctx.handles.quotas
+    if quotas is not None and quotas.fetch.enabled:
+        cap = quotas.fetch.max_value_in_window(user_of(ctx.principal), ctx.client_id or "")
+        if cap < max_bytes:
+            max_bytes = int(cap)
+    return max_bytes, min(req.min_bytes, max_bytes)
+
+
+def _answer(ctx, out: dict, ack_codes: dict, lock_ms: int, sent: list) -> ShareFetchResponse:
+    """processShareFetchResponse, then the acknowledgements' results merged in: the request's thread time is
+    recorded against ``request_percentage`` and the answer's size (``ShareFetchContext.responseSize``, the
+    fetched partitions) against ``consumer_byte_rate``, once (dispatch records nothing more). Over either, the
+    answer has no fetched partitions (``throttleResponse``) and the larger throttle time, the size is taken back
+    (``unrecordQuotaSensor``) and the connection throttled on the quota with the larger time; the leaders named
+    by the fetch's NOT_LEADER_OR_FOLLOWER answers are still sent, as Kafka's. ``sent``: (topic, bytes) read, the
+    bytes out once answered."""
+    fetched = out  # the fetch's partitions only: the acknowledgements' are merged in below
+    now_ms = ctx.clock.now_ms()
+    request_ms = ctx.record_request_quota(now_ms)
+    quotas = ctx.handles.quotas
+    fetch_on = quotas is not None and quotas.fetch.enabled
+    user, client_id = user_of(ctx.principal), ctx.client_id or ""
+    size = _response_size(fetched, ctx.version) if fetch_on else 0
+    bandwidth_ms = quotas.fetch.record(user, client_id, size, now_ms) if fetch_on else 0
+    throttle_ms = max(bandwidth_ms, request_ms)
+    leaders = [d.current_leader.leader_id for d in fetched.values() if d.current_leader.leader_id >= 0]
+    if throttle_ms > 0:
+        if fetch_on:
+            quotas.fetch.unrecord(user, client_id, size, now_ms)
+        ctx.apply_throttle("fetch" if bandwidth_ms > request_ms else "request", throttle_ms)
+        out = {}
+    else:
+        for topic, n in sent:
+            ctx.metrics.fetched(topic, n)
+
+    def pd(tp) -> PartitionData:
+        got = out.get(tp)
+        if got is None:
+            got = out[tp] = PartitionData(partition_index=tp[1], current_leader=LeaderIdAndEpoch(-1, -1),
+                                          records=b"", acquired_records=[])
+        return got
+
+    _answer_acks(ctx, ack_codes, pd)
+    response = _response(ctx, out, lock_ms, leaders)
+    response.throttle_time_ms = throttle_ms
+    return response
+
+
+def _response_size(partitions: dict, version: int) -> int:
+    """``ShareFetchResponse.sizeOf``: 4 + the size of a response carrying ``partitions`` (records as sent)."""
+    body = _response_body(partitions)
+    buf = bytearray()
+    parts: list = []
+    ShareFetchResponse(error_code=0, responses=body).encode_into(buf, version, parts)
+    return 4 + len(buf) + sum(len(p) for p in parts)
 
 
 def _topic_id_str(topic_id) -> str:
@@ -219,7 +296,7 @@ def leader_endpoints(ctx, leaders, cls) -> list:
     return out
 
 
-def _response(ctx, out: dict, lock_ms: int) -> ShareFetchResponse:
+def _response_body(out: dict) -> list[ShareFetchableTopicResponse]:
     responses: list[ShareFetchableTopicResponse] = []
     by_topic: dict[bytes, ShareFetchableTopicResponse] = {}
     for (tid, _p), d in out.items():
@@ -228,8 +305,12 @@ def _response(ctx, out: dict, lock_ms: int) -> ShareFetchResponse:
             t = by_topic[tid] = ShareFetchableTopicResponse(topic_id=tid, partitions=[])
             responses.append(t)
         t.partitions.append(d)
-    leaders = [d.current_leader.leader_id for d in out.values() if d.current_leader.leader_id >= 0]
-    return ShareFetchResponse(error_code=0, acquisition_lock_timeout_ms=lock_ms, responses=responses,
+    return responses
+
+
+def _response(ctx, out: dict, lock_ms: int, leaders: list) -> ShareFetchResponse:
+    leaders = [*leaders, *(d.current_leader.leader_id for d in out.values() if d.current_leader.leader_id >= 0)]
+    return ShareFetchResponse(error_code=0, acquisition_lock_timeout_ms=lock_ms, responses=_response_body(out),
                               node_endpoints=leader_endpoints(ctx, leaders, NodeEndpoint))
 
 
@@ -264,10 +345,11 @@ async def _share_partitions(ctx, mgr, group_id: str, partitions, names: dict, re
     return entries
 
 
-def _acquire_all(ctx, mgr, req, member_id: str, entries: list, pd, record_limit: bool, read_committed: bool,
-                 max_records: int, batch_size: int) -> int:
-    """One pass over the partitions: acquire and attach records; the bytes acquired."""
-    budget = req.max_bytes
+def _acquire_all(mgr, member_id: str, entries: list, pd, record_limit: bool, read_committed: bool,
+                 max_records: int, batch_size: int, max_bytes: int, sent: list) -> int:
+    """One pass over the partitions: acquire and attach records (``sent``: (topic, bytes) of each); the bytes
+    acquired."""
+    budget = max_bytes
     records_left = max_records
     min_one = True
     acquired = 0
@@ -285,14 +367,14 @@ def _acquire_all(ctx, mgr, req, member_id: str, entries: list, pd, record_limit:
         min_one = False
         records_left -= acq.count
         acquired += size
-        ctx.metrics.fetched(e.topic, size)
+        sent.append((e.topic, size))
     return acquired
 
 
 async def _fetch(ctx, mgr, req, group_id: str, member_id: str, entries: list, pd, record_limit: bool,
-                 deadline: float) -> None:
+                 deadline: float, max_bytes: int, min_bytes: int, sent: list) -> None:
     """DelayedShareFetch: acquire now, or park until something changes on a partition (or ``deadline``, the
-    request's max wait) and acquire again."""
+    request's max wait) and acquire again; ``max_bytes``/``min_bytes``: the request's, capped (``_fetch_bytes``)."""
     read_committed = mgr.settings(group_id).share_isolation_level == "read_committed"
     max_records = req.max_records if req.max_records > 0 else DEFAULT_MAX_RECORDS
     batch_size = req.batch_size if req.batch_size > 0 else max_records
@@ -302,13 +384,14 @@ async def _fetch(ctx, mgr, req, group_id: str, member_id: str, entries: list, pd
     while keys:
         remaining = deadline - ctx.clock.monotonic()
         # min_bytes above 1: records are acquired only once that much is readable, or when the wait ends
-        ready = req.min_bytes <= 1 or remaining <= 0 or sum(
-            mgr.readable_bytes(e, req.max_bytes, read_committed) for _, e in entries) >= req.min_bytes
-        if ready and _acquire_all(ctx, mgr, req, member_id, entries, pd, record_limit, read_committed, max_records,
-                                  batch_size):
+        ready = min_bytes <= 1 or remaining <= 0 or sum(
+            mgr.readable_bytes(e, max_bytes, read_committed) for _, e in entries) >= min_bytes
+        if ready and _acquire_all(mgr, member_id, entries, pd, record_limit, read_committed, max_records,
+                                  batch_size, max_bytes, sent):
             return
         if remaining <= 0:
             return
+        ctx.work_done()  # parked (DelayedShareFetch): the first pass was this request's own work
         await mgr.wait(keys, remaining)  # woken or timed out: measured (and at the end acquired) again
         dropped = [(tp, e) for tp, e in entries if mgr.partitions.get((group_id, tp[0], tp[1])) is not e]
         if dropped:  # leadership lost while parked: answered now with its error

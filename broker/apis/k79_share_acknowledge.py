@@ -56,7 +56,7 @@ async def handle(ctx, req: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
     image = ctx.image
     names = [topic.name for tid, _ in acks if (topic := image.topics_by_id.get(tid)) is not None]
     readable = readable_topics(ctx, names)
-    codes = await acknowledge_all(ctx, mgr, group_id, member_id, acks, readable, is_renew)
+    codes = await ctx.park(acknowledge_all(ctx, mgr, group_id, member_id, acks, readable, is_renew))
     if epoch == FINAL_EPOCH:
         try:
             await mgr.release_session(mgr.sessions.close_session(group_id, member_id))

@@ -25,4 +25,4 @@ async def handle(ctx, req: InitializeShareGroupStateRequest) -> InitializeShareG
     if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return error_response("initialize", req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                               MESSAGES[ErrorCode.CLUSTER_AUTHORIZATION_FAILED])
-    return await ctx.share_coordinator.initialize_state(req)
+    return await ctx.park(ctx.share_coordinator.initialize_state(req))

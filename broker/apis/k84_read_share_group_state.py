@@ -23,4 +23,4 @@ async def handle(ctx, req: ReadShareGroupStateRequest) -> ReadShareGroupStateRes
     if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return error_response("read", req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                               MESSAGES[ErrorCode.CLUSTER_AUTHORIZATION_FAILED])
-    return await ctx.share_coordinator.read_state(req)
+    return await ctx.park(ctx.share_coordinator.read_state(req))

@@ -23,4 +23,4 @@ async def handle(ctx, req: WriteShareGroupStateRequest) -> WriteShareGroupStateR
     if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return error_response("write", req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                               MESSAGES[ErrorCode.CLUSTER_AUTHORIZATION_FAILED])
-    return await ctx.share_coordinator.write_state(req)
+    return await ctx.park(ctx.share_coordinator.write_state(req))

@@ -24,4 +24,4 @@ async def handle(ctx, req: ReadShareGroupStateSummaryRequest) -> ReadShareGroupS
     if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return error_response("summary", req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                               MESSAGES[ErrorCode.CLUSTER_AUTHORIZATION_FAILED])
-    return await ctx.share_coordinator.read_state_summary(req)
+    return await ctx.park(ctx.share_coordinator.read_state_summary(req))

@@ -41,7 +41,7 @@ async def _describe(ctx, g):
         topics = [(t.topic_name, list(t.partitions)) for t in g.topics if t.topic_name in allowed]
         denied = [t for t in g.topics if t.topic_name not in allowed]
     try:
-        out = await ctx.groups.describe_share_group_offsets(gid, topics)
+        out = await ctx.park(ctx.groups.describe_share_group_offsets(gid, topics))
     except GroupError as exc:
         return _group_error(gid, exc.code, exc.message or MESSAGES.get(ErrorCode(exc.code)))
     if g.topics is None:

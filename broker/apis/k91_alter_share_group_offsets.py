@@ -55,7 +55,7 @@ async def handle(ctx, req: AlterShareGroupOffsetsRequest) -> AlterShareGroupOffs
                                                              error_message=MESSAGES.get(code))
                 for p in t.partitions]))
     try:
-        resp = await ctx.groups.alter_share_group_offsets(gid, allowed)
+        resp = await ctx.park(ctx.groups.alter_share_group_offsets(gid, allowed))
     except GroupError as exc:
         log.info("AlterShareGroupOffsets of group %r from %s refused: %s %s", gid, ctx.client_id,
                  ErrorCode(exc.code).name, exc.message)

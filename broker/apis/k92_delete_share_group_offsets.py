@@ -45,7 +45,8 @@ async def handle(ctx, req: DeleteShareGroupOffsetsRequest) -> DeleteShareGroupOf
         topic_name=n, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
         error_message=MESSAGES.get(ErrorCode.TOPIC_AUTHORIZATION_FAILED)) for n in names if n not in readable]
     try:
-        code, message, topics = await ctx.groups.delete_share_group_offsets(gid, [n for n in names if n in readable])
+        code, message, topics = await ctx.park(
+            ctx.groups.delete_share_group_offsets(gid, [n for n in names if n in readable]))
     except GroupError as exc:
         code, message = exc.code, exc.message
     if code:

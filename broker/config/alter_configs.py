@@ -232,7 +232,7 @@ async def forward_remaining(ctx, req, local: dict[int, Any], response_type) -> A
     if remaining:
         subset = copy.copy(req)
         subset.resources = remaining
-        forwarded = list((await ctx.controller.forward(ctx, subset)).responses)
+        forwarded = list((await ctx.park(ctx.controller.forward(ctx, subset))).responses)
     it = iter(forwarded)
     return response_type(responses=[local[i] if i in local else next(it) for i in range(len(resources))])
 

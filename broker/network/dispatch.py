@@ -53,7 +53,8 @@ async def dispatch(ctx: RequestContext) -> list | None:
         ctx.local_complete = finished
     if not ctx.request_quota_done:
         # sendResponseMaybeThrottle: request_percentage from the handler's time (ClientRequestQuotaManager); a
-        # handler that recorded it itself (a consumer's Fetch) or is exempt (a follower's) is not counted twice
+        # handler that recorded it itself (Fetch, ShareFetch, Produce) or is exempt (a follower's fetch,
+        # WriteTxnMarkers, acks=0) is not counted twice
         request_ms = ctx.record_request_quota()
         if request_ms:
             ctx.apply_throttle("request", request_ms)

@@ -2,11 +2,17 @@
 metadata image's ClientQuotaRecords; the rates and throttle times are cluster/quotas.py's.
 
 A request over its client's quota is answered at once with ``throttle_time_ms`` set, then the connection reads
-nothing more for that long (KIP-219: the client backs off too). A consumer fetch over its byte rate or its
-``request_percentage`` is answered empty (its bytes taken back from the rate, as Kafka's unrecordQuotaSensor) so the
-data is not sent twice. Follower fetches are exempt. A request's time from its handler's start until it answered or
-parked (Kafka's requestThreadTimeNanos: a long poll's wait is not the client's) counts against
-``request_percentage``, once: by the Fetch handler itself, else by dispatch after the handler.
+nothing more for that long (KIP-219: the client backs off too). A consumer fetch or share fetch over its byte rate
+or its ``request_percentage`` is answered without records (its bytes taken back from the rate, as Kafka's
+unrecordQuotaSensor) so the data is not sent twice. Follower fetches and WriteTxnMarkers are exempt. A request's
+time from its handler's start until its own work ended counts against ``request_percentage`` (Kafka's
+requestThreadTimeNanos, until KafkaApis.handle returns): a handler marks the end before what Kafka hands to a
+purgatory, a coordinator or the controller (``RequestContext.park``: a long poll, a rebalance, a commit's write,
+acks=all's replication, a forwarded request) and sets aside waits Kafka's handler does not make
+(``RequestContext.aside``: a ShareFetch's acknowledgements). It is recorded once: by Fetch, ShareFetch and Produce
+in their response callbacks (Produce not at all with acks=0), else by dispatch after the handler. Fetch, ShareFetch
+and Produce answer the larger of their byte-rate and request throttle times and throttle the connection on that
+quota only.
 """
 
 from __future__ import annotations
