@@ -130,11 +130,12 @@ def main(argv: list[str]) -> int:
                 stopping.append(True)
         time.sleep(0.5)
     print("stopping every node", flush=True)
-    # Kafka's order (as ProcessCluster.terminate): the broker-only nodes together while the quorum can still confirm
-    # their controlled shutdowns, then the voters one at a time; every node signalled at once left brokers whose
-    # confirmation was lost with the controller that granted it waiting out their 10 s grace
+    # the broker-only nodes first, together, while the quorum can still confirm their controlled shutdowns (as
+    # ProcessCluster.terminate), then the voters together: every node signalled at once left brokers whose
+    # confirmation was lost with the controller that granted it waiting out their 10 s grace; voters one at a time
+    # would leave the last combined node without a quorum for its own (its grace, every time)
     voter_set = set(voters)
-    for group in [[i for i in procs if i not in voter_set]] + [[i] for i in procs if i in voter_set]:
+    for group in ([i for i in procs if i not in voter_set], [i for i in procs if i in voter_set]):
         for i in group:
             if procs[i].poll() is None:
                 procs[i].send_signal(signal.SIGTERM)
