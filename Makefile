@@ -96,10 +96,11 @@ PARALLEL_NODES := $(addprefix tests/integration/,\
 # the Spark tests (one JVM, CPU-bound) run beside the one-at-a-time cluster tests, which mostly wait on timers and
 # leave the cores idle, and after them, still beside, the cluster tests that time no fault against a failover
 # (clients over every security protocol, the dev and compose clusters, ACLs and authorization between nodes, bad
-# quorum input), one at a time: their output follows the cluster tests' (a cluster test's timing must hold under
-# load anyway)
+# quorum input, metadata snapshots, fetch from a follower, a reassignment), one at a time: their output follows the
+# cluster tests' (a cluster test's timing must hold under load anyway)
 BESIDE_TESTS := $(addprefix tests/integration/,test_security_clients.py test_security_cluster.py test_dev_cluster.py \
-	test_compose.py test_acl_admin.py test_authz_cluster.py test_authz_controller.py test_quorum_bad_input.py)
+	test_compose.py test_acl_admin.py test_authz_cluster.py test_authz_controller.py test_quorum_bad_input.py \
+	test_quorum_snapshots.py test_fetch_from_follower.py test_reassignment.py)
 SPARK_TMP := $(CURDIR)/.pytest-spark-tmp
 BESIDE_TMP := $(CURDIR)/.pytest-beside-tmp
 SPARK_LOG := $(CURDIR)/.pytest-spark.log
