@@ -94,18 +94,28 @@ PARALLEL_NODES := $(addprefix tests/integration/,\
 	test_transactions_v2.py::test_tv2_requests_where_they_do_not_belong_get_kafkas_errors_and_change_nothing)
 
 # the Spark tests (one JVM, CPU-bound) run beside the one-at-a-time cluster tests, which mostly wait on timers and
-# leave the cores idle: their output follows the cluster tests' (a cluster test's timing must hold under load anyway)
+# leave the cores idle, and after them, still beside, the cluster tests that time no fault against a failover
+# (clients over every security protocol, the dev and compose clusters, ACLs and authorization between nodes, bad
+# quorum input, metadata snapshots, fetch from a follower, a reassignment), one at a time: their output follows the
+# cluster tests' (a cluster test's timing must hold under load anyway)
+BESIDE_TESTS := $(addprefix tests/integration/,test_security_clients.py test_security_cluster.py test_dev_cluster.py \
+	test_compose.py test_acl_admin.py test_authz_cluster.py test_authz_controller.py test_quorum_bad_input.py \
+	test_quorum_snapshots.py test_fetch_from_follower.py test_reassignment.py)
 SPARK_TMP := $(CURDIR)/.pytest-spark-tmp
+BESIDE_TMP := $(CURDIR)/.pytest-beside-tmp
 SPARK_LOG := $(CURDIR)/.pytest-spark.log
 test: cc venv-test kcat java iproute2 docker-compose
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -n 2 $(PARALLEL_TESTS) $(PARALLEL_NODES) $(PYTEST_ARGS); unit=$$?; \
-	$(PY) -m pytest -p no:cacheprovider --basetemp=$(SPARK_TMP) tests/spark_jobs \
-	  $(foreach t,$(filter tests/spark_jobs/%,$(PARALLEL_TESTS)),--ignore=$(t)) --durations=10 $(PYTEST_ARGS) \
-	  >$(SPARK_LOG) 2>&1 & spark=$$!; \
-	$(PY) -m pytest $(foreach t,$(PARALLEL_TESTS),--ignore=$(t)) $(foreach t,$(PARALLEL_NODES),--deselect=$(t)) \
-	  --ignore=tests/spark_jobs --durations=40 $(PYTEST_ARGS); rest=$$?; \
-	wait $$spark; sparkrc=$$?; echo "== the Spark tests, run beside the cluster tests:"; cat $(SPARK_LOG); \
+	{ $(PY) -m pytest -p no:cacheprovider --basetemp=$(SPARK_TMP) tests/spark_jobs \
+	  $(foreach t,$(filter tests/spark_jobs/%,$(PARALLEL_TESTS)),--ignore=$(t)) --durations=10 $(PYTEST_ARGS); s=$$?; \
+	  $(PY) -m pytest -p no:cacheprovider --basetemp=$(BESIDE_TMP) $(BESIDE_TESTS) \
+	  $(foreach t,$(PARALLEL_NODES),--deselect=$(t)) --durations=20 $(PYTEST_ARGS); b=$$?; \
+	  [ $$s = 0 ] && [ $$b = 0 ]; } >$(SPARK_LOG) 2>&1 & spark=$$!; \
+	$(PY) -m pytest $(foreach t,$(PARALLEL_TESTS) $(BESIDE_TESTS),--ignore=$(t)) \
+	  $(foreach t,$(PARALLEL_NODES),--deselect=$(t)) --ignore=tests/spark_jobs --durations=40 $(PYTEST_ARGS); rest=$$?; \
+	wait $$spark; sparkrc=$$?; echo "== the Spark tests, then BESIDE_TESTS, run beside the cluster tests:"; \
+	cat $(SPARK_LOG); \
 	[ $$unit = 0 ] && [ $$rest = 0 ] && [ $$sparkrc = 0 ]
 
 ## the long profiles, run by hand (not in CI): Raft simulation seeds, controller kills, the quorum and replication
