@@ -330,7 +330,13 @@ async def _share_partitions(ctx, mgr, group_id: str, partitions, names: dict, re
                                                        wait_s=max(0.0, deadline - ctx.clock.monotonic()))
         return entry, code
 
-    found = await asyncio.gather(*(one(tp) for tp in partitions))
+    cached = mgr.partitions
+    if all((e := cached.get((group_id, tp[0], tp[1]))) is not None and e.sp.active for tp in partitions):
+        # every share partition initialized (every fetch after the first): none waits, so each is looked up in
+        # place, without a task per partition and the loop turns their gather costs
+        found = [await one(tp) for tp in partitions]
+    else:  # one or more still to be read: their initializations run together
+        found = await asyncio.gather(*(one(tp) for tp in partitions))
     entries = []
     for tp, (entry, code) in zip(partitions, found):
         if code == ErrorCode.LEADER_NOT_AVAILABLE:

@@ -17,6 +17,7 @@ import os
 import socket
 
 _BYTES = (bytes, bytearray, memoryview)
+_TCP_CORK = getattr(socket, "TCP_CORK", None)
 _IOV_MAX = 512  # well under Linux's 1024
 COPY_CHUNK = 256 * 1024  # a slice's piece when it is copied (TLS)
 
@@ -42,6 +43,7 @@ class PartWriter:
         self.stats = stats
         self.zero_copy = zero_copy
         self._dup_fd: int | None = None
+        self._dup_sock: socket.socket | None = None  # owns _dup_fd (for setsockopt)
         self._no_fd = False  # not a TCP socket (or TLS): never look again
 
     async def write(self, parts: list) -> None:
@@ -76,7 +78,9 @@ class PartWriter:
                     or self.writer.get_extra_info("sslcontext") is not None):
                 self._no_fd = True
                 return None
-            self._dup_fd = os.dup(sock.fileno())
+            # socket(fileno=) keeps the shared file description's O_NONBLOCK as the loop set it
+            self._dup_sock = socket.socket(fileno=os.dup(sock.fileno()))
+            self._dup_fd = self._dup_sock.fileno()
         return self._dup_fd
 
     async def _drain_fully(self) -> None:
@@ -96,6 +100,27 @@ class PartWriter:
     async def _write_direct(self, fd: int, parts: list) -> None:
         """The whole response on the duplicate fd, in order: byte runs with writev, slice runs with sendfile."""
         await self._drain_fully()
+        # corked while the parts go out: the header bytes leave with the slice's first segment and the trailer
+        # with its last, instead of each small write as a segment of its own (TCP_NODELAY) that wakes the reader
+        # for a few bytes; uncorking sends what is left at once
+        cork = self._cork(1)
+        try:
+            await self._write_parts(fd, parts)
+        finally:
+            if cork:
+                self._cork(0)
+
+    def _cork(self, on: int) -> bool:
+        """TCP_CORK on the duplicate; False where the option is missing (not Linux)."""
+        if _TCP_CORK is None or self._dup_sock is None:
+            return False
+        try:
+            self._dup_sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, on)
+        except OSError:
+            return False
+        return True
+
+    async def _write_parts(self, fd: int, parts: list) -> None:
         n = len(parts)
         i = 0
         while i < n:
@@ -173,8 +198,9 @@ class PartWriter:
             loop.remove_writer(fd)
 
     def close(self) -> None:
-        if self._dup_fd is not None:
+        if self._dup_sock is not None:
             try:
-                os.close(self._dup_fd)
+                self._dup_sock.close()
             finally:
+                self._dup_sock = None
                 self._dup_fd = None
