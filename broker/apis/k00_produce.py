@@ -122,6 +122,7 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
         ctx.on_throttle(bandwidth_ms)
     add_partition = bool(txn_producers) and version >= 12
     if add_partition and ctx.txns.transaction_version < 2:
+        _throttle(ctx, req.acks, bandwidth_ms)  # its bytes were recorded and the connection muted: answer it
         return _every_partition(req, version, ErrorCode.UNSUPPORTED_VERSION)
     image = ctx.image
     replicas = ctx.replicas

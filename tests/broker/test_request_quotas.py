@@ -165,6 +165,25 @@ def test_over_both_quotas_a_produce_is_throttled_on_the_larger_request_time(prod
     assert throttled(handles, "request") == 1 and throttled(handles, "produce") == 0
 
 
+def test_a_produce_refused_after_its_bytes_were_recorded_carries_their_throttle(producing):
+    """A v12 transactional produce on transaction version 1 is refused UNSUPPORTED_VERSION after its size was
+    recorded against producer_byte_rate and the connection muted: the answer carries that throttle time (else
+    the client is muted without being told), its throttle is counted, and the request quota recorded once."""
+    handles, _ = producing
+    handles.txns = types.SimpleNamespace(transaction_version=1)
+    quotas(handles, producer_byte_rate=1)
+    batch = bytes(build_batch([Record(value=b"p" * 200)], producer_id=7, producer_epoch=0, base_sequence=0,
+                              is_transactional=True))
+    req = frame(0, 12, ProduceRequest(transactional_id="tx", acks=1, timeout_ms=30_000, topic_data=[
+        TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=batch)])]))
+    data, ctx, throttles = run(handles, req)
+    resp = ProduceResponse.decode(memoryview(data)[9:], 12)
+    assert resp.responses[0].partition_responses[0].error_code == 35  # UNSUPPORTED_VERSION
+    assert len(throttles) == 1 and throttles[0] > 0  # muted once, at arrival
+    assert resp.throttle_time_ms == throttles[0] == ctx.throttle_ms
+    assert throttled(handles, "produce") == 1 and ctx.request_quota_done
+
+
 def test_an_acks_all_produces_replication_wait_is_not_request_time(producing):
     handles, part = producing
     quotas(handles, request_percentage=1.0)

@@ -24,6 +24,17 @@ def quota_broker(tmp_path):
         yield b
 
 
+def applied(broker, manager: str, client_id: str, value) -> None:
+    """Wait (bounded, 15 s) until the broker's ``manager`` quota of ``client_id`` is ``value`` (None: removed): the
+    broker applies an AlterClientQuotas once its metadata image has the record, which a fixed sleep under load may
+    not cover."""
+    quotas = getattr(broker.broker.quotas, manager)
+    deadline = time.monotonic() + 15
+    while quotas.bound("", client_id) != value:
+        assert time.monotonic() < deadline, f"{manager} quota of {client_id} not {value} after 15 s"
+        time.sleep(0.02)
+
+
 def alter(bootstrap: str, entity: dict, ops: dict) -> list:
     """AlterClientQuotas over the wire (kafka-python's admin client has no quota API)."""
     from protocol.generated.messages import AlterClientQuotasRequest
@@ -99,7 +110,7 @@ def test_quotas_are_altered_described_and_refused_as_kafka(quota_broker):
 def test_a_producer_over_its_byte_rate_is_throttled_and_held_to_it_while_another_is_not(quota_broker):
     b = quota_broker.bootstrap
     assert alter(b, {"client-id": "slow"}, {"producer_byte_rate": QUOTA}) == [(0, None)]
-    time.sleep(0.5)
+    applied(quota_broker, "produce", "slow", QUOTA)
     seconds = 6.0
     slow, slow_throttles = produce_flat_out(b, "slow", "quota-slow", seconds)
     fast, fast_throttles = produce_flat_out(b, "fast", "quota-fast", 2.0)
@@ -120,7 +131,7 @@ def test_a_consumer_over_its_byte_rate_gets_empty_throttled_answers_and_reads_ev
         p.produce("quota-read", b"r" * 1000, partition=0)
     p.flush(30)
     assert alter(b, {"client-id": "reader"}, {"consumer_byte_rate": QUOTA}) == [(0, None)]
-    time.sleep(0.5)
+    applied(quota_broker, "fetch", "reader", QUOTA)
     c = Consumer({"bootstrap.servers": b, "group.id": "quota-readers", "client.id": "reader",
                   "enable.auto.commit": False, "fetch.max.bytes": 50_000, "max.partition.fetch.bytes": 50_000,
                   "message.max.bytes": 50_000})
@@ -160,7 +171,7 @@ def test_a_consumer_fetch_is_capped_by_its_quota_and_one_over_it_is_answered_as_
                 TopicProduceData(name="quota-fetch", partition_data=[PartitionProduceData(index=0, records=batch)])]))
             assert r.responses[0].partition_responses[0].error_code == 0
     assert alter(b, {"client-id": "raw-reader"}, {"consumer_byte_rate": QUOTA // 10}) == [(0, None)]
-    time.sleep(0.5)
+    applied(quota_broker, "fetch", "raw-reader", QUOTA // 10)
 
     def fetch(session_id: int, epoch: int, offset: int | None):
         topics = [] if offset is None else [FetchTopic(topic="quota-fetch", partitions=[FetchPartition(
@@ -245,7 +256,7 @@ def test_a_consumer_over_its_request_percentage_gets_an_empty_throttled_fetch_an
     _create(b.bootstrap, "quota-busy", partitions=1)
     _produce_raw(b.port, "quota-busy", [500, 500])
     assert alter(b.bootstrap, {"client-id": "busy"}, {"request_percentage": 0.000001}) == [(0, None)]
-    time.sleep(0.5)
+    applied(b, "request", "busy", 0.000001)
     sessions = b.broker.fetch_sessions.cache
     with KafkaWire(b.port, client_id="busy") as w:
         r = _full_fetch(w, "quota-busy")
@@ -254,7 +265,7 @@ def test_a_consumer_over_its_request_percentage_gets_an_empty_throttled_fetch_an
         assert sessions.size == 0
         assert b.broker.metrics.throttled.labels("request")._value.get() >= 1
         assert alter(b.bootstrap, {"client-id": "busy"}, {"request_percentage": None}) == [(0, None)]
-        time.sleep(0.5)
+        applied(b, "request", "busy", None)
         r = _full_fetch(w, "quota-busy")  # sent once the mute has passed
         assert r.throttle_time_ms == 0 and r.session_id != 0 and sessions.size == 1
         assert len(r.responses[0].partitions[0].records) > 1000  # both batches
@@ -293,7 +304,7 @@ def test_a_raw_produce_over_quota_carries_throttle_time_and_the_connection_waits
     b = quota_broker.bootstrap
     _create(b, "quota-raw", partitions=1)
     assert alter(b, {"client-id": "raw"}, {"producer_byte_rate": 10_000}) == [(0, None)]
-    time.sleep(0.5)
+    applied(quota_broker, "produce", "raw", 10_000)
     with KafkaWire(quota_broker.port, client_id="raw") as w:
         throttled = None
         for i in range(20):
