@@ -193,7 +193,7 @@ def test_share_coordinator_fences_older_state_and_leader_epochs(sbroker):
     group = "swc-fence-group"
     with KafkaWire(sbroker.port) as w:
         def call(key, version, req):
-            for _ in range(50):  # bounded: the coordinator's partition may still be loading after its creation
+            for _ in range(200):  # bounded (20 s): the coordinator's partition may still be loading after its creation
                 p = only(w.call(key, version, req))
                 if p.error_code not in (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE):
                     return p
@@ -403,7 +403,7 @@ def test_deleting_a_topic_drops_its_share_state(sbroker):
             (g,) = w.call(90, 1, DescribeShareGroupOffsetsRequest(groups=[
                 dsgoq.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)])).groups
             return g.error_code, [t.topic_name for t in g.topics]
-        for _ in range(50):  # bounded: the coordinators see the topic gone with the next metadata image
+        for _ in range(200):  # bounded (20 s): the coordinators see the topic gone with the next metadata image
             codes = [only(w.call(84, 0, read(group, tid, p, leader_epoch=0))).error_code for p in (0, 1)]
             if codes == [E.INVALID_REQUEST] * 2 and offsets() == (0, []):
                 break
