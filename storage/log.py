@@ -442,16 +442,18 @@ class Log:
         from 2 on a marker must carry a strictly higher producer epoch (see ``ProducerAppendInfo``).
 
         The produce hot path (one batch from a client, plain or an idempotent producer's next in sequence, no
-        transaction, CreateTime, no roll) is done right here with as little Python as it takes: the usual batch
-        is checked field by field (the rules of :func:`validate_batch` and :func:`check_client_batch`), then, under
-        the log lock, the segment's roll check (:meth:`LogSegment.can_append_without_roll`), the offsets and
-        epoch stamped in place, the segment's append (:meth:`LogSegment.append`: the file, the max timestamp,
-        the index entries) and the producer's entry (``ProducerStateEntry.add_batch``) inline.  Anything out of
-        the ordinary goes to :meth:`_append`, which does the general work and raises the right error; a batch
+        transaction, CreateTime, no roll; and a coordinator's plain batch, a share-state or offset-commit write:
+        what the fast path checks is a client's rules, a superset of a coordinator's) is done right here with as
+        little Python as it takes: the usual batch is checked field by field (the rules of :func:`validate_batch`
+        and :func:`check_client_batch`), then, under the log lock, the segment's roll check
+        (:meth:`LogSegment.can_append_without_roll`), the offsets and epoch stamped in place, the segment's append
+        (:meth:`LogSegment.append`: the file, the max timestamp, the index entries) and the producer's entry
+        (``ProducerStateEntry.add_batch``) inline.  Anything out of the ordinary goes to :meth:`_append`, which
+        does the general work and raises the right error; a batch
         already CRC-checked here is passed on as checked.
         """
         t = type(records)
-        if (t is memoryview or t is bytearray) and origin == ORIGIN_CLIENT:
+        if (t is memoryview or t is bytearray) and (origin == ORIGIN_CLIENT or origin == ORIGIN_COORDINATOR):
             n = len(records)
             if validated_headers is None:
                 try:
@@ -466,17 +468,19 @@ class Log:
                                                                    else memoryview(records))[21:])):
                     h = validate_batch(records, 0)  # raises for a corrupt batch
                     return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
-                                        verification_guard=verification_guard,
+                                        verification_guard=verification_guard, transaction_version=transaction_version,
                                         validated_headers=[h] if h[1] + LOG_OVERHEAD == n else None)
             else:
                 if len(validated_headers) != 1:
                     return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
-                                        verification_guard=verification_guard, validated_headers=validated_headers)
+                                        verification_guard=verification_guard, validated_headers=validated_headers,
+                                        transaction_version=transaction_version)
                 (base, length, _, magic, crc, attrs, delta, _, max_ts, pid, pepoch, base_seq,
                  count) = validated_headers[0]
                 if base or length + LOG_OVERHEAD != n or attrs & 0x30 or delta < 0 or count != delta + 1:
                     return self._append(records, origin, True, leader_epoch, now_ms, ignore_record_size=False,
-                                        verification_guard=verification_guard, validated_headers=validated_headers)
+                                        verification_guard=verification_guard, validated_headers=validated_headers,
+                                        transaction_version=transaction_version)
             lock = self._lock
             lock.acquire()
             try:
@@ -489,6 +493,8 @@ class Log:
                 last = offset + delta
                 if pid < 0:
                     retained = None
+                elif origin != ORIGIN_CLIENT:
+                    retained = False  # a coordinator's batch with a producer id: the general path's rules
                 else:
                     # an idempotent producer's next batch in order: its entry, same epoch, no transaction open,
                     # base sequence = last sequence + 1 without wrapping (then it cannot be a duplicate of one of

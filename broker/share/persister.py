@@ -4,10 +4,11 @@ writes share-partition state kept by the share coordinators.
 A request names share-partitions of one group; each belongs to the coordinator leading its ``__share_group_state``
 partition (``group:topicId:partition`` hashed, as ShareCoordinatorService.partitionFor). The persister splits the
 request by coordinator, sends one request per coordinator at once (to this node's own coordinator in-process,
-through ``local``, as the transaction markers do: broker/apis/local.py; to the others over this node's peer
-links), merges the answers by topic and asks again, after a backoff, for the partitions answered with a retriable
-error (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, a lost connection or timeout,
-UNKNOWN_TOPIC_OR_PARTITION): the coordinator moved, is loading or has not seen the topic yet. After
+straight through the service's method as the handler calls it: no request context and no timeout of its own,
+the service bounds its commit wait by ``share.coordinator.write.timeout.ms``; to the others over this node's peer
+links), merges the answers by topic and asks again, after a backoff, for the partitions answered with a
+retriable error (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, a lost connection or
+timeout, UNKNOWN_TOPIC_OR_PARTITION): the coordinator moved, is loading or has not seen the topic yet. After
 ``max_attempts`` a partition keeps its last error.
 """
 
@@ -36,6 +37,10 @@ RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAI
                        ErrorCode.REQUEST_TIMED_OUT, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 # the version each API is sent at (both ends are this software: the newest)
 VERSIONS = {"initialize": 0, "read": 0, "write": 1, "delete": 0, "summary": 1}
+
+# the service's method each API's handler calls (broker/apis/k83_*..k87_*), for this node's own coordinator
+_LOCAL = {"initialize": "initialize_state", "read": "read_state", "write": "write_state", "delete": "delete_state",
+          "summary": "read_state_summary"}
 
 TopicPartition = tuple[bytes, int]
 
@@ -159,10 +164,15 @@ class SharePersister:
             answers.pop(tp, None)  # an earlier attempt's retriable error
         self.requests_sent += 1
         try:
-            client = self._client(node)
-            if client is None:
-                raise ConnectionError(f"broker {node} has no endpoint on {self._listener}")
-            response = await client.request(sub, VERSIONS[api], self._timeout_s)
+            if node == self.node_id and self.local is not None:
+                # this node's coordinator: its handler's call without the request around it (issue 30: the
+                # context and the timeout were a tenth of every piggy-backed acknowledgement's write)
+                response = await getattr(self._service, _LOCAL[api])(sub)
+            else:
+                client = self._client(node)
+                if client is None:
+                    raise ConnectionError(f"broker {node} has no endpoint on {self._listener}")
+                response = await client.request(sub, VERSIONS[api], self._timeout_s)
         except (ConnectionError, OSError, asyncio.TimeoutError) as exc:
             log.info("%s share group state at broker %d failed: %r", api, node, exc)
             for tp in parts:

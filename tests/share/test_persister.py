@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.share.persister import SharePersister
+from broker.share.persister import _LOCAL, VERSIONS, SharePersister
 from cluster.metadata_image import BrokerInfo, Endpoint, MetadataImage, PartitionInfo, TopicInfo
 from cluster.share.share_coordinator import share_coordinator_partition_for, share_partition_key_string
 from protocol.errors import ErrorCode
@@ -34,6 +34,19 @@ def _image(leaders: dict[int, int]) -> MetadataImage:
 
 
 class _Service:
+    """This node's share coordinator: the persister calls its methods in-process, as the handlers do; each call is
+    logged as node 1's request (at the version the persister would send it)."""
+
+    def __init__(self, answer=None, log=None) -> None:
+        self._coordinator = _Client(1, answer, log)
+        for api, method in _LOCAL.items():
+            setattr(self, method, self._call(api))
+
+    def _call(self, api: str):
+        async def call(req):
+            return await self._coordinator.request(req, VERSIONS[api], None)
+        return call
+
     async def ensure_topic(self) -> None:
         return None
 
@@ -84,10 +97,15 @@ def _coordinator_of(tid: bytes, partition: int) -> int:
 
 def _persister(answer, leaders: dict[int, int], log: list) -> tuple[SharePersister, dict]:
     box = {"image": _image(leaders)}
-    p = SharePersister(1, lambda: box["image"], "PLAINTEXT", _Links(answer, log), _Service(), 1.0, max_attempts=3,
-                       backoff_s=0.001, backoff_max_s=0.002)
-    p.local = _Client(1, answer, log)  # this node's own coordinator, in-process
+    p = SharePersister(1, lambda: box["image"], "PLAINTEXT", _Links(answer, log), _Service(answer, log), 1.0,
+                       max_attempts=3, backoff_s=0.001, backoff_max_s=0.002)
+    p.local = _NoRequests()  # set by the node: this node's own coordinator is called in-process, not through it
     return p, box
+
+
+class _NoRequests:
+    async def request(self, message, version, timeout_s):
+        raise AssertionError("this node's coordinator is called directly, not through a request")
 
 
 def _request(partitions: dict[bytes, list[int]]):
