@@ -79,7 +79,12 @@ class PartWriter:
                 self._no_fd = True
                 return None
             # socket(fileno=) keeps the shared file description's O_NONBLOCK as the loop set it
-            self._dup_sock = socket.socket(fileno=os.dup(sock.fileno()))
+            fd = os.dup(sock.fileno())
+            try:
+                self._dup_sock = socket.socket(fileno=fd)
+            except BaseException:
+                os.close(fd)  # not left open when the wrapper cannot be made
+                raise
             self._dup_fd = self._dup_sock.fileno()
         return self._dup_fd
 

@@ -166,3 +166,41 @@ def test_the_bytes_path_copies_large_slices_in_bounded_pieces(kind, files, monke
     got, stats = _run_writer(kind, responses, zero_copy=False)
     assert got == expected and stats.copied_bytes == slice_bytes
     assert reads and max(reads) <= 1000 and len(reads) >= slice_bytes // 1000
+
+
+def test_the_duplicate_fd_is_closed_when_its_socket_wrapper_cannot_be_made(monkeypatch):
+    """The writer duplicates the connection's fd for sendfile and setsockopt; if wrapping the duplicate fails, the
+    duplicate is closed, not leaked."""
+    server = socket.create_server(("127.0.0.1", 0))
+    a = socket.create_connection(server.getsockname())
+    b, _ = server.accept()
+    server.close()
+    duplicated: list[int] = []
+    real_dup = os.dup
+
+    def dup(fd):
+        duplicated.append(real_dup(fd))
+        return duplicated[-1]
+
+    class _Writer:
+        transport = None
+
+        def get_extra_info(self, name):
+            return a if name == "socket" else None
+
+    def refuse(*args, **kwargs):
+        raise OSError("no wrapper")
+
+    pw = PartWriter(_Writer(), SendStats(), zero_copy=True)
+    monkeypatch.setattr(os, "dup", dup)
+    monkeypatch.setattr(socket, "socket", refuse)
+    try:
+        with pytest.raises(OSError, match="no wrapper"):
+            pw._socket_fd()
+        assert len(duplicated) == 1
+        with pytest.raises(OSError):
+            os.fstat(duplicated[0])  # closed
+    finally:
+        monkeypatch.undo()
+        a.close()
+        b.close()
