@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 
 from broker.config import FETCH_MAX_BYTES_DEFAULT
 from broker.security.throttling import user_of
@@ -154,13 +155,7 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
         if acks else {}
 
     out: dict[tuple, PartitionData] = {}
-
-    def pd(tp) -> PartitionData:
-        got = out.get(tp)
-        if got is None:
-            got = out[tp] = PartitionData(partition_index=tp[1], current_leader=LeaderIdAndEpoch(-1, -1),
-                                          records=b"", acquired_records=[])
-        return got
+    pd = partial(_partition_data, out)
 
     if context.final:
         session = mgr.sessions.get(ShareSessionKey(group_id, member_id))
@@ -189,6 +184,15 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
                          (ctx.clock.monotonic() - started) * 1000)
     ctx.metrics.share_fetched(_fetched_topics(context.partitions, names, out))
     return _answer(ctx, out, ack_codes, lock_ms, sent)
+
+
+def _partition_data(out: dict, tp: tuple) -> PartitionData:
+    """The answer's entry of a (topic id, partition), made empty on first use."""
+    got = out.get(tp)
+    if got is None:
+        got = out[tp] = PartitionData(partition_index=tp[1], current_leader=LeaderIdAndEpoch(-1, -1),
+                                      records=b"", acquired_records=[])
+    return got
 
 
 def _fetch_bytes(ctx, req: ShareFetchRequest) -> tuple[int, int]:
@@ -230,14 +234,7 @@ def _answer(ctx, out: dict, ack_codes: dict, lock_ms: int, sent: list) -> ShareF
         for topic, n in sent:
             ctx.metrics.fetched(topic, n)
 
-    def pd(tp) -> PartitionData:
-        got = out.get(tp)
-        if got is None:
-            got = out[tp] = PartitionData(partition_index=tp[1], current_leader=LeaderIdAndEpoch(-1, -1),
-                                          records=b"", acquired_records=[])
-        return got
-
-    _answer_acks(ctx, ack_codes, pd)
+    _answer_acks(ctx, ack_codes, partial(_partition_data, out))
     response = _response(ctx, out, lock_ms, leaders)
     response.throttle_time_ms = throttle_ms
     return response
