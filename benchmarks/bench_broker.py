@@ -130,6 +130,14 @@ def wait_port(port: int, proc: subprocess.Popen, timeout: float) -> None:
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
 
 
+def _die_with_bench() -> None:
+    """In the forked child before exec: SIGKILL when the benchmark dies (PR_SET_PDEATHSIG), also by a signal that
+    skips ``atexit`` (a ``timeout``'s SIGTERM, kill -9): a broker is never left serving after its benchmark."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+
+
 class BrokerProc:
     def __init__(self, name: str, argv: list[str], port: int, workdir: str, cwd: str | None = None) -> None:
         self.name = name
@@ -161,7 +169,8 @@ class BrokerProc:
         # --pin: taskset execs the broker (same pid) with its affinity set before the broker makes any thread
         pin = ["taskset", "-c", ",".join(map(str, _BROKER_CPUS))] if _BROKER_CPUS else []
         self.proc = subprocess.Popen(pin + self.argv, stdout=self._out, stderr=self._err, cwd=self.cwd,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, start_new_session=True,
+                                     preexec_fn=_die_with_bench if sys.platform.startswith("linux") else None)
         _LIVE.append(self)
         wait_port(self.port, self.proc, timeout)
         return self
