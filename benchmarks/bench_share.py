@@ -15,7 +15,10 @@ client defaults unless said:
   not the fetch path; the group's ``consume()`` takes at most 1,000 records, about what a share poll returns),
   broker CPU-seconds per GB of record values read (utime+stime of the broker process over the whole arm, joins and
   closes included, from /proc/<pid>/stat), and for the share arm the growth of ``__share_group_state`` (the size
-  of its partitions' segment files, before and after) per GB read. Target: share >= 0.5x the group's records/s.
+  of its partitions' segment files, before and after) per GB read. Both arms do the same per record: check its
+  error; the share arm reads until ``--records`` deliveries, then DescribeShareGroupOffsets v1 must show the group's
+  lag 0 (every record acknowledged, so each was delivered once; deliveries beyond are reported as duplicates).
+  Target: share >= 0.5x the group's records/s.
 * **one partition**: 1, 2 and 4 ShareConsumers (one thread each, one group per count) on one partition of
   ``--records`` / 2 records: records/s of the whole group, each member's share, records delivered twice. The
   records are written in one transaction, committed once the members had ``--settle`` seconds to join (the group
@@ -49,6 +52,9 @@ from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer  
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType  # noqa: E402
 
 import bench_broker  # noqa: E402
+from broker.network.blocking_request import request  # noqa: E402
+from protocol.generated.messages import DescribeShareGroupOffsetsRequest  # noqa: E402
+from protocol.generated.messages import describe_share_group_offsets_request as dsgo  # noqa: E402
 
 SIZE = 1024
 PARTITIONS = 6
@@ -117,10 +123,16 @@ def read_share(b, data_dir: str, topic: str, n: int, members: int = 1, gate=None
 
     With ``gate`` (a call that commits the transaction holding the records) the group reads read_committed: the
     members join and get their assignment during ``settle`` seconds, then ``gate`` makes every record visible at
-    once, so no member reads the lot before the others have joined."""
+    once, so no member reads the lot before the others have joined.
+
+    One member (the throughput arm) does per record what ``read_group`` does, checks its error, and no more: it
+    reads until ``n`` deliveries, and the group's state then shows every record read once (``settled``). Several
+    members note each record's partition and offset, as records may come twice among them."""
     arm = Arm(f"share x{members}")
-    _, conf = share_group(b.bootstrap, read_committed=gate is not None)
+    group, conf = share_group(b.bootstrap, read_committed=gate is not None)
+    keyed = members > 1
     seen: set[tuple[int, int]] = set()
+    delivered = [0]
     lock = threading.Lock()
     counts = [0] * members
     first: list[float] = []
@@ -130,35 +142,43 @@ def read_share(b, data_dir: str, topic: str, n: int, members: int = 1, gate=None
     cpu0 = [c0]
     deadline = time.monotonic() + ARM_TIMEOUT
 
+    def done() -> bool:
+        return (len(seen) if keyed else delivered[0]) >= n
+
     def member(i: int) -> None:
         c = ShareConsumer(conf)
         try:
             c.subscribe([topic])
             while time.monotonic() < deadline:
                 with lock:
-                    if len(seen) >= n:
+                    if done():
                         break
                 msgs = c.poll(0.5)
                 if not msgs:
                     continue
                 keys = []
+                good = 0
                 for m in msgs:
                     if m.error() is not None:
                         errors.append(str(m.error()))
-                        continue
-                    keys.append((m.partition(), m.offset()))
+                    elif keyed:
+                        keys.append((m.partition(), m.offset()))
+                    else:
+                        good += 1
                 with lock:
+                    got = len(keys) if keyed else good
                     if not first:  # the clock starts when the first poll returns: its records are not timed
                         first.append(time.perf_counter())
                     else:
-                        arm.timed += len(keys)
+                        arm.timed += got
                     for k in keys:
                         if k in seen:
                             arm.duplicates += 1
                         else:
                             seen.add(k)
-                    counts[i] += len(keys)
-                    if len(seen) >= n:
+                    delivered[0] += got
+                    counts[i] += got
+                    if done():
                         arm.seconds = time.perf_counter() - first[0]
             c.commit_sync(30)  # the last poll's records accepted
         except Exception as exc:  # reported below with the arm
@@ -177,11 +197,36 @@ def read_share(b, data_dir: str, topic: str, n: int, members: int = 1, gate=None
         t.join(ARM_TIMEOUT + 60)
     arm.cpu = b.cpu_seconds() - cpu0[0]
     arm.state_bytes = state_bytes(data_dir) - s0
-    arm.records, arm.per_member = len(seen), counts
+    arm.per_member = counts
     arm.first_s = (first[0] - t0) if first else float("nan")
-    if len(seen) < n or errors:
-        raise RuntimeError(f"{arm.kind}: {len(seen)}/{n} records, errors {errors[:3]}")
+    if keyed:
+        arm.records = len(seen)
+    elif not errors and delivered[0] >= n:
+        left = settled(b.port, group, 30.0)
+        if left:
+            errors.append(f"{left} records not acknowledged after {delivered[0]} deliveries")
+        else:  # every record acknowledged, each delivered at least once: the deliveries beyond n came twice
+            arm.records, arm.duplicates = n, delivered[0] - n
+    if arm.records < n or errors:
+        raise RuntimeError(f"{arm.kind}: {arm.records}/{n} records, errors {errors[:3]}")
     return arm
+
+
+def settled(port: int, group: str, timeout: float) -> int:
+    """The records of ``group`` not yet Acknowledged or Archived (DescribeShareGroupOffsets v1's lag summed over
+    its partitions), waited for up to ``timeout`` s to reach 0 (the last commit's state write lands first)."""
+    end, left = time.monotonic() + timeout, -1
+    while time.monotonic() < end:
+        r = request(port, DescribeShareGroupOffsetsRequest(groups=[
+            dsgo.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), 1, timeout=30)
+        (g,) = r.groups
+        parts = [p for t in g.topics for p in t.partitions]
+        if g.error_code == 0 and parts and all(p.error_code == 0 for p in parts):
+            left = sum(p.lag for p in parts)
+            if left == 0:
+                return 0
+        time.sleep(0.2)
+    return left
 
 
 def read_group(b, topic: str, n: int) -> Arm:
