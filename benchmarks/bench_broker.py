@@ -566,9 +566,9 @@ def print_acl_costs(results: list[CaseResult], names: tuple[str, str]) -> list[d
 
 # ---- clients ---------------------------------------------------------------------------------------
 
-def create_topic(client: dict, name: str, partitions: int, timeout: float = 30.0) -> None:
+def create_topic(client: dict, name: str, partitions: int, timeout: float = 30.0, replication: int = 1) -> None:
     admin = AdminClient({**client, "log_level": 4})
-    futs = admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=timeout)
+    futs = admin.create_topics([NewTopic(name, partitions, replication)], request_timeout=timeout)
     futs[name].result(timeout=timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:  # every partition has a leader in Metadata
@@ -779,9 +779,9 @@ def client_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def warm_up(b: BrokerProc) -> None:
+def warm_up(b: BrokerProc, replication: int = 1) -> None:
     topic = f"warmup-{uuid.uuid4().hex[:6]}"
-    create_topic(b.client, topic, 1)
+    create_topic(b.client, topic, 1, replication=replication)
     produce(b.client, topic, 20000, 100, "all", 60)
     consume(b.client, topic, 1, 20000, 100, 60)
     delete_topic(b.client, topic)

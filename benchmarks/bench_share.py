@@ -52,6 +52,8 @@ from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer  
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType  # noqa: E402
 
 import bench_broker  # noqa: E402
+from broker.testing.embedded_cluster import EmbeddedCluster  # noqa: E402
+from protocol.errors import ErrorCode  # noqa: E402
 from broker.network.blocking_request import request  # noqa: E402
 from protocol.generated.messages import DescribeShareGroupOffsetsRequest  # noqa: E402
 from protocol.generated.messages import describe_share_group_offsets_request as dsgo  # noqa: E402
@@ -74,14 +76,57 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def state_bytes(data_dir: str) -> int:
-    """Bytes of the segment files of every ``__share_group_state`` partition on disk."""
+def state_bytes(data_dirs: list[str]) -> int:
+    """Bytes of the segment files of every ``__share_group_state`` partition on disk (every replica's)."""
     total = 0
-    for d in os.listdir(data_dir):
-        if d.startswith(STATE_TOPIC + "-"):
-            path = os.path.join(data_dir, d)
-            total += sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path) if f.endswith(".log"))
+    for data_dir in data_dirs:
+        for d in os.listdir(data_dir):
+            if d.startswith(STATE_TOPIC + "-"):
+                path = os.path.join(data_dir, d)
+                total += sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path) if f.endswith(".log"))
     return total
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """utime+stime of every thread of ``pid``, from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Target:
+    """What the cases measure: one ``odradek serve`` (bench_broker's), or with ``cluster`` three combined nodes
+    (``EmbeddedCluster``, its test timers; every topic RF 3, ``min.insync.replicas`` 2, the state topic RF 3 min
+    ISR 2). CPU is every node's; ``__share_group_state`` bytes are every replica's."""
+
+    def __init__(self, workdir: str, cluster: bool) -> None:
+        self.rf = 3 if cluster else 1
+        self._cluster = self._broker = None
+        if cluster:
+            self._cluster = EmbeddedCluster(brokers=3, data_dir=os.path.join(workdir, "rf3"),
+                                            overrides={"min.insync.replicas": 2}).start()
+            self.bootstrap = self._cluster.bootstrap_servers
+            self.ports = list(self._cluster.broker_ports.values())
+            self.data_dirs = [str(n.data_dir) for n in self._cluster.nodes.values()]
+        else:
+            self._broker = bench_broker.start_odradek(workdir, "odradek-share")
+            self.bootstrap, self.ports = self._broker.bootstrap, [self._broker.port]
+            self.data_dirs = [os.path.join(workdir, "odradek-share-data")]
+        self.client = {"bootstrap.servers": self.bootstrap}
+
+    def cpu_seconds(self) -> float:
+        if self._broker is not None:
+            return self._broker.cpu_seconds()
+        return sum(process_cpu_seconds(n.proc.pid) for n in self._cluster.nodes.values())
+
+    def new_topic(self, name: str, partitions: int) -> None:
+        bench_broker.create_topic(self.client, name, partitions, replication=self.rf)
+
+    def stop(self) -> None:
+        if self._broker is not None:
+            self._broker.stop()
+        else:
+            self._cluster.stop()
 
 
 def share_group(bootstrap: str, explicit: bool = False, read_committed: bool = False) -> tuple[str, dict]:
@@ -118,7 +163,7 @@ class Arm:
         return self.state_bytes / (self.records * SIZE / 1e9) if self.records else float("nan")
 
 
-def read_share(b, data_dir: str, topic: str, n: int, members: int = 1, gate=None, settle: float = 0.0) -> Arm:
+def read_share(b: Target, topic: str, n: int, members: int = 1, gate=None, settle: float = 0.0) -> Arm:
     """``members`` ShareConsumers of one fresh group, one thread each, until ``n`` distinct records were read.
 
     With ``gate`` (a call that commits the transaction holding the records) the group reads read_committed: the
@@ -137,7 +182,7 @@ def read_share(b, data_dir: str, topic: str, n: int, members: int = 1, gate=None
     counts = [0] * members
     first: list[float] = []
     errors: list[str] = []
-    s0, c0 = state_bytes(data_dir), b.cpu_seconds()
+    s0, c0 = state_bytes(b.data_dirs), b.cpu_seconds()
     t0 = time.perf_counter()
     cpu0 = [c0]
     deadline = time.monotonic() + ARM_TIMEOUT
@@ -196,15 +241,15 @@ def read_share(b, data_dir: str, topic: str, n: int, members: int = 1, gate=None
     for t in threads:
         t.join(ARM_TIMEOUT + 60)
     arm.cpu = b.cpu_seconds() - cpu0[0]
-    arm.state_bytes = state_bytes(data_dir) - s0
+    arm.state_bytes = state_bytes(b.data_dirs) - s0
     arm.per_member = counts
     arm.first_s = (first[0] - t0) if first else float("nan")
     if keyed:
         arm.records = len(seen)
     elif not errors and delivered[0] >= n:
-        left = settled(b.port, group, 30.0)
+        left = settled(b.ports, group, 30.0)
         if left:
-            errors.append(f"{left} records not acknowledged after {delivered[0]} deliveries")
+            errors.append(f"records not all acknowledged after {delivered[0]} deliveries: {left}")
         else:  # every record acknowledged, each delivered at least once: the deliveries beyond n came twice
             arm.records, arm.duplicates = n, delivered[0] - n
     if arm.records < n or errors:
@@ -212,24 +257,28 @@ def read_share(b, data_dir: str, topic: str, n: int, members: int = 1, gate=None
     return arm
 
 
-def settled(port: int, group: str, timeout: float) -> int:
-    """The records of ``group`` not yet Acknowledged or Archived (DescribeShareGroupOffsets v1's lag summed over
-    its partitions), waited for up to ``timeout`` s to reach 0 (the last commit's state write lands first)."""
-    end, left = time.monotonic() + timeout, -1
+def settled(ports: list[int], group: str, timeout: float) -> str | None:
+    """None once every record of ``group`` is Acknowledged or Archived (DescribeShareGroupOffsets v1's lag 0 on each
+    of its partitions, from whichever broker coordinates the group; the last commit's state write lands first),
+    waited for up to ``timeout`` s; else what the coordinator last answered."""
+    end, last = time.monotonic() + timeout, "no answer from a coordinator"
     while time.monotonic() < end:
-        r = request(port, DescribeShareGroupOffsetsRequest(groups=[
-            dsgo.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), 1, timeout=30)
-        (g,) = r.groups
-        parts = [p for t in g.topics for p in t.partitions]
-        if g.error_code == 0 and parts and all(p.error_code == 0 for p in parts):
-            left = sum(p.lag for p in parts)
-            if left == 0:
-                return 0
+        for port in ports:
+            r = request(port, DescribeShareGroupOffsetsRequest(groups=[
+                dsgo.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), 1, timeout=30)
+            (g,) = r.groups
+            if g.error_code == ErrorCode.NOT_COORDINATOR:
+                continue
+            parts = [p for t in g.topics for p in t.partitions]
+            if g.error_code == 0 and parts and all(p.error_code == 0 and p.lag == 0 for p in parts):
+                return None
+            last = f"group error {g.error_code}, (partition, SPSO, lag, error): " + ", ".join(
+                f"({p.partition_index}, {p.start_offset}, {p.lag}, {p.error_code})" for p in parts)
         time.sleep(0.2)
-    return left
+    return last
 
 
-def read_group(b, topic: str, n: int) -> Arm:
+def read_group(b: Target, topic: str, n: int) -> Arm:
     """A fresh consumer group (subscribe, client defaults, from the earliest offset) until ``n`` records."""
     arm = Arm("group")
     c0 = b.cpu_seconds()
@@ -262,9 +311,9 @@ def read_group(b, topic: str, n: int) -> Arm:
     return arm
 
 
-def throughput(b, data_dir: str, n: int, rounds: int) -> dict:
+def throughput(b: Target, n: int, rounds: int) -> dict:
     topic = f"share-bench-{uuid.uuid4().hex[:6]}"
-    bench_broker.create_topic(b.client, topic, PARTITIONS)
+    b.new_topic(topic, PARTITIONS)
     pr = bench_broker.produce(b.client, topic, n, SIZE, "all", ARM_TIMEOUT)
     print(f"produced {n:,} records of {SIZE} B to {PARTITIONS} partitions in {pr.seconds:.1f} s", flush=True)
     read_group(b, topic, n)  # untimed: the log's pages and the first connections are warm for both arms
@@ -273,7 +322,7 @@ def throughput(b, data_dir: str, n: int, rounds: int) -> dict:
     for r in range(rounds):  # ABBA across rounds: share first in even rounds
         kind = order[(2 * r) % 4], order[(2 * r + 1) % 4]
         for k in kind:
-            a = read_share(b, data_dir, topic, n) if k == "share" else read_group(b, topic, n)
+            a = read_share(b, topic, n) if k == "share" else read_group(b, topic, n)
             arms[k].append(a)
             extra = (f", __share_group_state +{a.state_bytes:,} B ({a.state_per_gb() / 1e6:.2f} MB/GB), "
                      f"{a.duplicates} duplicates" if k == "share" else "")
@@ -296,13 +345,13 @@ def throughput(b, data_dir: str, n: int, rounds: int) -> dict:
     return out
 
 
-def one_partition(b, data_dir: str, n: int, counts: tuple[int, ...], settle: float) -> list[dict]:
+def one_partition(b: Target, n: int, counts: tuple[int, ...], settle: float) -> list[dict]:
     """Each count on its own topic of one partition, its ``n`` records in one open transaction that is committed
     once the members have joined (``read_share``'s gate)."""
     out = []
     for members in counts:
         topic = f"share-one-{members}-{uuid.uuid4().hex[:6]}"
-        bench_broker.create_topic(b.client, topic, 1)
+        b.new_topic(topic, 1)
         p = Producer({**b.client, "transactional.id": f"bench-{topic}", "linger.ms": 5, "log_level": 4})
         p.init_transactions(60)
         p.begin_transaction()
@@ -315,7 +364,7 @@ def one_partition(b, data_dir: str, n: int, counts: tuple[int, ...], settle: flo
                 except BufferError:
                     p.poll(0.01)
         p.flush(ARM_TIMEOUT)
-        a = read_share(b, data_dir, topic, n, members, gate=lambda: p.commit_transaction(60), settle=settle)
+        a = read_share(b, topic, n, members, gate=lambda: p.commit_transaction(60), settle=settle)
         out.append({"members": members, "rps": a.rate(), "per_member": a.per_member, "duplicates": a.duplicates,
                     "cpu_s_per_gb": a.cpu_per_gb()})
         print(f"one partition, {members} share consumer(s): {a.rate():9,.0f} records/s, per member "
@@ -325,10 +374,10 @@ def one_partition(b, data_dir: str, n: int, counts: tuple[int, ...], settle: flo
     return out
 
 
-def commits(b, commits_n: int) -> dict:
+def commits(b: Target, commits_n: int) -> dict:
     """ShareConsumer commit_sync (explicit acks) beside Consumer.commit(asynchronous=False), blocks ABBA."""
     topic = f"share-commit-{uuid.uuid4().hex[:6]}"
-    bench_broker.create_topic(b.client, topic, PARTITIONS)
+    b.new_topic(topic, PARTITIONS)
     # each commit covers POLL_RECORDS records on both sides; each side reads the topic whole
     bench_broker.produce(b.client, topic, commits_n * POLL_RECORDS, 100, "all", ARM_TIMEOUT)
     _, conf = share_group(b.bootstrap, explicit=True)
@@ -400,27 +449,28 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds the share consumers on one partition get to join (two heartbeats of 5 s)")
     ap.add_argument("--commits", type=int, default=400, help="timed commits per side")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: throughput, partition, commit")
+    ap.add_argument("--cluster", action="store_true", help="three nodes, every topic RF 3 (figures untargeted)")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     print(f"load average {loadavg()} at the start", flush=True)
-    results: dict = {"load_start": loadavg()}
+    results: dict = {"load_start": loadavg(), "nodes": 3 if args.cluster else 1}
     missed = []
+    targeted = not args.cluster  # issue 30: 3-node figures untargeted
     with tempfile.TemporaryDirectory(prefix="bench-share-") as workdir:
-        b = bench_broker.start_odradek(workdir, "odradek-share")
-        data_dir = os.path.join(workdir, "odradek-share-data")
+        b = Target(workdir, args.cluster)
         try:
-            bench_broker.warm_up(b)
+            bench_broker.warm_up(b, b.rf)
             if "throughput" not in skip:
-                r = results["throughput"] = throughput(b, data_dir, args.records, args.rounds)
-                if r["ratio"] < TARGET_RATE:
+                r = results["throughput"] = throughput(b, args.records, args.rounds)
+                if targeted and r["ratio"] < TARGET_RATE:
                     missed.append("throughput")
             if "partition" not in skip:
                 counts = tuple(int(x) for x in args.members.split(","))
-                results["one_partition"] = one_partition(b, data_dir, args.records // 2, counts, args.settle)
+                results["one_partition"] = one_partition(b, args.records // 2, counts, args.settle)
             if "commit" not in skip:
                 r = results["commit"] = commits(b, args.commits)
-                if r["ratio_p50"] > TARGET_COMMIT:
+                if targeted and r["ratio_p50"] > TARGET_COMMIT:
                     missed.append("commit")
         finally:
             b.stop()
