@@ -384,9 +384,14 @@ class SharePartitionManager:
             log.warning("writing share state of %s %s-%d failed: %r", sp.group_id, e.topic, sp.partition, exc)
             code = ErrorCode.UNKNOWN_SERVER_ERROR
         result = sp.write_completed(write.write_id, code, self.clock.now_ms())
-        if code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH) or result in FENCING_ERRORS:
-            # a newer leader or state epoch wrote since, or the coordinator knows no such group or partition
-            # (fencedSharePartitionHandler): this state is stale; the next request reads it again
+        if code and write.reason == "timeout":
+            log.debug("share partition %s %s-%d: the lock-expiry write answered error %d", sp.group_id, e.topic,
+                      sp.partition, code)
+        if result in FENCING_ERRORS:
+            # an acknowledgement's or release's write: a newer leader or state epoch wrote since, or the coordinator
+            # knows no such group or partition (fencedSharePartitionHandler): this state is stale; the next request
+            # reads it again. A lock expiry's write answers nothing (Kafka logs its failure and keeps the
+            # expiry): a stale state is fenced by the next acknowledgement's write.
             self._fence((sp.group_id, sp.topic_id, sp.partition), e, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             log.info("share partition %s %s-%d fenced: its state write answered %s", sp.group_id, e.topic,
                      sp.partition, ErrorCode(code).name)
@@ -419,13 +424,7 @@ class SharePartitionManager:
                         await wait_for(self._wake.wait(), delay)
                     except asyncio.TimeoutError:
                         pass
-                now = self.clock.now_ms()
-                for e in list(self.partitions.values()):
-                    d = e.sp.next_deadline()
-                    if d is not None and d <= now:
-                        for w in e.sp.on_time(now):
-                            self._write(e, w)
-                        self._after(e)
+                self.expire_locks(self.clock.now_ms())
                 self.check_leadership()
                 await asyncio.sleep(0)
             except asyncio.CancelledError:
@@ -433,6 +432,16 @@ class SharePartitionManager:
             except Exception:  # noqa: BLE001 - the timers keep running
                 log.exception("share partition timers")
                 await asyncio.sleep(IDLE_CHECK_S)
+
+    def expire_locks(self, now: int) -> None:
+        """``releaseAcquisitionLockOnTimeout`` of every lock due by ``now``: the records change state at once, the
+        writes go out in the background (their outcome changes nothing but the start offset)."""
+        for e in list(self.partitions.values()):
+            d = e.sp.next_deadline()
+            if d is not None and d <= now:
+                for w in e.sp.on_time(now):
+                    self._write(e, w)
+                self._after(e)
 
     # ---- sessions -------------------------------------------------------------------------------------------
     def on_disconnect(self, connection_id: str) -> None:
