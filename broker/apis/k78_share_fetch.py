@@ -23,9 +23,10 @@ the share partitions: broker/share/share_partition_manager.py):
 * long poll (DelayedShareFetch): records are acquired once ``min_bytes`` are readable from the partitions' next
   fetch offsets (the log's bytes, as Kafka measures), else parked until an append, a release, an acknowledgement,
   a lock expiry or a lost leadership on one of the partitions, then measured again; when ``max_wait_ms`` ends,
-  whatever can be acquired is. A share partition used here for the first time has its state read first, within
-  the same wait: one still being read when it ends is left out of the answer, without an error (Kafka skips
-  LEADER_NOT_AVAILABLE), and a failed read answers its error as ``fetchPersisterError`` maps it.
+  whatever can be acquired is. A share partition fenced by a write meanwhile is left out of the answer, without
+  an error. A share partition used here for the first time has its state read first, within the same wait: one
+  still being read when it ends is left out of the answer, without an error (Kafka skips LEADER_NOT_AVAILABLE), and
+  a failed read answers its error as ``fetchPersisterError`` maps it.
 * ShareFetch checks neither group membership nor assignment, as Kafka's.
 * ``max_bytes`` is capped by the broker's ``fetch.max.bytes`` and what the client's ``consumer_byte_rate`` lets one
   fetch take (``getMaxValueInQuotaWindow``), ``min_bytes`` by that (handleFetchFromShareFetchRequest);
@@ -178,7 +179,7 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
                                                 deadline))
     started = ctx.clock.monotonic()
     sent: list[tuple[str, int]] = []
-    await _fetch(ctx, mgr, req, group_id, member_id, entries, pd, record_limit, deadline, max_bytes, min_bytes,
+    await _fetch(ctx, mgr, req, group_id, member_id, entries, out, record_limit, deadline, max_bytes, min_bytes,
                  sent)
     mgr.share_fetch_done(group_id, len(context.partitions), sum(1 for d in out.values() if d.acquired_records),
                          (ctx.clock.monotonic() - started) * 1000)
@@ -374,17 +375,40 @@ def _acquire_all(mgr, member_id: str, entries: list, pd, record_limit: bool, rea
     return acquired
 
 
-async def _fetch(ctx, mgr, req, group_id: str, member_id: str, entries: list, pd, record_limit: bool,
+async def _fetch(ctx, mgr, req, group_id: str, member_id: str, entries: list, out: dict, record_limit: bool,
                  deadline: float, max_bytes: int, min_bytes: int, sent: list) -> None:
     """DelayedShareFetch: acquire now, or park until something changes on a partition (or ``deadline``, the
-    request's max wait) and acquire again; ``max_bytes``/``min_bytes``: the request's, capped (``_fetch_bytes``)."""
+    request's max wait) and acquire again; ``max_bytes``/``min_bytes``: the request's, capped (``_fetch_bytes``).
+
+    A share partition dropped meanwhile for a lost leadership answers NOT_LEADER_OR_FOLLOWER at once. One fenced
+    by a write (``fencedSharePartitionHandler``: a newer state epoch, GROUP_ID_NOT_FOUND, ...) is never acquirable
+    again (``maybeAcquireFetchLock`` refuses a fenced share partition): it is left out of the answer, without an
+    error, and the fetch goes on waiting for its other partitions or its max wait, as Kafka 4.2's."""
+    pd = partial(_partition_data, out)
     read_committed = mgr.settings(group_id).share_isolation_level == "read_committed"
     max_records = req.max_records if req.max_records > 0 else DEFAULT_MAX_RECORDS
     batch_size = req.batch_size if req.batch_size > 0 else max_records
+    if not entries:
+        return
     keys = [(e.topic, tp[1]) for tp, e in entries]
     for tp, _ in entries:
         pd(tp)
-    while keys:
+    while True:
+        dropped = [(tp, e) for tp, e in entries if mgr.partitions.get((group_id, tp[0], tp[1])) is not e]
+        if dropped:
+            lost = False
+            for tp, e in dropped:
+                if e.leadership_lost:  # answered now with its error and the leader the image knows
+                    d = pd(tp)
+                    d.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    d.current_leader = LeaderIdAndEpoch(*current_leader(ctx, tp[0], tp[1]))
+                    lost = True
+                else:  # fenced by a write: not acquirable, not answered
+                    out.pop(tp, None)
+            if lost:
+                return
+            entries = [(tp, e) for tp, e in entries if mgr.partitions.get((group_id, tp[0], tp[1])) is e]
+            keys = [(e.topic, tp[1]) for tp, e in entries]
         remaining = deadline - ctx.clock.monotonic()
         # min_bytes above 1: records are acquired only once that much is readable, or when the wait ends
         ready = min_bytes <= 1 or remaining <= 0 or sum(
@@ -396,8 +420,3 @@ async def _fetch(ctx, mgr, req, group_id: str, member_id: str, entries: list, pd
             return
         ctx.work_done()  # parked (DelayedShareFetch): the first pass was this request's own work
         await mgr.wait(keys, remaining)  # woken or timed out: measured (and at the end acquired) again
-        dropped = [(tp, e) for tp, e in entries if mgr.partitions.get((group_id, tp[0], tp[1])) is not e]
-        if dropped:  # leadership lost while parked: answered now with its error
-            for tp, _e in dropped:
-                pd(tp).error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            return

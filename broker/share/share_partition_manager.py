@@ -85,7 +85,7 @@ ACK_TYPE_NAMES = {AcknowledgeType.ACCEPT: "Accept", AcknowledgeType.RELEASE: "Re
 
 
 class _Entry:
-    __slots__ = ("sp", "topic", "part", "ready", "error", "tail", "batch_sizes")
+    __slots__ = ("sp", "topic", "part", "ready", "error", "tail", "batch_sizes", "leadership_lost")
 
     def __init__(self, sp: SharePartition, topic: str, part: "Partition") -> None:
         self.sp = sp
@@ -95,6 +95,7 @@ class _Entry:
         self.error = ErrorCode.NONE
         self.tail: asyncio.Future | None = None  # the last write sent: writes go out in the order issued
         self.batch_sizes = CountBuckets()  # records of each batch added to the in-flight state
+        self.leadership_lost = False  # dropped for a lost leadership (not fenced by its own write)
 
 
 def _zigzag_varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -325,6 +326,7 @@ class SharePartitionManager:
 
     def _drop(self, key, e: _Entry) -> None:
         """Leadership lost: the state goes (the next leader reads it from the share coordinator)."""
+        e.leadership_lost = True
         self._fence(key, e, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         log.info("share partition %s %s-%d dropped: no longer led here at epoch %d", e.sp.group_id, e.topic,
                  e.sp.partition, e.sp.leader_epoch)

@@ -16,9 +16,10 @@ from broker.testing.embedded import EmbeddedBroker
 from cluster.share.share_partition import RecordState
 from protocol.errors import ErrorCode as E
 from protocol.generated.messages import (
-    IncrementalAlterConfigsRequest, ProduceRequest, ShareAcknowledgeRequest, ShareFetchRequest,
-    ShareGroupHeartbeatRequest,
+    AlterShareGroupOffsetsRequest, IncrementalAlterConfigsRequest, ProduceRequest, ShareAcknowledgeRequest,
+    ShareFetchRequest, ShareGroupHeartbeatRequest,
 )
+from protocol.generated.messages import alter_share_group_offsets_request as asgo
 from protocol.generated.messages import incremental_alter_configs_request as iac
 from protocol.generated.messages import share_acknowledge_request as sar
 from protocol.generated.messages import share_fetch_request as sfr
@@ -370,6 +371,36 @@ def test_parked_fetch_is_woken_by_an_append_and_by_a_release(sbroker):
         b.epoch += 1
         assert [p.error_code for t in a.ack([(0, 2, [RELEASE])]).responses for p in t.partitions] == [0]
         assert acquired(b.w.recv(78, 1, corr)) == [(0, 2, 2)]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_parked_fetch_leaves_out_a_share_partition_fenced_by_a_write(sbroker):
+    """DelayedShareFetch with a share partition fenced by an acknowledgement's write (the group's offsets were
+    altered meanwhile: a newer state epoch, FENCED_STATE_EPOCH): the acknowledgement answers NOT_LEADER_OR_FOLLOWER,
+    the parked fetch never acquires from the fenced share partition and completes at its max wait without it (no
+    error, as ``maybeAcquireFetchLock`` refuses a fenced share partition); the next fetch reads the new state."""
+    s = Setup(sbroker, "fenced-parked", [2])
+    a, b = Member(sbroker, s), Member(sbroker, s)
+    try:
+        assert acquired(a.fetch()) == [(0, 1, 1)]
+        assert acquired(b.fetch()) == []  # opens b's session: all held by a
+        corr = b.w.send(78, 1, ShareFetchRequest(
+            group_id=s.group, member_id=b.id, share_session_epoch=b.epoch, max_wait_ms=1000, min_bytes=1,
+            max_records=100, batch_size=100, topics=[sfr.FetchTopic(topic_id=s.topic_id, partitions=[
+                sfr.FetchPartition(partition_index=0)])]))
+        b.epoch += 1
+        with _wire(sbroker) as w:  # the group has no members: its offsets can be altered (a new state epoch)
+            r = w.call(91, 0, AlterShareGroupOffsetsRequest(group_id=s.group, topics=[
+                asgo.AlterShareGroupOffsetsRequestTopic(topic_name=s.topic, partitions=[
+                    asgo.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])]))
+            assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 0
+        acked = a.ack([(0, 1, [ACCEPT])])
+        assert [p.error_code for t in acked.responses for p in t.partitions] == [E.NOT_LEADER_OR_FOLLOWER]
+        parked = b.w.recv(78, 1, corr)
+        assert parked.error_code == 0 and parked.responses == [], parked
+        assert acquired(b.fetch()) == [(0, 1, 1)]  # the state read again: the altered start, nothing delivered
     finally:
         a.close()
         b.close()
