@@ -6,7 +6,10 @@ the share partitions: broker/share/share_partition_manager.py):
   (``validate_share_fetch_request``: a final epoch with partitions to fetch or forget, an epoch below -1, v2's
   IsRenewAck with fetch parameters: INVALID_REQUEST) and the share session (``ShareSessionCache.new_context``:
   acknowledgements with epoch 0 INVALID_REQUEST, SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH,
-  SHARE_SESSION_LIMIT_REACHED), each answered at the top level with no partitions;
+  SHARE_SESSION_LIMIT_REACHED), each answered at the top level with no partitions; when answering,
+  INVALID_SHARE_SESSION_EPOCH at the top level (no fetched partitions, the acknowledgements' results still in it)
+  if another connection's request moved the session on meanwhile (Kafka's "possible duplicate request" check,
+  throttled or not);
 * TOPIC READ per topic, else TOPIC_AUTHORIZATION_FAILED for its partitions; an unknown topic id UNKNOWN_TOPIC_ID
   (one log line for the request naming it);
 * piggybacked acknowledgements first (per partition: bad batches INVALID_REQUEST, records not held by the member
@@ -49,7 +52,7 @@ from broker.security.throttling import user_of
 from cluster.acls import AclOperation, ResourceType
 from cluster.share.share_partition import AcknowledgementBatch, ShareError
 from cluster.share.share_session import validate_acknowledgement_batches, validate_share_fetch_request
-from cluster.share.share_session import ShareSessionKey
+from cluster.share.share_session import ShareSessionKey, next_epoch
 from protocol.errors import ErrorCode
 from protocol.generated.messages import ShareFetchRequest, ShareFetchResponse
 from protocol.generated.messages.share_fetch_response import (
@@ -163,9 +166,9 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
         if session is not None:
             mgr.sessions.remove(session.key)
             await ctx.park(mgr.release_session(session))
-        return _answer(ctx, out, ack_codes, lock_ms, [])
+        return _answer(ctx, out, ack_codes, lock_ms, [], context)
     if is_renew:
-        return _answer(ctx, out, ack_codes, lock_ms, [])
+        return _answer(ctx, out, ack_codes, lock_ms, [], context)
 
     unknown = [tp for tp in fetch if tp[0] not in names]
     if unknown:
@@ -184,7 +187,7 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
     mgr.share_fetch_done(group_id, len(context.partitions), sum(1 for d in out.values() if d.acquired_records),
                          (ctx.clock.monotonic() - started) * 1000)
     ctx.metrics.share_fetched(_fetched_topics(context.partitions, names, out))
-    return _answer(ctx, out, ack_codes, lock_ms, sent)
+    return _answer(ctx, out, ack_codes, lock_ms, sent, context)
 
 
 def _partition_data(out: dict, tp: tuple) -> PartitionData:
@@ -208,14 +211,16 @@ def _fetch_bytes(ctx, req: ShareFetchRequest) -> tuple[int, int]:
     return max_bytes, min(req.min_bytes, max_bytes)
 
 
-def _answer(ctx, out: dict, ack_codes: dict, lock_ms: int, sent: list) -> ShareFetchResponse:
+def _answer(ctx, out: dict, ack_codes: dict, lock_ms: int, sent: list, context) -> ShareFetchResponse:
     """processShareFetchResponse, then the acknowledgements' results merged in: the request's thread time is
     recorded against ``request_percentage`` and the answer's size (``ShareFetchContext.responseSize``, the
     fetched partitions) against ``consumer_byte_rate``, once (dispatch records nothing more). Over either, the
     answer has no fetched partitions (``throttleResponse``) and the larger throttle time, the size is taken back
     (``unrecordQuotaSensor``) and the connection throttled on the quota with the larger time; the leaders named
-    by the fetch's NOT_LEADER_OR_FOLLOWER answers are still sent, as Kafka's. ``sent``: (topic, bytes) read, the
-    bytes out once answered."""
+    by the fetch's NOT_LEADER_OR_FOLLOWER answers are still sent, as Kafka's. Throttled or not, a subsequent
+    request whose share session another request moved on meanwhile answers INVALID_SHARE_SESSION_EPOCH without
+    fetched partitions (``context.response_error``; its records stay acquired until their lock times out).
+    ``sent``: (topic, bytes) read, the bytes out once answered."""
     fetched = out  # the fetch's partitions only: the acknowledgements' are merged in below
     now_ms = ctx.clock.now_ms()
     request_ms = ctx.record_request_quota(now_ms)
@@ -226,10 +231,17 @@ def _answer(ctx, out: dict, ack_codes: dict, lock_ms: int, sent: list) -> ShareF
     bandwidth_ms = quotas.fetch.record(user, client_id, size, now_ms) if fetch_on else 0
     throttle_ms = max(bandwidth_ms, request_ms)
     leaders = [d.current_leader.leader_id for d in fetched.values() if d.current_leader.leader_id >= 0]
+    error = context.response_error()
+    if error:
+        session = context.session
+        log.debug("Subsequent share session %s/%s expected epoch %d, but got %d. Possible duplicate request.",
+                  session.key.group_id, session.key.member_id, next_epoch(context.epoch), session.epoch)
     if throttle_ms > 0:
         if fetch_on:
             quotas.fetch.unrecord(user, client_id, size, now_ms)
         ctx.apply_throttle("fetch" if bandwidth_ms > request_ms else "request", throttle_ms)
+        out = {}
+    elif error:
         out = {}
     else:
         for topic, n in sent:
@@ -238,6 +250,7 @@ def _answer(ctx, out: dict, ack_codes: dict, lock_ms: int, sent: list) -> ShareF
     _answer_acks(ctx, ack_codes, partial(_partition_data, out))
     response = _response(ctx, out, lock_ms, leaders)
     response.throttle_time_ms = throttle_ms
+    response.error_code = error
     return response
 
 

@@ -406,6 +406,44 @@ def test_a_parked_fetch_leaves_out_a_share_partition_fenced_by_a_write(sbroker):
         b.close()
 
 
+def test_a_parked_fetch_whose_session_moved_on_answers_invalid_share_session_epoch(sbroker):
+    """ShareSessionContext.updateAndGenerateResponseData: while a member's fetch waits, a request of the same
+    session at the next epoch comes in on another connection; the waiting fetch then answers
+    INVALID_SHARE_SESSION_EPOCH at the top level, without partitions ("possible duplicate request"), and the
+    session goes on from the later request's epoch. One pipelined behind it on its own connection does not count
+    (Kafka serves it after the waiting fetch's answer)."""
+    s = Setup(sbroker, "moved-on", [])
+    a = Member(sbroker, s)
+    other = _wire(sbroker)
+
+    def waiting():
+        req = ShareFetchRequest(group_id=s.group, member_id=a.id, share_session_epoch=a.epoch, max_wait_ms=500,
+                                min_bytes=1, max_records=100, batch_size=100, topics=[sfr.FetchTopic(
+                                    topic_id=s.topic_id, partitions=[sfr.FetchPartition(partition_index=0)])])
+        a.epoch += 1
+        return req
+
+    def next_request():
+        req = ShareFetchRequest(group_id=s.group, member_id=a.id, share_session_epoch=a.epoch, max_wait_ms=0,
+                                min_bytes=1, max_records=100, batch_size=100, topics=[])
+        a.epoch += 1
+        return req
+    try:
+        assert acquired(a.fetch()) == []  # opens the session: nothing there yet
+        corr = a.w.send(78, 1, waiting())
+        pipelined = a.w.send(78, 1, next_request())
+        assert a.w.recv(78, 1, corr).error_code == 0 and a.w.recv(78, 1, pipelined).error_code == 0
+        corr = a.w.send(78, 1, waiting())
+        later = other.call(78, 1, next_request())
+        assert later.error_code == 0, later
+        moved_on = a.w.recv(78, 1, corr)
+        assert moved_on.error_code == E.INVALID_SHARE_SESSION_EPOCH and moved_on.responses == [], moved_on
+        assert a.fetch().error_code == 0  # at the epoch after the later request's
+    finally:
+        a.close()
+        other.close()
+
+
 def test_min_bytes_holds_the_fetch_until_enough_is_readable(sbroker):
     """A fetch asking for more bytes than are there acquires nothing while it waits: a small batch is there, the
     fetch parks, a large batch lands and the answer acquires both; when the wait ends first, what is there is
