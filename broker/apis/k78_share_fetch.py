@@ -6,7 +6,10 @@ the share partitions: broker/share/share_partition_manager.py):
   (``validate_share_fetch_request``: a final epoch with partitions to fetch or forget, an epoch below -1, v2's
   IsRenewAck with fetch parameters: INVALID_REQUEST) and the share session (``ShareSessionCache.new_context``:
   acknowledgements with epoch 0 INVALID_REQUEST, SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH,
-  SHARE_SESSION_LIMIT_REACHED), each answered at the top level with no partitions;
+  SHARE_SESSION_LIMIT_REACHED), each answered at the top level with no partitions; when answering,
+  INVALID_SHARE_SESSION_EPOCH at the top level (no fetched partitions, the acknowledgements' results still in it)
+  if another connection's request moved the session on meanwhile (Kafka's "possible duplicate request" check,
+  throttled or not);
 * TOPIC READ per topic, else TOPIC_AUTHORIZATION_FAILED for its partitions; an unknown topic id UNKNOWN_TOPIC_ID
   (one log line for the request naming it);
 * piggybacked acknowledgements first (per partition: bad batches INVALID_REQUEST, records not held by the member
@@ -23,9 +26,10 @@ the share partitions: broker/share/share_partition_manager.py):
 * long poll (DelayedShareFetch): records are acquired once ``min_bytes`` are readable from the partitions' next
   fetch offsets (the log's bytes, as Kafka measures), else parked until an append, a release, an acknowledgement,
   a lock expiry or a lost leadership on one of the partitions, then measured again; when ``max_wait_ms`` ends,
-  whatever can be acquired is. A share partition used here for the first time has its state read first, within
-  the same wait: one still being read when it ends is left out of the answer, without an error (Kafka skips
-  LEADER_NOT_AVAILABLE), and a failed read answers its error as ``fetchPersisterError`` maps it.
+  whatever can be acquired is. A share partition fenced by a write meanwhile is left out of the answer, without
+  an error. A share partition used here for the first time has its state read first, within the same wait: one
+  still being read when it ends is left out of the answer, without an error (Kafka skips LEADER_NOT_AVAILABLE), and
+  a failed read answers its error as ``fetchPersisterError`` maps it.
 * ShareFetch checks neither group membership nor assignment, as Kafka's.
 * ``max_bytes`` is capped by the broker's ``fetch.max.bytes`` and what the client's ``consumer_byte_rate`` lets one
   fetch take (``getMaxValueInQuotaWindow``), ``min_bytes`` by that (handleFetchFromShareFetchRequest);
@@ -48,7 +52,7 @@ from broker.security.throttling import user_of
 from cluster.acls import AclOperation, ResourceType
 from cluster.share.share_partition import AcknowledgementBatch, ShareError
 from cluster.share.share_session import validate_acknowledgement_batches, validate_share_fetch_request
-from cluster.share.share_session import ShareSessionKey
+from cluster.share.share_session import ShareSessionKey, next_epoch
 from protocol.errors import ErrorCode
 from protocol.generated.messages import ShareFetchRequest, ShareFetchResponse
 from protocol.generated.messages.share_fetch_response import (
@@ -162,9 +166,9 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
         if session is not None:
             mgr.sessions.remove(session.key)
             await ctx.park(mgr.release_session(session))
-        return _answer(ctx, out, ack_codes, lock_ms, [])
+        return _answer(ctx, out, ack_codes, lock_ms, [], context)
     if is_renew:
-        return _answer(ctx, out, ack_codes, lock_ms, [])
+        return _answer(ctx, out, ack_codes, lock_ms, [], context)
 
     unknown = [tp for tp in fetch if tp[0] not in names]
     if unknown:
@@ -178,12 +182,12 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
                                                 deadline))
     started = ctx.clock.monotonic()
     sent: list[tuple[str, int]] = []
-    await _fetch(ctx, mgr, req, group_id, member_id, entries, pd, record_limit, deadline, max_bytes, min_bytes,
+    await _fetch(ctx, mgr, req, group_id, member_id, entries, out, record_limit, deadline, max_bytes, min_bytes,
                  sent)
     mgr.share_fetch_done(group_id, len(context.partitions), sum(1 for d in out.values() if d.acquired_records),
                          (ctx.clock.monotonic() - started) * 1000)
     ctx.metrics.share_fetched(_fetched_topics(context.partitions, names, out))
-    return _answer(ctx, out, ack_codes, lock_ms, sent)
+    return _answer(ctx, out, ack_codes, lock_ms, sent, context)
 
 
 def _partition_data(out: dict, tp: tuple) -> PartitionData:
@@ -207,14 +211,16 @@ def _fetch_bytes(ctx, req: ShareFetchRequest) -> tuple[int, int]:
     return max_bytes, min(req.min_bytes, max_bytes)
 
 
-def _answer(ctx, out: dict, ack_codes: dict, lock_ms: int, sent: list) -> ShareFetchResponse:
+def _answer(ctx, out: dict, ack_codes: dict, lock_ms: int, sent: list, context) -> ShareFetchResponse:
     """processShareFetchResponse, then the acknowledgements' results merged in: the request's thread time is
     recorded against ``request_percentage`` and the answer's size (``ShareFetchContext.responseSize``, the
     fetched partitions) against ``consumer_byte_rate``, once (dispatch records nothing more). Over either, the
     answer has no fetched partitions (``throttleResponse``) and the larger throttle time, the size is taken back
     (``unrecordQuotaSensor``) and the connection throttled on the quota with the larger time; the leaders named
-    by the fetch's NOT_LEADER_OR_FOLLOWER answers are still sent, as Kafka's. ``sent``: (topic, bytes) read, the
-    bytes out once answered."""
+    by the fetch's NOT_LEADER_OR_FOLLOWER answers are still sent, as Kafka's. Throttled or not, a subsequent
+    request whose share session another request moved on meanwhile answers INVALID_SHARE_SESSION_EPOCH without
+    fetched partitions (``context.response_error``; its records stay acquired until their lock times out).
+    ``sent``: (topic, bytes) read, the bytes out once answered."""
     fetched = out  # the fetch's partitions only: the acknowledgements' are merged in below
     now_ms = ctx.clock.now_ms()
     request_ms = ctx.record_request_quota(now_ms)
@@ -225,10 +231,17 @@ def _answer(ctx, out: dict, ack_codes: dict, lock_ms: int, sent: list) -> ShareF
     bandwidth_ms = quotas.fetch.record(user, client_id, size, now_ms) if fetch_on else 0
     throttle_ms = max(bandwidth_ms, request_ms)
     leaders = [d.current_leader.leader_id for d in fetched.values() if d.current_leader.leader_id >= 0]
+    error = context.response_error()
+    if error:
+        session = context.session
+        log.debug("Subsequent share session %s/%s expected epoch %d, but got %d. Possible duplicate request.",
+                  session.key.group_id, session.key.member_id, next_epoch(context.epoch), session.epoch)
     if throttle_ms > 0:
         if fetch_on:
             quotas.fetch.unrecord(user, client_id, size, now_ms)
         ctx.apply_throttle("fetch" if bandwidth_ms > request_ms else "request", throttle_ms)
+        out = {}
+    elif error:
         out = {}
     else:
         for topic, n in sent:
@@ -237,6 +250,7 @@ def _answer(ctx, out: dict, ack_codes: dict, lock_ms: int, sent: list) -> ShareF
     _answer_acks(ctx, ack_codes, partial(_partition_data, out))
     response = _response(ctx, out, lock_ms, leaders)
     response.throttle_time_ms = throttle_ms
+    response.error_code = error
     return response
 
 
@@ -374,17 +388,40 @@ def _acquire_all(mgr, member_id: str, entries: list, pd, record_limit: bool, rea
     return acquired
 
 
-async def _fetch(ctx, mgr, req, group_id: str, member_id: str, entries: list, pd, record_limit: bool,
+async def _fetch(ctx, mgr, req, group_id: str, member_id: str, entries: list, out: dict, record_limit: bool,
                  deadline: float, max_bytes: int, min_bytes: int, sent: list) -> None:
     """DelayedShareFetch: acquire now, or park until something changes on a partition (or ``deadline``, the
-    request's max wait) and acquire again; ``max_bytes``/``min_bytes``: the request's, capped (``_fetch_bytes``)."""
+    request's max wait) and acquire again; ``max_bytes``/``min_bytes``: the request's, capped (``_fetch_bytes``).
+
+    A share partition dropped meanwhile for a lost leadership answers NOT_LEADER_OR_FOLLOWER at once. One fenced
+    by a write (``fencedSharePartitionHandler``: a newer state epoch, GROUP_ID_NOT_FOUND, ...) is never acquirable
+    again (``maybeAcquireFetchLock`` refuses a fenced share partition): it is left out of the answer, without an
+    error, and the fetch goes on waiting for its other partitions or its max wait, as Kafka 4.2's."""
+    pd = partial(_partition_data, out)
     read_committed = mgr.settings(group_id).share_isolation_level == "read_committed"
     max_records = req.max_records if req.max_records > 0 else DEFAULT_MAX_RECORDS
     batch_size = req.batch_size if req.batch_size > 0 else max_records
+    if not entries:
+        return
     keys = [(e.topic, tp[1]) for tp, e in entries]
     for tp, _ in entries:
         pd(tp)
-    while keys:
+    while True:
+        dropped = [(tp, e) for tp, e in entries if mgr.partitions.get((group_id, tp[0], tp[1])) is not e]
+        if dropped:
+            lost = False
+            for tp, e in dropped:
+                if e.leadership_lost:  # answered now with its error and the leader the image knows
+                    d = pd(tp)
+                    d.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    d.current_leader = LeaderIdAndEpoch(*current_leader(ctx, tp[0], tp[1]))
+                    lost = True
+                else:  # fenced by a write: not acquirable, not answered
+                    out.pop(tp, None)
+            if lost:
+                return
+            entries = [(tp, e) for tp, e in entries if mgr.partitions.get((group_id, tp[0], tp[1])) is e]
+            keys = [(e.topic, tp[1]) for tp, e in entries]
         remaining = deadline - ctx.clock.monotonic()
         # min_bytes above 1: records are acquired only once that much is readable, or when the wait ends
         ready = min_bytes <= 1 or remaining <= 0 or sum(
@@ -396,8 +433,3 @@ async def _fetch(ctx, mgr, req, group_id: str, member_id: str, entries: list, pd
             return
         ctx.work_done()  # parked (DelayedShareFetch): the first pass was this request's own work
         await mgr.wait(keys, remaining)  # woken or timed out: measured (and at the end acquired) again
-        dropped = [(tp, e) for tp, e in entries if mgr.partitions.get((group_id, tp[0], tp[1])) is not e]
-        if dropped:  # leadership lost while parked: answered now with its error
-            for tp, _e in dropped:
-                pd(tp).error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            return

@@ -44,7 +44,7 @@ async def handle(ctx, req: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
     member_id = req.member_id
     epoch = req.share_session_epoch
     try:
-        mgr.sessions.acknowledge_session_update(group_id, member_id, epoch)
+        mgr.sessions.acknowledge_session_update(group_id, member_id, epoch, ctx.connection_id)
     except ShareError as exc:
         log.info("ShareAcknowledge of member %s of group %r (epoch %d) from %s refused: %s %s", member_id,
                  group_id, epoch, ctx.client_id, ErrorCode(exc.code).name, exc)

@@ -85,7 +85,7 @@ ACK_TYPE_NAMES = {AcknowledgeType.ACCEPT: "Accept", AcknowledgeType.RELEASE: "Re
 
 
 class _Entry:
-    __slots__ = ("sp", "topic", "part", "ready", "error", "tail", "batch_sizes")
+    __slots__ = ("sp", "topic", "part", "ready", "error", "tail", "batch_sizes", "leadership_lost")
 
     def __init__(self, sp: SharePartition, topic: str, part: "Partition") -> None:
         self.sp = sp
@@ -95,6 +95,7 @@ class _Entry:
         self.error = ErrorCode.NONE
         self.tail: asyncio.Future | None = None  # the last write sent: writes go out in the order issued
         self.batch_sizes = CountBuckets()  # records of each batch added to the in-flight state
+        self.leadership_lost = False  # dropped for a lost leadership (not fenced by its own write)
 
 
 def _zigzag_varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -325,6 +326,7 @@ class SharePartitionManager:
 
     def _drop(self, key, e: _Entry) -> None:
         """Leadership lost: the state goes (the next leader reads it from the share coordinator)."""
+        e.leadership_lost = True
         self._fence(key, e, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         log.info("share partition %s %s-%d dropped: no longer led here at epoch %d", e.sp.group_id, e.topic,
                  e.sp.partition, e.sp.leader_epoch)
@@ -384,9 +386,14 @@ class SharePartitionManager:
             log.warning("writing share state of %s %s-%d failed: %r", sp.group_id, e.topic, sp.partition, exc)
             code = ErrorCode.UNKNOWN_SERVER_ERROR
         result = sp.write_completed(write.write_id, code, self.clock.now_ms())
-        if code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH) or result in FENCING_ERRORS:
-            # a newer leader or state epoch wrote since, or the coordinator knows no such group or partition
-            # (fencedSharePartitionHandler): this state is stale; the next request reads it again
+        if code and write.reason == "timeout":
+            log.debug("share partition %s %s-%d: the lock-expiry write answered error %d", sp.group_id, e.topic,
+                      sp.partition, code)
+        if result in FENCING_ERRORS:
+            # an acknowledgement's or release's write: a newer leader or state epoch wrote since, or the coordinator
+            # knows no such group or partition (fencedSharePartitionHandler): this state is stale; the next request
+            # reads it again. A lock expiry's write answers nothing (Kafka logs its failure and keeps the
+            # expiry): a stale state is fenced by the next acknowledgement's write.
             self._fence((sp.group_id, sp.topic_id, sp.partition), e, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             log.info("share partition %s %s-%d fenced: its state write answered %s", sp.group_id, e.topic,
                      sp.partition, ErrorCode(code).name)
@@ -419,13 +426,7 @@ class SharePartitionManager:
                         await wait_for(self._wake.wait(), delay)
                     except asyncio.TimeoutError:
                         pass
-                now = self.clock.now_ms()
-                for e in list(self.partitions.values()):
-                    d = e.sp.next_deadline()
-                    if d is not None and d <= now:
-                        for w in e.sp.on_time(now):
-                            self._write(e, w)
-                        self._after(e)
+                self.expire_locks(self.clock.now_ms())
                 self.check_leadership()
                 await asyncio.sleep(0)
             except asyncio.CancelledError:
@@ -433,6 +434,16 @@ class SharePartitionManager:
             except Exception:  # noqa: BLE001 - the timers keep running
                 log.exception("share partition timers")
                 await asyncio.sleep(IDLE_CHECK_S)
+
+    def expire_locks(self, now: int) -> None:
+        """``releaseAcquisitionLockOnTimeout`` of every lock due by ``now``: the records change state at once, the
+        writes go out in the background (their outcome changes nothing but the start offset)."""
+        for e in list(self.partitions.values()):
+            d = e.sp.next_deadline()
+            if d is not None and d <= now:
+                for w in e.sp.on_time(now):
+                    self._write(e, w)
+                self._after(e)
 
     # ---- sessions -------------------------------------------------------------------------------------------
     def on_disconnect(self, connection_id: str) -> None:

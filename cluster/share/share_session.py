@@ -44,15 +44,24 @@ class ShareSessionKey:
 
 
 class ShareSession:
-    """Kafka's ``ShareSession``: the partitions a member fetches, the next epoch, the opening connection."""
+    """Kafka's ``ShareSession``: the partitions a member fetches, the next epoch, the opening connection; and how
+    often each connection's requests moved the epoch on (``moves_by``: see :meth:`ShareFetchContext.response_error`)."""
 
-    __slots__ = ("key", "partitions", "epoch", "connection_id")
+    __slots__ = ("key", "partitions", "epoch", "connection_id", "moves", "moves_by")
 
     def __init__(self, key: ShareSessionKey, partitions: Iterable[TopicIdPartition], epoch: int, connection_id: str):
         self.key = key
         self.partitions: dict[TopicIdPartition, None] = dict.fromkeys(partitions)
         self.epoch = epoch
         self.connection_id = connection_id
+        self.moves = 0
+        self.moves_by: dict[str, int] = {}
+
+    def move_on(self, connection_id: str) -> None:
+        """A subsequent request of the session: the next epoch."""
+        self.epoch = next_epoch(self.epoch)
+        self.moves += 1
+        self.moves_by[connection_id] = self.moves_by.get(connection_id, 0) + 1
 
     def update(self, fetch: Iterable[TopicIdPartition],
                forget: Iterable[TopicIdPartition]) -> tuple[list, list, list]:
@@ -75,12 +84,34 @@ class ShareSession:
 class ShareFetchContext:
     """What :meth:`ShareSessionCache.new_context` decided: a final request (``final``: acknowledge, close the
     session, fetch nothing), a new session (``subsequent`` False) or the next request of one (the session's
-    partitions after this request's additions and removals in ``partitions``)."""
+    partitions after this request's additions and removals in ``partitions``; ``session`` the one it moved on)."""
 
     final: bool
     subsequent: bool
     partitions: tuple[TopicIdPartition, ...]
     epoch: int
+    session: ShareSession | None = None
+    connection_id: str = ""
+    moves: int = 0  # the session's moves, and this connection's, once this request moved it on
+    own_moves: int = 0
+
+    def response_error(self) -> ErrorCode:
+        """The answer's top-level error, as ``ShareSessionContext.updateAndGenerateResponseData`` and
+        ``throttleResponse`` check it: a subsequent request whose session moved past the epoch this request set
+        (another request of the session was served meanwhile: "possible duplicate request") is
+        INVALID_SHARE_SESSION_EPOCH, answered without partitions; else NONE. A new session and a final request
+        are not checked.
+
+        Only another connection's requests count: Kafka serves one request of a connection at a time (the channel
+        muted until answered), so a request pipelined behind this one on its connection moves the session only
+        after this answer; odradek serves it meanwhile."""
+        session = self.session
+        if not self.subsequent or session is None or session.epoch == next_epoch(self.epoch):
+            return ErrorCode.NONE
+        own = session.moves_by.get(self.connection_id, 0) - self.own_moves
+        if session.moves - self.moves > own:
+            return ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        return ErrorCode.NONE
 
 
 class ShareSessionCache:
@@ -183,10 +214,11 @@ class ShareSessionCache:
             raise ShareError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
                              f"expected share session epoch {session.epoch}, got {epoch}")
         session.update(fetch, forget)
-        session.epoch = next_epoch(session.epoch)
-        return ShareFetchContext(False, True, tuple(session.partitions), epoch)
+        session.move_on(connection_id)
+        return ShareFetchContext(False, True, tuple(session.partitions), epoch, session, connection_id,
+                                 session.moves, session.moves_by[connection_id])
 
-    def acknowledge_session_update(self, group_id: str, member_id: str, epoch: int) -> None:
+    def acknowledge_session_update(self, group_id: str, member_id: str, epoch: int, connection_id: str = "") -> None:
         """``acknowledgeSessionUpdate`` for a ShareAcknowledge: epoch 0 is INVALID_SHARE_SESSION_EPOCH; -1 checks
         the session exists (the adapter removes it and releases the member's records after the acks)."""
         if epoch == INITIAL_EPOCH:
@@ -200,7 +232,7 @@ class ShareSessionCache:
         if session.epoch != epoch:
             raise ShareError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
                              f"expected share session epoch {session.epoch}, got {epoch}")
-        session.epoch = next_epoch(session.epoch)
+        session.move_on(connection_id)
 
 
 def validate_share_fetch_request(epoch: int, fetch_partitions: int, forgotten_partitions: int,

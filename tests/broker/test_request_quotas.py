@@ -8,7 +8,8 @@ or an append takes READ_MS of it):
   the larger of the bandwidth and request throttle times and the connection is throttled on that quota only;
 * ShareFetch (handleShareFetchRequest, processShareFetchResponse): ``fetch.max.bytes`` and the quota window cap
   what is acquired; over ``request_percentage`` or ``consumer_byte_rate`` the answer has no records, the larger
-  throttle time, the bytes taken back, and the acknowledgements' results still in it."""
+  throttle time, the bytes taken back, and the acknowledgements' results still in it; throttled or not, a request
+  whose share session another request moved on meanwhile answers INVALID_SHARE_SESSION_EPOCH."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from broker.apis.context import RequestContext
 from broker.network.dispatch import dispatch
 from broker.share.share_partition_manager import SharePartitionManager
 from protocol.connection import parse_request
+from protocol.errors import ErrorCode as E
 from protocol.generated.api_keys import APIS
 from protocol.generated.messages import (
     JoinGroupRequest, JoinGroupResponse, ProduceRequest, ProduceResponse, RequestHeader,
@@ -315,3 +317,31 @@ def test_a_share_fetchs_acknowledgement_write_is_not_request_time_but_its_fetch_
     assert p.acknowledge_error_code == 0 and [r.first_offset for r in p.acquired_records] == [1]
     assert ctx.set_aside == pytest.approx(2.0) and throttles == [] and resp.throttle_time_ms == 0
     assert handles.quotas.request.rate("", "c", handles.clock.now_ms()) == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("throttle", [False, True])
+def test_a_share_fetch_whose_session_moved_on_meanwhile_answers_invalid_share_session_epoch(sharing, throttle):
+    """ShareSessionContext.updateAndGenerateResponseData and, over a quota, throttleResponse: a ShareFetch whose
+    session another request (a ShareAcknowledge at the next epoch) moved on while it waited answers
+    INVALID_SHARE_SESSION_EPOCH ("possible duplicate request") without its fetched records (they stay acquired until
+    their lock times out, not bytes out); its acknowledgements' results are still in it, the throttle time too."""
+    handles, _ = sharing
+    share_answer(handles, share_fetch(max_bytes=700))  # the session opened, offset 0 acquired
+    sent_before = bytes_out(handles)
+    if throttle:
+        quotas(handles, request_percentage=0.1)
+    mgr = handles.share_partitions
+    mgr.persister.gate = asyncio.Event()
+
+    def another_request():
+        mgr.sessions.acknowledge_session_update("g", MEMBER, 2)
+        mgr.persister.gate.set()
+
+    data, _, throttles = run(handles, share_fetch(epoch=1, acks=[AcknowledgementBatch(0, 0, [1])]),
+                             during=another_request, parked=lambda: mgr.persister.writes)
+    resp = ShareFetchResponse.decode(memoryview(data)[9:], 2)
+    assert resp.error_code == E.INVALID_SHARE_SESSION_EPOCH
+    [p] = resp.responses[0].partitions
+    assert p.acknowledge_error_code == 0 and p.acquired_records == [] and not p.records
+    assert (resp.throttle_time_ms, throttles) == ((1000, [1000]) if throttle else (0, []))
+    assert acquired(handles) == [1, 2] and bytes_out(handles) == sent_before

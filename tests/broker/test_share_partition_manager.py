@@ -194,6 +194,43 @@ def test_a_fenced_write_drops_the_state_and_the_next_request_reads_it_again():
     asyncio.run(asyncio.wait_for(run(), 10))
 
 
+def test_a_fenced_lock_expiry_write_is_ignored_and_the_next_acknowledgement_fences():
+    """SharePartition.releaseAcquisitionLockOnTimeout: the expiry's WriteShareGroupState failing (here
+    FENCED_STATE_EPOCH or FENCED_LEADER_EPOCH) is only logged, the records stay Available and the share partition
+    stays cached; the next acknowledgement's write, fenced too, answers NOT_LEADER_OR_FOLLOWER and fences it
+    (fencedSharePartitionHandler)."""
+    from cluster.share.share_partition import AcknowledgementBatch
+
+    async def run():
+        for fenced_code in (E.FENCED_STATE_EPOCH, E.FENCED_LEADER_EPOCH):
+            persister = _Persister(start_offset=0)
+            m = _manager(persister)
+            entry, _part, _ = await m.share_partition("g", TID, "t", 0)
+            sp = entry.sp
+            sp.acquire("a", [_Batch(0, 1)], fetch_offset=0, max_fetch_records=10, batch_size=10,
+                       now=m.clock.now_ms())
+
+            async def fenced(req, code=fenced_code):
+                persister.writes.append(req)
+                p = req.topics[0].partitions[0]
+                return WriteShareGroupStateResponse(results=[wsr.WriteStateResult(topic_id=TID, partitions=[
+                    wsr.PartitionResult(partition=p.partition, error_code=code)])])
+            persister.write = fenced
+            m.clock.advance(sp.record_lock_duration_ms)
+            m.expire_locks(m.clock.now_ms())
+            assert len(m._background) == 1
+            await asyncio.wait(list(m._background))
+            assert len(persister.writes) == 1, fenced_code  # the expiry's write, answered fenced
+            assert sp.active and m.partitions == {("g", TID, 0): entry}, fenced_code
+            assert sp.record_state(0)[:2] == (RecordState.AVAILABLE, 1)
+            assert (await m.share_partition("g", TID, "t", 0, create=False))[0] is entry
+            sp.acquire("b", [_Batch(0, 1)], fetch_offset=0, max_fetch_records=10, batch_size=10,
+                       now=m.clock.now_ms())
+            assert await m.acknowledge(entry, "b", [AcknowledgementBatch(0, 1, (1,))]) == E.NOT_LEADER_OR_FOLLOWER
+            assert m.partitions == {} and sp.partition_state.name == "FENCED", fenced_code
+    asyncio.run(asyncio.wait_for(run(), 10))
+
+
 def _read_answering(code):
     async def read(req):
         p = req.topics[0].partitions[0]

@@ -16,9 +16,10 @@ from broker.testing.embedded import EmbeddedBroker
 from cluster.share.share_partition import RecordState
 from protocol.errors import ErrorCode as E
 from protocol.generated.messages import (
-    IncrementalAlterConfigsRequest, ProduceRequest, ShareAcknowledgeRequest, ShareFetchRequest,
-    ShareGroupHeartbeatRequest,
+    AlterShareGroupOffsetsRequest, IncrementalAlterConfigsRequest, ProduceRequest, ShareAcknowledgeRequest,
+    ShareFetchRequest, ShareGroupHeartbeatRequest,
 )
+from protocol.generated.messages import alter_share_group_offsets_request as asgo
 from protocol.generated.messages import incremental_alter_configs_request as iac
 from protocol.generated.messages import share_acknowledge_request as sar
 from protocol.generated.messages import share_fetch_request as sfr
@@ -373,6 +374,74 @@ def test_parked_fetch_is_woken_by_an_append_and_by_a_release(sbroker):
     finally:
         a.close()
         b.close()
+
+
+def test_a_parked_fetch_leaves_out_a_share_partition_fenced_by_a_write(sbroker):
+    """DelayedShareFetch with a share partition fenced by an acknowledgement's write (the group's offsets were
+    altered meanwhile: a newer state epoch, FENCED_STATE_EPOCH): the acknowledgement answers NOT_LEADER_OR_FOLLOWER,
+    the parked fetch never acquires from the fenced share partition and completes at its max wait without it (no
+    error, as ``maybeAcquireFetchLock`` refuses a fenced share partition); the next fetch reads the new state."""
+    s = Setup(sbroker, "fenced-parked", [2])
+    a, b = Member(sbroker, s), Member(sbroker, s)
+    try:
+        assert acquired(a.fetch()) == [(0, 1, 1)]
+        assert acquired(b.fetch()) == []  # opens b's session: all held by a
+        corr = b.w.send(78, 1, ShareFetchRequest(
+            group_id=s.group, member_id=b.id, share_session_epoch=b.epoch, max_wait_ms=1000, min_bytes=1,
+            max_records=100, batch_size=100, topics=[sfr.FetchTopic(topic_id=s.topic_id, partitions=[
+                sfr.FetchPartition(partition_index=0)])]))
+        b.epoch += 1
+        with _wire(sbroker) as w:  # the group has no members: its offsets can be altered (a new state epoch)
+            r = w.call(91, 0, AlterShareGroupOffsetsRequest(group_id=s.group, topics=[
+                asgo.AlterShareGroupOffsetsRequestTopic(topic_name=s.topic, partitions=[
+                    asgo.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])]))
+            assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 0
+        acked = a.ack([(0, 1, [ACCEPT])])
+        assert [p.error_code for t in acked.responses for p in t.partitions] == [E.NOT_LEADER_OR_FOLLOWER]
+        parked = b.w.recv(78, 1, corr)
+        assert parked.error_code == 0 and parked.responses == [], parked
+        assert acquired(b.fetch()) == [(0, 1, 1)]  # the state read again: the altered start, nothing delivered
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_parked_fetch_whose_session_moved_on_answers_invalid_share_session_epoch(sbroker):
+    """ShareSessionContext.updateAndGenerateResponseData: while a member's fetch waits, a request of the same
+    session at the next epoch comes in on another connection; the waiting fetch then answers
+    INVALID_SHARE_SESSION_EPOCH at the top level, without partitions ("possible duplicate request"), and the
+    session goes on from the later request's epoch. One pipelined behind it on its own connection does not count
+    (Kafka serves it after the waiting fetch's answer)."""
+    s = Setup(sbroker, "moved-on", [])
+    a = Member(sbroker, s)
+    other = _wire(sbroker)
+
+    def waiting():
+        req = ShareFetchRequest(group_id=s.group, member_id=a.id, share_session_epoch=a.epoch, max_wait_ms=500,
+                                min_bytes=1, max_records=100, batch_size=100, topics=[sfr.FetchTopic(
+                                    topic_id=s.topic_id, partitions=[sfr.FetchPartition(partition_index=0)])])
+        a.epoch += 1
+        return req
+
+    def next_request():
+        req = ShareFetchRequest(group_id=s.group, member_id=a.id, share_session_epoch=a.epoch, max_wait_ms=0,
+                                min_bytes=1, max_records=100, batch_size=100, topics=[])
+        a.epoch += 1
+        return req
+    try:
+        assert acquired(a.fetch()) == []  # opens the session: nothing there yet
+        corr = a.w.send(78, 1, waiting())
+        pipelined = a.w.send(78, 1, next_request())
+        assert a.w.recv(78, 1, corr).error_code == 0 and a.w.recv(78, 1, pipelined).error_code == 0
+        corr = a.w.send(78, 1, waiting())
+        later = other.call(78, 1, next_request())
+        assert later.error_code == 0, later
+        moved_on = a.w.recv(78, 1, corr)
+        assert moved_on.error_code == E.INVALID_SHARE_SESSION_EPOCH and moved_on.responses == [], moved_on
+        assert a.fetch().error_code == 0  # at the epoch after the later request's
+    finally:
+        a.close()
+        other.close()
 
 
 def test_min_bytes_holds_the_fetch_until_enough_is_readable(sbroker):

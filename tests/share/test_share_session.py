@@ -124,6 +124,31 @@ def test_new_context():
     assert ctx.partitions == ((BAR, 0),) and cache.get(ShareSessionKey("grp", "m1")).epoch == 1
 
 
+def test_a_subsequent_answer_checks_the_session_did_not_move_on():
+    """ShareSessionContext.updateAndGenerateResponseData and throttleResponse (testNewContext's responses): a
+    subsequent request answers NONE while its session's epoch is the one it set; once another connection's request
+    of the session moved it on meanwhile (a ShareAcknowledge or a ShareFetch: "possible duplicate request")
+    INVALID_SHARE_SESSION_EPOCH (a request pipelined on the same connection does not count: Kafka serves a
+    connection's requests one at a time). A new session's and a final request's answers are not checked; a session
+    replaced at epoch 0 leaves the old session's requests alone."""
+    cache = ShareSessionCache(10)
+    first = cache.new_context("grp", [(FOO, 0)], [], "m1", INITIAL_EPOCH, False, "c")
+    assert first.response_error() == ErrorCode.NONE
+    ctx = cache.new_context("grp", [], [], "m1", 1, False, "c")
+    assert ctx.subsequent and ctx.response_error() == ErrorCode.NONE
+    # a ShareAcknowledge of the session pipelined behind it on its connection: Kafka serves it after this answer
+    cache.acknowledge_session_update("grp", "m1", 2, "c")
+    assert ctx.response_error() == ErrorCode.NONE
+    cache.acknowledge_session_update("grp", "m1", 3, "c2")  # one from another connection, served meanwhile
+    assert ctx.response_error() == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    later = cache.new_context("grp", [], [], "m1", 4, False, "c2")  # a ShareFetch of the session, another connection
+    assert later.response_error() == ErrorCode.NONE
+    assert first.response_error() == ErrorCode.NONE  # a new session is not checked
+    assert cache.new_context("grp", [], [], "m1", FINAL_EPOCH, False, "c").response_error() == ErrorCode.NONE
+    cache.new_context("grp", [(FOO, 0)], [], "m1", INITIAL_EPOCH, False, "c")  # replaced: the old one stays put
+    assert later.response_error() == ErrorCode.NONE
+
+
 def test_initial_request_with_acknowledgements_refused():
     """SharePartitionManager.newContext: acknowledgements in an epoch-0 request are INVALID_REQUEST."""
     cache = ShareSessionCache(10)
