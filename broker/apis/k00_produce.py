@@ -14,7 +14,10 @@ Behaviour (KafkaApis.handleProduceRequest, ReplicaManager.appendRecords, LogVali
   ISR is below ``min.insync.replicas``; then the response waits until the high watermark (the ISR's log
   end) passes the batch, REQUEST_TIMED_OUT once the request's ``timeout_ms`` passes first, and
   NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below ``min.insync.replicas`` meanwhile;
-* acks=0: no response; any error closes the connection, as Kafka does;
+* acks=0: no response; any error closes the connection, as Kafka does (the response callback's
+  ``requestChannel.closeConnection`` on any partition error; the request-level ones,
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED and INVALID_PRODUCER_ID_MAPPING, through ``sendErrorOrCloseConnection``:
+  acks=0 has no error response);
 * v8+: only LogValidator's record-level rejections (RecordValidationException: keyless records on a
   compacted topic, timestamps) carry record_errors and error_message; every other error is a bare
   code, as Kafka's ``new PartitionResponse(error)`` (``hasCustomErrorMessage`` is false for them).
@@ -112,7 +115,10 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
         if req.acks == 0:  # ProduceRequest.getErrorResponse is null: sendErrorOrCloseConnection closes
             raise CloseConnection("acks=0 produce without TRANSACTIONAL_ID authorization; closing the connection")
         return _every_partition(req, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if len(txn_producers) > 1:  # InvalidPidMappingException: "more than one producer ID"
+    if len(txn_producers) > 1:  # ReplicaManager.handleProduceAppend throws InvalidPidMappingException, which
+        # KafkaApis.handle answers with the request's error response: none for acks=0, the connection is closed
+        if req.acks == 0:
+            raise CloseConnection("acks=0 produce with more than one transactional producer id; closing the connection")
         return _every_partition(req, version, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
     # the request's size against producer_byte_rate, as Kafka counts it; recorded before anything awaits and the
     # connection muted at once, so the requests it pipelined behind this one wait out the throttle (Kafka reads
@@ -123,6 +129,8 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
     add_partition = bool(txn_producers) and version >= 12
     if add_partition and ctx.txns.transaction_version < 2:
         _throttle(ctx, req.acks, bandwidth_ms)  # its bytes were recorded and the connection muted: answer it
+        if req.acks == 0:  # the response callback's errorInResponse: closeConnection
+            raise CloseConnection("acks=0 produce v12+ without transaction.version 2; closing the connection")
         return _every_partition(req, version, ErrorCode.UNSUPPORTED_VERSION)
     image = ctx.image
     replicas = ctx.replicas

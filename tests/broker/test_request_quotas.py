@@ -184,6 +184,24 @@ def test_a_produce_refused_after_its_bytes_were_recorded_carries_their_throttle(
     assert throttled(handles, "produce") == 1 and ctx.request_quota_done
 
 
+def test_an_acks_0_produce_refused_after_its_bytes_were_recorded_closes_the_connection(producing):
+    """The same refusal with acks=0: no answer, the connection closed (the response callback's closeConnection on
+    any partition error), its bytes still counted against producer_byte_rate."""
+    from broker.errors import CloseConnection
+
+    handles, part = producing
+    handles.txns = types.SimpleNamespace(transaction_version=1)
+    quotas(handles, producer_byte_rate=1)
+    batch = bytes(build_batch([Record(value=b"p" * 200)], producer_id=7, producer_epoch=0, base_sequence=0,
+                              is_transactional=True))
+    req = frame(0, 12, ProduceRequest(transactional_id="tx", acks=0, timeout_ms=30_000, topic_data=[
+        TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=batch)])]))
+    end = part.log.log_end_offset
+    with pytest.raises(CloseConnection):
+        run(handles, req)
+    assert throttled(handles, "produce") == 1 and part.log.log_end_offset == end
+
+
 def test_an_acks_all_produces_replication_wait_is_not_request_time(producing):
     handles, part = producing
     quotas(handles, request_percentage=1.0)
