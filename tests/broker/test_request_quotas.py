@@ -219,6 +219,36 @@ def test_an_acks_all_produces_replication_wait_is_not_request_time(producing):
     assert handles.quotas.request.rate("", "c", handles.clock.now_ms()) == pytest.approx(0.3)
 
 
+# ---- requests forwarded to the controller -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("controller_ms", [0, 25_000])
+def test_a_forwarded_request_is_throttled_once_on_the_request_quota_with_the_controllers_time(node, controller_ms):
+    """RequestHandlerHelper.sendForwardedResponse: the broker records the request's own time against
+    request_percentage (once: dispatch records nothing more) and applies the larger of that throttle and the
+    controller's (controller_mutation_rate) on the request quota: its throttle-time metrics count it once, the
+    connection is muted that long and the answer carries it."""
+    from protocol.generated.messages import CreateTopicsRequest, CreateTopicsResponse
+    from protocol.generated.messages.create_topics_request import CreatableTopic
+
+    handles, _ = node
+    quotas(handles, request_percentage=50.0)
+
+    async def forward(ctx, req):
+        return CreateTopicsResponse(throttle_time_ms=controller_ms, topics=[])
+
+    handles.controller = types.SimpleNamespace(forward=forward)
+    body = CreateTopicsRequest(timeout_ms=10_000, validate_only=False, topics=[CreatableTopic(
+        name="m", num_partitions=1, replication_factor=1, assignments=[], configs=[])])
+    data, ctx, throttles = run(handles, frame(19, 7, body))
+    resp = CreateTopicsResponse.decode(memoryview(data)[9:], 7)
+    assert resp.throttle_time_ms == controller_ms and ctx.request_quota_done
+    assert throttles == ([controller_ms] if controller_ms else [])  # muted once, that long
+    assert throttled(handles, "request") == (1 if controller_ms else 0)
+    assert handles.metrics.throttle_time.labels("request")._value.get() == controller_ms
+    assert handles.quotas.request.rate("", "c", handles.clock.now_ms()) == 0.0  # recorded: parked at once
+
+
 # ---- ShareFetch --------------------------------------------------------------------------------------------------
 
 MEMBER = "AAAAAAAAAAAAAAAAAAAAAA"

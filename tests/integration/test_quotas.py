@@ -347,6 +347,8 @@ def test_controller_mutation_rate_refuses_strict_requests_and_throttles_older_on
 
     throttle, codes = create("strict", 7, {"m-a": 3, "m-b": 20, "m-c": 1})  # a: to 0, b: to -20, c: refused
     assert codes == {"m-a": 0, "m-b": 0, "m-c": ErrorCode.THROTTLING_QUOTA_EXCEEDED} and throttle > 15_000
+    # the broker applies the controller's throttle on the request quota (RequestHandlerHelper.sendForwardedResponse)
+    assert b.broker.metrics.throttle_time.labels("request")._value.get() >= throttle
     throttle, codes = create("strict", 7, {"m-d": 1})
     assert codes == {"m-d": ErrorCode.THROTTLING_QUOTA_EXCEEDED} and throttle > 15_000
     with KafkaWire(b.port, client_id="strict") as w:
