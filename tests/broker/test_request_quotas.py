@@ -136,8 +136,8 @@ def test_acks_0_records_no_request_quota_but_its_bytes(producing):
     assert data is None and part.log.log_end_offset == 4  # appended after the 3 there, no answer
     now = handles.clock.now_ms()
     assert handles.quotas.request.rate("", "c", now) is None  # never recorded
-    # the request's size, recorded on arrival (before the append's READ_MS): over the 10 s minimum window
-    assert handles.quotas.produce.rate("", "c", now - READ_MS) == pytest.approx(req.size / 10)
+    # the request's size, recorded in the response callback (after the append): over the 10 s minimum window
+    assert handles.quotas.produce.rate("", "c", now) == pytest.approx(req.size / 10)
     assert len(throttles) == 1 and throttles[0] > 0 and ctx.throttle_ms == throttles[0]
     assert throttled(handles, "produce") == 1 and throttled(handles, "request") == 0
 
@@ -148,7 +148,7 @@ def test_over_both_quotas_a_produce_is_throttled_on_the_larger_bandwidth_time(pr
     data, _, throttles = run(handles, produce(1))
     resp = ProduceResponse.decode(memoryview(data)[9:], 9)
     assert resp.responses[0].partition_responses[0].error_code == 0
-    assert resp.throttle_time_ms > 1000 and throttles == [resp.throttle_time_ms]  # muted once, at arrival
+    assert resp.throttle_time_ms > 1000 and throttles == [resp.throttle_time_ms]  # muted once
     assert throttled(handles, "produce") == 1 and throttled(handles, "request") == 0
     assert handles.quotas.request.rate("", "c", handles.clock.now_ms()) == pytest.approx(0.3)  # one append
 
@@ -160,15 +160,16 @@ def test_over_both_quotas_a_produce_is_throttled_on_the_larger_request_time(prod
     quotas(handles, request_percentage=0.1, producer_byte_rate=req.size / 10 / 1.05)
     data, _, throttles = run(handles, req)
     resp = ProduceResponse.decode(memoryview(data)[9:], 9)
-    assert len(throttles) == 2 and 0 < throttles[0] < 1000  # the bandwidth's mute at arrival, then the request's
-    assert resp.throttle_time_ms == throttles[1] == 1000
+    assert throttles == [1000]  # the connection muted on the larger (the request's) only
+    assert resp.throttle_time_ms == 1000
     assert throttled(handles, "request") == 1 and throttled(handles, "produce") == 0
 
 
 def test_a_produce_refused_after_its_bytes_were_recorded_carries_their_throttle(producing):
-    """A v12 transactional produce on transaction version 1 is refused UNSUPPORTED_VERSION after its size was
-    recorded against producer_byte_rate and the connection muted: the answer carries that throttle time (else
-    the client is muted without being told), its throttle is counted, and the request quota recorded once."""
+    """A v12 transactional produce on transaction version 1 is refused UNSUPPORTED_VERSION through the response
+    callback: its size recorded against producer_byte_rate and the connection muted, the answer carries that
+    throttle time (else the client is muted without being told), its throttle is counted, and the request quota
+    recorded once."""
     handles, _ = producing
     handles.txns = types.SimpleNamespace(transaction_version=1)
     quotas(handles, producer_byte_rate=1)
@@ -179,7 +180,7 @@ def test_a_produce_refused_after_its_bytes_were_recorded_carries_their_throttle(
     data, ctx, throttles = run(handles, req)
     resp = ProduceResponse.decode(memoryview(data)[9:], 12)
     assert resp.responses[0].partition_responses[0].error_code == 35  # UNSUPPORTED_VERSION
-    assert len(throttles) == 1 and throttles[0] > 0  # muted once, at arrival
+    assert len(throttles) == 1 and throttles[0] > 0  # muted once
     assert resp.throttle_time_ms == throttles[0] == ctx.throttle_ms
     assert throttled(handles, "produce") == 1 and ctx.request_quota_done
 
