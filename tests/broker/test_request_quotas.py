@@ -220,6 +220,59 @@ def test_an_acks_all_produces_replication_wait_is_not_request_time(producing):
     assert handles.quotas.request.rate("", "c", handles.clock.now_ms()) == pytest.approx(0.3)
 
 
+def test_a_connection_handles_nothing_more_until_both_a_hold_and_a_throttle_have_ended():
+    """KafkaConnection's gate: a produce's hold (released in its response callback) and a quota's throttle time
+    each keep it closed; it opens, and reading resumes, only once neither does, whichever ends first."""
+    import itertools
+
+    from broker.clock import ManualClock
+    from broker.network.server import KafkaConnection
+
+    class Transport:
+        paused = False
+
+        def pause_reading(self):
+            self.paused = True
+
+        def resume_reading(self):
+            self.paused = False
+
+        def is_closing(self):
+            return False
+
+    server = types.SimpleNamespace(max_frame=1 << 20, _conn_ids=itertools.count(), authentication=None,
+                                   clock=ManualClock())
+    conn = KafkaConnection(server, "PLAINTEXT")
+    conn.transport = transport = Transport()
+    gate = conn._gate
+
+    async def until(predicate):
+        for _ in range(200):  # bounded: a 1 ms timer fires within a few loop turns
+            if predicate():
+                return
+            await asyncio.sleep(0.005)
+        raise AssertionError("the throttle timer did not fire")
+
+    async def go():
+        release = conn._hold()
+        assert not gate.is_set()
+        conn._throttle(1)
+        await until(lambda: conn._throttle_handle is None)  # the throttle has passed: still held
+        assert not gate.is_set() and transport.paused
+        release()
+        assert gate.is_set() and not transport.paused
+        release()  # once only
+        assert conn._holds == 0
+        release = conn._hold()
+        conn._throttle(1)
+        release()  # released first: the throttle still runs
+        assert not gate.is_set() and transport.paused
+        await until(gate.is_set)
+        assert not transport.paused
+
+    asyncio.run(go())
+
+
 # ---- requests forwarded to the controller -------------------------------------------------------------------------
 
 
