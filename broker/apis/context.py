@@ -98,6 +98,8 @@ class RequestContext:
     throttle_ms: int = 0  # set by a quota: the connection reads nothing more this long after the answer
     gate: Any = None  # the connection's asyncio.Event: clear while a quota's throttle time runs (KIP-219 mute)
     on_throttle: Any = None  # the connection's callback: a throttle time just imposed (ms)
+    # the connection's callback: handle none of its later requests until the release it returns is called
+    hold: Any = None
     started: float = 0.0  # clock.monotonic() when the handler began (RequestChannel's requestDequeueTimeNanos)
     # when the handler's own work ended (apiLocalCompleteTimeNanos): set by a handler before it parks (a long-poll
     # fetch), else by dispatch when the handler returns; the wait after it is not the client's request time

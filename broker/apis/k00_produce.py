@@ -14,7 +14,10 @@ Behaviour (KafkaApis.handleProduceRequest, ReplicaManager.appendRecords, LogVali
   ISR is below ``min.insync.replicas``; then the response waits until the high watermark (the ISR's log
   end) passes the batch, REQUEST_TIMED_OUT once the request's ``timeout_ms`` passes first, and
   NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below ``min.insync.replicas`` meanwhile;
-* acks=0: no response; any error closes the connection, as Kafka does;
+* acks=0: no response; any error closes the connection, as Kafka does (the response callback's
+  ``requestChannel.closeConnection`` on any partition error; the request-level ones,
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED and INVALID_PRODUCER_ID_MAPPING, through ``sendErrorOrCloseConnection``:
+  acks=0 has no error response);
 * v8+: only LogValidator's record-level rejections (RecordValidationException: keyless records on a
   compacted topic, timestamps) carry record_errors and error_message; every other error is a bare
   code, as Kafka's ``new PartitionResponse(error)`` (``hasCustomErrorMessage`` is false for them).
@@ -112,17 +115,46 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
         if req.acks == 0:  # ProduceRequest.getErrorResponse is null: sendErrorOrCloseConnection closes
             raise CloseConnection("acks=0 produce without TRANSACTIONAL_ID authorization; closing the connection")
         return _every_partition(req, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if len(txn_producers) > 1:  # InvalidPidMappingException: "more than one producer ID"
+    if len(txn_producers) > 1:  # ReplicaManager.handleProduceAppend throws InvalidPidMappingException, which
+        # KafkaApis.handle answers with the request's error response: none for acks=0, the connection is closed
+        if req.acks == 0:
+            raise CloseConnection("acks=0 produce with more than one transactional producer id; closing the connection")
         return _every_partition(req, version, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
-    # the request's size against producer_byte_rate, as Kafka counts it; recorded before anything awaits and the
-    # connection muted at once, so the requests it pipelined behind this one wait out the throttle (Kafka reads
-    # one request at a time, and records in the response callback)
-    bandwidth_ms = ctx.record_quota("produce", ctx.request.size)
-    if bandwidth_ms and ctx.on_throttle is not None:
-        ctx.on_throttle(bandwidth_ms)
+    release = _hold(ctx, req.acks)
+    if release is None:
+        return await _produce(ctx, req, version, txn_producers)
+    try:
+        return await _produce(ctx, req, version, txn_producers)
+    finally:
+        release()
+
+
+def _hold(ctx, acks: int):
+    """For a client under a produce quota (its byte rate, or its request time unless acks=0): hold the connection's
+    later requests until this one's response callback has recorded it and muted the connection if it is over
+    (``_throttle``). Kafka's Processor handles one request of a connection at a time, so the requests a producer
+    pipelined behind this one wait out its throttle; odradek reads ahead and starts them at once, and one reaching
+    the gate while this one awaits (its replication, a thread, its verification) would be appended unthrottled.
+    The release, or None (no quota applies: nothing held)."""
+    quotas = ctx.handles.quotas
+    if ctx.hold is None or quotas is None or not (quotas.produce.enabled or (quotas.request.enabled and acks != 0)):
+        return None
+    from broker.security.throttling import user_of
+
+    user, client_id = user_of(ctx.principal), ctx.client_id or ""
+    if (quotas.produce.enabled and quotas.produce.bound(user, client_id) is not None) or \
+            (acks != 0 and quotas.request.enabled and quotas.request.bound(user, client_id) is not None):
+        return ctx.hold()
+    return None
+
+
+async def _produce(ctx, req: ProduceRequest, version: int,
+                   txn_producers: set[tuple[int, int]]) -> ProduceResponse | None:
     add_partition = bool(txn_producers) and version >= 12
     if add_partition and ctx.txns.transaction_version < 2:
-        _throttle(ctx, req.acks, bandwidth_ms)  # its bytes were recorded and the connection muted: answer it
+        _throttle(ctx, req.acks)  # KIP-890's answer comes through the response callback: the quotas recorded
+        if req.acks == 0:  # the response callback's errorInResponse: closeConnection
+            raise CloseConnection("acks=0 produce v12+ without transaction.version 2; closing the connection")
         return _every_partition(req, version, ErrorCode.UNSUPPORTED_VERSION)
     image = ctx.image
     replicas = ctx.replicas
@@ -227,7 +259,7 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
             if len(part.maximal_isr) < part.log.config.min_insync_replicas:
                 # checkEnoughReplicasReachOffset: appended, but the ISR shrank below min.insync.replicas meanwhile
                 slot.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    _throttle(ctx, req.acks, bandwidth_ms)
+    _throttle(ctx, req.acks)
     if req.acks == 0:
         if errors or any(p.error_code for t in topics_out for p in t.partition_responses):
             raise CloseConnection("acks=0 produce failed; closing the connection as Kafka does")
@@ -235,14 +267,16 @@ async def handle(ctx, req: ProduceRequest) -> ProduceResponse | None:
     return ProduceResponse(responses=topics_out)
 
 
-def _throttle(ctx, acks: int, bandwidth_ms: int) -> None:
-    """KafkaApis.handleProduceRequest's response callback: the request quota is recorded (not with acks=0: "the
-    request quota is not enforced if acks == 0", nor by dispatch after) and the answer carries the larger of the
-    two throttle times, the connection throttled on the quota with the larger one only."""
+def _throttle(ctx, acks: int) -> None:
+    """KafkaApis.handleProduceRequest's response callback: the request's size is recorded against
+    producer_byte_rate and its time against request_percentage (not with acks=0: "the request quota is not enforced
+    if acks == 0", nor by dispatch after); the answer carries the larger of the two throttle times, the connection
+    throttled on the quota with the larger one only (before ``_hold``'s release: the requests behind stay held)."""
+    bandwidth_ms = ctx.record_quota("produce", ctx.request.size)
     ctx.request_quota_done = True
     request_ms = 0 if acks == 0 else ctx.record_request_quota()
     if bandwidth_ms > request_ms:
-        ctx.apply_throttle("produce", bandwidth_ms, mute=False)  # muted at arrival already
+        ctx.apply_throttle("produce", bandwidth_ms)
     elif request_ms > 0:
         ctx.apply_throttle("request", request_ms)
 

@@ -15,7 +15,7 @@ import itertools
 import logging
 import socket
 import ssl
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import Listener
@@ -412,9 +412,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.sasl: SaslServerAuthenticator | None = auth.authenticator(listener) if auth is not None else None
         self._reauthenticating = False
         self._last_reauth_ms = 0
-        self._gate = asyncio.Event()  # clear while a quota's throttle time runs
+        self._gate = asyncio.Event()  # clear while a quota's throttle time runs or a request holds the connection
         self._gate.set()
         self._throttle_handle: asyncio.TimerHandle | None = None
+        self._holds = 0  # requests handled alone, as Kafka handles every request (``_hold``)
         self._throttle_until = 0.0
         if self.sasl is not None:  # frames stay small until the connection authenticates
             self.conn.max_frame_size = min(server.max_frame, auth.max_receive_size)
@@ -531,7 +532,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         clock = handles.clock
         ctx = RequestContext(handles, request, self.conn_id, self.listener, self.peer_host, clock.now_ms(),
                              clock.monotonic(), self.peer_port, self.client_information, self.principal,
-                             gate=self._gate, on_throttle=self._throttle)
+                             gate=self._gate, on_throttle=self._throttle, hold=self._hold)
         # the task starts running handlers in arrival order; side effects that must stay ordered
         # (appends) happen before a handler's first await
         self._queue(asyncio.ensure_future(dispatch(ctx)), ctx)
@@ -598,8 +599,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._throttle_until = until
         self._throttle_handle = asyncio.get_running_loop().call_later(throttle_ms / 1000.0, self._unthrottle)
 
-    def _unthrottle(self) -> None:
-        self._throttle_handle = None
+    def _hold(self) -> Callable[[], None]:
+        """Handle none of the requests read after this one until the returned ``release`` is called: Kafka's
+        Processor mutes a channel from a request's receipt to its response, so a quota recorded in a response
+        callback holds the requests the client pipelined behind it; the read-ahead ones wait at the gate here."""
+        self._holds += 1
+        self._gate.clear()
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self._holds -= 1
+                self._unthrottle(timer=False)
+        return release
+
+    def _unthrottle(self, timer: bool = True) -> None:
+        if timer:
+            self._throttle_handle = None
+        if self._holds or self._throttle_handle is not None:  # still held, or a throttle time still runs
+            return
         self._gate.set()
         if self._reading_paused and not self._closing and self.in_flight < MAX_IN_FLIGHT and \
                 not self.transport.is_closing():

@@ -12,7 +12,10 @@ acks=all's replication, a forwarded request) and sets aside waits Kafka's handle
 (``RequestContext.aside``: a ShareFetch's acknowledgements). It is recorded once: by Fetch, ShareFetch and Produce
 in their response callbacks (Produce not at all with acks=0), else by dispatch after the handler. Fetch, ShareFetch
 and Produce answer the larger of their byte-rate and request throttle times and throttle the connection on that
-quota only.
+quota only. A Produce's bytes too are recorded in its response callback, after the append, as Kafka's; since the
+connection reads ahead (Kafka reads a connection's next request only once the previous one is answered), a
+produce of a client under a produce quota holds the connection's later requests until then (``_hold`` in
+k00_produce), so those a producer pipelined behind it wait out its throttle.
 """
 
 from __future__ import annotations

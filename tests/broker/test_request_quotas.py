@@ -138,8 +138,8 @@ def test_acks_0_records_no_request_quota_but_its_bytes(producing):
     assert data is None and part.log.log_end_offset == 4  # appended after the 3 there, no answer
     now = handles.clock.now_ms()
     assert handles.quotas.request.rate("", "c", now) is None  # never recorded
-    # the request's size, recorded on arrival (before the append's READ_MS): over the 10 s minimum window
-    assert handles.quotas.produce.rate("", "c", now - READ_MS) == pytest.approx(req.size / 10)
+    # the request's size, recorded in the response callback (after the append): over the 10 s minimum window
+    assert handles.quotas.produce.rate("", "c", now) == pytest.approx(req.size / 10)
     assert len(throttles) == 1 and throttles[0] > 0 and ctx.throttle_ms == throttles[0]
     assert throttled(handles, "produce") == 1 and throttled(handles, "request") == 0
 
@@ -150,7 +150,7 @@ def test_over_both_quotas_a_produce_is_throttled_on_the_larger_bandwidth_time(pr
     data, _, throttles = run(handles, produce(1))
     resp = ProduceResponse.decode(memoryview(data)[9:], 9)
     assert resp.responses[0].partition_responses[0].error_code == 0
-    assert resp.throttle_time_ms > 1000 and throttles == [resp.throttle_time_ms]  # muted once, at arrival
+    assert resp.throttle_time_ms > 1000 and throttles == [resp.throttle_time_ms]  # muted once
     assert throttled(handles, "produce") == 1 and throttled(handles, "request") == 0
     assert handles.quotas.request.rate("", "c", handles.clock.now_ms()) == pytest.approx(0.3)  # one append
 
@@ -162,15 +162,16 @@ def test_over_both_quotas_a_produce_is_throttled_on_the_larger_request_time(prod
     quotas(handles, request_percentage=0.1, producer_byte_rate=req.size / 10 / 1.05)
     data, _, throttles = run(handles, req)
     resp = ProduceResponse.decode(memoryview(data)[9:], 9)
-    assert len(throttles) == 2 and 0 < throttles[0] < 1000  # the bandwidth's mute at arrival, then the request's
-    assert resp.throttle_time_ms == throttles[1] == 1000
+    assert throttles == [1000]  # the connection muted on the larger (the request's) only
+    assert resp.throttle_time_ms == 1000
     assert throttled(handles, "request") == 1 and throttled(handles, "produce") == 0
 
 
 def test_a_produce_refused_after_its_bytes_were_recorded_carries_their_throttle(producing):
-    """A v12 transactional produce on transaction version 1 is refused UNSUPPORTED_VERSION after its size was
-    recorded against producer_byte_rate and the connection muted: the answer carries that throttle time (else
-    the client is muted without being told), its throttle is counted, and the request quota recorded once."""
+    """A v12 transactional produce on transaction version 1 is refused UNSUPPORTED_VERSION through the response
+    callback: its size recorded against producer_byte_rate and the connection muted, the answer carries that
+    throttle time (else the client is muted without being told), its throttle is counted, and the request quota
+    recorded once."""
     handles, _ = producing
     handles.txns = types.SimpleNamespace(transaction_version=1)
     quotas(handles, producer_byte_rate=1)
@@ -181,9 +182,27 @@ def test_a_produce_refused_after_its_bytes_were_recorded_carries_their_throttle(
     data, ctx, throttles = run(handles, req)
     resp = ProduceResponse.decode(memoryview(data)[9:], 12)
     assert resp.responses[0].partition_responses[0].error_code == 35  # UNSUPPORTED_VERSION
-    assert len(throttles) == 1 and throttles[0] > 0  # muted once, at arrival
+    assert len(throttles) == 1 and throttles[0] > 0  # muted once
     assert resp.throttle_time_ms == throttles[0] == ctx.throttle_ms
     assert throttled(handles, "produce") == 1 and ctx.request_quota_done
+
+
+def test_an_acks_0_produce_refused_after_its_bytes_were_recorded_closes_the_connection(producing):
+    """The same refusal with acks=0: no answer, the connection closed (the response callback's closeConnection on
+    any partition error), its bytes still counted against producer_byte_rate."""
+    from broker.errors import CloseConnection
+
+    handles, part = producing
+    handles.txns = types.SimpleNamespace(transaction_version=1)
+    quotas(handles, producer_byte_rate=1)
+    batch = bytes(build_batch([Record(value=b"p" * 200)], producer_id=7, producer_epoch=0, base_sequence=0,
+                              is_transactional=True))
+    req = frame(0, 12, ProduceRequest(transactional_id="tx", acks=0, timeout_ms=30_000, topic_data=[
+        TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=batch)])]))
+    end = part.log.log_end_offset
+    with pytest.raises(CloseConnection):
+        run(handles, req)
+    assert throttled(handles, "produce") == 1 and part.log.log_end_offset == end
 
 
 def test_an_acks_all_produces_replication_wait_is_not_request_time(producing):
@@ -201,6 +220,89 @@ def test_an_acks_all_produces_replication_wait_is_not_request_time(producing):
     assert resp.responses[0].partition_responses[0].error_code == 0 and resp.throttle_time_ms == 0
     assert ctx.local_complete - ctx.started == pytest.approx(READ_MS / 1000) and throttles == []
     assert handles.quotas.request.rate("", "c", handles.clock.now_ms()) == pytest.approx(0.3)
+
+
+def test_a_connection_handles_nothing_more_until_both_a_hold_and_a_throttle_have_ended():
+    """KafkaConnection's gate: a produce's hold (released in its response callback) and a quota's throttle time
+    each keep it closed; it opens, and reading resumes, only once neither does, whichever ends first."""
+    import itertools
+
+    from broker.clock import ManualClock
+    from broker.network.server import KafkaConnection
+
+    class Transport:
+        paused = False
+
+        def pause_reading(self):
+            self.paused = True
+
+        def resume_reading(self):
+            self.paused = False
+
+        def is_closing(self):
+            return False
+
+    server = types.SimpleNamespace(max_frame=1 << 20, _conn_ids=itertools.count(), authentication=None,
+                                   clock=ManualClock())
+    conn = KafkaConnection(server, "PLAINTEXT")
+    conn.transport = transport = Transport()
+    gate = conn._gate
+
+    async def until(predicate):
+        for _ in range(200):  # bounded: a 1 ms timer fires within a few loop turns
+            if predicate():
+                return
+            await asyncio.sleep(0.005)
+        raise AssertionError("the throttle timer did not fire")
+
+    async def go():
+        release = conn._hold()
+        assert not gate.is_set()
+        conn._throttle(1)
+        await until(lambda: conn._throttle_handle is None)  # the throttle has passed: still held
+        assert not gate.is_set() and transport.paused
+        release()
+        assert gate.is_set() and not transport.paused
+        release()  # once only
+        assert conn._holds == 0
+        release = conn._hold()
+        conn._throttle(1)
+        release()  # released first: the throttle still runs
+        assert not gate.is_set() and transport.paused
+        await until(gate.is_set)
+        assert not transport.paused
+
+    asyncio.run(go())
+
+
+# ---- requests forwarded to the controller -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("controller_ms", [0, 25_000])
+def test_a_forwarded_request_is_throttled_once_on_the_request_quota_with_the_controllers_time(node, controller_ms):
+    """RequestHandlerHelper.sendForwardedResponse: the broker records the request's own time against
+    request_percentage (once: dispatch records nothing more) and applies the larger of that throttle and the
+    controller's (controller_mutation_rate) on the request quota: its throttle-time metrics count it once, the
+    connection is muted that long and the answer carries it."""
+    from protocol.generated.messages import CreateTopicsRequest, CreateTopicsResponse
+    from protocol.generated.messages.create_topics_request import CreatableTopic
+
+    handles, _ = node
+    quotas(handles, request_percentage=50.0)
+
+    async def forward(ctx, req):
+        return CreateTopicsResponse(throttle_time_ms=controller_ms, topics=[])
+
+    handles.controller = types.SimpleNamespace(forward=forward)
+    body = CreateTopicsRequest(timeout_ms=10_000, validate_only=False, topics=[CreatableTopic(
+        name="m", num_partitions=1, replication_factor=1, assignments=[], configs=[])])
+    data, ctx, throttles = run(handles, frame(19, 7, body))
+    resp = CreateTopicsResponse.decode(memoryview(data)[9:], 7)
+    assert resp.throttle_time_ms == controller_ms and ctx.request_quota_done
+    assert throttles == ([controller_ms] if controller_ms else [])  # muted once, that long
+    assert throttled(handles, "request") == (1 if controller_ms else 0)
+    assert handles.metrics.throttle_time.labels("request")._value.get() == controller_ms
+    assert handles.quotas.request.rate("", "c", handles.clock.now_ms()) == 0.0  # recorded: parked at once
 
 
 # ---- ShareFetch --------------------------------------------------------------------------------------------------

@@ -321,6 +321,38 @@ def test_a_raw_produce_over_quota_carries_throttle_time_and_the_connection_waits
         assert time.monotonic() - started >= throttled / 1000.0 * 0.8  # muted until the throttle time passed
 
 
+def test_a_request_pipelined_behind_a_produce_over_quota_waits_out_its_throttle(quota_broker):
+    """KafkaApis records a produce's bytes in its response callback, after the append, and the connection's next
+    request is read only after it (the Processor handles one request of a connection at a time). Here two requests
+    are sent at once and the first awaits its append (a topic recompressing to gzip appends in a thread): the
+    second, read ahead and to a plain topic it could be appended to at once, is held until the first has recorded
+    its bytes and muted the connection, so when the first's throttled answer arrives the second's topic is still
+    empty; the second is answered once the throttle has passed."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData
+    from protocol.record_codec import Record, build_batch
+
+    b = quota_broker
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for name, result in admin.create_topics([NewTopic("quota-gzip", 1, 1, config={"compression.type": "gzip"}),
+                                             NewTopic("quota-plain", 1, 1)]).items():
+        result.result(15)
+    assert alter(b.bootstrap, {"client-id": "piped"}, {"producer_byte_rate": 1250}) == [(0, None)]
+    applied(b, "produce", "piped", 1250)
+    plain = b.broker.replicas.get("quota-plain", 0).log
+    with KafkaWire(b.port, client_id="piped") as w:
+        corrs = [w.send(0, 9, ProduceRequest(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+            TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=0, records=bytes(
+                build_batch([Record(value=b"v" * 5000, timestamp=int(time.time() * 1000))])))])]))
+            for topic in ("quota-gzip", "quota-plain")]
+        first = w.recv(corr=corrs[0])
+        # 5 KB over the 2 s minimum window at 1,250 B/s: about 2 s
+        assert first.responses[0].partition_responses[0].error_code == 0 and first.throttle_time_ms > 1000
+        assert plain.log_end_offset == 0  # the second held
+        second = w.recv(corr=corrs[1])
+        assert second.responses[0].partition_responses[0].base_offset == 0 and second.throttle_time_ms > 0
+
+
 def test_controller_mutation_rate_refuses_strict_requests_and_throttles_older_ones(quota_broker):
     """KIP-599 at the controller: ``controller_mutation_rate`` (partitions a second; a bucket of quota.window.num x
     window seconds' worth) lets one request drive the bucket below zero, then refuses CreateTopics v6+,
@@ -347,6 +379,8 @@ def test_controller_mutation_rate_refuses_strict_requests_and_throttles_older_on
 
     throttle, codes = create("strict", 7, {"m-a": 3, "m-b": 20, "m-c": 1})  # a: to 0, b: to -20, c: refused
     assert codes == {"m-a": 0, "m-b": 0, "m-c": ErrorCode.THROTTLING_QUOTA_EXCEEDED} and throttle > 15_000
+    # the broker applies the controller's throttle on the request quota (RequestHandlerHelper.sendForwardedResponse)
+    assert b.broker.metrics.throttle_time.labels("request")._value.get() >= throttle
     throttle, codes = create("strict", 7, {"m-d": 1})
     assert codes == {"m-d": ErrorCode.THROTTLING_QUOTA_EXCEEDED} and throttle > 15_000
     with KafkaWire(b.port, client_id="strict") as w:

@@ -103,6 +103,38 @@ def test_bad_transactional_requests_get_kafkas_errors_and_change_nothing(broker,
     assert log.log_end_offset == 0  # nothing was appended
 
 
+def test_a_failed_acks_0_transactional_produce_closes_the_connection_and_appends_nothing(broker, topic_name):
+    """KafkaApis.handleProduceRequest never answers acks=0: a partition error (the coordinator's verification of an
+    unknown producer id, of a partition not added to the transaction) closes the connection in the response callback,
+    and batches of two producer ids (ReplicaManager's InvalidPidMappingException) close it too, acks=0 having no
+    error response. Nothing is appended, and the next connection is served."""
+    from protocol.generated.messages import ProduceRequest
+    from protocol.generated.messages.produce_request import PartitionProduceData, TopicProduceData
+    from tests.txn_clients import wire_add_partitions
+
+    topic = topic_name("acks0")
+    _create(f"127.0.0.1:{broker.port}", topic)
+    txn_id = f"acks0-{topic}"
+    with KafkaWire(broker.port) as w:
+        wire_coordinator(w, txn_id)
+        code, pid, epoch = wire_init(w, txn_id)
+        assert code == 0
+    for batches in ({0: txn_batch(pid + 1000, 0, [b"unknown"])},  # verification: no such producer
+                    {0: txn_batch(pid, epoch, [b"not-added"])},  # verification: not in the transaction
+                    {0: txn_batch(pid, epoch, [b"x"]), 1: txn_batch(pid + 1, 0, [b"y"])}):  # two producer ids
+        with KafkaWire(broker.port) as w:
+            w.send(0, 9, ProduceRequest(transactional_id=txn_id, acks=0, timeout_ms=5000, topic_data=[
+                TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=i, records=b)
+                                                             for i, b in batches.items()])]))
+            assert w.recv_frame() is None  # closed, no answer
+    logs = [broker.broker.replicas.get(topic, i).log for i in (0, 1)]
+    assert [log.log_end_offset for log in logs] == [0, 0]
+    with KafkaWire(broker.port) as w:  # the next connection is served
+        assert wire_add_partitions(w, txn_id, pid, epoch, topic, [0]) == [0]
+        assert wire_produce(w, topic, {0: txn_batch(pid, epoch, [b"added"])}, txn_id) == [0]
+    assert [log.log_end_offset for log in logs] == [1, 0]
+
+
 def test_a_producer_that_vanishes_mid_transaction_is_aborted_at_its_timeout_and_the_lso_moves(tmp_path):
     """A producer begins a transaction, writes and disappears (transaction.timeout.ms 5000, the issue's figure):
     the coordinator aborts it (checked every transaction.abort.timed.out.transaction.cleanup.interval.ms) with an
