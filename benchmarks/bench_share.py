@@ -64,6 +64,7 @@ STATE_TOPIC = "__share_group_state"
 TARGET_RATE = 0.5     # share records/s / group records/s
 TARGET_COMMIT = 2.0   # share commit_sync p50 / OffsetCommit p50
 POLL_RECORDS = 100    # records per commit in the commit case
+BLOCK = 2000          # records produced to one partition before the next (produce_even)
 ARM_TIMEOUT = 300.0   # seconds an arm may take before it is reported as failed
 
 
@@ -311,11 +312,34 @@ def read_group(b: Target, topic: str, n: int) -> Arm:
     return arm
 
 
+def produce_even(client: dict, topic: str, n: int, partitions: int) -> float:
+    """``n`` records of ``SIZE`` bytes, the same number in each partition in full batches (blocks of ``BLOCK``
+    records to each partition in turn; acks=all), in seconds. Even, because librdkafka's ShareConsumer fetches in
+    rounds, one ShareFetch to each leader and the next round only once all have answered, each answer one batch
+    (``share.max.poll.records`` 500): a leader with nothing left holds every round for its ``fetch.wait.max.ms``
+    (500 ms), so partitions of unequal records or batch sizes would measure the spread, not the brokers."""
+    p = Producer({**client, "acks": "all", "linger.ms": 5, "log_level": 4})
+    value = os.urandom(SIZE)
+    t0 = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value, partition=(i // BLOCK) % partitions)
+                break
+            except BufferError:
+                p.poll(0.01)
+        if i % 1000 == 0:
+            p.poll(0)
+    if p.flush(ARM_TIMEOUT):
+        raise RuntimeError(f"produce to {topic}: records unacknowledged after {ARM_TIMEOUT}s")
+    return time.perf_counter() - t0
+
+
 def throughput(b: Target, n: int, rounds: int) -> dict:
     topic = f"share-bench-{uuid.uuid4().hex[:6]}"
     b.new_topic(topic, PARTITIONS)
-    pr = bench_broker.produce(b.client, topic, n, SIZE, "all", ARM_TIMEOUT)
-    print(f"produced {n:,} records of {SIZE} B to {PARTITIONS} partitions in {pr.seconds:.1f} s", flush=True)
+    seconds = produce_even(b.client, topic, n, PARTITIONS)
+    print(f"produced {n:,} records of {SIZE} B to {PARTITIONS} partitions in {seconds:.1f} s", flush=True)
     read_group(b, topic, n)  # untimed: the log's pages and the first connections are warm for both arms
     arms: dict[str, list[Arm]] = {"share": [], "group": []}
     order = ("share", "group", "group", "share")

@@ -52,7 +52,7 @@ from broker.security.throttling import user_of
 from cluster.acls import AclOperation, ResourceType
 from cluster.share.share_partition import AcknowledgementBatch, ShareError
 from cluster.share.share_session import validate_acknowledgement_batches, validate_share_fetch_request
-from cluster.share.share_session import ShareSessionKey, next_epoch
+from cluster.share.share_session import ShareSessionKey, next_epoch, rotate_round_robin
 from protocol.errors import ErrorCode
 from protocol.generated.messages import ShareFetchRequest, ShareFetchResponse
 from protocol.generated.messages.share_fetch_response import (
@@ -178,7 +178,9 @@ async def handle(ctx, req: ShareFetchRequest) -> ShareFetchResponse:
     max_bytes, min_bytes = _fetch_bytes(ctx, req)
     deadline = ctx.clock.monotonic() + max(0, req.max_wait_ms) / 1000.0
     # a share partition's first use reads its state: Kafka's handler does not wait for it
-    entries = await ctx.aside(_share_partitions(ctx, mgr, group_id, context.partitions, names, readable, pd,
+    # read in an order moved on by the epoch, as SharePartitionManager.fetchMessages: no partition starved
+    rotated = rotate_round_robin(context.partitions, epoch)
+    entries = await ctx.aside(_share_partitions(ctx, mgr, group_id, rotated, names, readable, pd,
                                                 deadline))
     started = ctx.clock.monotonic()
     sent: list[tuple[str, int]] = []

@@ -37,6 +37,18 @@ def next_epoch(epoch: int) -> int:
     return epoch + 1
 
 
+def rotate_round_robin(partitions: tuple, session_epoch: int) -> tuple:
+    """``PartitionRotateStrategy.rotateRoundRobin``: the session's partitions in the order a ShareFetch reads them,
+    moved on by the request's epoch, so that none is starved (a fetch stops at its ``max_records``: read always in
+    the same order, the first partitions would drain before the others are read at all). No rotation for one
+    partition, an initial or final epoch, or an epoch that is a multiple of the count."""
+    n = len(partitions)
+    if n <= 1 or session_epoch < 1:
+        return partitions
+    at = session_epoch % n
+    return partitions if at == 0 else (*partitions[at:], *partitions[:at])
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ShareSessionKey:
     group_id: str

@@ -46,12 +46,13 @@ def _wire(sbroker) -> KafkaWire:
 
 
 class Setup:
-    """A topic of one partition with known batches, a share group reading it from the earliest offset."""
+    """A topic of one partition (or ``partitions``, each with the same batches) with known batches, a share group
+    reading it from the earliest offset."""
 
-    def __init__(self, sbroker, name: str, batches: list[int]):
+    def __init__(self, sbroker, name: str, batches: list[int], partitions: int = 1):
         self.topic = f"sf-{name}"
         self.group = f"sfg-{name}"
-        create_topic(sbroker.bootstrap, self.topic, 1)
+        create_topic(sbroker.bootstrap, self.topic, partitions)
         self.topic_id = sbroker.broker.metadata.image.topic(self.topic).topic_id
         with _wire(sbroker) as w:
             alter = w.call(44, 1, IncrementalAlterConfigsRequest(resources=[iac.AlterConfigsResource(
@@ -60,13 +61,14 @@ class Setup:
                     iac.AlterableConfig(name="share.record.lock.duration.ms", config_operation=0,
                                         value=str(LOCK_MS))])]))
             assert alter.responses[0].error_code == 0
-            offset = 0
-            for n in batches:
-                batch = build_batch([Record(value=b"v%d" % (offset + i)) for i in range(n)])
-                r = w.call(0, 9, ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[TopicProduceData(
-                    name=self.topic, partition_data=[PartitionProduceData(index=0, records=batch)])]))
-                assert r.responses[0].partition_responses[0].error_code == 0
-                offset += n
+            for index in range(partitions):
+                offset = 0
+                for n in batches:
+                    batch = build_batch([Record(value=b"v%d" % (offset + i)) for i in range(n)])
+                    r = w.call(0, 9, ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[TopicProduceData(
+                        name=self.topic, partition_data=[PartitionProduceData(index=index, records=batch)])]))
+                    assert r.responses[0].partition_responses[0].error_code == 0
+                    offset += n
             member = str(uuid.uuid4())
             hb = w.call(76, 1, ShareGroupHeartbeatRequest(group_id=self.group, member_id=member, member_epoch=0,
                                                           subscribed_topic_names=[self.topic]))
@@ -171,6 +173,32 @@ def test_acquires_whole_batches_and_accepts(sbroker):
     finally:
         a.close()
         b.close()
+
+
+def test_a_sessions_partitions_are_read_in_turn(sbroker):
+    """PartitionRotateStrategy (round robin by the session epoch, SharePartitionManager.fetchMessages): a fetch
+    stops at its max_records, so each fetch of one batch comes from the next partition of the session, not from
+    the first until it is drained."""
+    s = Setup(sbroker, "rotate", [4, 4], partitions=3)
+    m = Member(sbroker, s)
+    try:
+        order = []
+        for _ in range(6):
+            req = ShareFetchRequest(group_id=s.group, member_id=m.id, share_session_epoch=m.epoch, max_wait_ms=3000,
+                                    min_bytes=1, max_records=1, batch_size=1, topics=[sfr.FetchTopic(
+                                        topic_id=s.topic_id, partitions=[sfr.FetchPartition(partition_index=i)
+                                                                         for i in range(3)])] if m.epoch == 0 else [])
+            resp = m.w.call(78, 1, req)
+            assert resp.error_code == 0, resp
+            m.epoch += 1
+            got = [(p.partition_index, a.first_offset, a.last_offset)
+                   for t in resp.responses for p in t.partitions for a in p.acquired_records]
+            assert len(got) == 1, got  # one whole batch: max_records is reached by it
+            order.append(got[0])
+        # epochs 0, 1, 2, 3, 4, 5 start at partitions 0, 1, 2, 0, 1, 2 (epoch 0 and multiples of 3: no rotation)
+        assert order == [(0, 0, 3), (1, 0, 3), (2, 0, 3), (0, 4, 7), (1, 4, 7), (2, 4, 7)]
+    finally:
+        m.close()
 
 
 def test_released_record_returns_with_count_plus_one_rejected_never(sbroker):

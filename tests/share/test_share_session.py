@@ -265,3 +265,20 @@ def test_validate_acknowledgement_batches(batches, renew, expected):
     """KafkaApisTest's ShareFetch/ShareAcknowledge acknowledgement validation (validateAcknowledgementBatches:
     testHandleShareFetchRequestAcknowledgementBatchesFirstOffsetGreaterThanLastOffset and its siblings)."""
     assert validate_acknowledgement_batches(batches, renew) == expected
+
+
+# ---- PartitionRotateStrategyTest (Kafka 4.2, server/.../share/fetch) -----------------------------------------------
+
+def test_rotate_round_robin_as_partition_rotate_strategy_test():
+    from cluster.share.share_session import rotate_round_robin
+
+    parts = tuple((b"t", i) for i in range(3))
+    assert rotate_round_robin(parts, 1) == parts[1:] + parts[:1]
+    assert rotate_round_robin(parts, 5) == parts[2:] + parts[:2]  # an epoch above the count
+    assert rotate_round_robin(parts, 2**31 - 1) == parts[1:] + parts[:1]  # Integer.MAX_VALUE % 3 == 1
+    assert rotate_round_robin(parts, 3) == parts  # a multiple of the count: no rotation
+    assert rotate_round_robin(parts, 0) == parts and rotate_round_robin(parts, -1) == parts  # initial, final
+    assert rotate_round_robin(parts[:1], 7) == parts[:1] and rotate_round_robin((), 7) == ()
+    # every epoch keeps every partition once
+    for epoch in range(1, 20):
+        assert sorted(rotate_round_robin(parts, epoch)) == sorted(parts)
