@@ -114,6 +114,7 @@ class Target:
             self.bootstrap, self.ports = self._broker.bootstrap, [self._broker.port]
             self.data_dirs = [os.path.join(workdir, "odradek-share-data")]
         self.client = {"bootstrap.servers": self.bootstrap}
+        self.group_conf: dict = {}  # read_group's settings beside the client defaults
 
     def cpu_seconds(self) -> float:
         if self._broker is not None:
@@ -280,11 +281,15 @@ def settled(ports: list[int], group: str, timeout: float) -> str | None:
 
 
 def read_group(b: Target, topic: str, n: int) -> Arm:
-    """A fresh consumer group (subscribe, client defaults, from the earliest offset) until ``n`` records."""
+    """A fresh consumer group (subscribe, client defaults, from the earliest offset) until ``n`` records.
+
+    ``b.group_conf``: settings beside the defaults (``--group-fetch-queue-backoff-ms``: librdkafka stops fetching
+    for ``fetch.queue.backoff.ms``, 1 s, once ``queued.min.messages`` are queued; three leaders fill that queue
+    before Python drains it, and the arm then measures the pause)."""
     arm = Arm("group")
     c0 = b.cpu_seconds()
     c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"group-bench-{uuid.uuid4().hex[:8]}",
-                  "auto.offset.reset": "earliest", "log_level": 4})
+                  "auto.offset.reset": "earliest", "log_level": 4, **b.group_conf})
     t0 = time.perf_counter()
     first = None
     deadline = time.monotonic() + ARM_TIMEOUT
@@ -474,6 +479,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commits", type=int, default=400, help="timed commits per side")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: throughput, partition, commit")
     ap.add_argument("--cluster", action="store_true", help="three nodes, every topic RF 3 (figures untargeted)")
+    ap.add_argument("--group-fetch-queue-backoff-ms", type=int, help="the consumer group's fetch.queue.backoff.ms "
+                    "(client default: 1000; see read_group)")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
@@ -483,6 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     targeted = not args.cluster  # issue 30: 3-node figures untargeted
     with tempfile.TemporaryDirectory(prefix="bench-share-") as workdir:
         b = Target(workdir, args.cluster)
+        if args.group_fetch_queue_backoff_ms is not None:
+            b.group_conf["fetch.queue.backoff.ms"] = args.group_fetch_queue_backoff_ms
+            results["group_fetch_queue_backoff_ms"] = args.group_fetch_queue_backoff_ms
         try:
             bench_broker.warm_up(b, b.rf)
             if "throughput" not in skip:
