@@ -1,6 +1,7 @@
 """Share groups (KIP-932) against a consumer group on one broker, measured in the same run (issue 30).
 
 Run:  .venv/bin/python benchmarks/bench_share.py --json share.json          # ~5 min
+      .venv/bin/python benchmarks/bench_share.py --cluster --group-fetch-queue-backoff-ms 10   # three nodes
       .venv/bin/python benchmarks/bench_share.py --records 20000 --rounds 1 --commits 50   # a quick look
 
 One ``odradek serve`` (config/single-node.yaml, as bench_broker.py starts it), confluent-kafka (librdkafka) with
@@ -28,6 +29,10 @@ client defaults unless said:
   committed; the client returns a poll's whole ShareFetch answer, thousands of records) beside a consumer group's
   ``Consumer.commit(asynchronous=False)`` after each ``consume(100)`` (one OffsetCommit), in blocks ABBA; 100-byte
   records; p50/p99 of the timed call. Target: share p50 <= 2x the OffsetCommit's.
+
+``--cluster``: the same cases on three combined nodes (``EmbeddedCluster``), every topic RF 3 with
+``min.insync.replicas`` 2, no targets (issue 30: "3-node figures untargeted"); CPU is the three nodes', state
+bytes every replica's. The throughput log is filled evenly in full batches in both modes (``produce_even``).
 
 The load average is printed at the start and the end: the machine is shared and the figures mean little when it is
 busy. Nothing is asserted; the exit status is 1 when a target is missed; ``--json`` keeps the figures.
