@@ -602,9 +602,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _hold(self) -> Callable[[], None]:
         """Handle none of the requests read after this one until the returned ``release`` is called: Kafka's
         Processor mutes a channel from a request's receipt to its response, so a quota recorded in a response
-        callback holds the requests the client pipelined behind it; the read-ahead ones wait at the gate here."""
+        callback holds the requests the client pipelined behind it; the read-ahead ones wait at the gate here.
+        Reading pauses meanwhile, as the mute does: a request read in the turn that releases the hold would have
+        its first step run before the wake-ups of those waiting, and pass the gate ahead of them (two produces to
+        one partition appended out of order)."""
         self._holds += 1
         self._gate.clear()
+        if not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
         released = False
 
         def release() -> None:

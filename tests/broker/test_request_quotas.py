@@ -275,6 +275,71 @@ def test_a_connection_handles_nothing_more_until_both_a_hold_and_a_throttle_have
     asyncio.run(go())
 
 
+def test_a_request_read_while_a_produce_holds_the_connection_is_handled_after_those_waiting(producing):
+    """Requests are handled in arrival order across a produce's hold: one read in the loop turn whose last step
+    releases the hold must not pass the gate before those already waiting there (its task's first step is
+    scheduled before their wake-ups). Kafka mutes the channel while a request is handled: reading pauses while
+    held, so nothing read meanwhile can overtake (else two produces to one partition are appended out of order)."""
+    import itertools
+
+    from broker.network.server import KafkaConnection
+
+    handles, part = producing
+    quotas(handles, producer_byte_rate=1e9)  # under a quota, never throttled: the hold alone
+
+    class Transport:
+        """Reads nothing while paused; what arrives meanwhile is read at the next I/O turn after resuming."""
+        paused = False
+
+        def __init__(self):
+            self.unread = []
+
+        def pause_reading(self):
+            self.paused = True
+
+        def resume_reading(self):
+            self.paused = False
+            for req in self.unread:
+                asyncio.get_running_loop().call_soon(conn._dispatch, req)
+            self.unread.clear()
+
+        def is_closing(self):
+            return False
+
+        def arrive(self, req):
+            self.unread.append(req) if self.paused else conn._dispatch(req)
+
+    server = types.SimpleNamespace(max_frame=1 << 20, _conn_ids=itertools.count(), authentication=None,
+                                   clock=handles.clock, handles=handles)
+    conn = KafkaConnection(server, "PLAINTEXT")
+    conn.transport = transport = Transport()
+
+    async def go():
+        transport.arrive(produce(1, 10))  # read with the one before it, which holds the connection (a produce under
+        release = conn._hold()  # the quota, awaiting its append or replication): waits at the gate
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not conn._gate.is_set() and conn.in_flight == 1
+        transport.arrive(produce(1, 20))  # read in the turn that ends the hold
+        release()
+        answers = []
+        for _ in range(100):  # bounded: both are handled within a few loop turns
+            if len(answers) == 2:
+                break
+            if conn.pending.empty():
+                await asyncio.sleep(0)
+                continue
+            task, _ctx = conn.pending.get_nowait()
+            parts = await asyncio.wait_for(task, 10)
+            data = b"".join(p.read() if hasattr(p, "read") else bytes(p) for p in parts)
+            answers.append(ProduceResponse.decode(memoryview(data)[9:], 9).responses[0].partition_responses[0])
+        return answers
+
+    first, second = asyncio.run(go())
+    assert first.error_code == second.error_code == 0
+    assert first.base_offset < second.base_offset  # appended in the order sent
+
+
 # ---- requests forwarded to the controller -------------------------------------------------------------------------
 
 
