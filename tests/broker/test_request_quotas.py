@@ -167,6 +167,14 @@ def test_over_both_quotas_a_produce_is_throttled_on_the_larger_request_time(prod
     assert throttled(handles, "request") == 1 and throttled(handles, "produce") == 0
 
 
+def _v12_transactional_produce(acks: int) -> bytes:
+    """A v12 Produce frame of one transactional batch (producer id 7) to t-0: refused on transaction version 1."""
+    batch = bytes(build_batch([Record(value=b"p" * 200)], producer_id=7, producer_epoch=0, base_sequence=0,
+                              is_transactional=True))
+    return frame(0, 12, ProduceRequest(transactional_id="tx", acks=acks, timeout_ms=30_000, topic_data=[
+        TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=batch)])]))
+
+
 def test_a_produce_refused_after_its_bytes_were_recorded_carries_their_throttle(producing):
     """A v12 transactional produce on transaction version 1 is refused UNSUPPORTED_VERSION through the response
     callback: its size recorded against producer_byte_rate and the connection muted, the answer carries that
@@ -175,10 +183,7 @@ def test_a_produce_refused_after_its_bytes_were_recorded_carries_their_throttle(
     handles, _ = producing
     handles.txns = types.SimpleNamespace(transaction_version=1)
     quotas(handles, producer_byte_rate=1)
-    batch = bytes(build_batch([Record(value=b"p" * 200)], producer_id=7, producer_epoch=0, base_sequence=0,
-                              is_transactional=True))
-    req = frame(0, 12, ProduceRequest(transactional_id="tx", acks=1, timeout_ms=30_000, topic_data=[
-        TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=batch)])]))
+    req = _v12_transactional_produce(acks=1)
     data, ctx, throttles = run(handles, req)
     resp = ProduceResponse.decode(memoryview(data)[9:], 12)
     assert resp.responses[0].partition_responses[0].error_code == 35  # UNSUPPORTED_VERSION
@@ -195,10 +200,7 @@ def test_an_acks_0_produce_refused_after_its_bytes_were_recorded_closes_the_conn
     handles, part = producing
     handles.txns = types.SimpleNamespace(transaction_version=1)
     quotas(handles, producer_byte_rate=1)
-    batch = bytes(build_batch([Record(value=b"p" * 200)], producer_id=7, producer_epoch=0, base_sequence=0,
-                              is_transactional=True))
-    req = frame(0, 12, ProduceRequest(transactional_id="tx", acks=0, timeout_ms=30_000, topic_data=[
-        TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=batch)])]))
+    req = _v12_transactional_produce(acks=0)
     end = part.log.log_end_offset
     with pytest.raises(CloseConnection):
         run(handles, req)

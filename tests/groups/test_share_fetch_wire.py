@@ -104,6 +104,16 @@ class Member:
             self.epoch += 1
         return resp
 
+    def send_fetch(self, max_wait_ms: int, min_bytes: int = 1) -> int:
+        """A ShareFetch of the partition (max_records 100) sent without waiting: its correlation id, to ``recv``
+        once it is answered (a parked fetch)."""
+        corr = self.w.send(78, self.version, ShareFetchRequest(
+            group_id=self.s.group, member_id=self.id, share_session_epoch=self.epoch, max_wait_ms=max_wait_ms,
+            min_bytes=min_bytes, max_records=100, batch_size=100, topics=[sfr.FetchTopic(
+                topic_id=self.s.topic_id, partitions=[sfr.FetchPartition(partition_index=0)])]))
+        self.epoch += 1
+        return corr
+
     def ack(self, acks, epoch=None, topic_id=None, is_renew_ack=False):
         req = ShareAcknowledgeRequest(group_id=self.s.group, member_id=self.id,
                                       share_session_epoch=self.epoch if epoch is None else epoch,
@@ -379,11 +389,7 @@ def test_parked_fetch_is_woken_by_an_append_and_by_a_release(sbroker):
     a, b = Member(sbroker, s), Member(sbroker, s)
     try:
         assert acquired(a.fetch()) == []  # opens the session: nothing there yet
-        corr = a.w.send(78, 1, ShareFetchRequest(
-            group_id=s.group, member_id=a.id, share_session_epoch=a.epoch, max_wait_ms=20000, min_bytes=1,
-            max_records=100, batch_size=100, topics=[sfr.FetchTopic(topic_id=s.topic_id, partitions=[
-                sfr.FetchPartition(partition_index=0)])]))
-        a.epoch += 1
+        corr = a.send_fetch(max_wait_ms=20000)
         with _wire(sbroker) as w:
             r = w.call(0, 9, ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[TopicProduceData(
                 name=s.topic, partition_data=[PartitionProduceData(index=0, records=build_batch(
@@ -392,11 +398,7 @@ def test_parked_fetch_is_woken_by_an_append_and_by_a_release(sbroker):
         woken = a.w.recv(78, 1, corr)
         assert acquired(woken) == [(0, 2, 1)]
         assert acquired(b.fetch()) == []  # opens b's session: all held by a
-        corr = b.w.send(78, 1, ShareFetchRequest(
-            group_id=s.group, member_id=b.id, share_session_epoch=b.epoch, max_wait_ms=20000, min_bytes=1,
-            max_records=100, batch_size=100, topics=[sfr.FetchTopic(topic_id=s.topic_id, partitions=[
-                sfr.FetchPartition(partition_index=0)])]))
-        b.epoch += 1
+        corr = b.send_fetch(max_wait_ms=20000)
         assert [p.error_code for t in a.ack([(0, 2, [RELEASE])]).responses for p in t.partitions] == [0]
         assert acquired(b.w.recv(78, 1, corr)) == [(0, 2, 2)]
     finally:
@@ -414,11 +416,7 @@ def test_a_parked_fetch_leaves_out_a_share_partition_fenced_by_a_write(sbroker):
     try:
         assert acquired(a.fetch()) == [(0, 1, 1)]
         assert acquired(b.fetch()) == []  # opens b's session: all held by a
-        corr = b.w.send(78, 1, ShareFetchRequest(
-            group_id=s.group, member_id=b.id, share_session_epoch=b.epoch, max_wait_ms=1000, min_bytes=1,
-            max_records=100, batch_size=100, topics=[sfr.FetchTopic(topic_id=s.topic_id, partitions=[
-                sfr.FetchPartition(partition_index=0)])]))
-        b.epoch += 1
+        corr = b.send_fetch(max_wait_ms=1000)
         with _wire(sbroker) as w:  # the group has no members: its offsets can be altered (a new state epoch)
             r = w.call(91, 0, AlterShareGroupOffsetsRequest(group_id=s.group, topics=[
                 asgo.AlterShareGroupOffsetsRequestTopic(topic_name=s.topic, partitions=[
@@ -488,11 +486,7 @@ def test_min_bytes_holds_the_fetch_until_enough_is_readable(sbroker):
     try:
         assert acquired(a.fetch()) == [] and acquired(b.fetch()) == []  # the sessions, nothing there yet
         append([b"small-0", b"small-1"])
-        corr = a.w.send(78, 1, ShareFetchRequest(
-            group_id=s.group, member_id=a.id, share_session_epoch=a.epoch, max_wait_ms=20000, min_bytes=5000,
-            max_records=100, batch_size=100, topics=[sfr.FetchTopic(topic_id=s.topic_id, partitions=[
-                sfr.FetchPartition(partition_index=0)])]))
-        a.epoch += 1
+        corr = a.send_fetch(max_wait_ms=20000, min_bytes=5000)
         append([b"x" * 6000])
         assert acquired(a.w.recv(78, 1, corr)) == [(0, 2, 1)]
         append([b"small-3"])
